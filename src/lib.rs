@@ -1,0 +1,58 @@
+//! # tracestat
+//!
+//! The Linux kernel's in-kernel statistics machinery — `trace_stat`, the ftrace function
+//! profiler and hist triggers — as a user-space library.
+//!
+//! Why in-process? Because aggregating where the event happens is far cheaper than shipping
+//! every event to a consumer and collapsing it there: a counter update in a per-thread table
+//! costs a few nanoseconds, a message to an aggregator costs a hundred. That was Ingo
+//! Molnar's argument for the kernel's function profiler, and it is this crate's design.
+//!
+//! ## A guided tour
+//!
+//! - [`stat`] — the framework. Implement [`stat::StatTracer`] (start / next / cmp / headers /
+//!   show) and register it: your data becomes a sorted stat file, read as
+//!   `trace_stat/<name>` through the tracefs-like [`stat::Tracefs`], beside control files
+//!   that take `echo 1 > file`-style writes with the kernel's parsing rules.
+//! - [`hist`] — the generic histogram behind every provider: a lock-free, epoch-reclaimed
+//!   hash table from keys to per-key statistics.
+//! - [`profile`] — the ftrace-compatible hook interface (call sites, ops, filter hashes) and
+//!   the function and branch profilers on it.
+//!
+//! ## Your own stat file in a few lines
+//!
+//! ```
+//! use std::fmt;
+//! use tracestat::stat::{StatTracer, Tracefs};
+//!
+//! struct Queues(Vec<(&'static str, u64)>);
+//!
+//! impl StatTracer for Queues {
+//!     type Entry = (&'static str, u64);
+//!     fn name(&self) -> &str { "queues" }
+//!     fn start(&self) -> Option<Self::Entry> { self.0.first().copied() }
+//!     fn next(&self, _: &Self::Entry, i: usize) -> Option<Self::Entry> { self.0.get(i).copied() }
+//!     fn cmp(&self, a: &Self::Entry, b: &Self::Entry) -> std::cmp::Ordering { a.1.cmp(&b.1) }
+//!     fn headers(&self, out: &mut dyn fmt::Write) -> fmt::Result { writeln!(out, "# NAME  DEPTH") }
+//!     fn show(&self, e: &Self::Entry, out: &mut dyn fmt::Write) -> fmt::Result {
+//!         writeln!(out, "  {:5} {:5}", e.0, e.1)
+//!     }
+//! }
+//!
+//! let fs = Tracefs::new();
+//! fs.stats().register(Queues(vec![("rx", 3), ("tx", 9)]))?;
+//! assert_eq!(fs.read("trace_stat/queues")?, "# NAME  DEPTH\n  tx        9\n  rx        3\n");
+//! # Ok::<(), tracestat::Error>(())
+//! ```
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+mod error;
+pub(crate) mod primitive;
+
+pub mod hist;
+pub mod profile;
+pub mod stat;
+
+pub use error::{Access, Error, InputError};

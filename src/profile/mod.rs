@@ -1,0 +1,5 @@
+//! The ftrace-compatible hook interface and the providers on it (function and branch
+//! profilers).
+//!
+//! This module is being built; see the project's issues on the hook interface and the
+//! profilers.

@@ -1,0 +1,31 @@
+//! `trace_stat`: providers that become sorted stat files, and the control surface they live on.
+//!
+//! The kernel's `kernel/trace/trace_stat.c` lets any subsystem publish a table as
+//! `/sys/kernel/tracing/trace_stat/<name>` by filling a `struct tracer_stat` with a few
+//! callbacks. This module is that framework:
+//!
+//! - [`StatTracer`] (in `tracer.rs`) is the provider trait: `start`/`next` enumerate typed
+//!   entries, `cmp` orders them, `headers`/`show` print them, `release` takes them back.
+//! - [`snapshot`] performs one read: collect, stable sort descending, print, release. Each
+//!   read owns its entries, unlike the kernel's single shared rbtree per file.
+//! - [`StatRegistry`] (in `registry.rs`) maps names to providers; duplicate names are
+//!   refused atomically.
+//! - [`Tracefs`] (in `control.rs`) is the tracefs-like tree: `trace_stat/<name>` plus the
+//!   control files providers add, read and written as bytes, with typed errors.
+//! - [`parse_ulong`] / [`parse_bool`] (in `parse.rs`) are the kernel's `kstrtoul` rules that
+//!   every numeric control file shares.
+
+mod control;
+mod parse;
+mod registry;
+pub mod snapshot;
+mod tracer;
+
+pub use control::{
+    BoolControl, ControlFile, DirEntry, Mode, ReadOnlyFile, STAT_DIR, Tracefs, UlongControl,
+    WriteMode,
+};
+pub use parse::{MAX_NUMBER_WRITE, as_text, parse_bool, parse_ulong};
+pub use registry::StatRegistry;
+pub use snapshot::{render, sorted_entries};
+pub use tracer::StatTracer;
