@@ -22,7 +22,7 @@
 //!   table; reads and writes of a file run on an `Arc` clone, outside it.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use super::parse;
 use super::registry::StatRegistry;
@@ -182,7 +182,7 @@ impl Tracefs {
     /// hook interface's filter files) register.
     #[cfg(not(loom))]
     pub fn global() -> &'static Tracefs {
-        static GLOBAL: OnceLock<Tracefs> = OnceLock::new();
+        static GLOBAL: std::sync::OnceLock<Tracefs> = std::sync::OnceLock::new();
         GLOBAL.get_or_init(Tracefs::new)
     }
 

@@ -87,6 +87,25 @@ impl StatRegistry {
     pub fn register_arc<T: StatTracer>(&self, tracer: Arc<T>) -> Result<(), Error> {
         let name = tracer.name().to_owned();
         check_stat_name(&name)?;
+        // Negative control for the loom model: check and insert in two critical sections,
+        // the race the real code closes. Loom must find two winners.
+        #[cfg(tracestat_loom_negative = "registry")]
+        let mut map = {
+            let taken = self
+                .tracers
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(&name);
+            if taken {
+                return Err(Error::AlreadyExists {
+                    path: format!("trace_stat/{name}"),
+                });
+            }
+            let mut map = self.tracers.write().unwrap_or_else(|e| e.into_inner());
+            map.remove(&name);
+            map
+        };
+        #[cfg(not(tracestat_loom_negative = "registry"))]
         let mut map = self.tracers.write().unwrap_or_else(|e| e.into_inner());
         if map.contains_key(&name) {
             return Err(Error::AlreadyExists {
