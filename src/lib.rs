@@ -56,3 +56,8 @@ pub mod profile;
 pub mod stat;
 
 pub use error::{Access, Error, InputError};
+
+/// Re-exported for the call-site macros (`likely!`, `unlikely!`, ...), which place static
+/// site records in link-time distributed slices. Not public API.
+#[doc(hidden)]
+pub use linkme as __linkme;

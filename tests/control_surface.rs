@@ -73,7 +73,8 @@ fn bad_writes_are_typed_errors_naming_the_file_and_change_nothing() {
     fs.write("function_profile_enabled", b"1").unwrap();
     fs.write("tracing_thresh", b"100").unwrap();
     let too_long = vec![b'1'; 65];
-    let cases: Vec<(&[u8], fn(&InputError) -> bool)> = vec![
+    type Check = fn(&InputError) -> bool;
+    let cases: Vec<(&[u8], Check)> = vec![
         (b"", |e| matches!(e, InputError::Empty)),
         (b"abc", |e| {
             matches!(e, InputError::InvalidDigit { pos: 0, found: 'a' })

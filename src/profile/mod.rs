@@ -3,3 +3,6 @@
 //!
 //! This module is being built; see the project's issues on the hook interface and the
 //! profilers.
+
+pub mod branch;
+pub mod format;

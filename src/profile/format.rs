@@ -1,0 +1,180 @@
+//! The kernel's text formats for profiler output, byte for byte.
+//!
+//! - [`write_graph_duration`] is `trace_print_graph_duration()` from
+//!   `kernel/trace/trace_functions_graph.c`: microseconds as an integer, then a `.` and the
+//!   nanosecond remainder cut so that at most 7 digits are printed, then `" us "`, padded to
+//!   the column width.
+//! - [`write_function_row`] is `function_stat_show()` from `kernel/trace/ftrace.c`:
+//!   `"  %-30.30s  %10lu"` and, when timed, Time, Avg and s^2 each behind four spaces.
+//! - [`sample_variance_us2`] is the s^2 column: `(n·Σx² − (Σx)²) / (n·(n−1))` in ns², divided
+//!   by 1000 once (the printer divides again, so the figure reads as µs²). The kernel computes
+//!   it in 64 bits and overflows for long-running functions; here it is exact (128 bits) and
+//!   saturates at `u64::MAX`.
+//!
+//! `%-30.30s` counts bytes in C. Names are cut at the last UTF-8 character boundary within 30
+//! bytes and padded with spaces to 30 bytes, so ASCII names (all kernel symbols) match the
+//! kernel exactly and other names stay valid UTF-8 and keep the columns aligned in bytes.
+
+use core::fmt::{self, Write};
+
+/// Header of a timed function profile (`trace_stat/function*` with the graph tracer).
+pub const FUNCTION_HEADER_TIMED: &str = "  Function                               Hit    Time            Avg             s^2\n  --------                               ---    ----            ---             ---\n";
+
+/// Header of a hit-count-only function profile.
+pub const FUNCTION_HEADER_HITS: &str =
+    "  Function                               Hit\n  --------                               ---\n";
+
+/// Writes a duration in nanoseconds as `trace_print_graph_duration()` does.
+///
+/// ```
+/// # use tracestat::profile::format::graph_duration;
+/// assert_eq!(graph_duration(3_791_163), "3791.163 us ");
+/// assert_eq!(graph_duration(1_459), "1.459 us    ");
+/// assert_eq!(graph_duration(182_650_345), "182650.3 us ");
+/// assert_eq!(graph_duration(2_551_467_000), "2551467 us  ");
+/// ```
+pub fn write_graph_duration(out: &mut dyn Write, ns: u64) -> fmt::Result {
+    let usecs = ns / 1000;
+    let rem = ns % 1000;
+    let mut digits = itoa_len(usecs);
+    write!(out, "{usecs}")?;
+    if digits < 7 {
+        // snprintf(nsecs_str, min(5, 8 - len), "%03lu", rem) keeps 8 - len - 1 characters
+        // (at most 3): the remainder cut so the number has at most 7 digits.
+        let keep = (8 - digits - 1).min(3);
+        let rem3 = format_args!("{rem:03}").to_string();
+        out.write_char('.')?;
+        out.write_str(&rem3[..keep])?;
+        digits += keep + 1;
+    }
+    out.write_str(" us ")?;
+    for _ in digits..8 {
+        out.write_char(' ')?;
+    }
+    Ok(())
+}
+
+/// [`write_graph_duration`] into a new string.
+pub fn graph_duration(ns: u64) -> String {
+    let mut s = String::new();
+    // Writing to a String cannot fail.
+    let _ = write_graph_duration(&mut s, ns);
+    s
+}
+
+fn itoa_len(mut v: u64) -> usize {
+    let mut n = 1;
+    while v >= 10 {
+        v /= 10;
+        n += 1;
+    }
+    n
+}
+
+/// Writes `s` as C's `%-W.Ws` does for ASCII (see the module docs for other text).
+pub fn write_padded(out: &mut dyn Write, s: &str, width: usize) -> fmt::Result {
+    let mut end = s.len().min(width);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    out.write_str(&s[..end])?;
+    for _ in end..width {
+        out.write_char(' ')?;
+    }
+    Ok(())
+}
+
+/// The s^2 column's value (already divided by 1000 once, as the kernel does) for `n` calls
+/// whose times sum to `sum` ns and whose squares sum to `sum_sq` ns². 0 when `n <= 1`.
+pub fn sample_variance_us2(n: u64, sum: u128, sum_sq: u128) -> u64 {
+    if n <= 1 {
+        return 0;
+    }
+    let n = u128::from(n);
+    // n·Σx² ≥ (Σx)² always (Cauchy–Schwarz); saturate in case the inputs were inconsistent.
+    let num = n
+        .saturating_mul(sum_sq)
+        .saturating_sub(sum.saturating_mul(sum));
+    let den = n * (n - 1) * 1000;
+    u64::try_from(num / den).unwrap_or(u64::MAX)
+}
+
+/// Timing columns of one function-profile row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RowTiming {
+    /// Total time, ns.
+    pub time_ns: u128,
+    /// Sum of squared call times, ns².
+    pub time_sq: u128,
+}
+
+/// Writes one `trace_stat/function*` row: name and hits, and with `timing` the Time, Avg and
+/// s^2 columns, then a newline.
+pub fn write_function_row(
+    out: &mut dyn Write,
+    name: &str,
+    hits: u64,
+    timing: Option<RowTiming>,
+) -> fmt::Result {
+    out.write_str("  ")?;
+    write_padded(out, name, 30)?;
+    write!(out, "  {hits:10}")?;
+    if let Some(t) = timing {
+        let time = u64::try_from(t.time_ns).unwrap_or(u64::MAX);
+        let avg = time.checked_div(hits).unwrap_or(0);
+        out.write_str("    ")?;
+        write_graph_duration(out, time)?;
+        out.write_str("    ")?;
+        write_graph_duration(out, avg)?;
+        out.write_str("    ")?;
+        write_graph_duration(out, sample_variance_us2(hits, t.time_ns, t.time_sq))?;
+    }
+    out.write_char('\n')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duration_cuts_to_seven_digits() {
+        // (ns, printed) pairs; the printed forms appear in real trace_stat files.
+        for (ns, s) in [
+            (0, "0.000 us    "),
+            (999, "0.999 us    "),
+            (1_459, "1.459 us    "),
+            (18_768, "18.768 us   "),
+            (659_733, "659.733 us  "),
+            (3_791_163, "3791.163 us "),
+            (19_292_520, "19292.52 us "),
+            (182_650_345, "182650.3 us "),
+            (2_551_467_123, "2551467 us  "),
+            (968_683_296_000, "968683296 us "),
+        ] {
+            assert_eq!(graph_duration(ns), s, "{ns}");
+        }
+    }
+
+    #[test]
+    fn padding_truncates_like_printf() {
+        let mut s = String::new();
+        write_padded(&mut s, "rcu_preempt_deferred_qs_handler", 30).unwrap();
+        assert_eq!(s, "rcu_preempt_deferred_qs_handle");
+        s.clear();
+        // 29 ASCII bytes then a 2-byte character: cut before it, pad to 30 bytes.
+        write_padded(&mut s, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaé", 30).unwrap();
+        assert_eq!(s, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaa ");
+    }
+
+    #[test]
+    fn variance_is_exact_where_u64_would_overflow() {
+        // Two calls of 5 s and 7 s: s² = 2 s² = 2e18 ns², /1000 = 2e15.
+        let (a, b) = (5_000_000_000u128, 7_000_000_000u128);
+        assert_eq!(
+            sample_variance_us2(2, a + b, a * a + b * b),
+            2_000_000_000_000_000
+        );
+        assert_eq!(sample_variance_us2(1, 5, 25), 0);
+        assert_eq!(sample_variance_us2(0, 0, 0), 0);
+    }
+}
