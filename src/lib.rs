@@ -51,6 +51,7 @@
 mod error;
 pub(crate) mod primitive;
 
+pub mod demo;
 pub mod hist;
 pub mod profile;
 pub mod stat;
