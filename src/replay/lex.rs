@@ -3,6 +3,21 @@
 
 use super::event::Symbol;
 
+/// The first `needle` (two ASCII bytes) at or after `from`: a `memchr` for the first byte
+/// (what `str::find(char)` does) and a check of the second, cheaper than a substring search.
+pub(super) fn find2(s: &str, from: usize, needle: [u8; 2]) -> Option<usize> {
+    let b = s.as_bytes();
+    let mut i = from;
+    while i < b.len() {
+        let k = i + b[i..].iter().position(|&c| c == needle[0])?;
+        if b.get(k + 1) == Some(&needle[1]) {
+            return Some(k);
+        }
+        i = k + 1;
+    }
+    None
+}
+
 /// Splits off the last space-separated token: `("bash-1977  [000]", "....")`.
 /// `s` must not end with a space. `None` when `s` is empty.
 pub(super) fn split_last_token(s: &str) -> Option<(&str, &str)> {

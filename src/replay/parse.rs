@@ -5,8 +5,8 @@ use super::event::{Context, Event};
 use super::graph;
 use super::kind::{LineCounts, LineKind};
 use super::lex::{
-    bracket_cpu, is_flags, latency_cpu_flags, parse_symbol, parse_timestamp, parse_u32, parse_u64,
-    split_last_token, task_pid,
+    bracket_cpu, find2, is_flags, latency_cpu_flags, parse_symbol, parse_timestamp, parse_u32,
+    parse_u64, split_last_token, task_pid,
 };
 
 /// What one line gave: an [`Event`], or the kind of a line that yields none.
@@ -181,7 +181,7 @@ const MAX_SPLIT_TRIES: usize = 3;
 fn function_layout(line: &str) -> Option<Classified<'_>> {
     let mut from = 0;
     for _ in 0..MAX_SPLIT_TRIES {
-        let p = from + line[from..].find(": ")?;
+        let p = find2(line, from, *b": ")?;
         if let Some(ctx) = parse_head(&line[..p]) {
             return Some(payload(ctx, line[p + 2..].trim_start()));
         }
@@ -265,13 +265,13 @@ fn payload<'a>(ctx: Context<'a>, p: &'a str) -> Classified<'a> {
 
 /// `func <-parent` (kernel), `func <-- parent` (trace-cmd), or `func` alone (noprint-parent).
 fn function_payload<'a>(ctx: Context<'a>, p: &'a str) -> Option<Event<'a>> {
-    let (f, parent) = match p.find(" <-") {
-        Some(i) => {
-            let r = &p[i + 3..];
+    let (f, parent) = match find2(p, 0, *b"<-") {
+        Some(i) if i > 0 && p.as_bytes()[i - 1] == b' ' => {
+            let r = &p[i + 2..];
             let r = r.strip_prefix('-').unwrap_or(r);
             (p[..i].trim_end(), Some(parse_symbol(r.trim())?))
         }
-        None => (p, None),
+        _ => (p, None),
     };
     let func = parse_symbol(f)?;
     Some(Event::Function { ctx, func, parent })
