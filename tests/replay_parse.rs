@@ -240,6 +240,54 @@ fn every_sample_matches_the_naive_parser() {
     );
 }
 
+/// The indentation depth the parser reports agrees with the nesting: an anonymous `}` has the
+/// depth of the entry it closes, a leaf or entry is one deeper than its open parent.
+#[test]
+fn graph_depths_follow_the_nesting() {
+    let mut checked = 0;
+    for (name, text) in samples() {
+        let mut stacks: BTreeMap<u32, Vec<u16>> = BTreeMap::new();
+        let mut reader = Reader::new(text.as_bytes());
+        while let Some(parsed) = reader.next_line().unwrap() {
+            let ev = match parsed {
+                Parsed::Event(ev) => ev,
+                // A document's `[...]` elision: the nesting before it is unknown.
+                Parsed::Skipped(LineKind::Unrecognized) => {
+                    stacks.clear();
+                    continue;
+                }
+                Parsed::Skipped(_) => continue,
+            };
+            let stack = stacks.entry(ev.cpu().unwrap_or(0)).or_default();
+            match ev {
+                Event::GraphEntry { depth, .. } | Event::GraphLeaf { depth, .. } => {
+                    if let Some(&top) = stack.last() {
+                        assert_eq!(depth, top + 1, "{name}: {ev:?}");
+                        checked += 1;
+                    }
+                    if let Event::GraphEntry { .. } = ev {
+                        stack.push(depth);
+                    }
+                }
+                Event::GraphExit {
+                    depth, func: None, ..
+                } => {
+                    if let Some(top) = stack.pop() {
+                        assert_eq!(depth, top, "{name}: {ev:?}");
+                        checked += 1;
+                    }
+                }
+                Event::GraphExit { depth, .. } if stack.last() == Some(&depth) => {
+                    stack.pop();
+                }
+                Event::ContextSwitch { .. } => stack.clear(),
+                _ => {}
+            }
+        }
+    }
+    assert!(checked > 150, "{checked}");
+}
+
 fn kinds_of(name: &str) -> BTreeMap<LineKind, u64> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
