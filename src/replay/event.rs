@@ -56,6 +56,7 @@ pub struct Context<'a> {
 /// Lines that carry nothing for replay (headers, stack traces, events, `trace_printk`
 /// output, ...) yield no `Event`; they are counted by [`LineKind`](super::LineKind).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Event<'a> {
     /// A function tracer hit: `bash-1977 [000] .... 17284.993652: sys_close <-system_call`,
     /// or its latency-format and `trace-cmd report` forms.
