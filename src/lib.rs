@@ -54,6 +54,7 @@ pub(crate) mod primitive;
 pub mod demo;
 pub mod hist;
 pub mod profile;
+pub mod replay;
 pub mod stat;
 
 pub use error::{Access, Error, InputError};

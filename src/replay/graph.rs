@@ -1,0 +1,184 @@
+//! The function_graph layouts: optional columns (absolute time, relative time, CPU, task/pid,
+//! latency flags, overhead + duration), each closed by `|` or `)`, then the indented body.
+
+use super::event::{Context, Event};
+use super::kind::LineKind;
+use super::lex::{
+    all_digits, is_flags, parse_duration_cell, parse_scaled, parse_symbol, parse_u32, parse_u64,
+    split_first_token, strip_trailing_comment, task_pid,
+};
+
+type Classified<'a> = (LineKind, Option<Event<'a>>);
+
+/// How many `|`-closed cells may precede the body: task/pid, latency flags, duration.
+const MAX_CELLS: usize = 3;
+
+/// A whole function_graph line (right-trimmed, not a header).
+pub(super) fn parse(line: &str) -> Classified<'_> {
+    let mut ctx = Context::default();
+    let mut s = line;
+    // Absolute time: `360.774522 |`.
+    let (tok, after) = split_first_token(s.trim_start());
+    if tok.contains('.') {
+        if let (Some(ts), Some(rest)) = (parse_scaled(tok, 9), after.strip_prefix('|')) {
+            ctx.ts_ns = Some(ts);
+            s = rest;
+        }
+    }
+    // Relative time (latency tracers with display-graph): `3750 us |   0) ...`.
+    let (tok, after) = split_first_token(s.trim_start());
+    if all_digits(tok) {
+        if let Some(rest) = after
+            .strip_prefix("us")
+            .map(str::trim_start)
+            .and_then(|r| r.strip_prefix('|'))
+        {
+            if cpu_column(rest.trim_start()).is_some() {
+                ctx.ts_ns = parse_u64(tok).and_then(|us| us.checked_mul(1000));
+                s = rest;
+            }
+        }
+    }
+    // CPU: ` 0) `.
+    let mut base = 0;
+    if let Some((cpu, rest)) = cpu_column(s.trim_start()) {
+        ctx.cpu = Some(cpu);
+        s = rest;
+        base = 1;
+    }
+    cells(s, ctx, base)
+}
+
+/// `12)` at the start of `s` → (12, the rest after `)`).
+fn cpu_column(s: &str) -> Option<(u32, &str)> {
+    let close = s.find(')')?;
+    let cpu = parse_u32(&s[..close])?;
+    Some((cpu, &s[close + 1..]))
+}
+
+/// The cells after the CPU column, then the body. Also the payload of `trace-cmd report`'s
+/// `funcgraph_entry:` / `funcgraph_exit:` lines. `base` is the number of spaces that precede
+/// a depth-0 body when no `|` cell comes before it.
+pub(super) fn cells<'a>(mut s: &'a str, mut ctx: Context<'a>, mut base: usize) -> Classified<'a> {
+    let mut duration = None;
+    for _ in 0..MAX_CELLS {
+        let Some(bar) = s.find('|') else { break };
+        let cell = s[..bar].trim();
+        if cell.is_empty() {
+            // The duration column, blank on entry lines.
+            s = &s[bar + 1..];
+            base = 2;
+            break;
+        }
+        if let Some(d) = parse_duration_cell(cell) {
+            duration = Some(d);
+            s = &s[bar + 1..];
+            base = 2;
+            break;
+        }
+        match cell {
+            "==========>" => return (LineKind::IrqMarker, Some(Event::IrqEnter { ctx })),
+            "<==========" => return (LineKind::IrqMarker, Some(Event::IrqExit { ctx })),
+            _ => {}
+        }
+        if ctx.task.is_none() {
+            if let Some((task, pid)) = task_pid(cell) {
+                ctx.task = Some(task);
+                ctx.pid = Some(pid);
+                s = &s[bar + 1..];
+                base = 1;
+                continue;
+            }
+        }
+        if is_flags(cell) {
+            s = &s[bar + 1..];
+            base = 1;
+            continue;
+        }
+        break;
+    }
+    body(s, ctx, base, duration)
+}
+
+fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) -> Classified<'a> {
+    let b = s.trim_start();
+    let indent = s.len() - b.len();
+    let depth = u16::try_from(indent.saturating_sub(base) / 2).unwrap_or(u16::MAX);
+    let unrecognized = (LineKind::Unrecognized, None);
+    let Some(&first) = b.as_bytes().first() else {
+        return unrecognized;
+    };
+    match first {
+        b'}' => {
+            let rest = b[1..].trim_start();
+            let func = strip_trailing_comment(rest).1.and_then(tail_name);
+            let ev = Event::GraphExit {
+                ctx,
+                depth,
+                func,
+                duration_ns: duration,
+            };
+            return (LineKind::GraphExit, Some(ev));
+        }
+        b'/' if b.starts_with("/*") => return (LineKind::GraphComment, None),
+        b'=' if b.starts_with("==========>") => {
+            return (LineKind::IrqMarker, Some(Event::IrqEnter { ctx }));
+        }
+        b'=' if b.starts_with("=>") => return (LineKind::StackFrame, None),
+        b'<' if b.starts_with("<==========") => {
+            return (LineKind::IrqMarker, Some(Event::IrqExit { ctx }));
+        }
+        _ => {}
+    }
+    if duration.is_none() {
+        if let Some(i) = b.find(" => ") {
+            let (prev, next) = (b[..i].trim(), b[i + 4..].trim());
+            if task_pid(prev).is_some() && task_pid(next).is_some() {
+                let ev = Event::ContextSwitch {
+                    cpu: ctx.cpu,
+                    prev,
+                    next,
+                };
+                return (LineKind::ContextSwitch, Some(ev));
+            }
+        }
+    }
+    let (code, _comment) = strip_trailing_comment(b);
+    let (entry, head) = if let Some(h) = code.strip_suffix('{') {
+        (true, h.trim_end())
+    } else if let Some(h) = code.strip_suffix(';') {
+        (false, h)
+    } else {
+        return unrecognized;
+    };
+    let Some(head) = head.strip_suffix(')') else {
+        return unrecognized;
+    };
+    let Some(open) = head.find('(') else {
+        return unrecognized;
+    };
+    let Some(func) = parse_symbol(head[..open].trim_end()) else {
+        return unrecognized;
+    };
+    if entry {
+        (
+            LineKind::GraphEntry,
+            Some(Event::GraphEntry { ctx, depth, func }),
+        )
+    } else {
+        let ev = Event::GraphLeaf {
+            ctx,
+            depth,
+            func,
+            duration_ns: duration,
+        };
+        (LineKind::GraphLeaf, Some(ev))
+    }
+}
+
+/// The function named in an exit's comment: `kmem_cache_free()` (funcgraph-tail),
+/// `ext3_readpages` (exit-only output), `cgroup_migrate = -22` (funcgraph-retval).
+fn tail_name(comment: &str) -> Option<super::Symbol<'_>> {
+    let end = comment.find(['(', '=']).unwrap_or(comment.len());
+    parse_symbol(comment[..end].trim())
+}

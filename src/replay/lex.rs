@@ -1,0 +1,265 @@
+//! Small byte-level scanners shared by the line parsers. None allocates, none panics: every
+//! slice is cut at an index found in the same string, at an ASCII byte (a char boundary).
+
+use super::event::Symbol;
+
+/// The first `needle` (two ASCII bytes) at or after `from`: a `memchr` for the first byte
+/// (what `str::find(char)` does) and a check of the second, cheaper than a substring search.
+pub(super) fn find2(s: &str, from: usize, needle: [u8; 2]) -> Option<usize> {
+    let b = s.as_bytes();
+    let mut i = from;
+    while i < b.len() {
+        let k = i + b[i..].iter().position(|&c| c == needle[0])?;
+        if b.get(k + 1) == Some(&needle[1]) {
+            return Some(k);
+        }
+        i = k + 1;
+    }
+    None
+}
+
+/// Splits off the last space-separated token: `("bash-1977  [000]", "....")`.
+/// `s` must not end with a space. `None` when `s` is empty.
+pub(super) fn split_last_token(s: &str) -> Option<(&str, &str)> {
+    if s.is_empty() {
+        return None;
+    }
+    match s.rfind(' ') {
+        Some(i) => Some((&s[..i], &s[i + 1..])),
+        None => Some(("", s)),
+    }
+}
+
+/// Splits off the first token of an already left-trimmed string: `("0.541", "us |")`, the rest
+/// left-trimmed.
+pub(super) fn split_first_token(s: &str) -> (&str, &str) {
+    match s.find(' ') {
+        Some(i) => (&s[..i], s[i + 1..].trim_start()),
+        None => (s, ""),
+    }
+}
+
+pub(super) fn all_digits(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// A decimal `u32` of at most 9 digits (so it cannot overflow).
+pub(super) fn parse_u32(s: &str) -> Option<u32> {
+    if s.len() > 9 || !all_digits(s) {
+        return None;
+    }
+    Some(s.bytes().fold(0u32, |n, b| n * 10 + u32::from(b - b'0')))
+}
+
+/// A decimal `u64`; `None` on overflow or a non-digit.
+pub(super) fn parse_u64(s: &str) -> Option<u64> {
+    if !all_digits(s) {
+        return None;
+    }
+    s.bytes().try_fold(0u64, |n, b| {
+        n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+    })
+}
+
+/// `int[.frac]` scaled by `10^scale`, the fraction cut (not rounded) to `scale` digits:
+/// `parse_scaled("33998.59", 3) == Some(33_998_590)`.
+pub(super) fn parse_scaled(s: &str, scale: u32) -> Option<u64> {
+    let (int, frac) = match s.find('.') {
+        Some(i) => (&s[..i], Some(&s[i + 1..])),
+        None => (s, None),
+    };
+    let mut n = parse_u64(int)?.checked_mul(10u64.checked_pow(scale)?)?;
+    if let Some(frac) = frac {
+        if !all_digits(frac) {
+            return None;
+        }
+        let mut unit = 10u64.pow(scale);
+        for b in frac.bytes() {
+            unit /= 10;
+            if unit == 0 {
+                break;
+            }
+            n = n.checked_add(u64::from(b - b'0') * unit)?;
+        }
+    }
+    Some(n)
+}
+
+/// A timestamp column: `17284.993652` (seconds), `68us` (latency format, relative
+/// microseconds) or a bare integer (raw `counter`/`x86-tsc` clock, kept as is).
+pub(super) fn parse_timestamp(tok: &str) -> Option<u64> {
+    if let Some(us) = tok.strip_suffix("us") {
+        return parse_u64(us)?.checked_mul(1000);
+    }
+    if tok.contains('.') {
+        return parse_scaled(tok, 9);
+    }
+    parse_u64(tok)
+}
+
+/// A graph duration cell: `0.616 us`, `+ 49.370 us`, `$ 3594274 us`, in nanoseconds.
+pub(super) fn parse_duration_cell(cell: &str) -> Option<u64> {
+    let mut c = cell;
+    if let Some(&m) = c.as_bytes().first() {
+        if matches!(m, b'+' | b'!' | b'#' | b'*' | b'@' | b'$') {
+            c = c[1..].trim_start();
+        }
+    }
+    let (num, unit) = split_first_token(c);
+    let scale = match unit {
+        "us" => 3,
+        "ns" => 0,
+        "ms" => 6,
+        _ => return None,
+    };
+    parse_scaled(num, scale)
+}
+
+/// `[003]` → 3.
+pub(super) fn bracket_cpu(tok: &str) -> Option<u32> {
+    parse_u32(tok.strip_prefix('[')?.strip_suffix(']')?)
+}
+
+fn is_flag_byte(b: u8) -> bool {
+    matches!(
+        b,
+        b'.' | b'd' | b'D' | b'X' | b'N' | b'n' | b'p' | b'B' | b'L' | b'b' | b'l'
+            | b'h' | b'H' | b's' | b'S' | b'z' | b'Z' | b'0'..=b'9' | b'a'..=b'f'
+    )
+}
+
+/// The irq-info flags column: `....`, `d..1`, `dNs4`, `.N.1`, 5-character `d..1.` forms.
+/// The first flag (irqs-off) is never a digit.
+pub(super) fn is_flags(tok: &str) -> bool {
+    let b = tok.as_bytes();
+    (3..=7).contains(&b.len()) && !b[0].is_ascii_digit() && b.iter().all(|&c| is_flag_byte(c))
+}
+
+/// The latency-format column where the CPU number runs into the flags: `3d..1`, `0d.h1.`.
+pub(super) fn latency_cpu_flags(tok: &str) -> Option<u32> {
+    let digits = tok.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 || digits > 5 || !is_flags(&tok[digits..]) {
+        return None;
+    }
+    parse_u32(&tok[..digits])
+}
+
+/// `comm-pid` → (`comm`, pid). The comm may hold anything, dashes included: the PID is what
+/// follows the last dash.
+pub(super) fn task_pid(s: &str) -> Option<(&str, u32)> {
+    let i = s.rfind('-')?;
+    let task = &s[..i];
+    if task.is_empty() {
+        return None;
+    }
+    Some((task, parse_u32(&s[i + 1..])?))
+}
+
+fn is_symbol_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'$')
+}
+
+/// A symbol as the kernel prints it: `name`, `name+0x14/0x40`, `name [module]`,
+/// `name <ffffffff81000000>`, or combinations; a raw `0xffffffff8100a2b0` when the address
+/// has no symbol. `None` for anything else (an event name ending in `:`, text with spaces).
+pub(super) fn parse_symbol(text: &str) -> Option<Symbol<'_>> {
+    let mut t = text;
+    if let Some(inner) = t.strip_suffix('>') {
+        if let Some(i) = inner.rfind(" <") {
+            if inner[i + 2..].bytes().all(|b| b.is_ascii_hexdigit()) {
+                t = inner[..i].trim_end();
+            }
+        }
+    }
+    let mut module = None;
+    if let Some(inner) = t.strip_suffix(']') {
+        if let Some(i) = inner.rfind(" [") {
+            let m = &inner[i + 2..];
+            if m.is_empty()
+                || !m
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            {
+                return None;
+            }
+            module = Some(m);
+            t = inner[..i].trim_end();
+        }
+    }
+    let name = match t.find('+') {
+        Some(i) => {
+            if !is_offset(&t[i + 1..]) {
+                return None;
+            }
+            &t[..i]
+        }
+        None => t,
+    };
+    let b = name.as_bytes();
+    if b.is_empty() || !b.iter().all(|&c| is_symbol_byte(c)) {
+        return None;
+    }
+    if b[0].is_ascii_digit() && !(name.starts_with("0x") && b.len() > 2) {
+        return None;
+    }
+    Some(Symbol { name, module })
+}
+
+/// `0x14/0x40` (or `0x14` alone).
+fn is_offset(s: &str) -> bool {
+    let hex = |h: &str| {
+        h.strip_prefix("0x")
+            .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    match s.find('/') {
+        Some(i) => hex(&s[..i]) && hex(&s[i + 1..]),
+        None => hex(s),
+    }
+}
+
+/// Cuts a trailing `/* ... */` comment: (`code`, `Some(comment text)`), code right-trimmed.
+pub(super) fn strip_trailing_comment(s: &str) -> (&str, Option<&str>) {
+    if let Some(inner) = s.strip_suffix("*/") {
+        if let Some(i) = inner.rfind("/*") {
+            return (inner[..i].trim_end(), Some(inner[i + 2..].trim()));
+        }
+    }
+    (s, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scaled_numbers() {
+        assert_eq!(parse_scaled("33998.59", 3), Some(33_998_590));
+        assert_eq!(parse_scaled("0.1234", 3), Some(123));
+        assert_eq!(parse_scaled("3594274", 3), Some(3_594_274_000));
+        assert_eq!(parse_scaled("17284.993652", 9), Some(17_284_993_652_000));
+        assert_eq!(parse_scaled("1.", 3), None);
+        assert_eq!(parse_scaled(".5", 3), None);
+        assert_eq!(parse_scaled("99999999999999999999", 3), None);
+    }
+
+    #[test]
+    fn symbols() {
+        assert_eq!(
+            parse_symbol("ktime_get+0xb/0x20"),
+            Some(Symbol::new("ktime_get"))
+        );
+        let s = parse_symbol("e1000_clean+0x12/0x30 [e1000]").unwrap();
+        assert_eq!((s.name, s.module), ("e1000_clean", Some("e1000")));
+        assert_eq!(
+            parse_symbol("simple_strtoul <c0339346>"),
+            Some(Symbol::new("simple_strtoul"))
+        );
+        assert_eq!(
+            parse_symbol("0xffffffffa0123456").unwrap().name,
+            "0xffffffffa0123456"
+        );
+        for bad in ["", "sched_switch:", "a b", "12abc", "x+zz", "f [m o]", "0x"] {
+            assert_eq!(parse_symbol(bad), None, "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! Replay of real ftrace text traces: the streaming parser.
+//!
+//! Most kernels are built without `CONFIG_FUNCTION_PROFILER` but with the function tracer,
+//! and often the function_graph tracer. This module turns their text output — the `trace`
+//! and `trace_pipe` files, `trace-cmd report`, and tools that print the same format, like
+//! perf-tools' `funcgraph` — into a stream of typed [`Event`]s that replay feeds into the
+//! hook interface.
+//!
+//! # Design
+//!
+//! - **Line at a time, context free.** [`Parser::parse_line`] classifies each line on its
+//!   own; the parser's only state is its [`LineCounts`]. Output options change the columns
+//!   (irq-info, latency-format, record-tgid, funcgraph-cpu/-proc/-abstime/-duration/
+//!   -overhead/-tail/-retval, ...) and each line is recognised by its own columns, so a
+//!   stream can start anywhere and layouts may mix. Headers are counted, not needed.
+//! - **Borrowed, not allocated.** Events borrow task and function names from the line;
+//!   parsing allocates nothing and runs no regular expression. [`Reader`] reuses one line
+//!   buffer whose size is capped ([`Reader::DEFAULT_MAX_LINE`]), so memory does not grow
+//!   with the trace.
+//! - **Every line counted once.** Each line gets exactly one [`LineKind`]; the kinds that
+//!   carry nothing for replay (headers, `<stack trace>` records and their ` => ` frames,
+//!   `trace_printk` output, ordinary events, graph `/* comments */`, ...) are counted so a
+//!   report can list them, and unknown text is [`LineKind::Unrecognized`], never an error.
+//! - **Nesting is left to the consumer.** A function_graph `}` names its function only
+//!   with funcgraph-tail, on exit-only output (`tracing_thresh`), or with funcgraph-retval.
+//!   Otherwise [`Event::GraphExit::func`](Event::GraphExit) is `None` and the consumer
+//!   matches the exit with a call stack per CPU (or per task after a
+//!   [`Event::ContextSwitch`]); every graph event carries the `depth` its indentation shows,
+//!   which lets the consumer resynchronise after [`Event::Lost`] or a missing entry.
+//!
+//! # Names
+//!
+//! [`Symbol::name`] is the bare function name: the `+0x14/0x40` of `sym-offset`, the
+//! `<address>` of `sym-addr` and the `()`/arguments of graph lines are stripped. A module
+//! suffix ` [e1000]` goes to [`Symbol::module`]. A raw address (`0xffffffffa0123456`, what
+//! the kernel prints for an unknown symbol) is kept as the name.
+//!
+//! # Line forms recognised
+//!
+//! Function tracer, with `task-pid` (any comm: spaces, dashes, colons, `<idle>`, `<...>`):
+//! ```text
+//!             bash-1977  [000] .... 17284.993652: sys_close <-system_call_fastpath
+//!             bash-1977  [000] d..1. 17284.993652: sys_close <-system_call_fastpath
+//!           <idle>-0     [002]  23636.756054: activate_task <-ttwu_do_activate.constprop.89
+//!             bash-1977  (  1977) [000] ....  17284.993652: sys_close <-system_call_fastpath
+//!             bash-4000  [01]  1477.606694: simple_strtoul+0x6/0xa0
+//!             bash-2042    3d..1   68us+: ata_bmdma_start <-ata_bmdma_qc_issue
+//!           <idle>-0       0d.h1. 106467.859747: function:             ktime_get <-- tick_check_idle
+//! ```
+//! function_graph, with any of the optional columns before the body:
+//! ```text
+//!  360.774522 |   1)  sh-4802  |  d..1 | + 49.370 us   |      } /* kmem_cache_free() */
+//!     3750 us |   0)   bash-1507    |  d..1 |   0.516 us    |      do_raw_spin_unlock();
+//!  0)               |  sys_open() {
+//!  0) ! 8147.120 us |  } /* ext3_readpages */
+//!  1)   0.651 us    |      cgroup_migrate_add_task(); /* = 0xffff93fcfd346c00 */
+//!  0)   ==========> |
+//!  0)  platfor-3210  =>  vmstat-2854
+//!    bash-6376  [001]   371.402809: funcgraph_entry:                   |  zfs_read() {
+//! ```
+//! plus `##### CPU 2 buffer started ####` and `CPU:2 [LOST 11745 EVENTS]`, which yield
+//! events, and the skipped kinds listed in [`LineKind`].
+//!
+//! # Invariants
+//!
+//! - `parse_line` never panics, on any `&str`; [`Reader`] never panics on any bytes.
+//! - The sum of [`LineCounts`] equals the number of lines parsed or read.
+//! - A line yields an event exactly when its kind's [`LineKind::yields_event`] is true.
+
+mod event;
+mod graph;
+mod kind;
+mod lex;
+mod parse;
+mod reader;
+
+pub use event::{Context, Event, Symbol};
+pub use kind::{LineCounts, LineKind};
+pub use parse::{Parsed, Parser};
+pub use reader::Reader;

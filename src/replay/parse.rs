@@ -1,0 +1,278 @@
+//! The line classifier: [`Parser`] and the function-tracer (`task-pid [cpu] ts: payload`)
+//! layouts. The function_graph layouts are in `graph.rs`.
+
+use super::event::{Context, Event};
+use super::graph;
+use super::kind::{LineCounts, LineKind};
+use super::lex::{
+    bracket_cpu, find2, is_flags, latency_cpu_flags, parse_symbol, parse_timestamp, parse_u32,
+    parse_u64, split_last_token, task_pid,
+};
+
+/// What one line gave: an [`Event`], or the kind of a line that yields none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parsed<'a> {
+    /// The line yielded this event.
+    Event(Event<'a>),
+    /// The line was counted as this kind and yielded nothing.
+    Skipped(LineKind),
+}
+
+impl<'a> Parsed<'a> {
+    /// The event, if there is one.
+    pub fn event(self) -> Option<Event<'a>> {
+        match self {
+            Parsed::Event(e) => Some(e),
+            Parsed::Skipped(_) => None,
+        }
+    }
+
+    /// The kind the line was counted as.
+    pub fn kind(&self) -> LineKind {
+        match self {
+            Parsed::Event(e) => e.kind(),
+            Parsed::Skipped(k) => *k,
+        }
+    }
+}
+
+impl Event<'_> {
+    /// The [`LineKind`] of the line this event came from.
+    pub fn kind(&self) -> LineKind {
+        match self {
+            Event::Function { .. } => LineKind::Function,
+            Event::GraphEntry { .. } => LineKind::GraphEntry,
+            Event::GraphExit { .. } => LineKind::GraphExit,
+            Event::GraphLeaf { .. } => LineKind::GraphLeaf,
+            Event::IrqEnter { .. } | Event::IrqExit { .. } => LineKind::IrqMarker,
+            Event::ContextSwitch { .. } => LineKind::ContextSwitch,
+            Event::BufferStarted { .. } => LineKind::BufferStarted,
+            Event::Lost { .. } => LineKind::LostEvents,
+        }
+    }
+}
+
+/// The streaming ftrace text parser: one line in, at most one [`Event`] out, every line
+/// counted by [`LineKind`].
+///
+/// Each line is classified on its own, so the parser's whole state is its counters: it can
+/// start in the middle of a trace (a `trace_pipe` stream), and interleaved layouts (a
+/// function trace with graph lines, `trace-cmd report` output) need no mode switch.
+///
+/// ```
+/// use tracestat::replay::{Event, Parser};
+///
+/// let mut p = Parser::new();
+/// let ev = p.parse_line("  bash-1977  [000] .... 17284.993652: sys_close <-system_call_fastpath");
+/// let Some(Event::Function { ctx, func, parent }) = ev.event() else { panic!() };
+/// assert_eq!((ctx.task, ctx.pid, ctx.cpu), (Some("bash"), Some(1977), Some(0)));
+/// assert_eq!(ctx.ts_ns, Some(17_284_993_652_000));
+/// assert_eq!(func.name, "sys_close");
+/// assert_eq!(parent.unwrap().name, "system_call_fastpath");
+/// assert_eq!(p.counts().lines(), 1);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Parser {
+    counts: LineCounts,
+}
+
+impl Parser {
+    /// A parser with all counts zero.
+    pub fn new() -> Self {
+        Parser::default()
+    }
+
+    /// Classifies one line (a trailing `\n` or `\r\n` is ignored) and counts it.
+    pub fn parse_line<'a>(&mut self, line: &'a str) -> Parsed<'a> {
+        let (kind, event) = classify(line);
+        self.counts.add(kind);
+        if let Some(Event::Lost {
+            events: Some(n), ..
+        }) = event
+        {
+            self.counts.add_lost(n);
+        }
+        match event {
+            Some(e) => Parsed::Event(e),
+            None => Parsed::Skipped(kind),
+        }
+    }
+
+    /// The counts so far.
+    pub fn counts(&self) -> &LineCounts {
+        &self.counts
+    }
+
+    /// Counts a line that was not handed to [`Parser::parse_line`] (not UTF-8, too long).
+    pub(crate) fn count(&mut self, kind: LineKind) {
+        self.counts.add(kind);
+    }
+}
+
+type Classified<'a> = (LineKind, Option<Event<'a>>);
+
+fn skipped<'a>(kind: LineKind) -> Classified<'a> {
+    (kind, None)
+}
+
+fn classify(line: &str) -> Classified<'_> {
+    let line = line.trim_end();
+    let body = line.trim_start();
+    let Some(&first) = body.as_bytes().first() else {
+        return skipped(LineKind::Blank);
+    };
+    match first {
+        b'#' => {
+            if let Some(cpu) = buffer_started(body) {
+                return (LineKind::BufferStarted, Some(Event::BufferStarted { cpu }));
+            }
+            return skipped(LineKind::Header);
+        }
+        b'=' if body.starts_with("=>") => return skipped(LineKind::StackFrame),
+        b'-' if body.len() >= 3 && body.bytes().all(|b| b == b'-') => {
+            return skipped(LineKind::Separator);
+        }
+        b'C' => {
+            if let Some(rest) = body.strip_prefix("CPU:") {
+                if let Some(ev) = lost(rest) {
+                    return (LineKind::LostEvents, Some(ev));
+                }
+            }
+            if body.starts_with("CPU ") && body.ends_with(" is empty") {
+                return skipped(LineKind::Header);
+            }
+        }
+        b'c' | b'v' if body.starts_with("cpus=") || body.starts_with("version = ") => {
+            return skipped(LineKind::Header);
+        }
+        _ => {}
+    }
+    if let Some(c) = function_layout(line) {
+        return c;
+    }
+    graph::parse(line)
+}
+
+/// `##### CPU 2 buffer started ####`
+fn buffer_started(body: &str) -> Option<u32> {
+    let rest = body.strip_prefix("##### CPU ")?;
+    let end = rest.find(' ')?;
+    if !rest[end..].starts_with(" buffer started") {
+        return None;
+    }
+    parse_u32(&rest[..end])
+}
+
+/// The part after `CPU:` of `CPU:2 [LOST 11745 EVENTS]`.
+fn lost(rest: &str) -> Option<Event<'static>> {
+    let end = rest.find(' ')?;
+    let cpu = parse_u32(&rest[..end])?;
+    let tail = rest[end..].trim_start().strip_prefix("[LOST")?;
+    let events = tail.trim_start().split(' ').next().and_then(parse_u64);
+    Some(Event::Lost { cpu, events })
+}
+
+/// How many `": "` a line may offer before the function layout gives up on it.
+const MAX_SPLIT_TRIES: usize = 3;
+
+/// Lines with a `task-pid [cpu] flags timestamp: payload` head (function tracer, events,
+/// printk, stack traces, `trace-cmd report`), in the normal or the latency layout. `None`
+/// when no `": "` is preceded by such a head.
+fn function_layout(line: &str) -> Option<Classified<'_>> {
+    let mut from = 0;
+    for _ in 0..MAX_SPLIT_TRIES {
+        let p = find2(line, from, *b": ")?;
+        if let Some(ctx) = parse_head(&line[..p]) {
+            return Some(payload(ctx, line[p + 2..].trim_start()));
+        }
+        from = p + 2;
+    }
+    None
+}
+
+/// The head before the `": "`: `bash-1977  [000] ....  17284.993652`,
+/// `yum-updatesd-3111  [003]  1637.254676`, `bash-1977  (  1977) [000] ....  17284.9`,
+/// `bash-2042    3d..1   68us+`, `<idle>-0       0d.h1. 106467.859747`.
+fn parse_head(head: &str) -> Option<Context<'_>> {
+    let mut h = head.trim_end();
+    if let Some(x) = h.strip_suffix(['+', '!', '#', '*', '@', '$']) {
+        h = x.trim_end();
+    }
+    let (rest, ts) = split_last_token(h)?;
+    let ts_ns = parse_timestamp(ts)?;
+    let (mut rest, tok) = split_last_token(rest.trim_end())?;
+    let cpu = if let Some(cpu) = bracket_cpu(tok) {
+        cpu
+    } else if let Some(cpu) = latency_cpu_flags(tok) {
+        cpu
+    } else if is_flags(tok) {
+        let (r, tok) = split_last_token(rest.trim_end())?;
+        rest = r;
+        bracket_cpu(tok)?
+    } else {
+        return None;
+    };
+    let mut rest = rest.trim_end();
+    if let Some(r) = rest.strip_suffix(')') {
+        // record-tgid: `bash-1977  (  1977) [000]`
+        rest = r[..r.rfind('(')?].trim_end();
+    }
+    let (task, pid) = task_pid(rest.trim_start())?;
+    Some(Context {
+        cpu: Some(cpu),
+        task: Some(task),
+        pid: Some(pid),
+        ts_ns: Some(ts_ns),
+    })
+}
+
+fn payload<'a>(ctx: Context<'a>, p: &'a str) -> Classified<'a> {
+    if p.starts_with("<stack trace>") || p.starts_with("<user stack trace>") {
+        return skipped(LineKind::StackTrace);
+    }
+    if let Some(rest) = p.strip_prefix("function:") {
+        // trace-cmd report: `function:             do_splice_to <-- sys_splice`
+        return match function_payload(ctx, rest.trim_start()) {
+            Some(ev) => (LineKind::Function, Some(ev)),
+            None => skipped(LineKind::Unrecognized),
+        };
+    }
+    if let Some(rest) = p
+        .strip_prefix("funcgraph_entry:")
+        .or_else(|| p.strip_prefix("funcgraph_exit:"))
+    {
+        return graph::cells(rest, ctx, 0);
+    }
+    if let Some(ev) = function_payload(ctx, p) {
+        return (LineKind::Function, Some(ev));
+    }
+    let first = p.as_bytes().first().copied().unwrap_or(b' ');
+    if first.is_ascii_digit() && (p.contains("==>") || p.contains(" + [")) {
+        return skipped(LineKind::SchedSwitch);
+    }
+    if let Some(i) = p.find(": ") {
+        let name = &p[..i];
+        let symbolic = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'.';
+        if !name.is_empty() && name.bytes().all(symbolic) {
+            let rest = &p[i + 2..];
+            if name == "tracing_mark_write" || name == "bputs" || !rest.contains('=') {
+                return skipped(LineKind::Printk);
+            }
+        }
+    }
+    skipped(LineKind::TraceEvent)
+}
+
+/// `func <-parent` (kernel), `func <-- parent` (trace-cmd), or `func` alone (noprint-parent).
+fn function_payload<'a>(ctx: Context<'a>, p: &'a str) -> Option<Event<'a>> {
+    let (f, parent) = match find2(p, 0, *b"<-") {
+        Some(i) if i > 0 && p.as_bytes()[i - 1] == b' ' => {
+            let r = &p[i + 2..];
+            let r = r.strip_prefix('-').unwrap_or(r);
+            (p[..i].trim_end(), Some(parse_symbol(r.trim())?))
+        }
+        _ => (p, None),
+    };
+    let func = parse_symbol(f)?;
+    Some(Event::Function { ctx, func, parent })
+}
