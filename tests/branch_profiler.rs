@@ -13,11 +13,11 @@ fn mostly_even(x: u64) -> bool {
 }
 
 fn rare_error(x: u64) -> bool {
-    unlikely!(x % 10 == 0)
+    unlikely!(x.is_multiple_of(10))
 }
 
 fn wrong_hint(x: u64) -> bool {
-    unlikely!(x % 2 == 0 || x % 3 == 0)
+    unlikely!(x.is_multiple_of(2) || x.is_multiple_of(3))
 }
 
 fn plain(x: u64) -> bool {

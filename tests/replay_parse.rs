@@ -21,11 +21,11 @@ fn naive_function_hits(text: &str) -> BTreeMap<String, u64> {
             continue;
         }
         let toks: Vec<&str> = line.split_whitespace().collect();
-        if let Some(i) = toks.iter().position(|t| t.starts_with("<-")) {
-            if i > 0 {
-                let f = toks[i - 1].split('+').next().unwrap();
-                *hits.entry(f.to_string()).or_insert(0) += 1;
-            }
+        if let Some(i) = toks.iter().position(|t| t.starts_with("<-"))
+            && i > 0
+        {
+            let f = toks[i - 1].split('+').next().unwrap();
+            *hits.entry(f.to_string()).or_insert(0) += 1;
         }
     }
     hits

@@ -19,25 +19,23 @@ pub(super) fn parse(line: &str) -> Classified<'_> {
     let mut s = line;
     // Absolute time: `360.774522 |`.
     let (tok, after) = split_first_token(s.trim_start());
-    if tok.contains('.') {
-        if let (Some(ts), Some(rest)) = (parse_scaled(tok, 9), after.strip_prefix('|')) {
-            ctx.ts_ns = Some(ts);
-            s = rest;
-        }
+    if tok.contains('.')
+        && let (Some(ts), Some(rest)) = (parse_scaled(tok, 9), after.strip_prefix('|'))
+    {
+        ctx.ts_ns = Some(ts);
+        s = rest;
     }
     // Relative time (latency tracers with display-graph): `3750 us |   0) ...`.
     let (tok, after) = split_first_token(s.trim_start());
-    if all_digits(tok) {
-        if let Some(rest) = after
+    if all_digits(tok)
+        && let Some(rest) = after
             .strip_prefix("us")
             .map(str::trim_start)
             .and_then(|r| r.strip_prefix('|'))
-        {
-            if cpu_column(rest.trim_start()).is_some() {
-                ctx.ts_ns = parse_u64(tok).and_then(|us| us.checked_mul(1000));
-                s = rest;
-            }
-        }
+        && cpu_column(rest.trim_start()).is_some()
+    {
+        ctx.ts_ns = parse_u64(tok).and_then(|us| us.checked_mul(1000));
+        s = rest;
     }
     // CPU: ` 0) `.
     let mut base = 0;
@@ -81,14 +79,14 @@ pub(super) fn cells<'a>(mut s: &'a str, mut ctx: Context<'a>, mut base: usize) -
             "<==========" => return (LineKind::IrqMarker, Some(Event::IrqExit { ctx })),
             _ => {}
         }
-        if ctx.task.is_none() {
-            if let Some((task, pid)) = task_pid(cell) {
-                ctx.task = Some(task);
-                ctx.pid = Some(pid);
-                s = &s[bar + 1..];
-                base = 1;
-                continue;
-            }
+        if ctx.task.is_none()
+            && let Some((task, pid)) = task_pid(cell)
+        {
+            ctx.task = Some(task);
+            ctx.pid = Some(pid);
+            s = &s[bar + 1..];
+            base = 1;
+            continue;
         }
         if is_flags(cell) {
             s = &s[bar + 1..];
@@ -130,17 +128,17 @@ fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) ->
         }
         _ => {}
     }
-    if duration.is_none() {
-        if let Some(i) = b.find(" => ") {
-            let (prev, next) = (b[..i].trim(), b[i + 4..].trim());
-            if task_pid(prev).is_some() && task_pid(next).is_some() {
-                let ev = Event::ContextSwitch {
-                    cpu: ctx.cpu,
-                    prev,
-                    next,
-                };
-                return (LineKind::ContextSwitch, Some(ev));
-            }
+    if duration.is_none()
+        && let Some(i) = b.find(" => ")
+    {
+        let (prev, next) = (b[..i].trim(), b[i + 4..].trim());
+        if task_pid(prev).is_some() && task_pid(next).is_some() {
+            let ev = Event::ContextSwitch {
+                cpu: ctx.cpu,
+                prev,
+                next,
+            };
+            return (LineKind::ContextSwitch, Some(ev));
         }
     }
     let (code, _comment) = strip_trailing_comment(b);

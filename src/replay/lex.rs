@@ -100,10 +100,10 @@ pub(super) fn parse_timestamp(tok: &str) -> Option<u64> {
 /// A graph duration cell: `0.616 us`, `+ 49.370 us`, `$ 3594274 us`, in nanoseconds.
 pub(super) fn parse_duration_cell(cell: &str) -> Option<u64> {
     let mut c = cell;
-    if let Some(&m) = c.as_bytes().first() {
-        if matches!(m, b'+' | b'!' | b'#' | b'*' | b'@' | b'$') {
-            c = c[1..].trim_start();
-        }
+    if let Some(&m) = c.as_bytes().first()
+        && matches!(m, b'+' | b'!' | b'#' | b'*' | b'@' | b'$')
+    {
+        c = c[1..].trim_start();
     }
     let (num, unit) = split_first_token(c);
     let scale = match unit {
@@ -164,27 +164,26 @@ fn is_symbol_byte(b: u8) -> bool {
 /// has no symbol. `None` for anything else (an event name ending in `:`, text with spaces).
 pub(super) fn parse_symbol(text: &str) -> Option<Symbol<'_>> {
     let mut t = text;
-    if let Some(inner) = t.strip_suffix('>') {
-        if let Some(i) = inner.rfind(" <") {
-            if inner[i + 2..].bytes().all(|b| b.is_ascii_hexdigit()) {
-                t = inner[..i].trim_end();
-            }
-        }
+    if let Some(inner) = t.strip_suffix('>')
+        && let Some(i) = inner.rfind(" <")
+        && inner[i + 2..].bytes().all(|b| b.is_ascii_hexdigit())
+    {
+        t = inner[..i].trim_end();
     }
     let mut module = None;
-    if let Some(inner) = t.strip_suffix(']') {
-        if let Some(i) = inner.rfind(" [") {
-            let m = &inner[i + 2..];
-            if m.is_empty()
-                || !m
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-            {
-                return None;
-            }
-            module = Some(m);
-            t = inner[..i].trim_end();
+    if let Some(inner) = t.strip_suffix(']')
+        && let Some(i) = inner.rfind(" [")
+    {
+        let m = &inner[i + 2..];
+        if m.is_empty()
+            || !m
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return None;
         }
+        module = Some(m);
+        t = inner[..i].trim_end();
     }
     let name = match t.find('+') {
         Some(i) => {
@@ -219,10 +218,10 @@ fn is_offset(s: &str) -> bool {
 
 /// Cuts a trailing `/* ... */` comment: (`code`, `Some(comment text)`), code right-trimmed.
 pub(super) fn strip_trailing_comment(s: &str) -> (&str, Option<&str>) {
-    if let Some(inner) = s.strip_suffix("*/") {
-        if let Some(i) = inner.rfind("/*") {
-            return (inner[..i].trim_end(), Some(inner[i + 2..].trim()));
-        }
+    if let Some(inner) = s.strip_suffix("*/")
+        && let Some(i) = inner.rfind("/*")
+    {
+        return (inner[..i].trim_end(), Some(inner[i + 2..].trim()));
     }
     (s, None)
 }

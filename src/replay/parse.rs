@@ -133,10 +133,10 @@ fn classify(line: &str) -> Classified<'_> {
             return skipped(LineKind::Separator);
         }
         b'C' => {
-            if let Some(rest) = body.strip_prefix("CPU:") {
-                if let Some(ev) = lost(rest) {
-                    return (LineKind::LostEvents, Some(ev));
-                }
+            if let Some(rest) = body.strip_prefix("CPU:")
+                && let Some(ev) = lost(rest)
+            {
+                return (LineKind::LostEvents, Some(ev));
             }
             if body.starts_with("CPU ") && body.ends_with(" is empty") {
                 return skipped(LineKind::Header);
