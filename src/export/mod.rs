@@ -22,6 +22,31 @@
 //! fails with [`io::ErrorKind::InvalidInput`] carrying a
 //! [`ModelError`] rather than write a file its consumer would reject.
 //!
+//! ```
+//! use tracestat::export::{self, FunctionStats, PathStats, Profile};
+//!
+//! let profile = Profile {
+//!     functions: vec![FunctionStats { name: "vfs_read".into(), hits: 10, ..Default::default() }],
+//!     paths: vec![PathStats {
+//!         frames: vec!["main".into(), "vfs_read".into()],
+//!         hits: 10,
+//!         self_time_ns: Some(4_000),
+//!         total_time_ns: Some(5_000),
+//!     }],
+//!     ..Default::default()
+//! };
+//! let mut folded = Vec::new();
+//! export::to_folded(&profile, &mut folded)?;
+//! assert_eq!(folded, b"main;vfs_read 4000\n");
+//!
+//! let mut metrics = Vec::new();
+//! export::to_openmetrics(&profile, &mut metrics)?;
+//! let metrics = String::from_utf8(metrics).unwrap();
+//! assert!(metrics.contains("tracestat_function_calls_total{function=\"vfs_read\"} 10\n"));
+//! assert!(metrics.ends_with("# EOF\n"));
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
 //! Features: `json` (serde, serde_json) and `pprof` (prost, flate2) are on by default;
 //! folded stacks and the metrics text need no dependency and are always built.
 //!
