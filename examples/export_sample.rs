@@ -25,14 +25,14 @@ use tracestat::export::{
 use tracestat::stat::{StatRegistry, StatTracer};
 
 /// Names no format may mangle silently: spaces, quotes, `;`, newline, tab, backslash,
-/// XML specials, non-ASCII.
+/// carriage return, XML specials, non-ASCII.
 const MAIN: &str = "main";
 const SPACE: &str = "my func (anon)";
 const SEMI: &str = "semi;colon";
 const NEWLINE: &str = "new\nline";
 const QUOTE: &str = "say \"hi\"";
 const XML: &str = "<tag> & 'apos'";
-const TAB_BACKSLASH: &str = "tab\there\\back";
+const TAB_BACKSLASH: &str = "tab\there\\back\rcarriage return";
 const UNICODE: &str = "unicodé_λ";
 
 fn path(frames: &[&str], hits: u64, self_ns: u128, total_ns: u128) -> PathStats {

@@ -87,7 +87,7 @@ fn bad_names_are_escaped() {
     for (frames, _) in &lines {
         assert_eq!(frames.len(), 2, "{frames:?}");
         assert_eq!(frames[0], "root frame");
-        assert!(!frames[1].contains(['\n', '\t', ';']), "{frames:?}");
+        assert!(!frames[1].contains(['\n', '\r', '\t', ';']), "{frames:?}");
     }
     let leaves: Vec<&str> = lines.iter().map(|(f, _)| f[1].as_str()).collect();
     for want in [
@@ -97,6 +97,7 @@ fn bad_names_are_escaped() {
         "new\\nline",
         "tab\\there",
         "back\\slash",
+        "carriage\\rreturn",
     ] {
         assert!(leaves.contains(&want), "{want:?} not in {leaves:?}");
     }

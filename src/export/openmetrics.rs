@@ -33,7 +33,10 @@
 //! rule, a leading digit or `__` (reserved) gets a `_`/`x` prefix, and a histogram label named
 //! `le` becomes `_le`. Names that clash after this are an error ([`ModelError`]), never a
 //! silent merge. Label values and `# HELP` text are escaped per the format: `\` → `\\`,
-//! newline → `\n`, and in label values (and OpenMetrics help) `"` → `\"`.
+//! newline → `\n`, and in label values (and OpenMetrics help) `"` → `\"`. A carriage return
+//! has no escape in either format and line readers (Python's among them) split lines at it,
+//! so it is written as an escaped backslash and `r`: the value reads back as the two
+//! characters `\r`.
 
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
@@ -315,7 +318,8 @@ fn default_help(help: &str, what: &str, name: &str) -> String {
     }
 }
 
-/// Escapes a label value: `\`, `"` and newline.
+/// Escapes a label value: `\`, `"` and newline; a carriage return becomes `\\r` (see the
+/// module docs).
 pub fn escape_label_value(v: &str) -> String {
     let mut s = String::with_capacity(v.len());
     for c in v.chars() {
@@ -323,6 +327,7 @@ pub fn escape_label_value(v: &str) -> String {
             '\\' => s.push_str("\\\\"),
             '"' => s.push_str("\\\""),
             '\n' => s.push_str("\\n"),
+            '\r' => s.push_str("\\\\r"),
             c => s.push(c),
         }
     }
@@ -335,6 +340,7 @@ fn escape_help(v: &str, format: TextFormat) -> String {
         match c {
             '\\' => s.push_str("\\\\"),
             '\n' => s.push_str("\\n"),
+            '\r' => s.push_str("\\\\r"),
             '"' if format == TextFormat::OpenMetrics => s.push_str("\\\""),
             c => s.push(c),
         }

@@ -5,14 +5,16 @@ use std::collections::BTreeMap;
 
 use tracestat::export::{Bucket, BucketHistogram, Counter, FunctionStats, PathStats, Profile};
 
-/// Names every format must carry or escape: space, quotes, `;`, newline, tab, backslash.
-pub const BAD: [&str; 6] = [
+/// Names every format must carry or escape: space, quotes, `;`, newline, tab, backslash,
+/// carriage return.
+pub const BAD: [&str; 7] = [
     "with space",
     "say \"hi\"",
     "semi;colon",
     "new\nline",
     "tab\there",
     "back\\slash",
+    "carriage\rreturn",
 ];
 
 pub fn path(frames: &[&str], hits: u64, self_ns: u128, total_ns: u128) -> PathStats {
