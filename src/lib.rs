@@ -18,6 +18,9 @@
 //!   hash table from keys to per-key statistics.
 //! - [`profile`] — the ftrace-compatible hook interface (call sites, ops, filter hashes) and
 //!   the function and branch profilers on it.
+//! - [`export`] — stats leave the process: JSON (versioned schema), pprof, folded stacks for
+//!   flame graphs, OpenMetrics / Prometheus text, all written from one neutral data model,
+//!   [`export::Profile`].
 //!
 //! ## Your own stat file in a few lines
 //!
@@ -52,6 +55,7 @@ mod error;
 pub(crate) mod primitive;
 
 pub mod demo;
+pub mod export;
 pub mod hist;
 pub mod profile;
 pub mod replay;

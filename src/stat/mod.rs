@@ -27,5 +27,5 @@ pub use control::{
 };
 pub use parse::{MAX_NUMBER_WRITE, as_text, parse_bool, parse_ulong};
 pub use registry::StatRegistry;
-pub use snapshot::{render, sorted_entries};
+pub use snapshot::{RenderedRows, render, render_each, render_rows, sorted_entries};
 pub use tracer::StatTracer;

@@ -22,6 +22,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::snapshot::RenderedRows;
 use super::tracer::{DynStat, StatTracer};
 use crate::error::Error;
 use crate::primitive::sync::RwLock;
@@ -149,6 +150,18 @@ impl StatRegistry {
         let mut out = String::new();
         self.read_into(name, &mut out)?;
         Ok(out)
+    }
+
+    /// Reads the stat file of `name` with its headers and each row's text kept apart (one
+    /// fresh snapshot, sorted); concatenated, they are what [`read`](Self::read) returns.
+    /// Exporters use it for providers that do not serialize their entries.
+    pub fn read_rows(&self, name: &str) -> Result<RenderedRows, Error> {
+        let tracer = self.get(name).ok_or_else(|| Error::NotFound {
+            path: format!("trace_stat/{name}"),
+        })?;
+        tracer.render_rows().map_err(|_| Error::Format {
+            path: format!("trace_stat/{name}"),
+        })
     }
 
     /// Like [`read`](Self::read), appending to `out` (reuse one buffer across reads). On

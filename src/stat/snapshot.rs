@@ -59,6 +59,43 @@ impl<T: StatTracer + ?Sized> Drop for ReleaseOnDrop<'_, T> {
     }
 }
 
+/// One read of a stat file split into its parts, for exporters that keep rows apart
+/// (JSON). `headers` followed by every row, concatenated, is exactly what [`render`] writes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RenderedRows {
+    /// What [`StatTracer::headers`] wrote.
+    pub headers: String,
+    /// What [`StatTracer::show`] wrote for each entry, in sorted order.
+    pub rows: Vec<String>,
+}
+
+/// One read of `tracer`, like [`render`], handing each sorted entry with its shown text to
+/// `each` before the entries are released; returns the headers' text.
+pub fn render_each<T: StatTracer + ?Sized>(
+    tracer: &T,
+    mut each: impl FnMut(&T::Entry, String),
+) -> Result<String, fmt::Error> {
+    let guard = ReleaseOnDrop {
+        tracer,
+        entries: sorted_entries(tracer),
+    };
+    let mut headers = String::new();
+    tracer.headers(&mut headers)?;
+    for entry in &guard.entries {
+        let mut row = String::new();
+        tracer.show(entry, &mut row)?;
+        each(entry, row);
+    }
+    Ok(headers)
+}
+
+/// One read of `tracer` as [`RenderedRows`]: headers and each row's text apart.
+pub fn render_rows<T: StatTracer + ?Sized>(tracer: &T) -> Result<RenderedRows, fmt::Error> {
+    let mut rows = Vec::new();
+    let headers = render_each(tracer, |_, row| rows.push(row))?;
+    Ok(RenderedRows { headers, rows })
+}
+
 /// Produces the whole stat file of `tracer` into `out`: headers once, then every entry in
 /// sorted order, then every entry released.
 pub fn render<T: StatTracer + ?Sized>(tracer: &T, out: &mut dyn fmt::Write) -> fmt::Result {

@@ -113,10 +113,17 @@ pub trait StatTracer: Send + Sync + 'static {
 pub(crate) trait DynStat: Send + Sync {
     /// Produces the whole file into `out`: one fresh snapshot, sorted, shown, released.
     fn render(&self, out: &mut dyn fmt::Write) -> fmt::Result;
+
+    /// One fresh snapshot with the headers and each row's text kept apart (for exporters).
+    fn render_rows(&self) -> Result<crate::stat::snapshot::RenderedRows, fmt::Error>;
 }
 
 impl<T: StatTracer> DynStat for T {
     fn render(&self, out: &mut dyn fmt::Write) -> fmt::Result {
         crate::stat::snapshot::render(self, out)
+    }
+
+    fn render_rows(&self) -> Result<crate::stat::snapshot::RenderedRows, fmt::Error> {
+        crate::stat::snapshot::render_rows(self)
     }
 }

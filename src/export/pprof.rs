@@ -1,0 +1,188 @@
+//! pprof export (feature `pprof`): a gzipped `profile.proto` for `go tool pprof`, Pyroscope,
+//! Parca and other pprof viewers.
+//!
+//! # What the profile holds
+//!
+//! - Sample types `calls/count` and, when the profile is timed ([`Profile::is_timed`]),
+//!   `time/nanoseconds` (then the default sample type).
+//! - One [`proto::Function`] and one [`proto::Location`] per distinct function name (no
+//!   addresses: the single [`proto::Mapping`] says `has_functions`, so viewers do not try to
+//!   symbolize).
+//! - With call paths: one sample per path, its stack **leaf first** as pprof wants, values
+//!   `[hits, self_time_ns]`. pprof derives each function's flat and cumulative figures from
+//!   these stacks, and the sample totals are the profile's hits and wall time.
+//! - Without: one one-frame sample per function, values `[hits, time_ns]` (time including
+//!   children when graph-time was on, so the total then counts nested time more than once).
+//!
+//! Sample values are `int64`; larger sums saturate at `i64::MAX`. Function names are
+//! stored verbatim (the proto's strings are length-delimited; nothing needs escaping).
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use prost::Message;
+
+use super::model::Profile;
+use super::proto;
+
+struct Strings {
+    table: Vec<String>,
+    index: HashMap<String, i64>,
+}
+
+impl Strings {
+    fn new() -> Self {
+        let mut s = Strings {
+            table: Vec::new(),
+            index: HashMap::new(),
+        };
+        s.intern("");
+        s
+    }
+
+    fn intern(&mut self, text: &str) -> i64 {
+        if let Some(&i) = self.index.get(text) {
+            return i;
+        }
+        let i = self.table.len() as i64;
+        self.table.push(text.to_owned());
+        self.index.insert(text.to_owned(), i);
+        i
+    }
+}
+
+struct Functions {
+    ids: HashMap<String, u64>,
+    functions: Vec<proto::Function>,
+    locations: Vec<proto::Location>,
+}
+
+impl Functions {
+    /// The location id of function `name` (equal to its function id), created on first use.
+    fn location(&mut self, name: &str, strings: &mut Strings) -> u64 {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        let id = self.functions.len() as u64 + 1;
+        let s = strings.intern(name);
+        self.functions.push(proto::Function {
+            id,
+            name: s,
+            system_name: s,
+            filename: 0,
+            start_line: 0,
+        });
+        self.locations.push(proto::Location {
+            id,
+            mapping_id: MAPPING_ID,
+            address: 0,
+            line: vec![proto::Line {
+                function_id: id,
+                line: 0,
+                column: 0,
+            }],
+            is_folded: false,
+        });
+        self.ids.insert(name.to_owned(), id);
+        id
+    }
+}
+
+const MAPPING_ID: u64 = 1;
+
+fn saturate(v: u128) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// Builds the `profile.proto` message for `profile` (see the module docs); [`to_pprof`]
+/// encodes and gzips it.
+pub fn pprof_profile(profile: &Profile) -> io::Result<proto::Profile> {
+    profile.validate()?;
+    let timed = profile.is_timed();
+    let mut strings = Strings::new();
+    let mut sample_type = vec![proto::ValueType {
+        r#type: strings.intern("calls"),
+        unit: strings.intern("count"),
+    }];
+    let calls = sample_type[0];
+    let mut default_sample_type = calls.r#type;
+    if timed {
+        let t = strings.intern("time");
+        sample_type.push(proto::ValueType {
+            r#type: t,
+            unit: strings.intern("nanoseconds"),
+        });
+        default_sample_type = t;
+    }
+    let mut funcs = Functions {
+        ids: HashMap::new(),
+        functions: Vec::new(),
+        locations: Vec::new(),
+    };
+    let value = |hits: u64, time: Option<u128>| {
+        let mut v = vec![saturate(u128::from(hits))];
+        if timed {
+            v.push(saturate(time.unwrap_or(0)));
+        }
+        v
+    };
+    let mut sample = Vec::new();
+    if profile.uses_paths() {
+        for p in &profile.paths {
+            let location_id = p
+                .frames
+                .iter()
+                .rev()
+                .map(|f| funcs.location(f, &mut strings))
+                .collect();
+            sample.push(proto::Sample {
+                location_id,
+                value: value(p.hits, p.self_time_ns),
+                label: Vec::new(),
+            });
+        }
+    } else {
+        for f in &profile.functions {
+            sample.push(proto::Sample {
+                location_id: vec![funcs.location(&f.name, &mut strings)],
+                value: value(f.hits, f.time_ns),
+                label: Vec::new(),
+            });
+        }
+    }
+    let mapping = vec![proto::Mapping {
+        id: MAPPING_ID,
+        filename: strings.intern("tracestat"),
+        has_functions: true,
+        ..Default::default()
+    }];
+    let comment = vec![strings.intern(if profile.uses_paths() {
+        "tracestat: one sample per call path, values are hits and self time"
+    } else {
+        "tracestat: one sample per function, values are hits and function time"
+    })];
+    Ok(proto::Profile {
+        sample_type,
+        sample,
+        mapping,
+        location: funcs.locations,
+        function: funcs.functions,
+        string_table: strings.table,
+        // One sample stands for one call (calls/count).
+        period_type: Some(calls),
+        period: 1,
+        comment,
+        default_sample_type,
+        ..Default::default()
+    })
+}
+
+/// Writes `profile` as a gzipped `profile.proto` (what `go tool pprof` reads).
+pub fn to_pprof(profile: &Profile, w: impl Write) -> io::Result<()> {
+    let message = pprof_profile(profile)?;
+    let mut gz = GzEncoder::new(w, Compression::default());
+    gz.write_all(&message.encode_to_vec())?;
+    gz.finish()?.flush()
+}
