@@ -56,3 +56,9 @@ pub mod profile;
 pub mod stat;
 
 pub use error::{Access, Error, InputError};
+
+/// `#[tracestat::traced]`: instruments a function with a call site (see [`profile::site`]).
+pub use tracestat_macros::traced;
+
+#[doc(hidden)]
+pub use linkme;
