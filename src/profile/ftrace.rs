@@ -78,6 +78,9 @@ pub struct Ftrace {
     published: AtomicPtr<Published>,
     state: Mutex<State>,
     overruns: core::sync::atomic::AtomicU64,
+    /// Loom negative control only: replaced states, freed with the instance.
+    #[cfg(tracestat_loom_negative)]
+    retired: std::sync::Mutex<Vec<Box<Published>>>,
 }
 
 impl core::fmt::Debug for Ftrace {
@@ -148,6 +151,8 @@ impl Ftrace {
                 generation: 0,
             }),
             overruns: core::sync::atomic::AtomicU64::new(0),
+            #[cfg(tracestat_loom_negative)]
+            retired: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -586,7 +591,16 @@ impl Ftrace {
         // and is no longer reachable: `published` and every site's `direct` now point into
         // the new state, and the grace period above waited out every reader that loaded
         // the old pointers.
-        drop(unsafe { Box::from_raw(old) });
+        let old = unsafe { Box::from_raw(old) };
+        // The loom negative control removes the reader's fence; it keeps the old state until
+        // the instance drops, so that the model fails on loom's race detector rather than on a use-after-free.
+        #[cfg(tracestat_loom_negative)]
+        self.retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(old);
+        #[cfg(not(tracestat_loom_negative))]
+        drop(old);
         Ok(())
     }
 
