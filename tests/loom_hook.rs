@@ -1,4 +1,3 @@
-#![cfg(loom)]
 //! Loom models of the hook layer's concurrency promises. Each model builds its own `Ftrace`
 //! (and so its own grace-period domain); no process-global state is involved.
 //!
@@ -24,6 +23,8 @@
 //! ```
 //!
 //! prints a non-zero count (checked: 1).
+
+#![cfg(loom)]
 
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
