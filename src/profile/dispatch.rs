@@ -192,7 +192,7 @@ impl Ftrace {
         };
         let direct = site.direct.load(Ordering::Acquire);
         let accepted = if direct.is_null() {
-            let Some(_list) = lock_bit(&ts.recursion, Context::List as u32) else {
+            let Some(_list) = lock_bit(&ts.recursion, Context::List) else {
                 return ScopeGuard::none();
             };
             self.walk(ts, &call, Some(index), &mut graph)
@@ -201,7 +201,7 @@ impl Ftrace {
             // freed only after a grace period that our open section (`section`) holds off.
             let entry = unsafe { &*direct };
             let _list = if entry.ops.is_graph() {
-                match lock_bit(&ts.recursion, Context::List as u32) {
+                match lock_bit(&ts.recursion, Context::List) {
                     Some(l) => Some(l),
                     None => return ScopeGuard::none(),
                 }
@@ -291,7 +291,7 @@ impl Ftrace {
         let published = self.published(&section);
         // Return hooks run whether or not the bit is free (an accepted entry always gets its
         // return); holding it keeps traced calls made by the hooks from recursing.
-        let _list = lock_bit(&ts.recursion, Context::List as u32);
+        let _list = lock_bit(&ts.recursion, Context::List);
         for entry in published.entries.iter() {
             if entry.slot_bit & frame.accepted != 0 && entry.slot_gen <= frame.generation {
                 if let Callback::Graph { ret: hook, .. } = &entry.ops.callback {
@@ -319,7 +319,7 @@ impl Ftrace {
             if !published.enabled {
                 return None;
             }
-            let _list = lock_bit(&ts.recursion, Context::List as u32)?;
+            let _list = lock_bit(&ts.recursion, Context::List)?;
             let call = Call {
                 published,
                 ip,
@@ -421,7 +421,7 @@ fn run_one(ts: &ThreadState, call: &Call<'_>, entry: &OpsEntry, graph: &mut Grap
                 return 0;
             }
             let _func = if flags.contains(OpsFlags::RECURSION) {
-                match lock_bit(&ts.recursion, Context::Func as u32) {
+                match lock_bit(&ts.recursion, Context::Func) {
                     Some(l) => Some(l),
                     None => {
                         ops.count_recursion_miss();

@@ -20,6 +20,7 @@
 //!   shared memory.
 //! - A lock is released exactly once, by the drop of the guard that took it.
 
+use core::cell::Cell;
 use core::marker::PhantomData;
 
 use super::thread;
@@ -53,26 +54,51 @@ pub struct RecursionLock {
 /// assert!(trylock(Context::User).is_some());
 /// ```
 pub fn trylock(context: Context) -> Option<RecursionLock> {
-    thread::with(|ts| lock_bit(&ts.recursion, context as u32)).flatten()
-}
-
-#[inline]
-pub(crate) fn lock_bit(bits: &core::cell::Cell<u32>, bit: u32) -> Option<RecursionLock> {
-    let held = bits.get();
-    if held & bit != 0 {
-        return None;
-    }
-    bits.set(held | bit);
-    Some(RecursionLock {
-        bit,
-        _not_send: PhantomData,
+    let bit = context as u32;
+    thread::with(|ts| {
+        let held = ts.recursion.get();
+        if held & bit != 0 {
+            return None;
+        }
+        ts.recursion.set(held | bit);
+        Some(RecursionLock {
+            bit,
+            _not_send: PhantomData,
+        })
     })
+    .flatten()
 }
 
 impl Drop for RecursionLock {
     fn drop(&mut self) {
         let bit = self.bit;
         thread::with(|ts| ts.recursion.set(ts.recursion.get() & !bit));
+    }
+}
+
+/// The dispatcher's form of a held context: it already has the thread's bits at hand, so
+/// release needs no second thread-local lookup.
+pub(crate) struct BitGuard<'a> {
+    bits: &'a Cell<u32>,
+    bit: u32,
+}
+
+/// Takes `context` in `bits` (this thread's recursion bits); `None` if already held.
+#[inline]
+pub(crate) fn lock_bit(bits: &Cell<u32>, context: Context) -> Option<BitGuard<'_>> {
+    let bit = context as u32;
+    let held = bits.get();
+    if held & bit != 0 {
+        return None;
+    }
+    bits.set(held | bit);
+    Some(BitGuard { bits, bit })
+}
+
+impl Drop for BitGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.bits.set(self.bits.get() & !self.bit);
     }
 }
 
