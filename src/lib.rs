@@ -17,7 +17,9 @@
 //! - [`hist`] — the generic histogram behind every provider: a lock-free, epoch-reclaimed
 //!   hash table from keys to per-key statistics.
 //! - [`profile`] — the ftrace-compatible hook interface (call sites, ops, filter hashes) and
-//!   the function and branch profilers on it.
+//!   the function and branch profilers on it. Instrument a function with
+//!   `#[tracestat::traced]` (or a block with [`traced_block!`]); register an
+//!   [`profile::FtraceOps`] on [`profile::Ftrace::global`].
 //!
 //! ## Your own stat file in a few lines
 //!

@@ -15,7 +15,7 @@
 //! Writes use the kernel's syntax (see [`filter`](super::filter) and [`pid`](super::pid)),
 //! `>` replacing and `>>` appending; a refused write returns
 //! [`InputError::Rejected`] with the typed [`FilterError`](super::FilterError) or
-//! [`PidError`](super::PidError) (or the commit's [`Error::Busy`](crate::Error::Busy)) inside,
+//! [`PidError`](super::PidError) (or the commit's [`Error::Busy`]) inside,
 //! and changes nothing.
 //!
 //! # Invariants

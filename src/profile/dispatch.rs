@@ -2,10 +2,10 @@
 //!
 //! # Design
 //!
-//! Writers publish an immutable [`Published`] state (the ops list with each ops' hashes as
+//! Writers publish an immutable `Published` state (the ops list with each ops' hashes as
 //! they were when published, the pid list, the tracing switch, the graph slot generation)
 //! through one `AtomicPtr`; readers load it with Acquire inside a read-side section of the
-//! owner's [`Rcu`](super::rcu) domain, so what they hold stays alive until they leave.
+//! owner's `Rcu` domain (`rcu.rs`), so what they hold stays alive until they leave.
 //!
 //! An enabled call ([`Ftrace::call`] / `Site::enter`, out of line) then takes one of two
 //! paths, as the kernel does with per-site trampolines:
@@ -72,9 +72,25 @@ pub(crate) struct Published {
 
 /// Returned by `Site::enter` / [`Ftrace::call`]: ends the traced scope when dropped (restores
 /// the parent ip and runs the function-graph return hooks, also during unwinding).
+///
+/// Not `Send`: it pops a frame of the shadow stack of the thread that entered the scope.
+/// Do not leak it (`mem::forget`): its frame would stay on that stack.
+///
+/// ```compile_fail
+/// fn send<T: Send>(_: T) {}
+/// send(tracestat::profile::ScopeGuard::none());
+/// ```
+///
+/// For the same reason `#[traced]` refuses `async fn` (a future may resume elsewhere):
+///
+/// ```compile_fail
+/// #[tracestat::traced]
+/// async fn fetch() {}
+/// ```
 #[must_use = "the scope ends when the guard drops"]
 pub struct ScopeGuard<'a> {
     inner: Option<Exit<'a>>,
+    _thread_bound: core::marker::PhantomData<*const ()>,
 }
 
 struct Exit<'a> {
@@ -87,7 +103,10 @@ impl ScopeGuard<'_> {
     /// The guard of an untraced scope (nothing to do on drop).
     #[inline(always)]
     pub const fn none() -> Self {
-        ScopeGuard { inner: None }
+        ScopeGuard {
+            inner: None,
+            _thread_bound: core::marker::PhantomData,
+        }
     }
 
     /// Whether the call was dispatched (some ops covered it and tracing was on).
@@ -239,6 +258,7 @@ impl Ftrace {
                 prev_ip: parent,
                 graph: pushed,
             }),
+            _thread_bound: core::marker::PhantomData,
         }
     }
 

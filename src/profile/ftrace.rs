@@ -346,7 +346,7 @@ impl Ftrace {
     /// Writes `ops`' filter hash with the `set_ftrace_filter` syntax (`ftrace_set_filter`),
     /// resolved against this instance's sites; allowed before registration. Errors, with
     /// nothing changed: [`Error::InvalidInput`] wrapping a
-    /// [`FilterError`](super::FilterError), [`Error::Busy`] for an `IPMODIFY` conflict.
+    /// [`FilterError`], [`Error::Busy`] for an `IPMODIFY` conflict.
     pub fn set_filter(
         &self,
         ops: &Arc<FtraceOps>,
@@ -456,7 +456,7 @@ impl Ftrace {
         Arc::clone(&self.lock().global)
     }
 
-    /// Writes `set_ftrace_pid` (thread ids; see [`pid`](super::pid)). Errors, with nothing
+    /// Writes `set_ftrace_pid` (thread ids; see the [`pid`] module). Errors, with nothing
     /// changed: [`Error::InvalidInput`] wrapping a [`PidError`].
     pub fn set_pids(&self, text: &str, mode: WriteMode) -> Result<(), Error> {
         const PATH: &str = "set_ftrace_pid";

@@ -24,8 +24,8 @@
 //!   ([`Ftrace::dispatch_ip`], [`Ftrace::graph_entry_at`], [`Ftrace::graph_return_at`]).
 //! - [`graph`]: shadow stacks and the per-frame data a profiler needs (call time, child
 //!   time).
-//! - [`rcu`]: the grace period behind unregister; [`recursion`]: the per-thread recursion
-//!   guard; [`thread`]: per-thread state; [`pid`]: thread ids and `set_ftrace_pid`.
+//! - `rcu`: the grace period behind unregister; [`recursion`]: the per-thread recursion
+//!   guard; `thread`: per-thread state; [`pid`]: thread ids and `set_ftrace_pid`.
 //! - [`control`]: the control files (`available_filter_functions`, `enabled_functions`,
 //!   `set_ftrace_filter`, `set_ftrace_notrace`, `set_ftrace_pid`).
 //!

@@ -14,7 +14,7 @@
 //!
 //! # Invariants
 //!
-//! - [`parse_pids`] is pure: a refused write returns an error and the caller stores nothing.
+//! - `parse_pids` is pure: a refused write returns an error and the caller stores nothing.
 
 use core::fmt;
 

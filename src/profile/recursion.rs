@@ -16,7 +16,7 @@
 //!
 //! # Invariants
 //!
-//! - The bits are thread-local (a `Cell` in [`ThreadState`](super::thread)): no atomics, no
+//! - The bits are thread-local (a `Cell` in `ThreadState`): no atomics, no
 //!   shared memory.
 //! - A lock is released exactly once, by the drop of the guard that took it.
 

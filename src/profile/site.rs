@@ -26,7 +26,7 @@
 //!   non-zero only when the count is (so the hot path tests `state != 0`).
 //! - `direct` is non-null only while exactly one registered ops covers the site, and then
 //!   points at that ops' entry in a published ops list; it is cleared before that entry can
-//!   be freed (the grace period in [`rcu`](super::rcu) covers readers that loaded it).
+//!   be freed (the grace period in `rcu.rs` covers readers that loaded it).
 
 use std::borrow::Cow;
 
