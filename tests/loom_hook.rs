@@ -66,11 +66,17 @@ fn reading_ops(cell: Arc<Shared>, calls: Arc<AtomicUsize>) -> Arc<FtraceOps> {
     .build()
 }
 
-fn unregister_race() {
+/// `list`: a second ops stays registered, so the site takes the list walk instead of the
+/// direct call.
+fn unregister_race(list: bool) {
     let f = Ftrace::new([SiteDef::new("a", "m")]);
     let cell = Shared::new();
     let calls = Arc::new(AtomicUsize::new(0));
     let ops = reading_ops(Arc::clone(&cell), Arc::clone(&calls));
+    let other = FtraceOps::builder(|_, _, _, _| {}).build();
+    if list {
+        f.register(&other).unwrap();
+    }
     f.register(&ops).unwrap();
     let reader = {
         let f = Arc::clone(&f);
@@ -83,19 +89,28 @@ fn unregister_race() {
     cell.write();
     reader.join().unwrap();
     assert!(calls.load(Ordering::Relaxed) <= 1);
-    assert_eq!(f.site(0).unwrap().refcount(), 0);
+    assert_eq!(f.site(0).unwrap().refcount(), u32::from(list));
+    if list {
+        f.unregister(&other).unwrap();
+    }
 }
 
 #[test]
 #[cfg(not(tracestat_loom_negative))]
-fn unregister_racing_dispatch() {
-    loom::model(unregister_race);
+fn unregister_racing_direct_dispatch() {
+    loom::model(|| unregister_race(false));
+}
+
+#[test]
+#[cfg(not(tracestat_loom_negative))]
+fn unregister_racing_list_dispatch() {
+    loom::model(|| unregister_race(true));
 }
 
 #[test]
 #[cfg(tracestat_loom_negative)]
 fn negative_control() {
-    loom::model(unregister_race);
+    loom::model(|| unregister_race(false));
 }
 
 #[test]
