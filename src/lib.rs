@@ -16,11 +16,13 @@
 //!   that take `echo 1 > file`-style writes with the kernel's parsing rules.
 //! - [`hist`] — the generic histogram behind every provider: a lock-free, epoch-reclaimed
 //!   hash table from keys to per-key statistics.
-//! - [`profile`] — the ftrace-compatible hook interface (call sites, ops, filter hashes) and
-//!   the function and branch profilers on it.
 //! - [`export`] — stats leave the process: JSON (versioned schema), pprof, folded stacks for
 //!   flame graphs, OpenMetrics / Prometheus text, all written from one neutral data model,
 //!   [`export::Profile`].
+//! - [`profile`] — the ftrace-compatible hook interface (call sites, ops, filter hashes) and
+//!   the function and branch profilers on it. Instrument a function with
+//!   `#[tracestat::traced]` (or a block with [`traced_block!`]); register an
+//!   [`profile::FtraceOps`] on [`profile::Ftrace::global`].
 //!
 //! ## Your own stat file in a few lines
 //!
@@ -63,7 +65,10 @@ pub mod stat;
 
 pub use error::{Access, Error, InputError};
 
-/// Re-exported for the call-site macros (`likely!`, `unlikely!`, ...), which place static
+/// `#[tracestat::traced]`: instruments a function with a call site (see [`profile::site`]).
+pub use tracestat_macros::traced;
+
+/// Re-exported for the call-site macros (`#[traced]`, `likely!`, ...), which place static
 /// site records in link-time distributed slices. Not public API.
 #[doc(hidden)]
-pub use linkme as __linkme;
+pub use linkme;

@@ -39,11 +39,13 @@ pub(crate) mod sync {
 #[cfg(not(loom))]
 pub(crate) mod thread {
     pub(crate) use std::thread::{current, yield_now};
+    pub(crate) use std::thread_local;
 }
 
 #[cfg(loom)]
 pub(crate) mod thread {
     pub(crate) use loom::thread::{current, yield_now};
+    pub(crate) use loom::thread_local;
 }
 
 #[cfg(not(loom))]

@@ -418,8 +418,8 @@ macro_rules! branch {
 #[macro_export]
 macro_rules! __branch_site {
     ($hint:expr, $cond:expr) => {{
-        #[$crate::__linkme::distributed_slice($crate::profile::branch::BRANCH_SITES)]
-        #[linkme(crate = $crate::__linkme)]
+        #[$crate::linkme::distributed_slice($crate::profile::branch::BRANCH_SITES)]
+        #[linkme(crate = $crate::linkme)]
         static __SITE: $crate::profile::branch::BranchSite =
             $crate::profile::branch::BranchSite::new(
                 $hint,

@@ -1,8 +1,81 @@
 //! The ftrace-compatible hook interface and the providers on it (function and branch
 //! profilers).
 //!
-//! This module is being built; see the project's issues on the hook interface and the
-//! profilers.
+//! # The hook layer
+//!
+//! This is ftrace's function-hook machinery for user space, shaped after
+//! `Documentation/trace/ftrace-uses.rst` and the 2009 design for several concurrent
+//! function-tracing users, each with its own hash list of functions and a refcount per call
+//! site:
+//!
+//! - [`site`]: call sites ([`Site`], the `dyn_ftrace` analog). `#[tracestat::traced]` on a
+//!   function, or [`traced_block!`](crate::traced_block) on a block, creates one; all are
+//!   listed in [`SITES`] at link time. A site no ops covers costs one relaxed load and a
+//!   predicted branch.
+//! - [`ops`]: [`FtraceOps`], a function callback `(ip, parent_ip, &ops, Option<&Regs>)` or a
+//!   graph entry/return pair, with [`OpsFlags`] and private data.
+//! - [`filter`] and [`glob`]: per-ops filter and notrace hashes written with the
+//!   `set_ftrace_filter` syntax.
+//! - [`ftrace`]: [`Ftrace`], one instance of the layer (the global one over every static
+//!   site, or one over owned sites): register / unregister with the kernel's promises,
+//!   refcounts, atomic filter changes, the `IPMODIFY` rule.
+//! - [`dispatch`]: the out-of-line path of an enabled site (direct call or list walk), the
+//!   [`ScopeGuard`] that ends a traced scope, and the replay entry points
+//!   ([`Ftrace::dispatch_ip`], [`Ftrace::graph_entry_at`], [`Ftrace::graph_return_at`]).
+//! - [`graph`]: shadow stacks and the per-frame data a profiler needs (call time, child
+//!   time).
+//! - `rcu`: the grace period behind unregister; [`recursion`]: the per-thread recursion
+//!   guard; `thread`: per-thread state; [`pid`]: thread ids and `set_ftrace_pid`.
+//! - [`control`]: the control files (`available_filter_functions`, `enabled_functions`,
+//!   `set_ftrace_filter`, `set_ftrace_notrace`, `set_ftrace_pid`).
+//!
+//! ```
+//! use std::sync::atomic::{AtomicU64, Ordering};
+//! use tracestat::profile::{Ftrace, FtraceOps, SiteDef};
+//! use tracestat::stat::WriteMode;
+//!
+//! let ftrace = Ftrace::new([SiteDef::new("read", "io"), SiteDef::new("write", "io")]);
+//! let ops = FtraceOps::builder(|_ip, _parent, ops, _regs| {
+//!     ops.private::<AtomicU64>().unwrap().fetch_add(1, Ordering::Relaxed);
+//! })
+//! .private(AtomicU64::new(0))
+//! .build();
+//! ftrace.set_filter(&ops, "wr*", WriteMode::Truncate)?;
+//! ftrace.register(&ops)?;
+//! let (read, write) = (ftrace.site(0).unwrap(), ftrace.site(1).unwrap());
+//! drop(ftrace.call(read));
+//! drop(ftrace.call(write));
+//! ftrace.unregister(&ops)?;
+//! assert_eq!(ops.private::<AtomicU64>().unwrap().load(Ordering::Relaxed), 1);
+//! # Ok::<(), tracestat::Error>(())
+//! ```
 
 pub mod branch;
+pub mod control;
+pub mod dispatch;
+pub mod filter;
 pub mod format;
+pub mod ftrace;
+pub mod glob;
+pub mod graph;
+pub mod ops;
+pub mod pid;
+pub(crate) mod rcu;
+pub mod recursion;
+pub mod site;
+pub(crate) mod thread;
+
+pub use control::install;
+pub use dispatch::ScopeGuard;
+pub use filter::{FilterError, FilterHash, Hashes};
+pub use ftrace::Ftrace;
+pub use glob::{Glob, GlobError};
+pub use graph::{
+    Frame, GRAPH_SLOTS, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, now_ns,
+};
+pub use ops::{
+    FtraceFunc, FtraceOps, FtraceOpsBuilder, GraphEntryFunc, GraphReturnFunc, OpsFlags, Regs,
+};
+pub use pid::{PID_MAX, PidError, current_tid};
+pub use recursion::{Context, RecursionLock, trylock};
+pub use site::{SITES, Site, SiteDef};

@@ -1,0 +1,487 @@
+//! Dispatch: from an enabled site to the ops callbacks.
+//!
+//! # Design
+//!
+//! Writers publish an immutable `Published` state (the ops list with each ops' hashes as
+//! they were when published, the pid list, the tracing switch, the graph slot generation)
+//! through one `AtomicPtr`; readers load it with Acquire inside a read-side section of the
+//! owner's `Rcu` domain (`rcu.rs`), so what they hold stays alive until they leave.
+//!
+//! An enabled call ([`Ftrace::call`] / `Site::enter`, out of line) then takes one of two
+//! paths, as the kernel does with per-site trampolines:
+//!
+//! - **direct**: the site's `direct` pointer is set (exactly one ops covers it) and that
+//!   ops is called without testing any hash;
+//! - **list**: otherwise the dispatcher takes the [`List`](super::Context::List) recursion
+//!   bit and walks the list, calling each ops whose hashes cover the site.
+//!
+//! Either way an ops with `PID` is skipped on threads not in `set_ftrace_pid`, an ops with
+//! `RECURSION` runs under the [`Func`](super::Context::Func) recursion bit, and graph entry
+//! hooks run (under the `List` bit) only when the shadow stack has room; if any accepts, a
+//! frame is pushed and the returned [`ScopeGuard`] pops it and runs the return hooks on
+//! drop.
+//!
+//! Replay enters through [`Ftrace::dispatch_ip`], [`Ftrace::graph_entry_at`] and
+//! [`Ftrace::graph_return_at`] with arbitrary ips and explicit timestamps; an ip that is a
+//! site of this instance is filtered by the hashes, any other ip (an interned name) reaches
+//! every registered ops of the right kind.
+//!
+//! # Invariants
+//!
+//! - The hot path allocates nothing and takes no lock (the thread's first call per domain
+//!   registers a reader slot, and its first graph frame allocates its shadow stack).
+//! - `published` is never null and is freed only after a grace period following its
+//!   replacement; an `OpsEntry` reached through a site's `direct` pointer belongs to a
+//!   published state that has not been freed (writers clear or repoint `direct` before the
+//!   grace period that frees it).
+//! - No `RefCell` borrow of thread state is held while a callback runs.
+
+use core::cell::Cell;
+
+use super::filter::Hashes;
+use super::ftrace::Ftrace;
+use super::graph::{Frame, GraphEntry, GraphReturn, ShadowStack, now_ns};
+use super::ops::{Callback, FtraceOps, OpsFlags, Regs};
+use super::rcu::ReadGuard;
+use super::recursion::{Context, lock_bit};
+use super::site::Site;
+use super::thread::{self, ThreadState};
+use crate::primitive::sync::Arc;
+use crate::primitive::sync::atomic::Ordering;
+
+/// One registered ops as published: the ops and the hashes it had at publication.
+pub(crate) struct OpsEntry {
+    pub(crate) ops: Arc<FtraceOps>,
+    pub(crate) hashes: Arc<Hashes>,
+    /// `1 << slot` for a graph ops, 0 for a function ops.
+    pub(crate) slot_bit: u32,
+    /// Generation at which this registration got its graph slot.
+    pub(crate) slot_gen: u64,
+}
+
+/// The state dispatchers read, replaced as a whole by writers.
+pub(crate) struct Published {
+    pub(crate) entries: Box<[Box<OpsEntry>]>,
+    /// Sorted thread ids of `set_ftrace_pid`; empty means all.
+    pub(crate) pids: Box<[u32]>,
+    /// The `ftrace_enabled` switch.
+    pub(crate) enabled: bool,
+    /// Graph slot generation (bumped on every slot assignment).
+    pub(crate) generation: u64,
+}
+
+/// Returned by `Site::enter` / [`Ftrace::call`]: ends the traced scope when dropped (restores
+/// the parent ip and runs the function-graph return hooks, also during unwinding).
+///
+/// Not `Send`: it pops a frame of the shadow stack of the thread that entered the scope.
+/// Do not leak it (`mem::forget`): its frame would stay on that stack.
+///
+/// ```compile_fail
+/// fn send<T: Send>(_: T) {}
+/// send(tracestat::profile::ScopeGuard::none());
+/// ```
+///
+/// For the same reason `#[traced]` refuses `async fn` (a future may resume elsewhere):
+///
+/// ```compile_fail
+/// #[tracestat::traced]
+/// async fn fetch() {}
+/// ```
+#[must_use = "the scope ends when the guard drops"]
+pub struct ScopeGuard<'a> {
+    inner: Option<Exit<'a>>,
+    _thread_bound: core::marker::PhantomData<*const ()>,
+}
+
+struct Exit<'a> {
+    ftrace: &'a Ftrace,
+    prev_ip: usize,
+    graph: bool,
+}
+
+impl ScopeGuard<'_> {
+    /// The guard of an untraced scope (nothing to do on drop).
+    #[inline(always)]
+    pub const fn none() -> Self {
+        ScopeGuard {
+            inner: None,
+            _thread_bound: core::marker::PhantomData,
+        }
+    }
+
+    /// Whether the call was dispatched (some ops covered it and tracing was on).
+    pub fn is_traced(&self) -> bool {
+        self.inner.is_some()
+    }
+}
+
+impl Drop for ScopeGuard<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if let Some(exit) = self.inner.take() {
+            exit.ftrace.exit_slow(exit.prev_ip, exit.graph);
+        }
+    }
+}
+
+impl core::fmt::Debug for ScopeGuard<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ScopeGuard")
+            .field("traced", &self.is_traced())
+            .finish()
+    }
+}
+
+/// Graph context of one entry: whether hooks may run, at what depth, and the clock.
+struct GraphCx {
+    room: bool,
+    depth: usize,
+    calltime: Option<u64>,
+    wanted: bool,
+}
+
+impl GraphCx {
+    fn calltime(&mut self) -> u64 {
+        *self.calltime.get_or_insert_with(now_ns)
+    }
+}
+
+/// What one entry dispatch needs to know.
+struct Call<'p> {
+    published: &'p Published,
+    ip: usize,
+    parent: usize,
+    /// Run function ops.
+    funcs: bool,
+    /// Apply `set_ftrace_pid` to `PID` ops.
+    pids: bool,
+}
+
+impl Ftrace {
+    /// Enters a site this instance owns (for sites built from [`SiteDef`](super::SiteDef)s;
+    /// static sites use `Site::enter`). Disabled: one relaxed load and a branch.
+    #[inline(always)]
+    pub fn call(&self, site: &Site) -> ScopeGuard<'_> {
+        if site.state() == 0 {
+            return ScopeGuard::none();
+        }
+        self.call_slow(site)
+    }
+
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn call_slow(&self, site: &Site) -> ScopeGuard<'_> {
+        let index = site.index();
+        if !self.site(index).is_some_and(|s| core::ptr::eq(s, site)) {
+            return ScopeGuard::none();
+        }
+        thread::with(|ts| self.enter_live(ts, site, index)).unwrap_or(ScopeGuard::none())
+    }
+
+    fn published<'g>(&self, _section: &'g ReadGuard<'_>) -> &'g Published {
+        // SAFETY: `published` is never null, and a replaced state is freed only after a grace
+        // period; the caller's read-side section (witnessed by `_section`, which outlives the
+        // returned reference) began before that grace period could end.
+        unsafe { &*self.published_ptr().load(Ordering::Acquire) }
+    }
+
+    fn enter_live<'a>(&'a self, ts: &ThreadState, site: &Site, index: usize) -> ScopeGuard<'a> {
+        let section = ReadGuard::new(ts.slot(self.rcu()));
+        let published = self.published(&section);
+        if !published.enabled {
+            return ScopeGuard::none();
+        }
+        let parent = ts.current_ip.get();
+        let (room, depth) = match ts.stack.try_borrow() {
+            Ok(s) => s.as_ref().map_or((true, 0), |s| (!s.is_full(), s.depth())),
+            Err(_) => (false, 0),
+        };
+        let mut graph = GraphCx {
+            room,
+            depth,
+            calltime: None,
+            wanted: false,
+        };
+        let call = Call {
+            published,
+            ip: site.ip(),
+            parent,
+            funcs: true,
+            pids: true,
+        };
+        let direct = site.direct.load(Ordering::Acquire);
+        let accepted = if direct.is_null() {
+            let Some(_list) = lock_bit(&ts.recursion, Context::List) else {
+                return ScopeGuard::none();
+            };
+            self.walk(ts, &call, Some(index), &mut graph)
+        } else {
+            // SAFETY: a non-null `direct` points at an entry of a published state that is
+            // freed only after a grace period that our open section (`section`) holds off.
+            let entry = unsafe { &*direct };
+            let _list = if entry.ops.is_graph() {
+                match lock_bit(&ts.recursion, Context::List) {
+                    Some(l) => Some(l),
+                    None => return ScopeGuard::none(),
+                }
+            } else {
+                None
+            };
+            run_one(ts, &call, entry, &mut graph)
+        };
+        if graph.wanted && !graph.room {
+            self.count_overrun(ts);
+        }
+        let pushed = accepted != 0 && {
+            let frame = Frame {
+                func: call.ip,
+                calltime: graph.calltime(),
+                child_time: 0,
+                accepted,
+                generation: published.generation,
+            };
+            match ts.stack.try_borrow_mut() {
+                Ok(mut stack) => {
+                    stack
+                        .get_or_insert_with(|| Box::new(ShadowStack::new()))
+                        .push(frame);
+                    true
+                }
+                Err(_) => false,
+            }
+        };
+
+        ts.current_ip.set(call.ip);
+        ScopeGuard {
+            inner: Some(Exit {
+                ftrace: self,
+                prev_ip: parent,
+                graph: pushed,
+            }),
+            _thread_bound: core::marker::PhantomData,
+        }
+    }
+
+    fn count_overrun(&self, ts: &ThreadState) {
+        if let Ok(mut stack) = ts.stack.try_borrow_mut()
+            && let Some(stack) = stack.as_mut()
+        {
+            stack.count_overrun();
+        }
+        self.note_overrun();
+    }
+
+    /// The list walk: every entry whose hashes cover `index` (all entries for a foreign ip).
+    fn walk(
+        &self,
+        ts: &ThreadState,
+        call: &Call<'_>,
+        index: Option<usize>,
+        graph: &mut GraphCx,
+    ) -> u32 {
+        let mut accepted = 0;
+        for entry in call.published.entries.iter() {
+            if index.is_none_or(|i| entry.hashes.covers(i)) {
+                accepted |= run_one(ts, call, entry, graph);
+            }
+        }
+        accepted
+    }
+
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn exit_slow(&self, prev_ip: usize, graph: bool) {
+        thread::with(|ts| {
+            ts.current_ip.set(prev_ip);
+            if !graph {
+                return;
+            }
+            let popped = match ts.stack.try_borrow_mut() {
+                Ok(mut stack) => stack.as_mut().and_then(|s| s.pop(now_ns())),
+                Err(_) => None,
+            };
+            if let Some((frame, ret)) = popped {
+                self.run_returns(ts, &frame, &ret);
+            }
+        });
+    }
+
+    fn run_returns(&self, ts: &ThreadState, frame: &Frame, ret: &GraphReturn) {
+        let section = ReadGuard::new(ts.slot(self.rcu()));
+        let published = self.published(&section);
+        // Return hooks run whether or not the bit is free (an accepted entry always gets its
+        // return); holding it keeps traced calls made by the hooks from recursing.
+        let _list = lock_bit(&ts.recursion, Context::List);
+        for entry in published.entries.iter() {
+            if entry.slot_bit & frame.accepted != 0
+                && entry.slot_gen <= frame.generation
+                && let Callback::Graph { ret: hook, .. } = &entry.ops.callback
+            {
+                hook(ret, &entry.ops);
+            }
+        }
+    }
+
+    /// The replay entry points' common part: on this thread, inside a read-side section and
+    /// under the `List` bit, walk the list for `ip` (hashes apply if `ip` is one of this
+    /// instance's sites) with function ops (`funcs`) or graph entry hooks (`graph`). `None`
+    /// if tracing is off or the thread is already inside a callback.
+    fn replay_walk(
+        &self,
+        ip: usize,
+        parent: usize,
+        funcs: bool,
+        mut graph: GraphCx,
+        push: impl FnOnce(&Published, u32, bool),
+    ) -> Option<()> {
+        thread::with(|ts| {
+            let section = ReadGuard::new(ts.slot(self.rcu()));
+            let published = self.published(&section);
+            if !published.enabled {
+                return None;
+            }
+            let _list = lock_bit(&ts.recursion, Context::List)?;
+            let call = Call {
+                published,
+                ip,
+                parent,
+                funcs,
+                pids: false,
+            };
+            let accepted = self.walk(ts, &call, self.index_of_ip(ip), &mut graph);
+            push(published, accepted, graph.wanted && !graph.room);
+            Some(())
+        })
+        .flatten()
+    }
+
+    /// Calls every registered **function** ops for `(ip, parent_ip)` on this thread, as if
+    /// an instrumented call had happened: the entry point for replay, which dispatches
+    /// interned names. If `ip` is a site of this instance its hashes apply; otherwise every
+    /// function ops is called. `set_ftrace_pid` does not apply (the calling thread is not
+    /// the traced task). Returns whether anything was dispatched.
+    pub fn dispatch_ip(&self, ip: usize, parent_ip: usize) -> bool {
+        let no_graph = GraphCx {
+            room: false,
+            depth: 0,
+            calltime: None,
+            wanted: false,
+        };
+        self.replay_walk(ip, parent_ip, true, no_graph, |_, _, _| ())
+            .is_some()
+    }
+
+    /// Graph entry for replay: runs the graph ops' entry hooks for `ip` at time `calltime`
+    /// and, if any accepts, pushes a frame on `stack`. Filtering as for
+    /// [`dispatch_ip`](Self::dispatch_ip). Returns whether a frame was pushed (a full
+    /// stack counts an overrun and pushes nothing).
+    pub fn graph_entry_at(
+        &self,
+        stack: &mut ShadowStack,
+        ip: usize,
+        parent_ip: usize,
+        calltime: u64,
+    ) -> bool {
+        let graph = GraphCx {
+            room: !stack.is_full(),
+            depth: stack.depth(),
+            calltime: Some(calltime),
+            wanted: false,
+        };
+        let mut pushed = false;
+        self.replay_walk(
+            ip,
+            parent_ip,
+            false,
+            graph,
+            |published, accepted, overran| {
+                if overran {
+                    stack.count_overrun();
+                    self.note_overrun();
+                }
+                if accepted != 0 {
+                    stack.push(Frame {
+                        func: ip,
+                        calltime,
+                        child_time: 0,
+                        accepted,
+                        generation: published.generation,
+                    });
+                    pushed = true;
+                }
+            },
+        );
+        pushed
+    }
+
+    /// Graph return for replay: pops `stack`'s top frame at `rettime` and runs the return
+    /// hooks of the ops that accepted it. Returns what the hooks received, `None` if the
+    /// stack is empty.
+    pub fn graph_return_at(&self, stack: &mut ShadowStack, rettime: u64) -> Option<GraphReturn> {
+        let (frame, ret) = stack.pop(rettime)?;
+        thread::with(|ts| self.run_returns(ts, &frame, &ret));
+        Some(ret)
+    }
+}
+
+/// Runs one entry for one call: a function callback, or a graph entry hook. Returns the
+/// entry's slot bit if it is a graph ops that accepted the call.
+fn run_one(ts: &ThreadState, call: &Call<'_>, entry: &OpsEntry, graph: &mut GraphCx) -> u32 {
+    let ops = &*entry.ops;
+    let flags = ops.flags();
+    if call.pids
+        && flags.contains(OpsFlags::PID)
+        && !call.published.pids.is_empty()
+        && call.published.pids.binary_search(&ts.tid).is_err()
+    {
+        return 0;
+    }
+    match &ops.callback {
+        Callback::Func(func) => {
+            if !call.funcs {
+                return 0;
+            }
+            let _func = if flags.contains(OpsFlags::RECURSION) {
+                match lock_bit(&ts.recursion, Context::Func) {
+                    Some(l) => Some(l),
+                    None => {
+                        ops.count_recursion_miss();
+                        return 0;
+                    }
+                }
+            } else {
+                None
+            };
+            if flags.wants_regs() {
+                let marker = Cell::new(0u8);
+                let regs = Regs {
+                    ip: call.ip,
+                    parent_ip: call.parent,
+                    sp: marker.as_ptr() as usize,
+                    tid: ts.tid,
+                };
+                func(call.ip, call.parent, ops, Some(&regs));
+            } else {
+                func(call.ip, call.parent, ops, None);
+            }
+            0
+        }
+        Callback::Graph { entry: hook, .. } => {
+            graph.wanted = true;
+            if !graph.room {
+                return 0;
+            }
+            let record = GraphEntry {
+                func: call.ip,
+                parent: call.parent,
+                depth: graph.depth,
+                calltime: graph.calltime(),
+            };
+            if hook(&record, ops) {
+                entry.slot_bit
+            } else {
+                0
+            }
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! Filter and notrace hashes, and the `set_ftrace_filter` write syntax.
+//!
+//! # Design
+//!
+//! Each ops has a filter hash (the sites it wants; empty means all) and a notrace hash (the
+//! sites it never wants; notrace wins). A hash is a bitset over the owner's site indices, so
+//! the dispatcher's test is one shift and mask: the "near O(1) hash list" of the 2009 design.
+//! A [`Hashes`] pair is immutable once built; a filter change builds a new pair and publishes
+//! it in one pointer store, so there is no moment where the filter is empty (which would mean
+//! every function).
+//!
+//! A write is a whitespace-separated list of terms, applied in order to a copy of the hash
+//! (empty for `>`, the current one for `>>`):
+//!
+//! | term             | meaning                                                         |
+//! |------------------|-----------------------------------------------------------------|
+//! | `foo`            | the function named `foo`                                        |
+//! | `foo*` `*foo` `*foo*` `a*b` `f?o` `[ab]*` | the functions whose name matches the glob |
+//! | `glob:mod:mglob` | matching functions whose Rust module path matches `mglob`; an empty `glob` is `*` |
+//! | `N`              | the N-th line of `available_filter_functions` (1-based)         |
+//! | `!term`          | removes what `term` selects                                     |
+//!
+//! # Invariants
+//!
+//! - [`apply_write`] is pure: it returns the new hash or a [`FilterError`] and changes
+//!   nothing, so a refused write leaves every hash as it was.
+//! - Every term must select at least one site (the kernel's `-EINVAL` for a pattern that
+//!   matches nothing): a misspelt name is an error, not a silent no-op.
+
+use core::fmt;
+
+use super::glob::{Glob, GlobError};
+use super::site::Site;
+use crate::stat::WriteMode;
+
+/// A set of site indices (a filter or notrace hash).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FilterHash {
+    bits: Box<[u64]>,
+    len: usize,
+}
+
+impl FilterHash {
+    /// An empty set able to hold indices `0..sites`.
+    pub fn empty(sites: usize) -> Self {
+        Self {
+            bits: vec![0; sites.div_ceil(64)].into_boxed_slice(),
+            len: 0,
+        }
+    }
+
+    /// Whether site `index` is in the set.
+    #[inline]
+    pub fn contains(&self, index: usize) -> bool {
+        self.bits
+            .get(index / 64)
+            .is_some_and(|w| w & (1 << (index % 64)) != 0)
+    }
+
+    /// Number of sites in the set.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The indices in the set, ascending.
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.bits.len() * 64).filter(|&i| self.contains(i))
+    }
+
+    fn set(&mut self, index: usize, on: bool) {
+        if index / 64 >= self.bits.len() {
+            let mut bits = self.bits.to_vec();
+            bits.resize(index / 64 + 1, 0);
+            self.bits = bits.into_boxed_slice();
+        }
+        let was = self.contains(index);
+        let word = &mut self.bits[index / 64];
+        if on {
+            *word |= 1 << (index % 64);
+        } else {
+            *word &= !(1 << (index % 64));
+        }
+        match (was, on) {
+            (false, true) => self.len += 1,
+            (true, false) => self.len -= 1,
+            _ => {}
+        }
+    }
+}
+
+/// An ops' filter and notrace hashes, immutable once published.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Hashes {
+    /// The sites wanted; empty means all.
+    pub filter: FilterHash,
+    /// The sites never wanted; wins over `filter`.
+    pub notrace: FilterHash,
+}
+
+impl Hashes {
+    /// Whether these hashes select site `index`.
+    #[inline]
+    pub fn covers(&self, index: usize) -> bool {
+        !self.notrace.contains(index) && (self.filter.is_empty() || self.filter.contains(index))
+    }
+}
+
+/// Why a `set_ftrace_filter` / `set_ftrace_notrace` write was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FilterError {
+    /// A term's glob is malformed.
+    BadGlob {
+        /// The term.
+        term: String,
+        /// What is wrong with it.
+        error: GlobError,
+    },
+    /// A term selects no function.
+    UnknownFunction(String),
+    /// A function index outside `1..=count`.
+    BadIndex {
+        /// The index written.
+        index: String,
+        /// The number of functions.
+        count: usize,
+    },
+    /// A `func:command:arg` term with a command other than `mod`.
+    UnknownCommand(String),
+}
+
+impl fmt::Display for FilterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FilterError::BadGlob { term, error } => write!(f, "bad glob {term:?}: {error}"),
+            FilterError::UnknownFunction(t) => write!(f, "{t:?} matches no traceable function"),
+            FilterError::BadIndex { index, count } => {
+                write!(f, "function index {index} is out of range 1..={count}")
+            }
+            FilterError::UnknownCommand(t) => {
+                write!(f, "{t:?}: unknown command (only :mod: is supported)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for FilterError {}
+
+enum Selector {
+    Index(usize),
+    Match { name: Glob, module: Option<Glob> },
+}
+
+impl Selector {
+    fn parse(term: &str, count: usize) -> Result<Selector, FilterError> {
+        let bad_glob = |error| FilterError::BadGlob {
+            term: term.to_owned(),
+            error,
+        };
+        if term.bytes().all(|b| b.is_ascii_digit()) {
+            return match term.parse::<usize>() {
+                Ok(n) if (1..=count).contains(&n) => Ok(Selector::Index(n - 1)),
+                _ => Err(FilterError::BadIndex {
+                    index: term.to_owned(),
+                    count,
+                }),
+            };
+        }
+        let (name, module) = match term.find(":mod:") {
+            Some(at) => {
+                let name = &term[..at];
+                let module = Glob::parse(&term[at + 5..]).map_err(bad_glob)?;
+                (if name.is_empty() { "*" } else { name }, Some(module))
+            }
+            None if term.contains(':') => return Err(FilterError::UnknownCommand(term.to_owned())),
+            None => (term, None),
+        };
+        let name = Glob::parse(name).map_err(bad_glob)?;
+        Ok(Selector::Match { name, module })
+    }
+
+    fn selects(&self, index: usize, site: &Site) -> bool {
+        match self {
+            Selector::Index(i) => *i == index,
+            Selector::Match { name, module } => {
+                name.matches(site.name())
+                    && module.as_ref().is_none_or(|m| m.matches(site.module()))
+            }
+        }
+    }
+}
+
+/// Applies a `set_ftrace_filter`-syntax write to `current` over `sites` (indexed as in
+/// `available_filter_functions`): the new hash, or why the write is refused.
+pub fn apply_write<'s>(
+    current: &FilterHash,
+    text: &str,
+    mode: WriteMode,
+    sites: impl Iterator<Item = &'s Site> + Clone,
+) -> Result<FilterHash, FilterError> {
+    let count = sites.clone().count();
+    let mut hash = match mode {
+        WriteMode::Truncate => FilterHash::empty(count),
+        WriteMode::Append => current.clone(),
+    };
+    for raw in text.split_whitespace() {
+        let (negate, term) = match raw.strip_prefix('!') {
+            Some(rest) => (true, rest),
+            None => (false, raw),
+        };
+        let selector = Selector::parse(term, count)?;
+        let mut any = false;
+        for (i, site) in sites.clone().enumerate() {
+            if selector.selects(i, site) {
+                any = true;
+                hash.set(i, !negate);
+            }
+        }
+        if !any {
+            return Err(FilterError::UnknownFunction(raw.to_owned()));
+        }
+    }
+    Ok(hash)
+}

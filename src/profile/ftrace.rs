@@ -1,0 +1,676 @@
+//! [`Ftrace`]: one instance of the hook layer (sites, registered ops, hashes, pid list).
+//!
+//! # Design
+//!
+//! An `Ftrace` owns a table of sites, a grace-period domain, the published dispatch state
+//! and, behind one mutex (the kernel's `ftrace_lock`), the writers' state: registered ops,
+//! the global filter/notrace hashes (`set_ftrace_filter`), the pid list, the
+//! `ftrace_enabled` switch and the graph slots. [`Ftrace::global`] is built from every
+//! `#[traced]` site of the binary and is what static sites dispatch to; [`Ftrace::new`] builds
+//! an instance over owned sites, for tests, loom models and replay.
+//!
+//! Every change (register, unregister, a filter or pid write, the switch) goes through one
+//! commit: build the complete new state, **validate it** (the `IPMODIFY` rule), and only then
+//! publish the new ops list, rewrite each site's `state` word and `direct` pointer, record
+//! the new state and wait a grace period before freeing the old list. A refused change
+//! therefore changes nothing (the rollback is not storing), and once a change returns no
+//! callback runs with the state it replaced — in particular, once
+//! [`unregister`](Ftrace::unregister) returns, the ops' callback is not running and is never
+//! called again. The callback may start before [`register`](Ftrace::register) returns.
+//!
+//! # Invariants
+//!
+//! - After every commit each site's refcount equals the number of registered ops whose
+//!   effective hashes cover it, its `R`/`I` flags are those of that set, and it is enabled
+//!   iff the refcount is positive; `direct` is set iff the refcount is 1.
+//! - At most one `IPMODIFY` ops covers any site.
+//! - Writers may not run inside a read-side section of the same instance on the same thread
+//!   (a callback); they return [`Error::Busy`] instead of waiting for themselves.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use super::dispatch::{OpsEntry, Published};
+use super::filter::{self, FilterError, FilterHash, Hashes};
+use super::graph::GRAPH_SLOTS;
+use super::ops::{FtraceOps, OpsFlags};
+use super::pid::{self, PidError};
+use super::rcu::Rcu;
+use super::site::{COUNT_MASK, FLAG_IPMODIFY, FLAG_REGS, Site, SiteDef};
+use super::thread;
+use crate::error::{Error, InputError};
+use crate::primitive::sync::atomic::{AtomicPtr, Ordering};
+use crate::primitive::sync::{Arc, Mutex};
+use crate::stat::WriteMode;
+
+enum SiteRef {
+    #[cfg_attr(loom, allow(dead_code))]
+    Static(&'static Site),
+    Owned(Box<Site>),
+}
+
+impl SiteRef {
+    fn get(&self) -> &Site {
+        match self {
+            SiteRef::Static(s) => s,
+            SiteRef::Owned(s) => s,
+        }
+    }
+}
+
+/// Writers' state, under the update lock.
+#[derive(Clone)]
+struct State {
+    ops: Vec<Arc<FtraceOps>>,
+    global: Arc<Hashes>,
+    pids: Vec<u32>,
+    enabled: bool,
+    /// Graph slots: the ops (by address) and the generation it got the slot at.
+    slots: [Option<(usize, u64)>; GRAPH_SLOTS],
+    generation: u64,
+}
+
+/// One instance of the hook layer: sites, registered ops and their hashes.
+pub struct Ftrace {
+    rcu: Rcu,
+    sites: Box<[SiteRef]>,
+    by_ip: HashMap<usize, u32>,
+    published: AtomicPtr<Published>,
+    state: Mutex<State>,
+    overruns: core::sync::atomic::AtomicU64,
+    /// Loom negative control only: replaced states, freed with the instance.
+    #[cfg(tracestat_loom_negative)]
+    retired: std::sync::Mutex<Vec<Box<Published>>>,
+}
+
+impl core::fmt::Debug for Ftrace {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Ftrace")
+            .field("sites", &self.sites.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Which hash of an ops (or the global pair) a write targets.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Which {
+    Filter,
+    Notrace,
+}
+
+impl Which {
+    fn file(self) -> &'static str {
+        match self {
+            Which::Filter => "set_ftrace_filter",
+            Which::Notrace => "set_ftrace_notrace",
+        }
+    }
+}
+
+fn busy(path: &str, reason: impl Into<String>) -> Error {
+    Error::Busy {
+        path: path.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+fn rejected(path: &str, e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::InvalidInput {
+        path: path.to_owned(),
+        reason: InputError::Rejected(Box::new(e)),
+    }
+}
+
+impl Ftrace {
+    fn build(sites: Vec<SiteRef>) -> Self {
+        let mut by_ip = HashMap::with_capacity(sites.len());
+        for (i, s) in sites.iter().enumerate() {
+            s.get().set_index(i);
+            by_ip.insert(
+                s.get().ip(),
+                u32::try_from(i).expect("more than 2^32 sites"),
+            );
+        }
+        let published = Box::new(Published {
+            entries: Box::new([]),
+            pids: Box::new([]),
+            enabled: true,
+            generation: 0,
+        });
+        Self {
+            rcu: Rcu::new(),
+            sites: sites.into_boxed_slice(),
+            by_ip,
+            published: AtomicPtr::new(Box::into_raw(published)),
+            state: Mutex::new(State {
+                ops: Vec::new(),
+                global: Arc::new(Hashes::default()),
+                pids: Vec::new(),
+                enabled: true,
+                slots: [None; GRAPH_SLOTS],
+                generation: 0,
+            }),
+            overruns: core::sync::atomic::AtomicU64::new(0),
+            #[cfg(tracestat_loom_negative)]
+            retired: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// An instance over owned sites, indexed in the order given (tests, models, replay).
+    pub fn new(sites: impl IntoIterator<Item = SiteDef>) -> Arc<Ftrace> {
+        let sites = sites
+            .into_iter()
+            .map(|d| SiteRef::Owned(Box::new(Site::owned(d))))
+            .collect();
+        Arc::new(Self::build(sites))
+    }
+
+    /// The process-wide instance over every `#[traced]` / `traced_block!` site of the binary,
+    /// sorted by module path, name, file and line. Its control files are on
+    /// [`Tracefs::global`](crate::stat::Tracefs::global).
+    #[cfg(not(loom))]
+    pub fn global() -> &'static Arc<Ftrace> {
+        static GLOBAL: std::sync::OnceLock<Arc<Ftrace>> = std::sync::OnceLock::new();
+        let mut fresh = false;
+        let global = GLOBAL.get_or_init(|| {
+            fresh = true;
+            let mut sites: Vec<&'static Site> = super::site::SITES.iter().copied().collect();
+            sites.sort_by(|a, b| {
+                (a.module(), a.name(), a.file(), a.line()).cmp(&(
+                    b.module(),
+                    b.name(),
+                    b.file(),
+                    b.line(),
+                ))
+            });
+            Arc::new(Self::build(
+                sites.into_iter().map(SiteRef::Static).collect(),
+            ))
+        });
+        if fresh {
+            // Files that already exist (someone added theirs first) are left alone.
+            let _ = super::control::install(global, crate::stat::Tracefs::global());
+        }
+        global
+    }
+
+    pub(crate) fn rcu(&self) -> &Rcu {
+        &self.rcu
+    }
+
+    pub(crate) fn published_ptr(&self) -> &AtomicPtr<Published> {
+        &self.published
+    }
+
+    pub(crate) fn note_overrun(&self) {
+        // Rare path (a full shadow stack).
+        self.overruns
+            .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Graph calls not traced because a shadow stack was full, over all threads.
+    pub fn graph_overruns(&self) -> u64 {
+        self.overruns.load(core::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Number of sites.
+    pub fn site_count(&self) -> usize {
+        self.sites.len()
+    }
+
+    /// The site at `index` (its line in `available_filter_functions`, 0-based).
+    pub fn site(&self, index: usize) -> Option<&Site> {
+        self.sites.get(index).map(SiteRef::get)
+    }
+
+    /// All sites, in index order.
+    pub fn sites(&self) -> impl Iterator<Item = &Site> + Clone + '_ {
+        self.sites.iter().map(SiteRef::get)
+    }
+
+    /// The site whose ip is `ip`, if it is one of this instance's.
+    pub fn site_by_ip(&self, ip: usize) -> Option<&Site> {
+        self.index_of_ip(ip).and_then(|i| self.site(i))
+    }
+
+    /// The first site named `name`.
+    pub fn find(&self, name: &str) -> Option<&Site> {
+        self.sites().find(|s| s.name() == name)
+    }
+
+    pub(crate) fn index_of_ip(&self, ip: usize) -> Option<usize> {
+        self.by_ip.get(&ip).map(|&i| i as usize)
+    }
+
+    fn lock(&self) -> crate::primitive::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Refuses writers running inside a callback of this instance on this thread.
+    fn check_not_in_callback(&self, path: &str) -> Result<(), Error> {
+        let inside = thread::with(|ts| ts.slot(&self.rcu).in_section()).unwrap_or(false);
+        if inside {
+            return Err(busy(path, "called from inside a callback of this instance"));
+        }
+        Ok(())
+    }
+
+    fn id(&self) -> u64 {
+        self.rcu.id()
+    }
+
+    /// Registers `ops` (`register_ftrace_function` / `register_ftrace_graph`).
+    ///
+    /// Its callback may run before this returns. Errors, with nothing changed:
+    /// [`Error::Busy`] if the ops is already registered (here or elsewhere), if it is
+    /// `IPMODIFY` and a site it covers is covered by another `IPMODIFY` ops, if it is
+    /// `PERMANENT` while function tracing is off, if all graph slots are taken, or if called
+    /// from inside a callback of this instance.
+    pub fn register(&self, ops: &Arc<FtraceOps>) -> Result<(), Error> {
+        const PATH: &str = "register_ftrace_function";
+        self.check_not_in_callback(PATH)?;
+        let mut st = self.lock();
+        if ops
+            .owner
+            .compare_exchange(
+                0,
+                self.id(),
+                core::sync::atomic::Ordering::AcqRel,
+                core::sync::atomic::Ordering::Acquire,
+            )
+            .is_err()
+        {
+            return Err(busy(PATH, "ops is already registered"));
+        }
+        let result = (|| {
+            let owner = ops.hashes.lock().unwrap_or_else(|e| e.into_inner()).0;
+            if owner != 0 && owner != self.id() {
+                return Err(busy(PATH, "ops' filter was set on another Ftrace instance"));
+            }
+            let mut next = st.clone();
+            if ops.flags().contains(OpsFlags::PERMANENT) && !next.enabled {
+                return Err(busy(PATH, "PERMANENT ops while function tracing is off"));
+            }
+            if ops.is_graph() {
+                let free =
+                    next.slots.iter().position(Option::is_none).ok_or_else(|| {
+                        busy(PATH, format!("all {GRAPH_SLOTS} graph slots in use"))
+                    })?;
+                next.generation += 1;
+                next.slots[free] = Some((Arc::as_ptr(ops) as usize, next.generation));
+            }
+            next.ops.push(Arc::clone(ops));
+            self.commit(&mut st, next, None)
+        })();
+        if result.is_err() {
+            ops.owner.store(0, core::sync::atomic::Ordering::Release);
+        }
+        result
+    }
+
+    /// Unregisters `ops`. When this returns, its callback is not running and is never called
+    /// again. Errors: [`Error::NotFound`] if it is not registered here, [`Error::Busy`] from
+    /// inside a callback of this instance.
+    pub fn unregister(&self, ops: &Arc<FtraceOps>) -> Result<(), Error> {
+        const PATH: &str = "unregister_ftrace_function";
+        self.check_not_in_callback(PATH)?;
+        let mut st = self.lock();
+        let Some(pos) = st.ops.iter().position(|o| Arc::ptr_eq(o, ops)) else {
+            return Err(Error::NotFound {
+                path: PATH.to_owned(),
+            });
+        };
+        let mut next = st.clone();
+        next.ops.remove(pos);
+        let addr = Arc::as_ptr(ops) as usize;
+        for slot in next.slots.iter_mut() {
+            if slot.is_some_and(|(a, _)| a == addr) {
+                *slot = None;
+            }
+        }
+        self.commit(&mut st, next, None)?;
+        ops.owner.store(0, core::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
+    /// Whether `ops` is registered in this instance.
+    pub fn is_registered(&self, ops: &Arc<FtraceOps>) -> bool {
+        self.lock().ops.iter().any(|o| Arc::ptr_eq(o, ops))
+    }
+
+    /// Number of registered ops.
+    pub fn registered(&self) -> usize {
+        self.lock().ops.len()
+    }
+
+    /// Writes `ops`' filter hash with the `set_ftrace_filter` syntax (`ftrace_set_filter`),
+    /// resolved against this instance's sites; allowed before registration. Errors, with
+    /// nothing changed: [`Error::InvalidInput`] wrapping a
+    /// [`FilterError`], [`Error::Busy`] for an `IPMODIFY` conflict.
+    pub fn set_filter(
+        &self,
+        ops: &Arc<FtraceOps>,
+        text: &str,
+        mode: WriteMode,
+    ) -> Result<(), Error> {
+        self.set_ops_hash(ops, Which::Filter, text, mode)
+    }
+
+    /// Writes `ops`' notrace hash (`ftrace_set_notrace`); as [`set_filter`](Self::set_filter).
+    pub fn set_notrace(
+        &self,
+        ops: &Arc<FtraceOps>,
+        text: &str,
+        mode: WriteMode,
+    ) -> Result<(), Error> {
+        self.set_ops_hash(ops, Which::Notrace, text, mode)
+    }
+
+    fn new_hashes(
+        &self,
+        current: &Hashes,
+        which: Which,
+        text: &str,
+        mode: WriteMode,
+    ) -> Result<Hashes, FilterError> {
+        let mut next = current.clone();
+        let target = match which {
+            Which::Filter => &mut next.filter,
+            Which::Notrace => &mut next.notrace,
+        };
+        *target = filter::apply_write(target, text, mode, self.sites())?;
+        Ok(next)
+    }
+
+    fn set_ops_hash(
+        &self,
+        ops: &Arc<FtraceOps>,
+        which: Which,
+        text: &str,
+        mode: WriteMode,
+    ) -> Result<(), Error> {
+        let path = which.file();
+        self.check_not_in_callback(path)?;
+        let mut st = self.lock();
+        let owner = ops.owner.load(core::sync::atomic::Ordering::Acquire);
+        if owner != 0 && owner != self.id() {
+            return Err(busy(path, "ops is registered in another Ftrace instance"));
+        }
+        let current = {
+            let guard = ops.hashes.lock().unwrap_or_else(|e| e.into_inner());
+            if guard.0 == self.id() {
+                Hashes::clone(&guard.1)
+            } else {
+                self.empty_hashes()
+            }
+        };
+        let hashes = Arc::new(
+            self.new_hashes(&current, which, text, mode)
+                .map_err(|e| rejected(path, e))?,
+        );
+        if st.ops.iter().any(|o| Arc::ptr_eq(o, ops)) && !ops.global_filter {
+            let next = st.clone();
+            self.commit(&mut st, next, Some((ops, Arc::clone(&hashes))))?;
+        }
+        *ops.hashes.lock().unwrap_or_else(|e| e.into_inner()) = (self.id(), hashes);
+        Ok(())
+    }
+
+    fn empty_hashes(&self) -> Hashes {
+        Hashes {
+            filter: FilterHash::empty(self.sites.len()),
+            notrace: FilterHash::empty(self.sites.len()),
+        }
+    }
+
+    /// Writes the global filter (the `set_ftrace_filter` file), which ops built with
+    /// `global_filter()` follow. Errors as [`set_filter`](Self::set_filter).
+    pub fn set_global_filter(&self, text: &str, mode: WriteMode) -> Result<(), Error> {
+        self.set_global_hash(Which::Filter, text, mode)
+    }
+
+    /// Writes the global notrace hash (the `set_ftrace_notrace` file).
+    pub fn set_global_notrace(&self, text: &str, mode: WriteMode) -> Result<(), Error> {
+        self.set_global_hash(Which::Notrace, text, mode)
+    }
+
+    pub(crate) fn set_global_hash(
+        &self,
+        which: Which,
+        text: &str,
+        mode: WriteMode,
+    ) -> Result<(), Error> {
+        let path = which.file();
+        self.check_not_in_callback(path)?;
+        let mut st = self.lock();
+        let hashes = self
+            .new_hashes(&st.global, which, text, mode)
+            .map_err(|e| rejected(path, e))?;
+        let mut next = st.clone();
+        next.global = Arc::new(hashes);
+        self.commit(&mut st, next, None)
+    }
+
+    /// The global filter and notrace hashes.
+    pub fn global_hashes(&self) -> Arc<Hashes> {
+        Arc::clone(&self.lock().global)
+    }
+
+    /// Writes `set_ftrace_pid` (thread ids; see the [`pid`] module). Errors, with nothing
+    /// changed: [`Error::InvalidInput`] wrapping a [`PidError`].
+    pub fn set_pids(&self, text: &str, mode: WriteMode) -> Result<(), Error> {
+        const PATH: &str = "set_ftrace_pid";
+        self.check_not_in_callback(PATH)?;
+        let mut st = self.lock();
+        let pids =
+            pid::parse_pids(&st.pids, text, mode).map_err(|e: PidError| rejected(PATH, e))?;
+        let mut next = st.clone();
+        next.pids = pids;
+        self.commit(&mut st, next, None)
+    }
+
+    /// The `set_ftrace_pid` list (sorted; empty means all threads).
+    pub fn pids(&self) -> Vec<u32> {
+        self.lock().pids.clone()
+    }
+
+    /// The `ftrace_enabled` switch: off, no callback runs (sites keep their refcounts).
+    /// Switching off fails with [`Error::Busy`] while a `PERMANENT` ops is registered.
+    pub fn set_function_tracing(&self, on: bool) -> Result<(), Error> {
+        const PATH: &str = "ftrace_enabled";
+        self.check_not_in_callback(PATH)?;
+        let mut st = self.lock();
+        if !on
+            && st
+                .ops
+                .iter()
+                .any(|o| o.flags().contains(OpsFlags::PERMANENT))
+        {
+            return Err(busy(PATH, "a PERMANENT ops is registered"));
+        }
+        let mut next = st.clone();
+        next.enabled = on;
+        self.commit(&mut st, next, None)
+    }
+
+    /// Whether function tracing is on.
+    pub fn function_tracing(&self) -> bool {
+        self.lock().enabled
+    }
+
+    /// Validates `next`, publishes it, rewrites the sites, records it and waits a grace
+    /// period before freeing the replaced dispatch state. On error nothing has changed.
+    fn commit(
+        &self,
+        st: &mut State,
+        next: State,
+        hash_override: Option<(&Arc<FtraceOps>, Arc<Hashes>)>,
+    ) -> Result<(), Error> {
+        let entries: Vec<Box<OpsEntry>> = next
+            .ops
+            .iter()
+            .map(|ops| {
+                let hashes = if ops.global_filter {
+                    Arc::clone(&next.global)
+                } else if let Some((o, h)) =
+                    hash_override.as_ref().filter(|(o, _)| Arc::ptr_eq(o, ops))
+                {
+                    let _ = o;
+                    Arc::clone(h)
+                } else {
+                    Arc::clone(&ops.hashes.lock().unwrap_or_else(|e| e.into_inner()).1)
+                };
+                let addr = Arc::as_ptr(ops) as usize;
+                let (slot_bit, slot_gen) = next
+                    .slots
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, s)| s.filter(|(a, _)| *a == addr).map(|(_, g)| (1u32 << i, g)))
+                    .unwrap_or((0, 0));
+                Box::new(OpsEntry {
+                    ops: Arc::clone(ops),
+                    hashes,
+                    slot_bit,
+                    slot_gen,
+                })
+            })
+            .collect();
+        // Validate and compute every site's new word before storing anything.
+        let mut words = Vec::with_capacity(self.sites.len());
+        for (i, site) in self.sites().enumerate() {
+            let mut count = 0u32;
+            let mut flags = 0u32;
+            let mut ipmodify: Option<usize> = None;
+            let mut only = None;
+            for (k, e) in entries.iter().enumerate() {
+                if !e.hashes.covers(i) {
+                    continue;
+                }
+                count += 1;
+                only = Some(k);
+                let f = e.ops.flags();
+                if f.wants_regs() {
+                    flags |= FLAG_REGS;
+                }
+                if f.contains(OpsFlags::IPMODIFY) {
+                    if ipmodify.is_some() {
+                        return Err(busy(
+                            site.name(),
+                            "a second IPMODIFY ops would cover this function",
+                        ));
+                    }
+                    ipmodify = Some(k);
+                    flags |= FLAG_IPMODIFY;
+                }
+            }
+            debug_assert!(count <= COUNT_MASK);
+            let direct = if count == 1 { only } else { None };
+            words.push((if count == 0 { 0 } else { count | flags }, direct));
+        }
+        let published = Box::new(Published {
+            entries: entries.into_boxed_slice(),
+            pids: next.pids.clone().into_boxed_slice(),
+            enabled: next.enabled,
+            generation: next.generation,
+        });
+        let new_ptr = Box::into_raw(published);
+        let old = self.published.swap(new_ptr, Ordering::AcqRel);
+        // SAFETY: `new_ptr` came from `Box::into_raw` just above and is freed only by a later
+        // commit or by `Drop`, both of which need `&mut State`/`&mut self`, which we hold.
+        let entries = unsafe { &(*new_ptr).entries };
+        for (site, (word, direct)) in self.sites().zip(words) {
+            let ptr = direct.map_or(core::ptr::null_mut(), |k| {
+                &*entries[k] as *const OpsEntry as *mut OpsEntry
+            });
+            site.direct.store(ptr, Ordering::Release);
+            site.set_state(word);
+        }
+        *st = next;
+        self.rcu.synchronize();
+        // SAFETY: `old` was published by `Box::into_raw` (in `build` or a previous commit)
+        // and is no longer reachable: `published` and every site's `direct` now point into
+        // the new state, and the grace period above waited out every reader that loaded
+        // the old pointers.
+        let old = unsafe { Box::from_raw(old) };
+        // The loom negative control removes the reader's fence; it keeps the old state until
+        // the instance drops, so that the model fails on loom's race detector rather than on a use-after-free.
+        #[cfg(tracestat_loom_negative)]
+        self.retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(old);
+        #[cfg(not(tracestat_loom_negative))]
+        drop(old);
+        Ok(())
+    }
+
+    /// The content of `available_filter_functions`: one `name [module]` line per site.
+    pub fn available_filter_functions(&self) -> String {
+        let mut out = String::new();
+        for site in self.sites() {
+            let _ = writeln!(out, "{} [{}]", site.name(), site.module());
+        }
+        out
+    }
+
+    /// The content of `enabled_functions`: each covered site as `name [module] (N)` and the
+    /// kernel's flag columns, `" R"` (registers saved) and `" I"` (IPMODIFY), two spaces each
+    /// when unset.
+    pub fn enabled_functions(&self) -> String {
+        let _st = self.lock(); // a consistent view: no commit in between
+        let mut out = String::new();
+        for site in self.sites() {
+            let n = site.refcount();
+            if n == 0 {
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                "{} [{}] ({n}){}{}",
+                site.name(),
+                site.module(),
+                if site.wants_regs() { " R" } else { "  " },
+                if site.is_ipmodify() { " I" } else { "  " },
+            );
+        }
+        out
+    }
+
+    /// The content of `set_ftrace_filter` / `set_ftrace_notrace` for the global hashes.
+    pub(crate) fn hash_listing(&self, which: Which) -> String {
+        let global = self.global_hashes();
+        let hash = match which {
+            Which::Filter => &global.filter,
+            Which::Notrace => &global.notrace,
+        };
+        if which == Which::Filter && hash.is_empty() {
+            return "#### all functions enabled ####\n".to_owned();
+        }
+        let mut out = String::new();
+        for i in hash.iter() {
+            if let Some(site) = self.site(i) {
+                let _ = writeln!(out, "{} [{}]", site.name(), site.module());
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Ftrace {
+    fn drop(&mut self) {
+        let ptr = self.published.swap(core::ptr::null_mut(), Ordering::AcqRel);
+        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        for ops in &st.ops {
+            ops.owner.store(0, core::sync::atomic::Ordering::Release);
+        }
+        for site in self.sites() {
+            site.direct.store(core::ptr::null_mut(), Ordering::Relaxed);
+            site.set_state(0);
+        }
+        if !ptr.is_null() {
+            // SAFETY: `&mut self` means no reader holds a borrow of this instance; the
+            // pointer came from `Box::into_raw` and is freed only here.
+            drop(unsafe { Box::from_raw(ptr) });
+        }
+    }
+}

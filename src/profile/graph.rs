@@ -1,0 +1,176 @@
+//! The function-graph layer: shadow stacks, per-frame data, entry/return records.
+//!
+//! # Design
+//!
+//! A graph ops ([`FtraceOps::graph`](super::FtraceOps::graph)) gets an entry hook and a
+//! return hook. On entry to a covered site the dispatcher reads the clock once, runs every
+//! covering graph ops' entry hook (each may refuse), and if any accepted pushes a [`Frame`]
+//! on the thread's [`ShadowStack`]: the site's ip, the call time, the child time so far (0)
+//! and which graph ops accepted. The scope guard that `Site::enter` returns pops the frame
+//! when the scope ends, also during unwinding, reads the clock again, adds the call's
+//! duration to the parent frame's child time and runs the accepting ops' return hooks with a
+//! [`GraphReturn`]. A profiler gets total time as `rettime - calltime` and self time as that
+//! minus `child_time`.
+//!
+//! Each registered graph ops holds one of [`GRAPH_SLOTS`] slots (the kernel's `fgraph_array`);
+//! a frame records accepting slots as a bit mask together with the slot generation current
+//! at entry, and a return hook runs only for a slot still held by the same registration
+//! (a slot freed and reused between entry and return gets no unmatched return).
+//!
+//! The stack has a bounded depth ([`SHADOW_STACK_DEPTH`]); a call that finds it full is not
+//! graph-traced at all (neither entry nor return hook runs, so pairs never break) and is
+//! counted in the stack's `overrun` and the owner's
+//! [`graph_overruns`](super::Ftrace::graph_overruns).
+//!
+//! Replay drives explicit [`ShadowStack`]s with explicit timestamps through
+//! [`Ftrace::graph_entry_at`](super::Ftrace::graph_entry_at) and
+//! [`Ftrace::graph_return_at`](super::Ftrace::graph_return_at).
+//!
+//! # Invariants
+//!
+//! - Every accepted entry gets exactly one return (normal exit, unwinding, or replay's
+//!   explicit return), unless its ops was unregistered in between.
+//! - A thread's stack is allocated once (capacity `SHADOW_STACK_DEPTH`) and never grows.
+
+use std::sync::OnceLock;
+use std::time::Instant;
+
+/// The most graph ops registered at once in one [`Ftrace`](super::Ftrace).
+pub const GRAPH_SLOTS: usize = 16;
+
+/// The deepest a shadow stack gets; deeper calls are counted as overruns.
+pub const SHADOW_STACK_DEPTH: usize = 128;
+
+/// What a graph entry hook receives (`struct ftrace_graph_ent`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GraphEntry {
+    /// The site's ip.
+    pub func: usize,
+    /// The parent ip.
+    pub parent: usize,
+    /// Depth of this call on the shadow stack (0 for the outermost traced call).
+    pub depth: usize,
+    /// Entry timestamp (ns, see [`now_ns`]).
+    pub calltime: u64,
+}
+
+/// What a graph return hook receives (`struct ftrace_graph_ret`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GraphReturn {
+    /// The site's ip.
+    pub func: usize,
+    /// Depth of this call on the shadow stack.
+    pub depth: usize,
+    /// Entry timestamp (ns).
+    pub calltime: u64,
+    /// Return timestamp (ns).
+    pub rettime: u64,
+    /// Total time of the graph-traced calls made from this one (ns): self time is
+    /// `rettime - calltime - child_time`.
+    pub child_time: u64,
+    /// Calls this stack could not trace because it was full, so far.
+    pub overrun: u64,
+}
+
+impl GraphReturn {
+    /// `rettime - calltime`.
+    pub fn duration(&self) -> u64 {
+        self.rettime.saturating_sub(self.calltime)
+    }
+
+    /// Duration minus child time.
+    pub fn self_time(&self) -> u64 {
+        self.duration().saturating_sub(self.child_time)
+    }
+}
+
+/// One shadow-stack frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frame {
+    /// The site's ip.
+    pub func: usize,
+    /// Entry timestamp (ns).
+    pub calltime: u64,
+    /// Sum of the durations of this frame's returned children (ns).
+    pub child_time: u64,
+    /// Graph slots whose entry hook accepted.
+    pub(crate) accepted: u32,
+    /// Slot generation at entry.
+    pub(crate) generation: u64,
+}
+
+/// A per-thread (or, for replay, per-traced-task) stack of graph-traced calls.
+#[derive(Debug)]
+pub struct ShadowStack {
+    frames: Vec<Frame>,
+    overrun: u64,
+}
+
+impl Default for ShadowStack {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ShadowStack {
+    /// An empty stack with room for [`SHADOW_STACK_DEPTH`] frames.
+    pub fn new() -> Self {
+        Self {
+            frames: Vec::with_capacity(SHADOW_STACK_DEPTH),
+            overrun: 0,
+        }
+    }
+
+    /// The frames, outermost first.
+    pub fn frames(&self) -> &[Frame] {
+        &self.frames
+    }
+
+    /// Current depth.
+    pub fn depth(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// Calls not traced because the stack was full.
+    pub fn overrun(&self) -> u64 {
+        self.overrun
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.frames.len() >= SHADOW_STACK_DEPTH
+    }
+
+    pub(crate) fn count_overrun(&mut self) {
+        self.overrun += 1;
+    }
+
+    pub(crate) fn push(&mut self, frame: Frame) {
+        debug_assert!(!self.is_full());
+        self.frames.push(frame);
+    }
+
+    /// Pops the top frame at `rettime` and charges its duration to its parent.
+    pub(crate) fn pop(&mut self, rettime: u64) -> Option<(Frame, GraphReturn)> {
+        let frame = self.frames.pop()?;
+        let depth = self.frames.len();
+        let ret = GraphReturn {
+            func: frame.func,
+            depth,
+            calltime: frame.calltime,
+            rettime,
+            child_time: frame.child_time,
+            overrun: self.overrun,
+        };
+        if let Some(parent) = self.frames.last_mut() {
+            parent.child_time = parent.child_time.saturating_add(ret.duration());
+        }
+        Some((frame, ret))
+    }
+}
+
+/// The graph clock: nanoseconds since the first call in this process (monotonic).
+pub fn now_ns() -> u64 {
+    static ANCHOR: OnceLock<Instant> = OnceLock::new();
+    let anchor = *ANCHOR.get_or_init(Instant::now);
+    u64::try_from(anchor.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,247 @@
+//! `FtraceOps`: what a tracer registers (`struct ftrace_ops` / `struct fgraph_ops`).
+//!
+//! # Design
+//!
+//! An ops is a callback plus flags, private data and filter hashes, shared as an
+//! `Arc<FtraceOps>`. It is either a **function** ops, called on entry with the kernel's
+//! `ftrace_func_t` shape `(ip, parent_ip, &ops, Option<&Regs>)`, or a **graph** ops with an
+//! entry hook that may refuse a call and a return hook that runs when the traced scope ends
+//! (see [`graph`](super::graph)). Both kinds share flags, hashes, `PID` filtering and
+//! registration.
+//!
+//! Flags, with the kernel's meaning:
+//!
+//! - [`OpsFlags::RECURSION`]: the dispatcher wraps the callback in the recursion guard.
+//! - [`OpsFlags::SAVE_REGS`] / [`OpsFlags::SAVE_REGS_IF_SUPPORTED`]: the callback receives
+//!   `Some(&Regs)`. There are no CPU registers to save in a library; [`Regs`] carries what a
+//!   user-space call site can know: ip, parent ip, an approximate stack pointer and the
+//!   thread id. Both flags are always supported here, so they behave the same.
+//! - [`OpsFlags::IPMODIFY`]: the ops claims the sites it covers exclusively (the kernel's
+//!   livepatch rule); a second `IPMODIFY` ops covering a claimed site is refused with
+//!   [`Error::Busy`](crate::Error::Busy) and nothing changes.
+//! - [`OpsFlags::PID`]: only threads in `set_ftrace_pid` (all when it is empty).
+//! - [`OpsFlags::PERMANENT`]: function tracing cannot be switched off while this ops is
+//!   registered, and it cannot be registered while function tracing is off.
+//!
+//! Hashes live behind a mutex in the ops (the authoritative copy, written by
+//! [`Ftrace::set_filter`](super::Ftrace::set_filter) even before registration); the
+//! dispatcher never reads them there, only the copy published with the ops list. An ops
+//! built with [`FtraceOpsBuilder::global_filter`] uses its [`Ftrace`](super::Ftrace)'s
+//! `set_ftrace_filter` / `set_ftrace_notrace` hashes instead of its own, as the kernel's
+//! function tracer and profiler share `global_ops`' hash.
+//!
+//! # Invariants
+//!
+//! - An ops is registered in at most one [`Ftrace`](super::Ftrace) at a time (`owner` holds
+//!   its id, claimed with a compare-exchange).
+
+use core::any::Any;
+use core::fmt;
+use core::ops::BitOr;
+use core::sync::atomic::{AtomicU64 as StdAtomicU64, Ordering as StdOrdering};
+
+use super::filter::Hashes;
+use super::graph::{GraphEntry, GraphReturn};
+use crate::primitive::sync::{Arc, Mutex};
+
+/// Flags of an ops (`FTRACE_OPS_FL_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OpsFlags(u32);
+
+impl OpsFlags {
+    /// No flags.
+    pub const NONE: OpsFlags = OpsFlags(0);
+    /// The dispatcher protects the callback against recursion.
+    pub const RECURSION: OpsFlags = OpsFlags(1);
+    /// The callback receives [`Regs`].
+    pub const SAVE_REGS: OpsFlags = OpsFlags(2);
+    /// The callback receives [`Regs`] where supported (always, here).
+    pub const SAVE_REGS_IF_SUPPORTED: OpsFlags = OpsFlags(4);
+    /// Exclusive claim on the covered sites.
+    pub const IPMODIFY: OpsFlags = OpsFlags(8);
+    /// Only threads listed in `set_ftrace_pid`.
+    pub const PID: OpsFlags = OpsFlags(16);
+    /// Function tracing cannot be turned off while registered.
+    pub const PERMANENT: OpsFlags = OpsFlags(32);
+
+    /// Whether every flag of `other` is set.
+    pub fn contains(self, other: OpsFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Whether the ops receives [`Regs`].
+    pub fn wants_regs(self) -> bool {
+        self.0 & (Self::SAVE_REGS.0 | Self::SAVE_REGS_IF_SUPPORTED.0) != 0
+    }
+}
+
+impl BitOr for OpsFlags {
+    type Output = OpsFlags;
+    fn bitor(self, rhs: OpsFlags) -> OpsFlags {
+        OpsFlags(self.0 | rhs.0)
+    }
+}
+
+/// What a `SAVE_REGS` callback receives: the user-space stand-in for `struct pt_regs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Regs {
+    /// The site's ip.
+    pub ip: usize,
+    /// The parent ip (innermost enclosing enabled traced scope, 0 at top level).
+    pub parent_ip: usize,
+    /// An address in the dispatcher's stack frame: an approximate stack pointer.
+    pub sp: usize,
+    /// The calling thread's id (as in `set_ftrace_pid`).
+    pub tid: u32,
+}
+
+/// A function callback: `(ip, parent_ip, ops, regs)`.
+pub type FtraceFunc = dyn Fn(usize, usize, &FtraceOps, Option<&Regs>) + Send + Sync;
+/// A graph entry hook; returns `false` to not trace this call (no return hook for it).
+pub type GraphEntryFunc = dyn Fn(&GraphEntry, &FtraceOps) -> bool + Send + Sync;
+/// A graph return hook.
+pub type GraphReturnFunc = dyn Fn(&GraphReturn, &FtraceOps) + Send + Sync;
+
+pub(crate) enum Callback {
+    Func(Box<FtraceFunc>),
+    Graph {
+        entry: Box<GraphEntryFunc>,
+        ret: Box<GraphReturnFunc>,
+    },
+}
+
+/// A registered (or registrable) tracer: callback, flags, private data and hashes.
+pub struct FtraceOps {
+    pub(crate) callback: Callback,
+    flags: OpsFlags,
+    private: Box<dyn Any + Send + Sync>,
+    pub(crate) global_filter: bool,
+    /// The authoritative hashes and the id of the [`Ftrace`](super::Ftrace) they were
+    /// resolved against (0: never set).
+    pub(crate) hashes: Mutex<(u64, Arc<Hashes>)>,
+    /// Id of the [`Ftrace`](super::Ftrace) this ops is registered in, 0 if none.
+    pub(crate) owner: StdAtomicU64,
+    recursion_missed: StdAtomicU64,
+}
+
+impl fmt::Debug for FtraceOps {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FtraceOps")
+            .field("graph", &self.is_graph())
+            .field("flags", &self.flags)
+            .field("global_filter", &self.global_filter)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds an [`FtraceOps`].
+pub struct FtraceOpsBuilder {
+    callback: Callback,
+    flags: OpsFlags,
+    private: Box<dyn Any + Send + Sync>,
+    global_filter: bool,
+}
+
+impl FtraceOps {
+    /// A function ops calling `func(ip, parent_ip, ops, regs)` on every covered call.
+    pub fn builder(
+        func: impl Fn(usize, usize, &FtraceOps, Option<&Regs>) + Send + Sync + 'static,
+    ) -> FtraceOpsBuilder {
+        FtraceOpsBuilder::new(Callback::Func(Box::new(func)))
+    }
+
+    /// A function-graph ops (`register_ftrace_graph`): `entry` runs on entry and may refuse
+    /// the call by returning `false`; `ret` runs when an accepted call's scope ends,
+    /// including during unwinding.
+    pub fn graph(
+        entry: impl Fn(&GraphEntry, &FtraceOps) -> bool + Send + Sync + 'static,
+        ret: impl Fn(&GraphReturn, &FtraceOps) + Send + Sync + 'static,
+    ) -> FtraceOpsBuilder {
+        FtraceOpsBuilder::new(Callback::Graph {
+            entry: Box::new(entry),
+            ret: Box::new(ret),
+        })
+    }
+
+    /// The flags.
+    pub fn flags(&self) -> OpsFlags {
+        self.flags
+    }
+
+    /// Whether this is a graph ops.
+    pub fn is_graph(&self) -> bool {
+        matches!(self.callback, Callback::Graph { .. })
+    }
+
+    /// The private data, if it is a `T`.
+    pub fn private<T: Any>(&self) -> Option<&T> {
+        self.private.downcast_ref()
+    }
+
+    /// Whether the ops follows its [`Ftrace`](super::Ftrace)'s `set_ftrace_filter`.
+    pub fn uses_global_filter(&self) -> bool {
+        self.global_filter
+    }
+
+    /// Calls the recursion guard refused (`RECURSION` ops only).
+    pub fn recursion_missed(&self) -> u64 {
+        self.recursion_missed.load(StdOrdering::Relaxed)
+    }
+
+    pub(crate) fn count_recursion_miss(&self) {
+        // Rare path (a callback re-entered traced code): a shared counter is fine here.
+        self.recursion_missed.fetch_add(1, StdOrdering::Relaxed);
+    }
+
+    /// The ops' own hashes (not the global ones, for a `global_filter` ops).
+    pub fn hashes(&self) -> Arc<Hashes> {
+        Arc::clone(&self.hashes.lock().unwrap_or_else(|e| e.into_inner()).1)
+    }
+
+    /// Whether this ops is registered.
+    pub fn is_registered(&self) -> bool {
+        self.owner.load(StdOrdering::Acquire) != 0
+    }
+}
+
+impl FtraceOpsBuilder {
+    fn new(callback: Callback) -> Self {
+        Self {
+            callback,
+            flags: OpsFlags::NONE,
+            private: Box::new(()),
+            global_filter: false,
+        }
+    }
+
+    /// Sets the flags.
+    pub fn flags(mut self, flags: OpsFlags) -> Self {
+        self.flags = flags;
+        self
+    }
+
+    /// Sets the private data (read back with [`FtraceOps::private`]).
+    pub fn private<T: Any + Send + Sync>(mut self, data: T) -> Self {
+        self.private = Box::new(data);
+        self
+    }
+
+    /// Follows the owner's `set_ftrace_filter` / `set_ftrace_notrace` instead of own hashes.
+    pub fn global_filter(mut self) -> Self {
+        self.global_filter = true;
+        self
+    }
+
+    /// The ops.
+    pub fn build(self) -> Arc<FtraceOps> {
+        Arc::new(FtraceOps {
+            callback: self.callback,
+            flags: self.flags,
+            private: self.private,
+            global_filter: self.global_filter,
+            hashes: Mutex::new((0, Arc::new(Hashes::default()))),
+            owner: StdAtomicU64::new(0),
+            recursion_missed: StdAtomicU64::new(0),
+        })
+    }
+}

@@ -1,0 +1,161 @@
+//! An RCU-like grace period over per-thread read-side sections.
+//!
+//! # Design
+//!
+//! Dispatchers read the published ops list inside a **read-side section**; writers that
+//! retire something a dispatcher may hold (an unregistered ops, an old filter hash) first
+//! unpublish it, then wait for a **grace period**: until every section that was open when
+//! the wait began has closed. That is the kernel's promise for `unregister_ftrace_function`:
+//! once it returns, the callback is not running and is never called again.
+//!
+//! Each thread owns one [`ReaderSlot`] per [`Rcu`] domain, registered on first use (the only
+//! allocation and lock a reader ever takes). A slot holds a sequence number that is odd while
+//! the thread is inside a section, and a nesting depth; only the owner thread writes either,
+//! with plain stores, so the hot path does **no read-modify-write on shared memory**:
+//!
+//! ```text
+//! reader (outermost lock)          writer (synchronize)
+//!   seq = seq + 1   (odd, relaxed)   unpublish (store pointers)
+//!   fence(SeqCst)                    fence(SeqCst)
+//!   load published pointers          for each slot: s = seq (acquire)
+//!   ... callbacks ...                  if s is odd: spin until seq != s
+//!   seq = seq + 1   (even, release)  free what was unpublished
+//! ```
+//!
+//! The two SeqCst fences order the reader's "I am inside" store before its pointer loads and
+//! the writer's unpublish before its scan: either the writer sees the odd sequence and waits
+//! for that section to end, or the reader's loads see the unpublished state. The releasing
+//! store at unlock pairs with the writer's acquiring load, so everything the callback did
+//! happens before the writer frees anything.
+//!
+//! Domains are values (one per [`Ftrace`](super::Ftrace)), so a loom model builds a fresh one
+//! per iteration. A thread finds its slot for a domain in its thread-local state by domain
+//! id (ids come from a process-wide counter and are never reused).
+//!
+//! # Invariants
+//!
+//! - `seq` is odd exactly while the owner thread is inside an outermost section.
+//! - [`Rcu::synchronize`] must not be called from inside a section of the same domain on the
+//!   same thread (it would wait for itself); [`ReaderSlot::in_section`] lets callers refuse.
+//! - A slot whose thread has exited is marked dead and skipped (its `seq` is even).
+
+use core::sync::atomic::AtomicU64 as StdAtomicU64;
+
+use crate::primitive::spin_hint;
+use crate::primitive::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
+use crate::primitive::sync::{Arc, Mutex};
+
+/// A grace-period domain.
+pub(crate) struct Rcu {
+    id: u64,
+    readers: Mutex<Vec<Arc<ReaderSlot>>>,
+}
+
+/// One thread's read-side state for one domain.
+pub(crate) struct ReaderSlot {
+    seq: AtomicUsize,
+    nest: AtomicUsize,
+    dead: AtomicBool,
+}
+
+/// Source of domain ids. A plain std atomic even under loom: it only hands out unique
+/// numbers and orders nothing.
+static NEXT_ID: StdAtomicU64 = StdAtomicU64::new(1);
+
+impl Rcu {
+    pub(crate) fn new() -> Self {
+        Self {
+            id: NEXT_ID.fetch_add(1, core::sync::atomic::Ordering::Relaxed),
+            readers: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// This domain's id (the key of a thread's slot).
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Registers a new reader slot (a thread's first section in this domain).
+    pub(crate) fn register(&self) -> Arc<ReaderSlot> {
+        let slot = Arc::new(ReaderSlot {
+            seq: AtomicUsize::new(0),
+            nest: AtomicUsize::new(0),
+            dead: AtomicBool::new(false),
+        });
+        let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        readers.retain(|s| !s.dead.load(Ordering::Relaxed));
+        readers.push(Arc::clone(&slot));
+        slot
+    }
+
+    /// Waits for a grace period: every read-side section open when this is called has
+    /// closed when it returns.
+    pub(crate) fn synchronize(&self) {
+        fence(Ordering::SeqCst);
+        let readers: Vec<Arc<ReaderSlot>> = self
+            .readers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for slot in &readers {
+            let seq = slot.seq.load(Ordering::Acquire);
+            if seq & 1 == 1 {
+                while slot.seq.load(Ordering::Acquire) == seq {
+                    spin_hint();
+                }
+            }
+        }
+    }
+}
+
+impl ReaderSlot {
+    /// Opens a (possibly nested) read-side section. Owner thread only.
+    #[inline]
+    pub(crate) fn lock(&self) {
+        let nest = self.nest.load(Ordering::Relaxed);
+        self.nest.store(nest + 1, Ordering::Relaxed);
+        if nest == 0 {
+            let seq = self.seq.load(Ordering::Relaxed);
+            self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+            #[cfg(not(tracestat_loom_negative))]
+            fence(Ordering::SeqCst);
+        }
+    }
+
+    /// Closes the section opened by the matching [`lock`](Self::lock). Owner thread only.
+    #[inline]
+    pub(crate) fn unlock(&self) {
+        let nest = self.nest.load(Ordering::Relaxed) - 1;
+        self.nest.store(nest, Ordering::Relaxed);
+        if nest == 0 {
+            let seq = self.seq.load(Ordering::Relaxed);
+            self.seq.store(seq.wrapping_add(1), Ordering::Release);
+        }
+    }
+
+    /// Whether the owner thread is inside a section (owner thread only).
+    pub(crate) fn in_section(&self) -> bool {
+        self.nest.load(Ordering::Relaxed) != 0
+    }
+
+    /// Marks the slot's thread as gone.
+    pub(crate) fn retire(&self) {
+        self.dead.store(true, Ordering::Relaxed);
+    }
+}
+
+/// An open read-side section; closes on drop (also during unwinding).
+pub(crate) struct ReadGuard<'a>(&'a ReaderSlot);
+
+impl<'a> ReadGuard<'a> {
+    pub(crate) fn new(slot: &'a ReaderSlot) -> Self {
+        slot.lock();
+        ReadGuard(slot)
+    }
+}
+
+impl Drop for ReadGuard<'_> {
+    fn drop(&mut self) {
+        self.0.unlock();
+    }
+}

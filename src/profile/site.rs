@@ -1,0 +1,269 @@
+//! Call sites: the `dyn_ftrace` analog.
+//!
+//! # Design
+//!
+//! Every instrumented function owns one [`Site`]: its name, Rust module path, file and line,
+//! and one atomic word, `state`, that holds the number of ops covering the site (the kernel's
+//! `ftrace_rec_count`) plus flag bits (`R`: some covering ops wants registers, `I`: the
+//! covering set holds an `IPMODIFY` ops). The hot path is [`Site::enter`]: one relaxed load
+//! of `state` and a branch predicted not taken; only a covered site goes on to the
+//! out-of-line dispatcher.
+//!
+//! `#[traced]` and [`traced_block!`](crate::traced_block) put a `&'static Site` into the
+//! [`SITES`] distributed slice (the kernel's `__mcount_loc` table), so the global
+//! [`Ftrace`](super::Ftrace) knows every site of the binary before any is called. Tests, loom
+//! models and trace replay build their own [`Ftrace`](super::Ftrace) with owned sites from
+//! [`SiteDef`]s instead.
+//!
+//! A site's **ip** is the address of its record: stable for the life of its owner and unique.
+//! Its **index** is its position in `available_filter_functions` (0-based here; the filter
+//! syntax's function index numbers are 1-based, as in the kernel).
+//!
+//! # Invariants
+//!
+//! - `state` is written only by the owning [`Ftrace`](super::Ftrace) under its update lock;
+//!   its count equals the number of registered ops whose hashes cover the site, and flags are
+//!   non-zero only when the count is (so the hot path tests `state != 0`).
+//! - `direct` is non-null only while exactly one registered ops covers the site, and then
+//!   points at that ops' entry in a published ops list; it is cleared before that entry can
+//!   be freed (the grace period in `rcu.rs` covers readers that loaded it).
+
+use std::borrow::Cow;
+
+use core::fmt;
+use core::sync::atomic::AtomicU32 as StdAtomicU32;
+
+use crate::primitive::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+
+use super::dispatch::OpsEntry;
+#[cfg(not(loom))]
+use super::dispatch::ScopeGuard;
+
+/// Every `#[traced]` site of the binary (the `__mcount_loc` table). Filled at link time;
+/// read it through [`Ftrace::global`](super::Ftrace::global).
+#[linkme::distributed_slice]
+pub static SITES: [&'static Site];
+
+/// Number of covering ops: the low bits of `state`.
+pub(crate) const COUNT_MASK: u32 = (1 << 24) - 1;
+/// Some covering ops asked for registers (`SAVE_REGS` / `SAVE_REGS_IF_SUPPORTED`).
+pub(crate) const FLAG_REGS: u32 = 1 << 29;
+/// An `IPMODIFY` ops covers the site.
+pub(crate) const FLAG_IPMODIFY: u32 = 1 << 30;
+
+/// The one struct literal every constructor uses (the `const` one included).
+macro_rules! site_record {
+    ($name:expr, $module:expr, $file:expr, $line:expr) => {
+        Site {
+            state: AtomicU32::new(0),
+            direct: AtomicPtr::new(core::ptr::null_mut()),
+            index: StdAtomicU32::new(u32::MAX),
+            name: $name,
+            module: $module,
+            file: $file,
+            line: $line,
+        }
+    };
+}
+
+/// A call site record (the kernel's `struct dyn_ftrace`).
+pub struct Site {
+    state: AtomicU32,
+    pub(crate) direct: AtomicPtr<OpsEntry>,
+    /// Position in the owner's site table; set once before the owner is shared.
+    index: StdAtomicU32,
+    name: Cow<'static, str>,
+    module: Cow<'static, str>,
+    file: Cow<'static, str>,
+    line: u32,
+}
+
+/// Metadata for a site that a [`Ftrace`](super::Ftrace) instance owns (tests, models, replay):
+/// the same fields as a static [`Site`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SiteDef {
+    /// Function name.
+    pub name: String,
+    /// Rust module path (matched by `:mod:`).
+    pub module: String,
+    /// Source file.
+    pub file: String,
+    /// Source line.
+    pub line: u32,
+}
+
+impl SiteDef {
+    /// A site named `name` in module `module`, with no source location.
+    pub fn new(name: impl Into<String>, module: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            module: module.into(),
+            file: String::new(),
+            line: 0,
+        }
+    }
+}
+
+impl Site {
+    /// A site record; what `#[traced]` puts in a `static`.
+    #[cfg(not(loom))]
+    pub const fn new(
+        name: &'static str,
+        module: &'static str,
+        file: &'static str,
+        line: u32,
+    ) -> Self {
+        site_record!(
+            Cow::Borrowed(name),
+            Cow::Borrowed(module),
+            Cow::Borrowed(file),
+            line
+        )
+    }
+
+    /// A site record (not `const` under loom, whose atomics are not).
+    #[cfg(loom)]
+    pub fn new(name: &'static str, module: &'static str, file: &'static str, line: u32) -> Self {
+        site_record!(
+            Cow::Borrowed(name),
+            Cow::Borrowed(module),
+            Cow::Borrowed(file),
+            line
+        )
+    }
+
+    /// An owned site (for an [`Ftrace`](super::Ftrace) built with [`Ftrace::new`](super::Ftrace::new)).
+    pub(crate) fn owned(def: SiteDef) -> Self {
+        site_record!(
+            Cow::Owned(def.name),
+            Cow::Owned(def.module),
+            Cow::Owned(def.file),
+            def.line
+        )
+    }
+
+    /// The function name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The Rust module path.
+    pub fn module(&self) -> &str {
+        &self.module
+    }
+
+    /// The source file.
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    /// The source line.
+    pub fn line(&self) -> u32 {
+        self.line
+    }
+
+    /// The site's ip: the address of this record.
+    pub fn ip(&self) -> usize {
+        self as *const Self as usize
+    }
+
+    /// Position in the owner's `available_filter_functions` (0-based).
+    pub fn index(&self) -> usize {
+        self.index.load(core::sync::atomic::Ordering::Relaxed) as usize
+    }
+
+    pub(crate) fn set_index(&self, index: usize) {
+        let index = u32::try_from(index).expect("more than 2^32 sites");
+        self.index
+            .store(index, core::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Number of registered ops covering this site (`ftrace_rec_count`).
+    pub fn refcount(&self) -> u32 {
+        self.state.load(Ordering::Relaxed) & COUNT_MASK
+    }
+
+    /// Whether any ops covers this site (what the hot path tests).
+    pub fn is_enabled(&self) -> bool {
+        self.state.load(Ordering::Relaxed) != 0
+    }
+
+    /// Whether a covering ops asked for registers (the `R` of `enabled_functions`).
+    pub fn wants_regs(&self) -> bool {
+        self.state.load(Ordering::Relaxed) & FLAG_REGS != 0
+    }
+
+    /// Whether an `IPMODIFY` ops covers this site (the `I` of `enabled_functions`).
+    pub fn is_ipmodify(&self) -> bool {
+        self.state.load(Ordering::Relaxed) & FLAG_IPMODIFY != 0
+    }
+
+    pub(crate) fn state(&self) -> u32 {
+        self.state.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_state(&self, state: u32) {
+        // Relaxed: the word only gates the hot path; what a reader then needs (the ops list,
+        // the direct entry) it loads with Acquire inside its read-side section.
+        self.state.store(state, Ordering::Relaxed);
+    }
+
+    /// Enters this **static** site: the instrumented function's first statement.
+    ///
+    /// Disabled (no ops covers it): one relaxed load and a branch. Enabled: the global
+    /// [`Ftrace`](super::Ftrace) dispatches the call, and the returned guard runs the
+    /// function-graph return hooks when it drops.
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub fn enter(&'static self) -> ScopeGuard<'static> {
+        if self.state.load(Ordering::Relaxed) == 0 {
+            return ScopeGuard::none();
+        }
+        self.enter_slow()
+    }
+
+    #[cfg(not(loom))]
+    #[cold]
+    #[inline(never)]
+    fn enter_slow(&'static self) -> ScopeGuard<'static> {
+        super::Ftrace::global().call_slow(self)
+    }
+}
+
+impl fmt::Debug for Site {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Site")
+            .field("name", &self.name)
+            .field("module", &self.module)
+            .field("file", &self.file)
+            .field("line", &self.line)
+            .field("refcount", &self.refcount())
+            .finish()
+    }
+}
+
+/// Instruments a block with a static call site named `$name`; evaluates to the block's value.
+///
+/// ```
+/// let n = tracestat::traced_block!("checksum", { (1..=4).sum::<u32>() });
+/// assert_eq!(n, 10);
+/// ```
+#[cfg(not(loom))]
+#[macro_export]
+macro_rules! traced_block {
+    ($name:literal, $body:block) => {{
+        let __tracestat_scope = {
+            static __TRACESTAT_SITE: $crate::profile::Site = $crate::profile::Site::new(
+                $name,
+                ::core::module_path!(),
+                ::core::file!(),
+                ::core::line!(),
+            );
+            #[$crate::linkme::distributed_slice($crate::profile::SITES)]
+            #[linkme(crate = $crate::linkme)]
+            static __TRACESTAT_SITE_REF: &$crate::profile::Site = &__TRACESTAT_SITE;
+            __TRACESTAT_SITE.enter()
+        };
+        $body
+    }};
+}
