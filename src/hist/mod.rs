@@ -23,9 +23,13 @@ mod cell;
 mod key;
 mod layout;
 mod map;
+pub mod render;
 mod shard;
 mod snapshot;
+pub mod spec;
+mod stats;
 mod table;
+mod trigger;
 
 pub use buckets::{BucketError, BucketSpec, MAX_LINEAR_BUCKETS, MAX_LOG2_SUB_BITS};
 pub use cell::READ_RETRIES;
@@ -37,6 +41,9 @@ pub use map::{
 };
 pub use shard::{Shard, ShardReader};
 pub use snapshot::{Row, Snapshot, SortField, SortKey, compare};
+pub use spec::{Command, HistSpec, KeyModifier, SpecError, SpecErrorKind};
+pub use stats::{PERCENTILES, Stats, variance};
+pub use trigger::{EventSource, HistDef, HistStat, HistTrigger, NameTable};
 
 /// crossbeam-epoch's collector and guard, for the `*_in` methods and custom collectors.
 pub use crossbeam_epoch::{Collector, Guard, LocalHandle};

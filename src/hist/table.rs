@@ -55,6 +55,19 @@ const ADDR_MASK: usize = !63;
 /// Slots migrated per claimed chunk.
 const CHUNK: usize = 64;
 
+/// Ordering of the CAS that publishes an entry, and of slot loads. The negative loom
+/// control (`--cfg tracestat_loom_negative`) weakens both to `Relaxed`, which loses the
+/// happens-before from the entry's header writes to readers of the slot: the loom model
+/// `two_inserts_of_one_key` must then fail.
+#[cfg(not(tracestat_loom_negative))]
+const PUBLISH: Ordering = Ordering::AcqRel;
+#[cfg(not(tracestat_loom_negative))]
+const OBSERVE: Ordering = Ordering::Acquire;
+#[cfg(tracestat_loom_negative)]
+const PUBLISH: Ordering = Ordering::Relaxed;
+#[cfg(tracestat_loom_negative)]
+const OBSERVE: Ordering = Ordering::Relaxed;
+
 /// Pads its content to two cache lines (adjacent-line prefetch included).
 #[repr(align(128))]
 pub(crate) struct Padded<T>(pub T);
@@ -131,7 +144,7 @@ impl Table {
         let t = tag(hash);
         let mut i = hash as usize & self.mask;
         for _ in 0..=self.mask {
-            let s = self.slots[i].load(Ordering::Acquire);
+            let s = self.slots[i].load(OBSERVE);
             if s == EMPTY {
                 return Probe::Absent;
             }
@@ -171,15 +184,10 @@ impl Table {
         let t = tag(hash);
         let mut i = hash as usize & self.mask;
         for _ in 0..=self.mask {
-            let mut s = self.slots[i].load(Ordering::Acquire);
+            let mut s = self.slots[i].load(OBSERVE);
             loop {
                 if s == EMPTY {
-                    match self.slots[i].compare_exchange(
-                        EMPTY,
-                        fill,
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    ) {
+                    match self.slots[i].compare_exchange(EMPTY, fill, PUBLISH, OBSERVE) {
                         Ok(_) => return Insert::Inserted,
                         Err(now) => {
                             s = now;
