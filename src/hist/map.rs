@@ -133,18 +133,25 @@ impl Generation {
 impl Drop for Generation {
     fn drop(&mut self) {
         // SAFETY: a generation is dropped only when no thread can reach it (`&mut self`,
-        // after the epoch or in the owner's `Drop`), so no guard is needed. The chain holds
-        // at most the root and its migrating `prev` (see `table.rs`); retired tables were
-        // unlinked before they were retired.
+        // after the epoch or in the owner's `Drop`), so no guard is needed. Only the newest
+        // table and its migrating `prev` are live (see `table.rs`): older tables were
+        // unlinked from `prev` before they were retired through the epoch.
         unsafe {
             let guard = epoch::unprotected();
-            let root = self.table.load(Ordering::Relaxed, guard);
-            if !root.is_null() {
-                let prev = root.deref().prev.load(Ordering::Relaxed, guard);
+            let mut newest = self.table.load(Ordering::Relaxed, guard);
+            while !newest.is_null() {
+                let next = newest.deref().next.load(Ordering::Relaxed, guard);
+                if next.is_null() {
+                    break;
+                }
+                newest = next;
+            }
+            if !newest.is_null() {
+                let prev = newest.deref().prev.load(Ordering::Relaxed, guard);
                 if !prev.is_null() {
                     drop(prev.into_owned());
                 }
-                drop(root.into_owned());
+                drop(newest.into_owned());
             }
         }
     }

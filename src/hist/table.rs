@@ -376,12 +376,39 @@ impl<'g> Ctx<'g> {
             self.guard,
         ) {
             Ok(n) => {
-                root.store(n, Ordering::Release);
+                self.advance_root(root);
                 // SAFETY: just installed, protected by our guard.
                 self.help_chunk(unsafe { n.deref() }, t);
                 n
             }
             Err(e) => e.current,
+        }
+    }
+
+    /// Moves the generation's root to the newest table. Every thread that installs a
+    /// `next` runs this after its install, and each step is a CAS from the root it saw, so
+    /// the root never moves backwards and ends at the newest table (a plain store could
+    /// let a slow grower overwrite a newer root with an older table).
+    fn advance_root(&self, root: &'g Atomic<Table>) {
+        let mut r = root.load(Ordering::Acquire, self.guard);
+        loop {
+            // SAFETY: as in `locate`.
+            let next = unsafe { r.deref() }
+                .next
+                .load(Ordering::Acquire, self.guard);
+            if next.is_null() {
+                return;
+            }
+            r = match root.compare_exchange(
+                r,
+                next,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+                self.guard,
+            ) {
+                Ok(_) => next,
+                Err(e) => e.current,
+            };
         }
     }
 
