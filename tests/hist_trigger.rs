@@ -77,6 +77,8 @@ fn append_adds_replace_replaces_and_commands_apply() {
     );
     fs.append(path, b"!keys=bytes_req.log2").unwrap();
     assert_eq!(src.triggers().len(), 1);
+    let e = spec_error(fs.append(path, b"!keys=bytes_req.log2").unwrap_err());
+    assert_eq!((e.kind, e.pos), (SpecErrorKind::NoSuchTrigger, 1));
     fs.write(path, b"keys=bytes_alloc.buckets=100").unwrap();
     assert_eq!(src.triggers().len(), 1);
     src.record(&[1, 1000, 1234]);

@@ -4,9 +4,9 @@
 //!
 //! A [`Key`] is always three words; unused fields are zero, and a table fixes its arity in
 //! its [`CellLayout`](super::CellLayout). Keeping the width fixed makes comparison three
-//! word compares with no length check and lets entries store keys inline. The hash is a
-//! multiply-xor mix of the three words finished with murmur3's `fmix64`, so low bits (the
-//! probe start) and high bits (the slot tag) are both well mixed.
+//! word compares with no length check and lets entries store keys inline. The hash is foldhash's folded
+//! multiply, once per field (once in all for a single-field key), so low bits (the probe
+//! start) and high bits (the slot tag) are both well mixed.
 
 /// The most fields a compound key has (the kernel's hist triggers allow three as well).
 pub const MAX_KEYS: usize = 3;
@@ -49,17 +49,16 @@ impl Key {
         self.0[i]
     }
 
-    /// The table hash of this key.
+    /// The table hash of this key: a folded multiply per non-zero field (foldhash's
+    /// mixing step), so a single-field key costs one 64×64→128 multiply.
     #[inline]
     pub fn hash(&self) -> u64 {
-        let h = self.0[0].wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            ^ self.0[1]
-                .wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
-                .rotate_left(21)
-            ^ self.0[2]
-                .wrapping_mul(0x1656_67B1_9E37_79F9)
-                .rotate_left(42);
-        fmix64(h)
+        let mut h = fold(self.0[0] ^ 0x243F_6A88_85A3_08D3, 0x9E37_79B9_7F4A_7C15);
+        if self.0[1] | self.0[2] != 0 {
+            h = fold(h ^ self.0[1], 0xC2B2_AE3D_27D4_EB4F);
+            h = fold(h ^ self.0[2], 0x1656_67B1_9E37_79F9);
+        }
+        h
     }
 }
 
@@ -81,12 +80,10 @@ impl From<(u64, u64, u64)> for Key {
     }
 }
 
-/// murmur3's 64-bit finalizer.
+/// Multiplies to 128 bits and folds the halves together: every output bit depends on
+/// every input bit of `a`.
 #[inline]
-fn fmix64(mut h: u64) -> u64 {
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^ (h >> 33)
+fn fold(a: u64, b: u64) -> u64 {
+    let p = u128::from(a) * u128::from(b);
+    (p as u64) ^ ((p >> 64) as u64)
 }

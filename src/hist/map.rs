@@ -93,7 +93,9 @@ impl Generation {
         };
         Generation {
             table: Atomic::new(Table::new(slots, bounded.is_some())),
-            arena: Arena::new(bounded.unwrap_or(initial / 2).max(1), words.total, limit),
+            // Chunks start small and double, so a large bounded size with big cells costs
+            // memory only for the keys actually seen.
+            arena: Arena::new((initial / 2).max(1), words.total, limit),
             dropped: Padded(AtomicU64::new(0)),
             bounded: bounded.is_some(),
         }

@@ -154,6 +154,8 @@ pub enum SpecErrorKind {
     BadSortField,
     /// A `name=` table whose keys or values differ from this definition's.
     Incompatible,
+    /// A `!spec` removal that matches no attached trigger.
+    NoSuchTrigger,
 }
 
 impl SpecErrorKind {
@@ -178,6 +180,7 @@ impl SpecErrorKind {
             SpecErrorKind::UnknownField => "unknown field",
             SpecErrorKind::BadSortField => "sort key is not hitcount, a key or a value",
             SpecErrorKind::Incompatible => "named histogram has other keys or values",
+            SpecErrorKind::NoSuchTrigger => "no such hist trigger",
         }
     }
 }

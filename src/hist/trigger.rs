@@ -417,7 +417,7 @@ impl EventSource {
                 .cloned()
                 .collect();
             if keep.len() == current.len() {
-                return Err(SpecError::new(SpecErrorKind::UnknownField, rest, 1));
+                return Err(SpecError::new(SpecErrorKind::NoSuchTrigger, rest, 1));
             }
             self.triggers.store(Arc::new(keep));
             return Ok(None);
