@@ -2,8 +2,10 @@
 //!
 //! # Design
 //!
-//! Entries are runs of cache lines (`Line`, 64-byte aligned, eight `u64` words) allocated
-//! from chunks that double in size: chunk `c` holds `base << c` entries, so an entry index
+//! Entries are runs of words in chunks of cache lines (`Line`, 64-byte aligned, eight `u64`
+//! words); an entry's stride is 2, 4, 8 or a multiple of 8 words, so small cells pack
+//! several to a line (density is what keeps a large table in cache) and no entry of up to
+//! a line straddles two. Chunks double in size: chunk `c` holds `base << c` entries, so an entry index
 //! maps to (chunk, offset) with one `ilog2`, and chunks never move once allocated. Tables
 //! (`table.rs`) store *pointers* to entries: growing a table moves pointers, never cells, so
 //! a writer still updating an entry through an old table updates the very cell the new
@@ -45,10 +47,15 @@ impl Line {
     }
 }
 
-/// A reference to one entry (a run of lines) of an arena.
+/// Bits of an encoded entry address that hold the entry's first word within its line
+/// (divided by two: entries are 16-byte aligned, so it is 0, 2, 4 or 6).
+pub(crate) const FIRST_BITS: usize = 0b110;
+
+/// A reference to one entry (a run of words starting at word `first` of a line) of an arena.
 #[derive(Clone, Copy)]
 pub(crate) struct EntryRef<'a> {
-    ptr: NonNull<Line>,
+    line: NonNull<Line>,
+    first: usize,
     _arena: PhantomData<&'a Arena>,
 }
 
@@ -56,29 +63,33 @@ impl<'a> EntryRef<'a> {
     /// Word `i` of the entry.
     #[inline]
     pub(crate) fn word(self, i: usize) -> &'a AtomicU64 {
-        // SAFETY: `ptr` points at the first line of an entry of `lines_per_entry` lines in a
-        // live chunk (the arena outlives `'a`), and callers only ask for words below the
-        // layout's `total`, which `lines_per_entry` covers.
-        unsafe { &(*self.ptr.as_ptr().add(i / LINE_WORDS)).0[i % LINE_WORDS] }
+        let w = self.first + i;
+        // SAFETY: the entry starts at word `first` of a line of a live chunk (the arena
+        // outlives `'a`), and callers only ask for words below the layout's stride, which
+        // the chunk holds (see `Arena::alloc`).
+        unsafe { &(*self.line.as_ptr().add(w / LINE_WORDS)).0[w % LINE_WORDS] }
     }
 
-    /// The address, for storing in a table slot (64-byte aligned: the low 6 bits are 0).
+    /// The encoded address, for a table slot: the line address (64-byte aligned) with
+    /// `first / 2` in [`FIRST_BITS`]; bit 0 and bits 3..=5 are left free (zero).
     #[inline]
     pub(crate) fn addr(self) -> usize {
-        self.ptr.as_ptr().expose_provenance()
+        self.line.as_ptr().expose_provenance() | (self.first >> 1) << 1
     }
 
-    /// Rebuilds a reference from [`addr`](Self::addr).
+    /// Rebuilds a reference from [`addr`](Self::addr) (other low bits must be cleared,
+    /// except [`FIRST_BITS`]).
     ///
     /// # Safety
     ///
     /// `addr` must come from `addr()` of an entry of an arena that lives for `'a`.
     #[inline]
     pub(crate) unsafe fn from_addr(addr: usize) -> Self {
-        let ptr = core::ptr::with_exposed_provenance_mut::<Line>(addr);
+        let line = core::ptr::with_exposed_provenance_mut::<Line>(addr & !63);
         EntryRef {
             // SAFETY: entry addresses are never null (the caller's contract).
-            ptr: unsafe { NonNull::new_unchecked(ptr) },
+            line: unsafe { NonNull::new_unchecked(line) },
+            first: (addr & FIRST_BITS) >> 1 << 1,
             _arena: PhantomData,
         }
     }
@@ -87,7 +98,7 @@ impl<'a> EntryRef<'a> {
 /// A chunked bump allocator of zeroed entries.
 pub(crate) struct Arena {
     base: usize,
-    lines_per_entry: usize,
+    stride: usize,
     limit: usize,
     chunks: [AtomicPtr<Line>; MAX_CHUNKS],
     next: AtomicUsize,
@@ -101,12 +112,12 @@ unsafe impl Send for Arena {}
 unsafe impl Sync for Arena {}
 
 impl Arena {
-    /// An arena whose first chunk holds `base` entries of `words` words, handing out at
-    /// most `limit` entries.
+    /// An arena whose first chunk holds `base` entries of `words` words (a stride from
+    /// `layout.rs`: 2, 4, 8 or a multiple of 8), handing out at most `limit` entries.
     pub(crate) fn new(base: usize, words: usize, limit: usize) -> Self {
         Arena {
             base: base.max(1).next_power_of_two(),
-            lines_per_entry: words.div_ceil(LINE_WORDS),
+            stride: words,
             limit,
             chunks: core::array::from_fn(|_| AtomicPtr::new(core::ptr::null_mut())),
             next: AtomicUsize::new(0),
@@ -120,7 +131,22 @@ impl Arena {
     }
 
     fn chunk_lines(&self, c: usize) -> usize {
-        (self.base << c) * self.lines_per_entry
+        ((self.base << c) * self.stride).div_ceil(LINE_WORDS)
+    }
+
+    /// Entry `off` of `chunk`.
+    fn entry(&self, chunk: *mut Line, off: usize) -> EntryRef<'_> {
+        let w = off * self.stride;
+        // SAFETY: `off < base << c`, so word `w` and the `stride` words after it lie inside
+        // chunk `c` (it has `chunk_lines(c)` lines), which is non-null and live while
+        // `self` is.
+        let line = unsafe { chunk.add(w / LINE_WORDS) };
+        EntryRef {
+            // SAFETY: inside a non-null chunk.
+            line: unsafe { NonNull::new_unchecked(line) },
+            first: w % LINE_WORDS,
+            _arena: PhantomData,
+        }
     }
 
     /// Allocates a zeroed entry, or `None` when the limit is reached.
@@ -162,13 +188,7 @@ impl Arena {
                 }
             }
         }
-        // SAFETY: `off < base << c`, so the entry's lines lie inside chunk `c`.
-        let ptr = unsafe { chunk.add(off * self.lines_per_entry) };
-        Some(EntryRef {
-            // SAFETY: inside a non-null chunk.
-            ptr: unsafe { NonNull::new_unchecked(ptr) },
-            _arena: PhantomData,
-        })
+        Some(self.entry(chunk, off))
     }
 
     /// Takes back an entry that was allocated but never published (its cell words are still
@@ -193,13 +213,7 @@ impl Arena {
             let chunk = self.chunks[c].load(Ordering::Acquire);
             if !chunk.is_null() {
                 for off in 0..in_chunk {
-                    // SAFETY: `off < base << c`: inside chunk `c`, which is live while `self` is.
-                    let ptr = unsafe { chunk.add(off * self.lines_per_entry) };
-                    f(EntryRef {
-                        // SAFETY: inside a non-null chunk.
-                        ptr: unsafe { NonNull::new_unchecked(ptr) },
-                        _arena: PhantomData,
-                    });
+                    f(self.entry(chunk, off));
                 }
             }
             i += in_chunk;

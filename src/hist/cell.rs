@@ -31,7 +31,7 @@ use crate::primitive::sync::atomic::{AtomicU64, Ordering, fence};
 
 use super::arena::EntryRef;
 use super::key::Key;
-use super::layout::{W_HITS, W_KEY, W_PENDING, W_VALS, Words};
+use super::layout::Words;
 use super::snapshot::Row;
 
 /// How often a reader retries a key whose update overlapped its read.
@@ -83,15 +83,15 @@ impl Writer for Owned {
 #[inline]
 pub(crate) fn apply<W: Writer>(e: EntryRef<'_>, w: &Words, vals: &[u64]) {
     if w.single {
-        W::add(e.word(W_HITS), 1, Ordering::Release);
+        W::add(e.word(w.hits), 1, Ordering::Release);
         return;
     }
-    W::add(e.word(W_PENDING), 1, Ordering::Relaxed);
+    W::add(e.word(w.pending), 1, Ordering::Relaxed);
     fence(Ordering::Release);
     for (i, &v) in vals.iter().take(w.vals).enumerate() {
-        W::add(e.word(W_VALS + i), v, Ordering::Relaxed);
+        W::add(e.word(w.vals_at + i), v, Ordering::Relaxed);
     }
-    let x = vals.get(w.stat_val - W_VALS).copied().unwrap_or(0);
+    let x = vals.get(w.stat_val - w.vals_at).copied().unwrap_or(0);
     if w.min != usize::MAX {
         W::max(e.word(w.min), !x);
         W::max(e.word(w.max), x);
@@ -109,7 +109,7 @@ pub(crate) fn apply<W: Writer>(e: EntryRef<'_>, w: &Words, vals: &[u64]) {
         let spec_index = w.bucket_index(x);
         W::add(e.word(w.buckets + spec_index), 1, Ordering::Relaxed);
     }
-    W::add(e.word(W_HITS), 1, Ordering::Release);
+    W::add(e.word(w.hits), 1, Ordering::Release);
 }
 
 /// The outcome of reading one entry.
@@ -127,19 +127,20 @@ pub(crate) enum Read {
 pub(crate) fn read(e: EntryRef<'_>, w: &Words, row: &mut Row) -> Read {
     let mut attempt = 0;
     loop {
-        let hits = e.word(W_HITS).load(Ordering::Acquire);
+        let hits = e.word(w.hits).load(Ordering::Acquire);
         if hits == 0 {
             return Read::Empty;
         }
         row.hits = hits;
-        row.key = Key(core::array::from_fn(|k| {
-            e.word(W_KEY + k).load(Ordering::Relaxed)
-        }));
+        row.key = Key::default();
+        for k in 0..w.keys {
+            row.key.0[k] = e.word(k).load(Ordering::Relaxed);
+        }
         if w.single {
             return Read::Consistent;
         }
         for i in 0..w.vals {
-            row.vals[i] = e.word(W_VALS + i).load(Ordering::Relaxed);
+            row.vals[i] = e.word(w.vals_at + i).load(Ordering::Relaxed);
         }
         if w.min != usize::MAX {
             row.min = !e.word(w.min).load(Ordering::Relaxed);
@@ -157,7 +158,7 @@ pub(crate) fn read(e: EntryRef<'_>, w: &Words, row: &mut Row) -> Read {
             }
         }
         fence(Ordering::Acquire);
-        let pending = e.word(W_PENDING).load(Ordering::Relaxed);
+        let pending = e.word(w.pending).load(Ordering::Relaxed);
         attempt += 1;
         if pending == hits {
             return Read::Consistent;

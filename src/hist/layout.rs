@@ -2,9 +2,9 @@
 //!
 //! # Design
 //!
-//! A cell is a run of `u64` words in an entry (see `arena.rs`): a header (hash and the three
-//! key words), a `pending` word (updates started), `hits` (updates completed), up to three
-//! summed values, then the optional statistics of one chosen value (the *stat value*):
+//! A cell is a run of `u64` words in an entry (see `arena.rs`): the key fields (as many as
+//! the layout has), a `pending` word (updates started; multi-word cells only), `hits`
+//! (updates completed), up to three summed values, then the optional statistics of one chosen value (the *stat value*):
 //! `!min` (stored inverted so that an all-zero, freshly allocated cell means "no minimum"
 //! and `fetch_max` maintains it), `max`, the sum of squares as two words (`u128`), and one
 //! counter per bucket. [`CellLayout`] says which parts exist; [`Words`] is the computed
@@ -158,8 +158,16 @@ impl CellLayout {
 
     /// The word offsets of this layout.
     pub(crate) fn words(&self) -> Words {
-        let vals = super::layout::W_VALS;
-        let mut next = vals + usize::from(self.vals);
+        let keys = usize::from(self.keys);
+        let nvals = usize::from(self.vals);
+        let single = nvals == 0 && !self.has_stats();
+        let (pending, hits) = if single {
+            (usize::MAX, keys)
+        } else {
+            (keys, keys + 1)
+        };
+        let vals = hits + 1;
+        let mut next = vals + nvals;
         let mut take = |on: bool, n: usize| {
             if on {
                 let at = next;
@@ -175,42 +183,57 @@ impl CellLayout {
         let nbuckets = self.buckets.map_or(0, |b| b.len());
         let buckets = take(nbuckets > 0, nbuckets);
         Words {
-            vals: usize::from(self.vals),
+            keys,
+            pending,
+            hits,
+            vals_at: vals,
+            vals: nvals,
             min,
             max,
             sum_sq,
             buckets,
             nbuckets,
-            total: next,
-            single: next == W_HITS + 1,
-            stat_val: W_VALS + usize::from(self.stat_val),
+            stride: stride(next),
+            single,
+            stat_val: vals + usize::from(self.stat_val),
             spec: self.buckets,
         }
     }
 }
 
-/// Word offset of the key hash.
-pub(crate) const W_HASH: usize = 0;
-/// Word offset of the first key field.
-pub(crate) const W_KEY: usize = 1;
-/// Word offset of the count of updates started (multi-word cells only).
-pub(crate) const W_PENDING: usize = 4;
-/// Word offset of the hit count (updates completed).
-pub(crate) const W_HITS: usize = 5;
-/// Word offset of the first summed value.
-pub(crate) const W_VALS: usize = 6;
+/// Words an entry of `total` words occupies: 2, 4 or 8, or a multiple of 8, so entries are
+/// 16-byte aligned, never straddle a cache line unless larger than one, and small cells pack
+/// several to a line (a counter with a one-field key is 16 bytes).
+fn stride(total: usize) -> usize {
+    if total <= 8 {
+        total.next_power_of_two().max(2)
+    } else {
+        total.next_multiple_of(8)
+    }
+}
 
-/// Computed word offsets of a [`CellLayout`]; `usize::MAX` marks an absent part.
+/// Computed word offsets of a [`CellLayout`]; `usize::MAX` marks an absent part. An entry
+/// is: the key fields, `pending` (multi-word cells only), `hits`, the values, then the
+/// statistics of the stat value.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Words {
+    /// Key fields stored (the layout's arity).
+    pub keys: usize,
+    /// Offset of `pending` (updates started); `usize::MAX` for single-word cells.
+    pub pending: usize,
+    /// Offset of `hits` (updates completed).
+    pub hits: usize,
+    /// Offset of the first value.
+    pub vals_at: usize,
+    /// Number of values.
     pub vals: usize,
     pub min: usize,
     pub max: usize,
     pub sum_sq: usize,
     pub buckets: usize,
     pub nbuckets: usize,
-    /// Words per entry.
-    pub total: usize,
+    /// Words per entry, rounded as `stride` says.
+    pub stride: usize,
     /// Only `hits` is data: updates touch one word.
     pub single: bool,
     /// Word offset of the stat value.

@@ -81,6 +81,7 @@ impl std::error::Error for HistError {}
 pub(crate) struct Generation {
     pub(crate) table: Atomic<Table>,
     pub(crate) arena: Arena,
+    pub(crate) keys: usize,
     pub(crate) dropped: Padded<AtomicU64>,
     pub(crate) bounded: bool,
 }
@@ -95,15 +96,17 @@ impl Generation {
             table: Atomic::new(Table::new(slots, bounded.is_some())),
             // Chunks start small and double, so a large bounded size with big cells costs
             // memory only for the keys actually seen.
-            arena: Arena::new((initial / 2).max(1), words.total, limit),
+            arena: Arena::new((initial / 2).max(1), words.stride, limit),
             dropped: Padded(AtomicU64::new(0)),
             bounded: bounded.is_some(),
+            keys: words.keys,
         }
     }
 
     pub(crate) fn ctx<'g>(&'g self, guard: &'g Guard) -> Ctx<'g> {
         Ctx {
             arena: &self.arena,
+            keys: self.keys,
             bounded: self.bounded,
             guard,
         }

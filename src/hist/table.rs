@@ -3,8 +3,8 @@
 //! # Design
 //!
 //! A table is a power-of-two array of slots probed linearly from the key hash. A slot is
-//! one word: `EMPTY` (0), `SEALED` (1), or an entry address (64-byte aligned) with a 5-bit
-//! hash tag in bits 1..=5 and the `MOVED` flag in bit 0. A key is inserted with one CAS
+//! one word: `EMPTY` (0), `SEALED` (1), or an encoded entry address (see `arena.rs`) with a
+//! 3-bit hash tag in bits 3..=5 and the `MOVED` flag in bit 0. A key is inserted with one CAS
 //! `EMPTY -> entry` after the entry's header is written, so a published slot always names a
 //! complete entry and insertion is lock-free: no slot is ever "claimed but not yet filled".
 //!
@@ -44,14 +44,14 @@ use crate::primitive::spin_hint;
 use crate::primitive::sync::atomic::{AtomicUsize, Ordering};
 
 use super::arena::{Arena, EntryRef};
-use super::key::{Key, MAX_KEYS};
-use super::layout::{W_HASH, W_KEY};
+use super::key::Key;
 
 const EMPTY: usize = 0;
 const SEALED: usize = 1;
 const MOVED: usize = 1;
-const TAG_MASK: usize = 0b11_1110;
-const ADDR_MASK: usize = !63;
+/// A 3-bit hash tag in bits 3..=5 (bits 1..=2 locate the entry in its line, see
+/// `arena.rs`): seven in eight mismatching entries are skipped without a dereference.
+const TAG_MASK: usize = 0b11_1000;
 /// Slots migrated per claimed chunk.
 const CHUNK: usize = 64;
 
@@ -109,12 +109,13 @@ enum Insert<'g> {
 
 #[inline]
 fn tag(hash: u64) -> usize {
-    ((hash >> 59) as usize) << 1
+    ((hash >> 61) as usize) << 3
 }
 
+/// Whether entry `e` (whose first `nkeys` words are its key) holds `key`.
 #[inline]
-fn matches(e: EntryRef<'_>, key: &Key) -> bool {
-    (0..MAX_KEYS).all(|i| e.word(W_KEY + i).load(Ordering::Relaxed) == key.0[i])
+fn matches(e: EntryRef<'_>, key: &Key, nkeys: usize) -> bool {
+    (0..nkeys).all(|i| e.word(i).load(Ordering::Relaxed) == key.0[i])
 }
 
 impl Table {
@@ -140,7 +141,7 @@ impl Table {
 
     /// Looks `key` up in this table only.
     #[inline]
-    fn find<'g>(&self, key: &Key, hash: u64) -> Probe<'g> {
+    fn find<'g>(&self, key: &Key, hash: u64, nkeys: usize) -> Probe<'g> {
         let t = tag(hash);
         let mut i = hash as usize & self.mask;
         for _ in 0..=self.mask {
@@ -154,8 +155,8 @@ impl Table {
             if s & TAG_MASK == t {
                 // SAFETY: a non-empty, non-sealed slot holds an entry address of this
                 // generation's arena, which outlives the guard `'g` the caller holds.
-                let e = unsafe { EntryRef::from_addr(s & ADDR_MASK) };
-                if matches(e, key) {
+                let e = unsafe { EntryRef::from_addr(s) };
+                if matches(e, key, nkeys) {
                     return Probe::Found(e);
                 }
             }
@@ -165,14 +166,14 @@ impl Table {
     }
 
     /// Inserts entry `e` (whose header holds `key`) unless the key is present.
-    fn insert<'g>(&self, e: EntryRef<'g>, key: &Key, hash: u64) -> Insert<'g> {
-        self.claim(key, hash, e.addr() | tag(hash))
+    fn insert<'g>(&self, e: EntryRef<'g>, key: &Key, hash: u64, nkeys: usize) -> Insert<'g> {
+        self.claim(key, hash, nkeys, e.addr() | tag(hash))
     }
 
     /// The sealing search of this (migrating) table for `key`: the key's entry, or `None`
     /// after making sure the key can never be inserted here.
-    fn seal_find<'g>(&self, key: &Key, hash: u64) -> Option<EntryRef<'g>> {
-        match self.claim(key, hash, SEALED) {
+    fn seal_find<'g>(&self, key: &Key, hash: u64, nkeys: usize) -> Option<EntryRef<'g>> {
+        match self.claim(key, hash, nkeys, SEALED) {
             Insert::Exists(e) => Some(e),
             Insert::Inserted | Insert::Sealed | Insert::Full => None,
         }
@@ -180,7 +181,7 @@ impl Table {
 
     /// Walks `key`'s probe sequence: returns the key's entry if present, else CASes the
     /// first `EMPTY` slot to `fill` (an entry, or `SEALED`). Stops at a `SEALED` slot.
-    fn claim<'g>(&self, key: &Key, hash: u64, fill: usize) -> Insert<'g> {
+    fn claim<'g>(&self, key: &Key, hash: u64, nkeys: usize, fill: usize) -> Insert<'g> {
         let t = tag(hash);
         let mut i = hash as usize & self.mask;
         for _ in 0..=self.mask {
@@ -200,8 +201,8 @@ impl Table {
                 }
                 if s & TAG_MASK == t {
                     // SAFETY: as in `find`.
-                    let other = unsafe { EntryRef::from_addr(s & ADDR_MASK) };
-                    if matches(other, key) {
+                    let other = unsafe { EntryRef::from_addr(s) };
+                    if matches(other, key, nkeys) {
                         return Insert::Exists(other);
                     }
                 }
@@ -213,7 +214,7 @@ impl Table {
     }
 
     /// Migrates slot `i` of `self` into `into`.
-    fn migrate_slot(&self, i: usize, into: &Table) {
+    fn migrate_slot(&self, i: usize, into: &Table, nkeys: usize) {
         let mut s = self.slots[i].load(Ordering::Acquire);
         loop {
             if s == EMPTY {
@@ -234,12 +235,12 @@ impl Table {
                 return; // SEALED, or an entry already moved
             }
             // SAFETY: as in `find`.
-            let e = unsafe { EntryRef::from_addr(s & ADDR_MASK) };
-            let hash = e.word(W_HASH).load(Ordering::Relaxed);
-            let key = Key(core::array::from_fn(|k| {
-                e.word(W_KEY + k).load(Ordering::Relaxed)
-            }));
-            match into.insert(e, &key, hash) {
+            let e = unsafe { EntryRef::from_addr(s) };
+            let mut key = Key::default();
+            for k in 0..nkeys {
+                key.0[k] = e.word(k).load(Ordering::Relaxed);
+            }
+            match into.insert(e, &key, key.hash(), nkeys) {
                 Insert::Inserted => {
                     into.used.0.fetch_add(1, Ordering::Relaxed);
                 }
@@ -258,6 +259,8 @@ impl Table {
 /// Everything a lookup needs from its generation.
 pub(crate) struct Ctx<'g> {
     pub arena: &'g Arena,
+    /// Key fields per entry.
+    pub keys: usize,
     pub bounded: bool,
     pub guard: &'g Guard,
 }
@@ -272,7 +275,7 @@ impl<'g> Ctx<'g> {
             // SAFETY: tables reachable from the root are retired through the epoch, and we
             // hold a guard; a table is never null once the generation is built.
             let t = unsafe { cur.deref() };
-            match t.find(key, hash) {
+            match t.find(key, hash, self.keys) {
                 Probe::Found(e) => return Locate::Found(e),
                 Probe::Absent => {}
                 Probe::Sealed | Probe::Full if self.bounded => return Locate::Dropped,
@@ -298,7 +301,7 @@ impl<'g> Ctx<'g> {
             // SAFETY: `prev` is retired only after `t.prev` is cleared, through the epoch.
             let p = unsafe { prev.deref() };
             self.help_chunk(t, p);
-            existing = p.seal_find(key, hash);
+            existing = p.seal_find(key, hash, self.keys);
         }
         let fresh = existing.is_none();
         if fresh && t.used.0.fetch_add(1, Ordering::Relaxed) >= t.threshold {
@@ -309,9 +312,8 @@ impl<'g> Ctx<'g> {
             Some(e) => e,
             None => match self.arena.alloc() {
                 Some(e) => {
-                    e.word(W_HASH).store(hash, Ordering::Relaxed);
-                    for k in 0..MAX_KEYS {
-                        e.word(W_KEY + k).store(key.0[k], Ordering::Relaxed);
+                    for k in 0..self.keys {
+                        e.word(k).store(key.0[k], Ordering::Relaxed);
                     }
                     e
                 }
@@ -321,7 +323,7 @@ impl<'g> Ctx<'g> {
                 }
             },
         };
-        match t.insert(e, key, hash) {
+        match t.insert(e, key, hash, self.keys) {
             Insert::Inserted => {
                 if !fresh {
                     t.used.0.fetch_add(1, Ordering::Relaxed);
@@ -422,7 +424,7 @@ impl<'g> Ctx<'g> {
         }
         let end = (start + CHUNK).min(cap);
         for i in start..end {
-            from.migrate_slot(i, into);
+            from.migrate_slot(i, into, self.keys);
         }
         let n = end - start;
         if from.done.0.fetch_add(n, Ordering::AcqRel) + n == cap {
