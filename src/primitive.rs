@@ -85,5 +85,7 @@ pub(crate) fn spin_hint() {
 
 /// crossbeam-epoch, which is itself loom-aware when built with `--cfg crossbeam_loom`.
 pub(crate) mod epoch {
-    pub(crate) use crossbeam_epoch::{Atomic, Collector, Guard, LocalHandle, Owned, Shared};
+    pub(crate) use crossbeam_epoch::{
+        Atomic, Collector, Guard, LocalHandle, Owned, Shared, unprotected,
+    };
 }

@@ -1,4 +1,49 @@
 //! The epoch hash histogram: a concurrent key → stats table that any counter or event can be
 //! linked to (hist triggers and `tracing_map`, without their fixed size or quiescent clear).
 //!
-//! This module is being built; see the project's issue on the hash histogram.
+//! # Map of the module
+//!
+//! - [`HashHist`] (`map.rs`): many writers, many readers. Lock-free CAS-published inserts,
+//!   growth by incremental migration (`table.rs`), old tables and generations retired through
+//!   crossbeam-epoch, bounded mode with an exact `dropped` count, reset while writers run.
+//! - [`Shard`] / [`ShardReader`] (`shard.rs`): one writer (relaxed load + store per word),
+//!   concurrent readers; merge per-thread shards with [`Snapshot::merge`].
+//! - Cells (`layout.rs`, `cell.rs`, `arena.rs`): hit count, up to three summed values, and
+//!   optionally min, max, sum of squares and a [`BucketSpec`] histogram of one value.
+//! - [`Snapshot`] / [`Row`] (`snapshot.rs`): per-key-consistent copies, sorted by up to two
+//!   [`SortKey`]s, merged, or turned into a hashbrown map; [`Stats`] (`stats.rs`) derives
+//!   count, sum, min, max, mean, variance and percentiles without overflow.
+//! - [`HistSpec`] (`spec.rs`): the hist-trigger spec language with typed, positioned errors.
+//! - [`EventSource`] / [`HistTrigger`] (`trigger.rs`): histograms created from specs on an
+//!   event source, its `hist` control file, and their stat files; text in `render.rs`.
+
+mod arena;
+mod buckets;
+mod cell;
+mod key;
+mod layout;
+mod map;
+pub mod render;
+mod shard;
+mod snapshot;
+pub mod spec;
+mod stats;
+mod table;
+mod trigger;
+
+pub use buckets::{BucketError, BucketSpec, MAX_LINEAR_BUCKETS, MAX_LOG2_SUB_BITS};
+pub use cell::READ_RETRIES;
+pub use key::{Key, MAX_KEYS};
+pub use layout::{CellLayout, LayoutError, MAX_VALS};
+pub use map::{
+    DEFAULT_BOUNDED_SIZE, DEFAULT_INITIAL_CAPACITY, HashHist, HistBuilder, HistError,
+    MAX_BOUNDED_SIZE, MIN_BOUNDED_SIZE,
+};
+pub use shard::{Shard, ShardReader};
+pub use snapshot::{Row, Snapshot, SortField, SortKey, compare};
+pub use spec::{Command, HistSpec, KeyModifier, SpecError, SpecErrorKind};
+pub use stats::{PERCENTILES, Stats, variance};
+pub use trigger::{EventSource, HistDef, HistStat, HistTrigger, NameTable};
+
+/// crossbeam-epoch's collector and guard, for the `*_in` methods and custom collectors.
+pub use crossbeam_epoch::{Collector, Guard, LocalHandle};

@@ -1,0 +1,236 @@
+//! The entry arena: where per-key cells live, for the life of one generation.
+//!
+//! # Design
+//!
+//! Entries are runs of words in chunks of cache lines (`Line`, 64-byte aligned, eight `u64`
+//! words); an entry's stride is 2, 4, 8 or a multiple of 8 words, so small cells pack
+//! several to a line (density is what keeps a large table in cache) and no entry of up to
+//! a line straddles two. Chunks double in size: chunk `c` holds `base << c` entries, so an entry index
+//! maps to (chunk, offset) with one `ilog2`, and chunks never move once allocated. Tables
+//! (`table.rs`) store *pointers* to entries: growing a table moves pointers, never cells, so
+//! a writer still updating an entry through an old table updates the very cell the new
+//! table points to. That is what makes migration exact without freezing cells.
+//!
+//! Allocation is a `fetch_add` on the entry counter (insert path only) plus, for the first
+//! entry of a chunk, a CAS that installs the chunk (the loser frees its copy). An entry that
+//! lost its insert race (another thread published the same key first) is parked in a
+//! one-entry `spare` slot and handed to the next allocation, so in bounded mode a lost race
+//! does not cost capacity in the common case.
+//!
+//! # Invariants
+//!
+//! - Every entry starts all-zero (see `layout.rs` for why zero means "empty" for each word).
+//! - An entry is written by its inserter (header) before it is published by a release CAS
+//!   into a table slot; nobody writes a cell word before reading the published slot.
+//! - An entry with `hits == 0` has never been published *and updated*; snapshots skip it,
+//!   so wasted or spare entries are never shown.
+//! - Chunks are freed only when the arena is dropped, which happens when its generation is
+//!   reclaimed by the epoch collector (no reader or writer can still see it).
+
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+
+use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+
+/// Words per cache line.
+pub(crate) const LINE_WORDS: usize = 8;
+/// Number of chunk slots: enough for `base << 40` entries.
+const MAX_CHUNKS: usize = 40;
+
+/// One cache line of counters.
+#[repr(align(64))]
+pub(crate) struct Line([AtomicU64; LINE_WORDS]);
+
+impl Line {
+    fn new() -> Self {
+        Line(core::array::from_fn(|_| AtomicU64::new(0)))
+    }
+}
+
+/// Bits of an encoded entry address that hold the entry's first word within its line
+/// (divided by two: entries are 16-byte aligned, so it is 0, 2, 4 or 6).
+pub(crate) const FIRST_BITS: usize = 0b110;
+
+/// A reference to one entry (a run of words starting at word `first` of a line) of an arena.
+#[derive(Clone, Copy)]
+pub(crate) struct EntryRef<'a> {
+    line: NonNull<Line>,
+    first: usize,
+    _arena: PhantomData<&'a Arena>,
+}
+
+impl<'a> EntryRef<'a> {
+    /// Word `i` of the entry.
+    #[inline]
+    pub(crate) fn word(self, i: usize) -> &'a AtomicU64 {
+        let w = self.first + i;
+        // SAFETY: the entry starts at word `first` of a line of a live chunk (the arena
+        // outlives `'a`), and callers only ask for words below the layout's stride, which
+        // the chunk holds (see `Arena::alloc`).
+        unsafe { &(*self.line.as_ptr().add(w / LINE_WORDS)).0[w % LINE_WORDS] }
+    }
+
+    /// The encoded address, for a table slot: the line address (64-byte aligned) with
+    /// `first / 2` in [`FIRST_BITS`]; bit 0 and bits 3..=5 are left free (zero).
+    #[inline]
+    pub(crate) fn addr(self) -> usize {
+        self.line.as_ptr().expose_provenance() | (self.first >> 1) << 1
+    }
+
+    /// Rebuilds a reference from [`addr`](Self::addr) (other low bits must be cleared,
+    /// except [`FIRST_BITS`]).
+    ///
+    /// # Safety
+    ///
+    /// `addr` must come from `addr()` of an entry of an arena that lives for `'a`.
+    #[inline]
+    pub(crate) unsafe fn from_addr(addr: usize) -> Self {
+        let line = core::ptr::with_exposed_provenance_mut::<Line>(addr & !63);
+        EntryRef {
+            // SAFETY: entry addresses are never null (the caller's contract).
+            line: unsafe { NonNull::new_unchecked(line) },
+            first: (addr & FIRST_BITS) >> 1 << 1,
+            _arena: PhantomData,
+        }
+    }
+}
+
+/// A chunked bump allocator of zeroed entries.
+pub(crate) struct Arena {
+    base: usize,
+    stride: usize,
+    limit: usize,
+    chunks: [AtomicPtr<Line>; MAX_CHUNKS],
+    next: AtomicUsize,
+    spare: AtomicUsize,
+}
+
+// SAFETY: the arena owns its chunks (raw pointers only because chunks are installed with a
+// CAS); all shared state is atomics.
+unsafe impl Send for Arena {}
+// SAFETY: as above; entries are only accessed through atomics.
+unsafe impl Sync for Arena {}
+
+impl Arena {
+    /// An arena whose first chunk holds `base` entries of `words` words (a stride from
+    /// `layout.rs`: 2, 4, 8 or a multiple of 8), handing out at most `limit` entries.
+    pub(crate) fn new(base: usize, words: usize, limit: usize) -> Self {
+        Arena {
+            base: base.max(1).next_power_of_two(),
+            stride: words,
+            limit,
+            chunks: core::array::from_fn(|_| AtomicPtr::new(core::ptr::null_mut())),
+            next: AtomicUsize::new(0),
+            spare: AtomicUsize::new(0),
+        }
+    }
+
+    fn locate(&self, i: usize) -> (usize, usize) {
+        let c = (i / self.base + 1).ilog2() as usize;
+        (c, i - self.base * ((1 << c) - 1))
+    }
+
+    fn chunk_lines(&self, c: usize) -> usize {
+        ((self.base << c) * self.stride).div_ceil(LINE_WORDS)
+    }
+
+    /// Entry `off` of `chunk`.
+    fn entry(&self, chunk: *mut Line, off: usize) -> EntryRef<'_> {
+        let w = off * self.stride;
+        // SAFETY: `off < base << c`, so word `w` and the `stride` words after it lie inside
+        // chunk `c` (it has `chunk_lines(c)` lines), which is non-null and live while
+        // `self` is.
+        let line = unsafe { chunk.add(w / LINE_WORDS) };
+        EntryRef {
+            // SAFETY: inside a non-null chunk.
+            line: unsafe { NonNull::new_unchecked(line) },
+            first: w % LINE_WORDS,
+            _arena: PhantomData,
+        }
+    }
+
+    /// Allocates a zeroed entry, or `None` when the limit is reached.
+    pub(crate) fn alloc(&self) -> Option<EntryRef<'_>> {
+        if self.spare.load(Ordering::Relaxed) != 0 {
+            let s = self.spare.swap(0, Ordering::Acquire);
+            if s != 0 {
+                // SAFETY: only `give_back` stores here, with an address of this arena.
+                return Some(unsafe { EntryRef::from_addr(s) });
+            }
+        }
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        if i >= self.limit {
+            return None;
+        }
+        let (c, off) = self.locate(i);
+        if c >= MAX_CHUNKS {
+            return None;
+        }
+        let mut chunk = self.chunks[c].load(Ordering::Acquire);
+        if chunk.is_null() {
+            let lines = self.chunk_lines(c);
+            let fresh: Box<[Line]> = (0..lines).map(|_| Line::new()).collect();
+            let fresh = Box::into_raw(fresh) as *mut Line;
+            match self.chunks[c].compare_exchange(
+                core::ptr::null_mut(),
+                fresh,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => chunk = fresh,
+                Err(winner) => {
+                    // SAFETY: `fresh` came from `Box::into_raw` of a slice of `lines` lines
+                    // just above and was never shared.
+                    drop(unsafe {
+                        Box::from_raw(core::ptr::slice_from_raw_parts_mut(fresh, lines))
+                    });
+                    chunk = winner;
+                }
+            }
+        }
+        Some(self.entry(chunk, off))
+    }
+
+    /// Takes back an entry that was allocated but never published (its cell words are still
+    /// zero); the next allocation reuses it. If the spare slot is taken, the entry is left
+    /// unused (it stays zero, and snapshots skip it).
+    pub(crate) fn give_back(&self, e: EntryRef<'_>) {
+        let _ = self
+            .spare
+            .compare_exchange(0, e.addr(), Ordering::Release, Ordering::Relaxed);
+    }
+
+    /// Every allocated entry, published or not, in allocation order.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(EntryRef<'_>)) {
+        let n = self.next.load(Ordering::Acquire).min(self.limit);
+        let mut i = 0;
+        while i < n {
+            let (c, _) = self.locate(i);
+            if c >= MAX_CHUNKS {
+                return;
+            }
+            let in_chunk = (self.base << c).min(n - i);
+            let chunk = self.chunks[c].load(Ordering::Acquire);
+            if !chunk.is_null() {
+                for off in 0..in_chunk {
+                    f(self.entry(chunk, off));
+                }
+            }
+            i += in_chunk;
+        }
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        for c in 0..MAX_CHUNKS {
+            let chunk = self.chunks[c].load(Ordering::Relaxed);
+            if !chunk.is_null() {
+                let lines = self.chunk_lines(c);
+                // SAFETY: installed from `Box::into_raw` of `lines` lines; `&mut self` means
+                // nobody else can see it any more.
+                drop(unsafe { Box::from_raw(core::ptr::slice_from_raw_parts_mut(chunk, lines)) });
+            }
+        }
+    }
+}

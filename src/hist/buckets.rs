@@ -1,0 +1,296 @@
+//! Bucket layouts for value histograms: bpftrace's `hist` (log2, optionally split into
+//! `2^k` sub-buckets per power of two) and `lhist` (linear, with under- and overflow).
+//!
+//! # Design
+//!
+//! A [`BucketSpec`] is a pure function from a `u64` sample to a bucket index in
+//! `0..spec.len()`, plus the inverse: the half-open range `[lo, hi)` each bucket covers.
+//! Bounds are `u128` so that the last log2 bucket (`[2^63, 2^64)`) is representable.
+//! Counting happens elsewhere (one `u64` word per bucket in a histogram cell).
+//!
+//! # Invariants
+//!
+//! - `index(v) < len()` for every `v`, and `bounds(index(v))` contains `v` (for the
+//!   under/overflow buckets of `lhist`, the open side is `0` / `u64::MAX + 1`).
+//! - Log2 buckets: index 0 holds `0`; for `v >= 1` with `e = ilog2(v)`, the power of two
+//!   `[2^e, 2^(e+1))` is split into `2^k` sub-buckets of (almost) equal width. For `e < k`
+//!   some sub-buckets are empty ranges (`lo == hi`); no value maps to them and renderers
+//!   skip them.
+//! - Percentiles taken from the buckets return the bucket that holds the rank; the true
+//!   value lies in `[lo, hi)`. For log2 buckets the relative error of `lo` is below
+//!   `2^-k` (below 100% for plain log2); for `lhist` the absolute error is below `step`.
+
+use core::fmt;
+
+/// The most sub-bucket bits a log2 histogram takes (`2^5 = 32` sub-buckets per power of two,
+/// as bpftrace's `hist(x, k)` with `k <= 5`).
+pub const MAX_LOG2_SUB_BITS: u8 = 5;
+
+/// The most buckets a linear histogram may have (without under- and overflow).
+pub const MAX_LINEAR_BUCKETS: u64 = 4096;
+
+/// How samples are bucketed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BucketSpec {
+    /// Power-of-two buckets, each split into `2^sub_bits` sub-buckets (bpftrace `hist`).
+    Log2 {
+        /// `k` in `0..=5`.
+        sub_bits: u8,
+    },
+    /// Linear buckets of width `step` covering `[min, max)`, plus an underflow bucket
+    /// (`v < min`) and an overflow bucket (`v >= max`) (bpftrace `lhist`).
+    Linear {
+        /// Lower bound of the first bucket.
+        min: u64,
+        /// Upper bound (exclusive) of the last regular bucket.
+        max: u64,
+        /// Bucket width.
+        step: u64,
+    },
+}
+
+/// Why a [`BucketSpec`] is invalid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BucketError {
+    /// `sub_bits` above [`MAX_LOG2_SUB_BITS`].
+    SubBitsTooLarge(u8),
+    /// `step` is zero.
+    ZeroStep,
+    /// `min >= max`.
+    EmptyRange,
+    /// More than [`MAX_LINEAR_BUCKETS`] regular buckets.
+    TooManyBuckets(u64),
+}
+
+impl fmt::Display for BucketError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BucketError::SubBitsTooLarge(k) => {
+                write!(f, "log2 sub-bucket bits {k} > {MAX_LOG2_SUB_BITS}")
+            }
+            BucketError::ZeroStep => write!(f, "lhist step must be > 0"),
+            BucketError::EmptyRange => write!(f, "lhist min must be < max"),
+            BucketError::TooManyBuckets(n) => {
+                write!(f, "lhist has {n} buckets, at most {MAX_LINEAR_BUCKETS}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for BucketError {}
+
+impl BucketSpec {
+    /// Plain log2 buckets (`k = 0`).
+    pub const LOG2: BucketSpec = BucketSpec::Log2 { sub_bits: 0 };
+
+    /// Log2 buckets with `2^sub_bits` sub-buckets per power of two.
+    pub fn log2(sub_bits: u8) -> Result<Self, BucketError> {
+        let spec = BucketSpec::Log2 { sub_bits };
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Linear buckets `lhist(min, max, step)`.
+    pub fn linear(min: u64, max: u64, step: u64) -> Result<Self, BucketError> {
+        let spec = BucketSpec::Linear { min, max, step };
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Checks the parameters.
+    pub fn validate(&self) -> Result<(), BucketError> {
+        match *self {
+            BucketSpec::Log2 { sub_bits } if sub_bits > MAX_LOG2_SUB_BITS => {
+                Err(BucketError::SubBitsTooLarge(sub_bits))
+            }
+            BucketSpec::Log2 { .. } => Ok(()),
+            BucketSpec::Linear { step: 0, .. } => Err(BucketError::ZeroStep),
+            BucketSpec::Linear { min, max, .. } if min >= max => Err(BucketError::EmptyRange),
+            BucketSpec::Linear { min, max, step } => {
+                let n = (max - min).div_ceil(step);
+                if n > MAX_LINEAR_BUCKETS {
+                    Err(BucketError::TooManyBuckets(n))
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// Number of buckets (one counter word each).
+    pub fn len(&self) -> usize {
+        match *self {
+            BucketSpec::Log2 { sub_bits } => 1 + (64usize << sub_bits),
+            BucketSpec::Linear { min, max, step } => 2 + (max - min).div_ceil(step) as usize,
+        }
+    }
+
+    /// Always false: every layout has at least one bucket.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The bucket of sample `v`.
+    #[inline]
+    pub fn index(&self, v: u64) -> usize {
+        match *self {
+            BucketSpec::Log2 { sub_bits } => {
+                if v == 0 {
+                    return 0;
+                }
+                let e = v.ilog2();
+                let k = u32::from(sub_bits);
+                let rest = v - (1u64 << e);
+                let sub = if e >= k {
+                    rest >> (e - k)
+                } else {
+                    (rest << k) >> e
+                };
+                1 + ((e as usize) << k) + sub as usize
+            }
+            BucketSpec::Linear { min, max, step } => {
+                if v < min {
+                    0
+                } else if v >= max {
+                    self.len() - 1
+                } else {
+                    1 + ((v - min) / step) as usize
+                }
+            }
+        }
+    }
+
+    /// The range `[lo, hi)` of bucket `i` (`i < len()`).
+    pub fn bounds(&self, i: usize) -> (u128, u128) {
+        match *self {
+            BucketSpec::Log2 { sub_bits } => {
+                if i == 0 {
+                    return (0, 1);
+                }
+                let k = u32::from(sub_bits);
+                let e = ((i - 1) >> k) as u32;
+                let sub = ((i - 1) & ((1 << k) - 1)) as u128;
+                let base = 1u128 << e;
+                let lo = base + (sub * base).div_ceil(1 << k);
+                let hi = base + ((sub + 1) * base).div_ceil(1 << k);
+                (lo, hi)
+            }
+            BucketSpec::Linear { min, max, step } => {
+                let last = self.len() - 1;
+                if i == 0 {
+                    (0, u128::from(min))
+                } else if i == last {
+                    (u128::from(max), u128::from(u64::MAX) + 1)
+                } else {
+                    let lo = u128::from(min) + (i as u128 - 1) * u128::from(step);
+                    (lo, (lo + u128::from(step)).min(u128::from(max)))
+                }
+            }
+        }
+    }
+
+    /// Whether bucket `i` is the underflow (`Some(false)`) or overflow (`Some(true)`) bucket
+    /// of a linear histogram.
+    pub fn open_side(&self, i: usize) -> Option<bool> {
+        match self {
+            BucketSpec::Linear { .. } if i == 0 => Some(false),
+            BucketSpec::Linear { .. } if i == self.len() - 1 => Some(true),
+            _ => None,
+        }
+    }
+
+    /// The bucket holding the sample of rank `ceil(q * total)` (q in `0.0..=1.0`) in `counts`,
+    /// as its `[lo, hi)` range; `None` when `counts` is all zero. See the module docs for
+    /// the error bound.
+    pub fn percentile(&self, counts: &[u64], q: f64) -> Option<(u128, u128)> {
+        let total: u128 = counts.iter().map(|&c| u128::from(c)).sum();
+        if total == 0 {
+            return None;
+        }
+        let q = if q.is_nan() { 0.0 } else { q.clamp(0.0, 1.0) };
+        let rank = ((q * total as f64).ceil() as u128).clamp(1, total);
+        let mut seen = 0u128;
+        for (i, &c) in counts.iter().enumerate() {
+            seen += u128::from(c);
+            if seen >= rank {
+                return Some(self.bounds(i));
+            }
+        }
+        None
+    }
+}
+
+impl fmt::Display for BucketSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BucketSpec::Log2 { sub_bits: 0 } => write!(f, "log2"),
+            BucketSpec::Log2 { sub_bits } => write!(f, "log2({sub_bits})"),
+            BucketSpec::Linear { min, max, step } => write!(f, "lhist({min},{max},{step})"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log2_index_in_bounds() {
+        for k in 0..=MAX_LOG2_SUB_BITS {
+            let spec = BucketSpec::log2(k).unwrap();
+            let mut samples = vec![0u64, 1, 2, 3, 4, 5, 7, 8, 1000, u64::MAX, 1 << 63];
+            samples.extend((0..64).map(|e| (1u64 << e) + 1));
+            samples.extend((1..64).map(|e| (1u64 << e) - 1));
+            for v in samples {
+                let i = spec.index(v);
+                assert!(i < spec.len());
+                let (lo, hi) = spec.bounds(i);
+                assert!(
+                    lo <= u128::from(v) && u128::from(v) < hi,
+                    "k={k} v={v} {lo} {hi}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn log2_plain() {
+        let s = BucketSpec::LOG2;
+        assert_eq!(s.len(), 65);
+        assert_eq!(s.index(0), 0);
+        assert_eq!(s.index(1), 1);
+        assert_eq!(s.index(2), 2);
+        assert_eq!(s.index(3), 2);
+        assert_eq!(s.index(4), 3);
+        assert_eq!(s.bounds(3), (4, 8));
+        assert_eq!(s.bounds(64), (1 << 63, 1 << 64));
+    }
+
+    #[test]
+    fn linear() {
+        let s = BucketSpec::linear(10, 35, 10).unwrap();
+        assert_eq!(s.len(), 5);
+        assert_eq!(s.index(9), 0);
+        assert_eq!(s.index(10), 1);
+        assert_eq!(s.index(34), 3);
+        assert_eq!(s.bounds(3), (30, 35));
+        assert_eq!(s.index(35), 4);
+        assert_eq!(s.open_side(4), Some(true));
+        assert!(BucketSpec::linear(1, 1, 1).is_err());
+        assert!(BucketSpec::linear(0, 10, 0).is_err());
+        assert!(BucketSpec::log2(6).is_err());
+    }
+
+    #[test]
+    fn percentile_bound() {
+        let s = BucketSpec::log2(3).unwrap();
+        let mut counts = vec![0u64; s.len()];
+        for v in 1..=1000u64 {
+            counts[s.index(v)] += 1;
+        }
+        let (lo, hi) = s.percentile(&counts, 0.5).unwrap();
+        assert!(lo <= 500 && 500 < hi);
+        assert!((500 - lo) as f64 / 500.0 < 1.0 / 8.0);
+        assert_eq!(s.percentile(&vec![0; s.len()], 0.5), None);
+    }
+}

@@ -1,0 +1,171 @@
+//! Updating and reading one cell: the concurrent (RMW) and single-writer (load + store)
+//! update paths, and the per-key-consistent read.
+//!
+//! # Design
+//!
+//! An update of a multi-word cell brackets its data writes between two counters:
+//! `pending` (updates started) is bumped first, followed by a release fence, then the data
+//! words, then `hits` (updates completed) with release ordering. A reader loads `hits`
+//! (acquire), the data words, an acquire fence, then `pending`: if `pending == hits`, no
+//! update was in flight while the data was read, so the copy is exactly the state after
+//! `hits` updates (the fence pair makes any data write the reader saw imply that the
+//! reader also sees its `pending` bump). Otherwise the reader retries, up to
+//! [`READ_RETRIES`] times; a key hammered so hard that every retry overlaps a write is
+//! returned from the last attempt, whose values may then include parts of the updates in
+//! flight (never lost ones: every completed update is in it), and the snapshot counts it in
+//! [`Snapshot::torn`](super::Snapshot::torn).
+//!
+//! Single-word cells (hit count only) skip `pending`: one word is always consistent.
+//!
+//! The concurrent path uses `fetch_add` / `fetch_max`; the single-writer path (shards)
+//! uses a relaxed load and a store per word, which is correct because the owner is the
+//! only writer, and readers only ever load.
+//!
+//! # Invariants
+//!
+//! - Values are summed with wrapping arithmetic (as the kernel's `u64` sums); the sum of
+//!   squares is a `u128` kept in two words with an explicit carry, exact until `2^128`.
+//! - `min` is stored inverted (`!min`), so the zero of a fresh cell means "none yet".
+
+use crate::primitive::sync::atomic::{AtomicU64, Ordering, fence};
+
+use super::arena::EntryRef;
+use super::key::Key;
+use super::layout::Words;
+use super::snapshot::Row;
+
+/// How often a reader retries a key whose update overlapped its read.
+pub const READ_RETRIES: usize = 64;
+
+/// How a cell word is added to.
+pub(crate) trait Writer {
+    fn add(w: &AtomicU64, v: u64, order: Ordering) -> u64;
+    fn max(w: &AtomicU64, v: u64);
+}
+
+/// Many writers: atomic read-modify-write.
+pub(crate) struct Shared;
+/// One writer (the shard's owner): relaxed load, then store.
+pub(crate) struct Owned;
+
+impl Writer for Shared {
+    #[inline]
+    fn add(w: &AtomicU64, v: u64, order: Ordering) -> u64 {
+        w.fetch_add(v, order)
+    }
+    #[inline]
+    fn max(w: &AtomicU64, v: u64) {
+        w.fetch_max(v, Ordering::Relaxed);
+    }
+}
+
+impl Writer for Owned {
+    #[inline]
+    fn add(w: &AtomicU64, v: u64, order: Ordering) -> u64 {
+        let old = w.load(Ordering::Relaxed);
+        let store = if matches!(order, Ordering::Relaxed) {
+            Ordering::Relaxed
+        } else {
+            Ordering::Release
+        };
+        w.store(old.wrapping_add(v), store);
+        old
+    }
+    #[inline]
+    fn max(w: &AtomicU64, v: u64) {
+        if w.load(Ordering::Relaxed) < v {
+            w.store(v, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Applies one update (`vals`, missing values are 0) to entry `e`.
+#[inline]
+pub(crate) fn apply<W: Writer>(e: EntryRef<'_>, w: &Words, vals: &[u64]) {
+    if w.single {
+        W::add(e.word(w.hits), 1, Ordering::Release);
+        return;
+    }
+    W::add(e.word(w.pending), 1, Ordering::Relaxed);
+    fence(Ordering::Release);
+    for (i, &v) in vals.iter().take(w.vals).enumerate() {
+        W::add(e.word(w.vals_at + i), v, Ordering::Relaxed);
+    }
+    let x = vals.get(w.stat_val - w.vals_at).copied().unwrap_or(0);
+    if w.min != usize::MAX {
+        W::max(e.word(w.min), !x);
+        W::max(e.word(w.max), x);
+    }
+    if w.sum_sq != usize::MAX {
+        let sq = u128::from(x) * u128::from(x);
+        let (lo, hi) = (sq as u64, (sq >> 64) as u64);
+        let old = W::add(e.word(w.sum_sq), lo, Ordering::Relaxed);
+        let carry = u64::from(old.overflowing_add(lo).1);
+        if hi + carry != 0 {
+            W::add(e.word(w.sum_sq + 1), hi + carry, Ordering::Relaxed);
+        }
+    }
+    if w.nbuckets != 0 {
+        let spec_index = w.bucket_index(x);
+        W::add(e.word(w.buckets + spec_index), 1, Ordering::Relaxed);
+    }
+    W::add(e.word(w.hits), 1, Ordering::Release);
+}
+
+/// The outcome of reading one entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Read {
+    /// No hits: nothing to show.
+    Empty,
+    /// An exact copy of the cell after `hits` updates.
+    Consistent,
+    /// Every retry overlapped an update: the copy may hold parts of updates in flight.
+    Torn,
+}
+
+/// Reads entry `e` into `row` (see the module docs).
+pub(crate) fn read(e: EntryRef<'_>, w: &Words, row: &mut Row) -> Read {
+    let mut attempt = 0;
+    loop {
+        let hits = e.word(w.hits).load(Ordering::Acquire);
+        if hits == 0 {
+            return Read::Empty;
+        }
+        row.hits = hits;
+        row.key = Key::default();
+        for k in 0..w.keys {
+            row.key.0[k] = e.word(k).load(Ordering::Relaxed);
+        }
+        if w.single {
+            return Read::Consistent;
+        }
+        for i in 0..w.vals {
+            row.vals[i] = e.word(w.vals_at + i).load(Ordering::Relaxed);
+        }
+        if w.min != usize::MAX {
+            row.min = !e.word(w.min).load(Ordering::Relaxed);
+            row.max = e.word(w.max).load(Ordering::Relaxed);
+        }
+        if w.sum_sq != usize::MAX {
+            let lo = e.word(w.sum_sq).load(Ordering::Relaxed);
+            let hi = e.word(w.sum_sq + 1).load(Ordering::Relaxed);
+            row.sum_sq = (u128::from(hi) << 64) | u128::from(lo);
+        }
+        if w.nbuckets != 0 {
+            row.buckets.resize(w.nbuckets, 0);
+            for (i, b) in row.buckets.iter_mut().enumerate() {
+                *b = e.word(w.buckets + i).load(Ordering::Relaxed);
+            }
+        }
+        fence(Ordering::Acquire);
+        let pending = e.word(w.pending).load(Ordering::Relaxed);
+        attempt += 1;
+        if pending == hits {
+            return Read::Consistent;
+        }
+        if attempt >= READ_RETRIES {
+            return Read::Torn;
+        }
+        crate::primitive::spin_hint();
+    }
+}

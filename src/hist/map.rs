@@ -1,0 +1,459 @@
+//! [`HashHist`]: the concurrent histogram, many writers and many readers.
+//!
+//! # Design
+//!
+//! A histogram is a pointer to its current *generation*: an entry arena (`arena.rs`), the
+//! slot table chain (`table.rs`) and a `dropped` counter. An update pins the epoch, loads
+//! the generation, finds or inserts its key and applies the update to the key's cell with
+//! atomic read-modify-writes (`cell.rs`). Nothing on the path of an existing key allocates,
+//! locks or makes a system call: it is a pin, two pointer loads, a probe and one RMW per
+//! touched word (one in total for a plain counter).
+//!
+//! **Reset rule.** [`HashHist::reset`] swaps in a fresh generation and retires the old one
+//! through the epoch. *Every update lands in the generation it loaded after pinning*: an
+//! update that loaded the old generation lands in it (it happened "before the reset"), one
+//! that loaded the new generation lands there ("after"). No update is lost or counted
+//! twice: the old generation is freed only after every thread that could have loaded it is
+//! unpinned, so its final contents are exact, and [`HashHist::reset_with`] hands them to a
+//! callback at that point ([`HashHist::take`] waits for them). So for every history,
+//! `sum(taken snapshots) + current snapshot = all updates`, which the stress tests check.
+//!
+//! **Bounded mode** ([`HashHist::bounded`]): the table has `2 * size` slots and never
+//! grows; a fresh key that finds `size` keys present is refused, and every refused update
+//! is counted exactly once in `dropped` (updates of keys already present always land).
+//!
+//! **Epoch collector.** A histogram uses crossbeam-epoch's global collector unless it is
+//! built with [`HistBuilder::collector`] (loom models do, one collector per model). With a
+//! custom collector, pass guards from its handles to the `*_in` methods; the plain methods
+//! then register a handle per call (correct, but slow).
+//!
+//! # Invariants
+//!
+//! - The generation pointer is never null while the histogram lives.
+//! - A generation is freed exactly once: by the epoch after a reset, or by `Drop` (which has
+//!   `&mut self`, so no thread can be inside).
+
+use crate::primitive::epoch::{self, Atomic, Collector, Guard, Owned};
+use crate::primitive::spin_hint;
+use crate::primitive::sync::atomic::{AtomicU64, Ordering};
+use crate::primitive::sync::{Arc, Mutex};
+
+use super::arena::Arena;
+use super::cell::{self, Shared as SharedWriter};
+use super::key::Key;
+use super::layout::{CellLayout, LayoutError, Words};
+use super::snapshot::{Row, Snapshot};
+use super::table::{Ctx, Locate, Padded, Table};
+
+/// The smallest bounded size (as the kernel's hist triggers).
+pub const MIN_BOUNDED_SIZE: usize = 128;
+/// The largest bounded size.
+pub const MAX_BOUNDED_SIZE: usize = 131_072;
+/// The default bounded size.
+pub const DEFAULT_BOUNDED_SIZE: usize = 2048;
+/// The default initial table capacity of a growing histogram.
+pub const DEFAULT_INITIAL_CAPACITY: usize = 64;
+
+/// Why a histogram could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HistError {
+    /// The cell layout is invalid.
+    Layout(LayoutError),
+    /// A bounded size that is not a power of two in 128..=131072.
+    Size(usize),
+}
+
+impl core::fmt::Display for HistError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            HistError::Layout(e) => write!(f, "{e}"),
+            HistError::Size(n) => write!(
+                f,
+                "size {n} is not a power of two in {MIN_BOUNDED_SIZE}..={MAX_BOUNDED_SIZE}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for HistError {}
+
+/// One generation: everything a reset discards.
+pub(crate) struct Generation {
+    pub(crate) table: Atomic<Table>,
+    pub(crate) arena: Arena,
+    pub(crate) keys: usize,
+    pub(crate) dropped: Padded<AtomicU64>,
+    pub(crate) bounded: bool,
+}
+
+impl Generation {
+    pub(crate) fn new(words: &Words, initial: usize, bounded: Option<usize>) -> Self {
+        let (slots, limit) = match bounded {
+            Some(size) => (size * 2, size),
+            None => (initial, usize::MAX),
+        };
+        Generation {
+            table: Atomic::new(Table::new(slots, bounded.is_some())),
+            // Chunks start small and double, so a large bounded size with big cells costs
+            // memory only for the keys actually seen.
+            arena: Arena::new((initial / 2).max(1), words.stride, limit),
+            dropped: Padded(AtomicU64::new(0)),
+            bounded: bounded.is_some(),
+            keys: words.keys,
+        }
+    }
+
+    pub(crate) fn ctx<'g>(&'g self, guard: &'g Guard) -> Ctx<'g> {
+        Ctx {
+            arena: &self.arena,
+            keys: self.keys,
+            bounded: self.bounded,
+            guard,
+        }
+    }
+
+    /// Copies every key with hits.
+    pub(crate) fn snapshot(&self, layout: CellLayout, words: &Words) -> Snapshot {
+        let mut rows = Vec::new();
+        let mut torn = 0;
+        let mut row = Row::new(Key::default());
+        self.arena
+            .for_each(|e| match cell::read(e, words, &mut row) {
+                cell::Read::Empty => {}
+                cell::Read::Consistent => rows.push(row.clone()),
+                cell::Read::Torn => {
+                    torn += 1;
+                    rows.push(row.clone());
+                }
+            });
+        Snapshot {
+            layout,
+            rows,
+            dropped: self.dropped.0.load(Ordering::Relaxed),
+            torn,
+        }
+    }
+}
+
+impl Drop for Generation {
+    fn drop(&mut self) {
+        // SAFETY: a generation is dropped only when no thread can reach it (`&mut self`,
+        // after the epoch or in the owner's `Drop`), so no guard is needed. Only the newest
+        // table and its migrating `prev` are live (see `table.rs`): older tables were
+        // unlinked from `prev` before they were retired through the epoch.
+        unsafe {
+            let guard = epoch::unprotected();
+            let mut newest = self.table.load(Ordering::Relaxed, guard);
+            while !newest.is_null() {
+                let next = newest.deref().next.load(Ordering::Relaxed, guard);
+                if next.is_null() {
+                    break;
+                }
+                newest = next;
+            }
+            if !newest.is_null() {
+                let prev = newest.deref().prev.load(Ordering::Relaxed, guard);
+                if !prev.is_null() {
+                    drop(prev.into_owned());
+                }
+                drop(newest.into_owned());
+            }
+        }
+    }
+}
+
+/// Frees the generation `slot` points to.
+///
+/// # Safety
+///
+/// No other thread may be able to reach the generation (the caller has `&mut` access to
+/// its owner).
+pub(crate) unsafe fn free_generation(slot: &Atomic<Generation>) {
+    // SAFETY: the caller's contract: nobody else can see the pointee.
+    unsafe {
+        let guard = epoch::unprotected();
+        let generation = slot.load(Ordering::Relaxed, guard);
+        if !generation.is_null() {
+            drop(generation.into_owned());
+        }
+    }
+}
+
+/// Options for building a [`HashHist`].
+#[derive(Debug, Clone)]
+pub struct HistBuilder {
+    layout: CellLayout,
+    bounded: Option<usize>,
+    initial: usize,
+    collector: Option<Collector>,
+}
+
+impl HistBuilder {
+    /// A growing histogram of `layout`.
+    pub fn new(layout: CellLayout) -> Self {
+        HistBuilder {
+            layout,
+            bounded: None,
+            initial: DEFAULT_INITIAL_CAPACITY,
+            collector: None,
+        }
+    }
+
+    /// Bounded mode with room for `size` keys (a power of two in 128..=131072).
+    pub fn bounded(mut self, size: usize) -> Self {
+        self.bounded = Some(size);
+        self
+    }
+
+    /// The first table's slot count (growing mode; rounded up to a power of two, at least 4).
+    pub fn initial_capacity(mut self, slots: usize) -> Self {
+        self.initial = slots.max(4).next_power_of_two();
+        self
+    }
+
+    /// Uses `collector` instead of crossbeam-epoch's global one.
+    pub fn collector(mut self, collector: Collector) -> Self {
+        self.collector = Some(collector);
+        self
+    }
+
+    /// Builds the histogram.
+    pub fn build(self) -> Result<HashHist, HistError> {
+        self.layout.validate().map_err(HistError::Layout)?;
+        if let Some(size) = self.bounded {
+            if !size.is_power_of_two() || !(MIN_BOUNDED_SIZE..=MAX_BOUNDED_SIZE).contains(&size) {
+                return Err(HistError::Size(size));
+            }
+        }
+        let words = self.layout.words();
+        let global = self.collector.is_none();
+        let collector = match self.collector {
+            Some(c) => c,
+            None => default_collector(),
+        };
+        Ok(HashHist {
+            generation: Atomic::new(Generation::new(&words, self.initial, self.bounded)),
+            layout: self.layout,
+            words,
+            bounded: self.bounded,
+            initial: self.initial,
+            collector,
+            global,
+        })
+    }
+}
+
+#[cfg(not(loom))]
+fn default_collector() -> Collector {
+    crossbeam_epoch::default_collector().clone()
+}
+
+#[cfg(loom)]
+fn default_collector() -> Collector {
+    Collector::new()
+}
+
+/// A concurrent hash histogram: keys to per-key statistics (see the module docs).
+///
+/// ```
+/// use tracestat::hist::{CellLayout, HashHist, Key};
+///
+/// let h = HashHist::new(CellLayout::new(1, 1))?;
+/// h.update(Key::one(7), &[100]);
+/// h.update(Key::one(7), &[20]);
+/// h.update(Key::one(9), &[1]);
+/// let s = h.snapshot();
+/// assert_eq!(s.get(7).unwrap().hits, 2);
+/// assert_eq!(s.get(7).unwrap().vals[0], 120);
+/// assert_eq!(s.total_hits(), 3);
+/// # Ok::<(), tracestat::hist::HistError>(())
+/// ```
+pub struct HashHist {
+    generation: Atomic<Generation>,
+    layout: CellLayout,
+    words: Words,
+    bounded: Option<usize>,
+    initial: usize,
+    collector: Collector,
+    global: bool,
+}
+
+impl core::fmt::Debug for HashHist {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("HashHist")
+            .field("layout", &self.layout)
+            .field("bounded", &self.bounded)
+            .finish()
+    }
+}
+
+impl HashHist {
+    /// A growing histogram on the global epoch collector.
+    pub fn new(layout: CellLayout) -> Result<Self, HistError> {
+        HistBuilder::new(layout).build()
+    }
+
+    /// A bounded histogram with room for `size` keys (power of two in 128..=131072).
+    pub fn bounded(layout: CellLayout, size: usize) -> Result<Self, HistError> {
+        HistBuilder::new(layout).bounded(size).build()
+    }
+
+    /// Options beyond [`new`](Self::new) and [`bounded`](Self::bounded).
+    pub fn builder(layout: CellLayout) -> HistBuilder {
+        HistBuilder::new(layout)
+    }
+
+    /// The cell layout.
+    pub fn layout(&self) -> &CellLayout {
+        &self.layout
+    }
+
+    /// The bounded size, or `None` for a growing histogram.
+    pub fn bounded_size(&self) -> Option<usize> {
+        self.bounded
+    }
+
+    /// The epoch collector this histogram retires memory through.
+    pub fn collector(&self) -> &Collector {
+        &self.collector
+    }
+
+    /// Runs `f` with a guard pinned on this histogram's collector.
+    #[inline]
+    pub fn with_guard<R>(&self, f: impl FnOnce(&Guard) -> R) -> R {
+        #[cfg(not(loom))]
+        if self.global {
+            return f(&crossbeam_epoch::pin());
+        }
+        let _ = self.global;
+        let handle = self.collector.register();
+        f(&handle.pin())
+    }
+
+    /// Records one update of `key`: one hit, and `vals` added to the summed values (missing
+    /// ones count as 0; the stat value feeds min/max/sum of squares/buckets). Returns `false`
+    /// if a full bounded table refused it (it is then counted in `dropped`).
+    #[inline]
+    pub fn update(&self, key: impl Into<Key>, vals: &[u64]) -> bool {
+        let key = key.into();
+        self.with_guard(|g| self.update_in(g, key, vals))
+    }
+
+    /// Counts one hit of `key`.
+    #[inline]
+    pub fn increment(&self, key: impl Into<Key>) -> bool {
+        self.update(key, &[])
+    }
+
+    /// [`update`](Self::update) under a caller-held guard of this histogram's collector.
+    #[inline]
+    pub fn update_in(&self, guard: &Guard, key: Key, vals: &[u64]) -> bool {
+        debug_assert!(guard.collector().is_none_or(|c| *c == self.collector));
+        // SAFETY: the generation pointer is never null and is retired through the epoch;
+        // `guard` keeps it alive.
+        let generation = unsafe { self.generation.load(Ordering::Acquire, guard).deref() };
+        match generation.ctx(guard).locate(&generation.table, &key) {
+            Locate::Found(e) => {
+                cell::apply::<SharedWriter>(e, &self.words, vals);
+                true
+            }
+            Locate::Dropped => {
+                generation.dropped.0.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+
+    /// A snapshot of the current generation.
+    pub fn snapshot(&self) -> Snapshot {
+        self.with_guard(|g| self.snapshot_in(g))
+    }
+
+    /// [`snapshot`](Self::snapshot) under a caller-held guard.
+    pub fn snapshot_in(&self, guard: &Guard) -> Snapshot {
+        // SAFETY: as in `update_in`.
+        let generation = unsafe { self.generation.load(Ordering::Acquire, guard).deref() };
+        generation.snapshot(self.layout, &self.words)
+    }
+
+    /// Updates refused so far in this generation (bounded mode).
+    pub fn dropped(&self) -> u64 {
+        self.with_guard(|g| {
+            // SAFETY: as in `update_in`.
+            let generation = unsafe { self.generation.load(Ordering::Acquire, g).deref() };
+            generation.dropped.0.load(Ordering::Relaxed)
+        })
+    }
+
+    fn swap_generation<'g>(&self, guard: &'g Guard) -> epoch::Shared<'g, Generation> {
+        let fresh = Owned::new(Generation::new(&self.words, self.initial, self.bounded));
+        self.generation.swap(fresh, Ordering::AcqRel, guard)
+    }
+
+    /// Clears the histogram while writers run (see the reset rule in the module docs).
+    pub fn reset(&self) {
+        self.with_guard(|g| self.reset_in(g));
+    }
+
+    /// [`reset`](Self::reset) under a caller-held guard.
+    pub fn reset_in(&self, guard: &Guard) {
+        let old = self.swap_generation(guard);
+        // SAFETY: `old` is unreachable from `self.generation` now; the epoch frees it after every
+        // thread that could have loaded it is unpinned.
+        unsafe { guard.defer_destroy(old) };
+    }
+
+    /// Resets, and once the old generation is quiescent (no update can still land in it)
+    /// passes its exact final snapshot to `sink` (on whichever thread runs the epoch's
+    /// deferred work).
+    pub fn reset_with(&self, sink: impl FnOnce(Snapshot) + Send + 'static) {
+        self.with_guard(|g| self.reset_with_in(g, sink));
+    }
+
+    /// [`reset_with`](Self::reset_with) under a caller-held guard.
+    pub fn reset_with_in(&self, guard: &Guard, sink: impl FnOnce(Snapshot) + Send + 'static) {
+        let old = self.swap_generation(guard);
+        let (layout, words) = (self.layout, self.words);
+        let old = SendShared(old.as_raw());
+        // SAFETY: the closure runs once the epoch has passed every thread that could have
+        // loaded `old`, and it is the only owner after the swap: it reads and frees it.
+        unsafe {
+            guard.defer_unchecked(move || {
+                let old = old;
+                let generation = Box::from_raw(old.0 as *mut Generation);
+                sink(generation.snapshot(layout, &words));
+            });
+        }
+    }
+
+    /// Resets and returns the old generation's exact final snapshot, waiting until every
+    /// thread that could still update it has unpinned. Must not be called while this
+    /// thread holds a guard of the histogram's collector (the wait would never end).
+    pub fn take(&self) -> Snapshot {
+        let slot: Arc<Mutex<Option<Snapshot>>> = Arc::new(Mutex::new(None));
+        let out = Arc::clone(&slot);
+        self.reset_with(move |s| {
+            *out.lock().unwrap_or_else(|e| e.into_inner()) = Some(s);
+        });
+        loop {
+            self.with_guard(|g| g.flush());
+            if let Some(s) = slot.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                return s;
+            }
+            spin_hint();
+        }
+    }
+}
+
+/// A raw generation pointer moved into a deferred closure.
+struct SendShared(*const Generation);
+// SAFETY: the pointee is `Send` + `Sync` (atomics and an arena of atomics) and the closure
+// that receives it is its only owner.
+unsafe impl Send for SendShared {}
+
+impl Drop for HashHist {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self`: no thread is inside; the current generation is owned here.
+        unsafe { free_generation(&self.generation) }
+    }
+}

@@ -1,0 +1,166 @@
+//! Text output: the kernel's hist-trigger format and bpftrace's bucket histograms.
+//!
+//! # Formats
+//!
+//! Hist trigger (`kernel/trace/trace_events_hist.c`): a header
+//! `# event histogram\n#\n# trigger info: <spec> [active|paused]\n#\n\n`, one row per key
+//! `{ key: %10llu, ... } hitcount: %10llu` then `  <val>: %10llu` per value (`.log2` keys
+//! print `~ 2^%-2llu`, `.buckets=N` keys `~ lo-hi`), and the footer
+//! `\nTotals:\n    Hits: %llu\n    Entries: %u\n    Dropped: %llu\n`.
+//!
+//! bpftrace (`hist`/`lhist`): one line per bucket from the first to the last non-empty one,
+//! a 16-column left-aligned label, an 8-column right-aligned count, ` |`, a bar of `@`
+//! scaled so the largest bucket fills 52 columns, and `|`. Labels are `[lo, hi)`, `[v]`
+//! for one-value buckets, `(..., min)` and `[max, ...)` for `lhist`'s under- and
+//! overflow, with numbers that are exact multiples of a power of 1024 written with
+//! K/M/G/T/P/E.
+
+use core::fmt::{self, Write};
+
+use super::buckets::BucketSpec;
+use super::snapshot::Row;
+use super::spec::KeyModifier;
+
+/// Width of the bpftrace bar.
+pub const BAR_WIDTH: u128 = 52;
+
+/// A number in bpftrace's label style: `1K` for 1024, `3M` for 3·2^20, else digits.
+pub fn size_label(v: u128) -> String {
+    const SUFFIX: [&str; 6] = ["K", "M", "G", "T", "P", "E"];
+    let mut unit = 0;
+    let mut n = v;
+    while n >= 1024 && n % 1024 == 0 && unit < SUFFIX.len() {
+        n /= 1024;
+        unit += 1;
+    }
+    if unit == 0 {
+        v.to_string()
+    } else {
+        format!("{n}{}", SUFFIX[unit - 1])
+    }
+}
+
+/// The label of bucket `i`.
+pub fn bucket_label(spec: &BucketSpec, i: usize) -> String {
+    let (lo, hi) = spec.bounds(i);
+    match spec.open_side(i) {
+        Some(false) => format!("(..., {})", size_label(hi)),
+        Some(true) => format!("[{}, ...)", size_label(lo)),
+        None if hi == lo + 1 => format!("[{}]", size_label(lo)),
+        None => format!("[{}, {})", size_label(lo), size_label(hi)),
+    }
+}
+
+/// Writes `counts` (indexed by `spec`) in bpftrace's layout; nothing if all are zero.
+pub fn write_buckets(out: &mut dyn Write, spec: &BucketSpec, counts: &[u64]) -> fmt::Result {
+    let Some(first) = counts.iter().position(|&c| c != 0) else {
+        return Ok(());
+    };
+    let last = counts.iter().rposition(|&c| c != 0).unwrap_or(first);
+    let max = u128::from(counts.iter().copied().max().unwrap_or(1).max(1));
+    for (i, &c) in counts.iter().enumerate().take(last + 1).skip(first) {
+        let (lo, hi) = spec.bounds(i);
+        if lo == hi {
+            continue; // an empty sub-bucket range (small powers of two): holds nothing
+        }
+        let bar = "@".repeat((u128::from(c) * BAR_WIDTH / max) as usize);
+        writeln!(out, "{:<16}{:>8} |{:<52}|", bucket_label(spec, i), c, bar)?;
+    }
+    Ok(())
+}
+
+/// The hist-trigger header.
+pub fn write_header(out: &mut dyn Write, info: &str, paused: bool) -> fmt::Result {
+    let state = if paused { "paused" } else { "active" };
+    write!(
+        out,
+        "# event histogram\n#\n# trigger info: {info} [{state}]\n#\n\n"
+    )
+}
+
+/// One hist-trigger row: `{ k: v, ... } hitcount: N  val: M ...`.
+pub fn write_row(
+    out: &mut dyn Write,
+    keys: &[(&str, KeyModifier)],
+    vals: &[&str],
+    row: &Row,
+) -> fmt::Result {
+    out.write_str("{ ")?;
+    for (i, (name, m)) in keys.iter().enumerate() {
+        if i > 0 {
+            out.write_str(", ")?;
+        }
+        let v = row.key.0[i];
+        match m {
+            KeyModifier::None => write!(out, "{name}: {v:>10}")?,
+            KeyModifier::Log2 => write!(out, "{name}: ~ 2^{v:<2}")?,
+            KeyModifier::Buckets(n) => write!(out, "{name}: ~ {v}-{}", v.saturating_add(n - 1))?,
+        }
+    }
+    write!(out, " }} hitcount: {:>10}", row.hits)?;
+    for (i, name) in vals.iter().enumerate() {
+        write!(out, "  {name}: {:>10}", row.vals[i])?;
+    }
+    out.write_char('\n')
+}
+
+/// The hist-trigger footer.
+pub fn write_totals(out: &mut dyn Write, hits: u64, entries: usize, dropped: u64) -> fmt::Result {
+    write!(
+        out,
+        "\nTotals:\n    Hits: {hits}\n    Entries: {entries}\n    Dropped: {dropped}\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hist::Key;
+
+    #[test]
+    fn bpftrace_layout() {
+        let spec = BucketSpec::LOG2;
+        let mut counts = vec![0; spec.len()];
+        counts[spec.index(0)] = 1;
+        counts[spec.index(5)] = 4;
+        counts[spec.index(1024)] = 2;
+        let mut s = String::new();
+        write_buckets(&mut s, &spec, &counts).unwrap();
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines.len(), 12);
+        assert_eq!(lines[0], format!("[0]{:>21} |{:<52}|", 1, "@".repeat(13)));
+        assert_eq!(lines[3], format!("[4, 8){:>18} |{}|", 4, "@".repeat(52)));
+        assert_eq!(
+            lines[11],
+            format!("[1K, 2K){:>16} |{:<52}|", 2, "@".repeat(26))
+        );
+        assert!(lines.iter().all(|l| l.len() == 16 + 8 + 2 + 52 + 1));
+    }
+
+    #[test]
+    fn lhist_labels() {
+        let spec = BucketSpec::linear(0, 2048, 1024).unwrap();
+        assert_eq!(bucket_label(&spec, 0), "(..., 0)");
+        assert_eq!(bucket_label(&spec, 1), "[0, 1K)");
+        assert_eq!(bucket_label(&spec, 3), "[2K, ...)");
+    }
+
+    #[test]
+    fn trigger_row() {
+        let mut row = Row::new(Key::two(1234, 3));
+        row.hits = 5;
+        row.vals[0] = 100;
+        let mut s = String::new();
+        write_row(
+            &mut s,
+            &[("pid", KeyModifier::None), ("len", KeyModifier::Log2)],
+            &["bytes"],
+            &row,
+        )
+        .unwrap();
+        assert_eq!(
+            s,
+            "{ pid:       1234, len: ~ 2^3  } hitcount:          5  bytes:        100\n"
+        );
+    }
+}

@@ -1,0 +1,237 @@
+//! Single-writer shards: one table per thread, written without read-modify-writes, read
+//! concurrently, merged at read time.
+//!
+//! # Design
+//!
+//! The function profiler keeps one shard per thread, keyed by function address. A
+//! [`Shard`] is the owner's handle (`Send`, not `Sync`: exactly one thread writes); a
+//! [`ShardReader`] (`Clone + Send + Sync`) is what the stat file holds. The owner updates
+//! a cell with a relaxed load and a plain store per word (`cell.rs`, bracketed by the
+//! `pending`/`hits` protocol so readers get per-key-consistent copies), and inserts new keys
+//! into its own table, which only it ever probes. Readers never touch the table: they copy
+//! the entries from the generation's arena, whose chunks never move.
+//!
+//! **Reset.** A reader cannot swap the owner's generation under it without making the
+//! owner's updates RMWs, so a reset is a *request*: [`ShardReader::request_reset`] bumps a
+//! counter; the owner sees it (one relaxed load per update, on a line it only reads) and
+//! swaps in a fresh generation before its next update, retiring the old one through the
+//! epoch (readers may still be copying it). The rule: an update lands after a reset iff the
+//! owner observed the request before making it. While a request is pending, snapshots are
+//! empty, so a reader never sees data from before a reset it asked for.
+//!
+//! # Invariants
+//!
+//! - Only the owner reads or writes the tables of a shard, so the owner probes them under
+//!   an unprotected guard; table retirement in growth frees at once, which is safe because
+//!   no other thread has a reference.
+//! - Readers reach entries only through a pinned load of the generation pointer.
+//!
+//! ```
+//! use tracestat::hist::{BucketSpec, CellLayout, Key, Shard, Snapshot};
+//!
+//! let layout = CellLayout::timing(Some(BucketSpec::LOG2));
+//! let a = Shard::new(layout)?; // thread A's shard
+//! let b = Shard::new(layout)?; // thread B's shard
+//! let readers = [a.reader(), b.reader()];
+//! a.update(Key::one(0xffff_1000), &[1500]); // ip, duration in ns
+//! b.update(Key::one(0xffff_1000), &[500]);
+//! let merged = Snapshot::merge_all(layout, readers.iter().map(|r| r.snapshot()).collect::<Vec<_>>().iter());
+//! let row = merged.get(0xffff_1000).unwrap();
+//! assert_eq!((row.hits, row.vals[0], row.min, row.max), (2, 2000, 500, 1500));
+//! # Ok::<(), tracestat::hist::HistError>(())
+//! ```
+
+use core::cell::Cell;
+use core::marker::PhantomData;
+
+use crate::primitive::epoch::{self, Atomic, Collector, Guard, Owned};
+use crate::primitive::sync::Arc;
+use crate::primitive::sync::atomic::{AtomicU64, Ordering};
+
+use super::cell::{self, Owned as OwnedWriter};
+use super::key::Key;
+use super::layout::{CellLayout, Words};
+use super::map::{DEFAULT_INITIAL_CAPACITY, Generation, HistError, free_generation};
+use super::snapshot::Snapshot;
+use super::table::{Locate, Padded};
+
+struct ShardInner {
+    generation: Atomic<Generation>,
+    layout: CellLayout,
+    words: Words,
+    initial: usize,
+    collector: Option<Collector>,
+    /// Reset requests (written by readers, read by the owner on every update).
+    requested: Padded<AtomicU64>,
+    /// The last request the owner applied.
+    applied: AtomicU64,
+}
+
+impl ShardInner {
+    fn with_guard<R>(&self, f: impl FnOnce(&Guard) -> R) -> R {
+        match &self.collector {
+            Some(c) => f(&c.register().pin()),
+            #[cfg(not(loom))]
+            None => f(&crossbeam_epoch::pin()),
+            #[cfg(loom)]
+            None => f(&Collector::new().register().pin()),
+        }
+    }
+}
+
+impl Drop for ShardInner {
+    fn drop(&mut self) {
+        // SAFETY: the last handle is gone: nobody can reach the generation.
+        unsafe { free_generation(&self.generation) }
+    }
+}
+
+/// The owner's handle of a single-writer shard (see the module docs).
+pub struct Shard {
+    inner: Arc<ShardInner>,
+    seen: Cell<u64>,
+    _not_sync: PhantomData<Cell<()>>,
+}
+
+impl core::fmt::Debug for Shard {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Shard")
+            .field("layout", &self.inner.layout)
+            .finish()
+    }
+}
+
+/// A reader's handle of a shard: snapshots and reset requests from any thread.
+#[derive(Clone)]
+pub struct ShardReader {
+    inner: Arc<ShardInner>,
+}
+
+impl core::fmt::Debug for ShardReader {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ShardReader")
+            .field("layout", &self.inner.layout)
+            .finish()
+    }
+}
+
+impl Shard {
+    /// A growing shard on the global epoch collector.
+    pub fn new(layout: CellLayout) -> Result<Self, HistError> {
+        Self::build(layout, DEFAULT_INITIAL_CAPACITY, None)
+    }
+
+    /// A shard with a first table of `initial` slots, retiring memory through `collector`
+    /// (`None`: the global collector).
+    pub fn build(
+        layout: CellLayout,
+        initial: usize,
+        collector: Option<Collector>,
+    ) -> Result<Self, HistError> {
+        layout.validate().map_err(HistError::Layout)?;
+        let words = layout.words();
+        let initial = initial.max(4).next_power_of_two();
+        Ok(Shard {
+            inner: Arc::new(ShardInner {
+                generation: Atomic::new(Generation::new(&words, initial, None)),
+                layout,
+                words,
+                initial,
+                collector,
+                requested: Padded(AtomicU64::new(0)),
+                applied: AtomicU64::new(0),
+            }),
+            seen: Cell::new(0),
+            _not_sync: PhantomData,
+        })
+    }
+
+    /// A reader handle for this shard.
+    pub fn reader(&self) -> ShardReader {
+        ShardReader {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+
+    /// The cell layout.
+    pub fn layout(&self) -> &CellLayout {
+        &self.inner.layout
+    }
+
+    /// Records one update of `key` (owner only: no read-modify-write on an existing key).
+    #[inline]
+    pub fn update(&self, key: impl Into<Key>, vals: &[u64]) {
+        let key = key.into();
+        let inner = &*self.inner;
+        let req = inner.requested.0.load(Ordering::Relaxed);
+        if req != self.seen.get() {
+            self.apply_reset(req);
+        }
+        // SAFETY: only the owner touches the shard's tables (module invariant), so no
+        // other thread can be reading a table this guard lets growth free at once; the
+        // generation is swapped only by the owner (in `apply_reset`), so it is live.
+        let guard = unsafe { epoch::unprotected() };
+        // SAFETY: as above; the generation pointer is never null.
+        let generation = unsafe { inner.generation.load(Ordering::Relaxed, guard).deref() };
+        if let Locate::Found(e) = generation.ctx(guard).locate(&generation.table, &key) {
+            cell::apply::<OwnedWriter>(e, &inner.words, vals);
+        }
+    }
+
+    /// Counts one hit of `key`.
+    #[inline]
+    pub fn increment(&self, key: impl Into<Key>) {
+        self.update(key, &[]);
+    }
+
+    /// Resets the shard now (owner side).
+    pub fn reset(&self) {
+        let req = self.inner.requested.0.fetch_add(1, Ordering::AcqRel) + 1;
+        self.apply_reset(req);
+    }
+
+    #[cold]
+    fn apply_reset(&self, req: u64) {
+        let inner = &*self.inner;
+        let fresh = Owned::new(Generation::new(&inner.words, inner.initial, None));
+        inner.with_guard(|guard| {
+            let old = inner.generation.swap(fresh, Ordering::AcqRel, guard);
+            // SAFETY: `old` is unreachable now; readers that loaded it are pinned and the
+            // epoch frees it after they unpin. The owner no longer uses it.
+            unsafe { guard.defer_destroy(old) };
+        });
+        inner.applied.store(req, Ordering::Release);
+        self.seen.set(req);
+    }
+
+    /// A snapshot (the owner may read its own shard too).
+    pub fn snapshot(&self) -> Snapshot {
+        self.reader().snapshot()
+    }
+}
+
+impl ShardReader {
+    /// A per-key-consistent copy of the shard; empty while a reset is pending.
+    pub fn snapshot(&self) -> Snapshot {
+        let inner = &*self.inner;
+        let req = inner.requested.0.load(Ordering::Acquire);
+        if inner.applied.load(Ordering::Acquire) != req {
+            return Snapshot::empty(inner.layout);
+        }
+        inner.with_guard(|guard| {
+            // SAFETY: pinned load; generations are retired through the epoch.
+            let generation = unsafe { inner.generation.load(Ordering::Acquire, guard).deref() };
+            generation.snapshot(inner.layout, &inner.words)
+        })
+    }
+
+    /// Asks the owner to reset before its next update (see the module docs).
+    pub fn request_reset(&self) {
+        self.inner.requested.0.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The cell layout.
+    pub fn layout(&self) -> &CellLayout {
+        &self.inner.layout
+    }
+}

@@ -1,0 +1,564 @@
+//! The hist-trigger spec language: `keys=a,b:vals=x,y:sort=x.descending,hitcount:size=2048`.
+//!
+//! # Grammar
+//!
+//! ```text
+//! spec    := ["hist:"] clause (":" clause)* ["\n"]
+//! clause  := ("keys" | "key") "=" key ("," key)*          1 to 3 keys
+//!          | ("vals" | "values") "=" field ("," field)*  0 to 3 values; "hitcount" is implied
+//!          | "sort=" sortkey ("," sortkey)*              at most 2
+//!          | "size=" N                                    power of two in 128..=131072
+//!          | "name=" ident                                share one table between definitions
+//!          | "hist=" field "." bucket                     a bucket histogram of one value
+//!          | "pause" | "cont" | "continue" | "clear"
+//! key     := ident ("." ("log2" | "buckets=" N))?
+//! sortkey := ident ("." ("ascending" | "descending"))?
+//! bucket  := "log2" | "log2(" K ")" | "lhist(" MIN "," MAX "," STEP ")"
+//! ident   := [A-Za-z_][A-Za-z0-9_]*
+//! ```
+//!
+//! Parsing is pure and total: any input, however malformed, yields a [`HistSpec`] or a
+//! [`SpecError`] naming the offending token and its byte offset in the input (like the
+//! kernel's `tracing/error_log`, whose caret [`SpecError::caret`] reproduces). Field names are
+//! checked against an event's fields later, by [`HistSpec::bind`]
+//! (in `trigger.rs`), with the same kind of error.
+
+use core::fmt;
+
+use super::buckets::BucketSpec;
+use super::key::MAX_KEYS;
+use super::layout::MAX_VALS;
+use super::map::{MAX_BOUNDED_SIZE, MIN_BOUNDED_SIZE};
+
+/// The longest spec accepted, in bytes.
+pub const MAX_SPEC_LEN: usize = 4096;
+
+/// What a key field's value is turned into before it is used as a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KeyModifier {
+    /// The value itself.
+    None,
+    /// `.log2`: `ilog2(value)` (0 for 0), shown as `~ 2^N`.
+    Log2,
+    /// `.buckets=N`: `value / N * N`, shown as `~ lo-hi`.
+    Buckets(u64),
+}
+
+impl KeyModifier {
+    /// Applies the modifier to a field value.
+    #[inline]
+    pub fn apply(&self, v: u64) -> u64 {
+        match *self {
+            KeyModifier::None => v,
+            KeyModifier::Log2 => u64::from(v.checked_ilog2().unwrap_or(0)),
+            KeyModifier::Buckets(n) => v / n * n,
+        }
+    }
+}
+
+/// A field named in a spec, with where it was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldRef {
+    /// The field name.
+    pub name: String,
+    /// Byte offset of the name in the spec.
+    pub pos: usize,
+}
+
+/// A key of a spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeySpec {
+    /// The event field.
+    pub field: FieldRef,
+    /// Its modifier.
+    pub modifier: KeyModifier,
+}
+
+/// A sort key of a spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SortSpec {
+    /// `hitcount`, a key or a value.
+    pub field: FieldRef,
+    /// `.descending`.
+    pub descending: bool,
+}
+
+/// `pause`, `cont` or `clear`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// Stop recording (the table stays readable).
+    Pause,
+    /// Resume recording.
+    Cont,
+    /// Empty the table.
+    Clear,
+}
+
+/// A parsed hist spec (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HistSpec {
+    /// The key fields (1 to 3; empty only for a pure command on a named table).
+    pub keys: Vec<KeySpec>,
+    /// The summed value fields (0 to 3).
+    pub vals: Vec<FieldRef>,
+    /// Sort keys (0 to 2; none means `hitcount`).
+    pub sort: Vec<SortSpec>,
+    /// `size=`; `None` for the default.
+    pub size: Option<usize>,
+    /// `name=`.
+    pub name: Option<String>,
+    /// `hist=`: a value field and its bucket layout.
+    pub buckets: Option<(FieldRef, BucketSpec)>,
+    /// `pause` / `cont` / `clear`.
+    pub command: Option<Command>,
+}
+
+/// What is wrong with a spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpecErrorKind {
+    /// Nothing but `hist:` or whitespace.
+    Empty,
+    /// Longer than [`MAX_SPEC_LEN`].
+    TooLong,
+    /// Not UTF-8.
+    NotUtf8,
+    /// A clause that is not `keys=`, `vals=`, `sort=`, `size=`, `name=`, `hist=` or a command.
+    UnknownClause,
+    /// A clause given twice.
+    Duplicate,
+    /// An empty field or list item.
+    EmptyField,
+    /// A name that is not an identifier.
+    BadName,
+    /// A modifier that does not exist or does not apply here.
+    BadModifier,
+    /// A number that does not parse or is out of range.
+    BadNumber,
+    /// `size=` not a power of two in 128..=131072.
+    BadSize,
+    /// No `keys=`.
+    MissingKeys,
+    /// More than 3 keys.
+    TooManyKeys,
+    /// More than 3 values.
+    TooManyVals,
+    /// More than 2 sort keys.
+    TooManySortKeys,
+    /// Two of `pause`, `cont`, `clear`.
+    ConflictingCommands,
+    /// A bad `hist=` bucket layout.
+    BadBuckets,
+    /// A field the event does not have.
+    UnknownField,
+    /// A sort key that is neither `hitcount`, a key, nor a value.
+    BadSortField,
+    /// A `name=` table whose keys or values differ from this definition's.
+    Incompatible,
+    /// A `!spec` removal that matches no attached trigger.
+    NoSuchTrigger,
+}
+
+impl SpecErrorKind {
+    fn text(self) -> &'static str {
+        match self {
+            SpecErrorKind::Empty => "empty hist spec",
+            SpecErrorKind::TooLong => "hist spec too long",
+            SpecErrorKind::NotUtf8 => "hist spec is not UTF-8",
+            SpecErrorKind::UnknownClause => "unknown clause",
+            SpecErrorKind::Duplicate => "duplicate clause",
+            SpecErrorKind::EmptyField => "empty field",
+            SpecErrorKind::BadName => "invalid name",
+            SpecErrorKind::BadModifier => "invalid modifier",
+            SpecErrorKind::BadNumber => "invalid number",
+            SpecErrorKind::BadSize => "size must be a power of two in 128..=131072",
+            SpecErrorKind::MissingKeys => "no keys= given",
+            SpecErrorKind::TooManyKeys => "too many keys (at most 3)",
+            SpecErrorKind::TooManyVals => "too many values (at most 3)",
+            SpecErrorKind::TooManySortKeys => "too many sort keys (at most 2)",
+            SpecErrorKind::ConflictingCommands => "conflicting commands",
+            SpecErrorKind::BadBuckets => "invalid bucket layout",
+            SpecErrorKind::UnknownField => "unknown field",
+            SpecErrorKind::BadSortField => "sort key is not hitcount, a key or a value",
+            SpecErrorKind::Incompatible => "named histogram has other keys or values",
+            SpecErrorKind::NoSuchTrigger => "no such hist trigger",
+        }
+    }
+}
+
+/// A refused spec: what, which token, where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecError {
+    /// What is wrong.
+    pub kind: SpecErrorKind,
+    /// The offending token (possibly empty).
+    pub token: String,
+    /// Its byte offset in the spec.
+    pub pos: usize,
+}
+
+impl SpecError {
+    pub(crate) fn new(kind: SpecErrorKind, token: &str, pos: usize) -> Self {
+        let token = token.chars().take(64).collect();
+        SpecError { kind, token, pos }
+    }
+
+    /// The kernel `error_log` rendering: the spec, then a caret under the error.
+    pub fn caret(&self, spec: &str) -> String {
+        let pad: String = spec
+            .get(..self.pos.min(spec.len()))
+            .unwrap_or("")
+            .chars()
+            .map(|_| ' ')
+            .collect();
+        format!(
+            "  Command: {}\n           {pad}^\n",
+            spec.trim_end_matches('\n')
+        )
+    }
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} '{}' at byte {}",
+            self.kind.text(),
+            self.token,
+            self.pos
+        )
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+fn is_ident(s: &str) -> bool {
+    let mut c = s.chars();
+    matches!(c.next(), Some(ch) if ch.is_ascii_alphabetic() || ch == '_')
+        && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+}
+
+fn number(s: &str, pos: usize) -> Result<u64, SpecError> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(SpecError::new(SpecErrorKind::BadNumber, s, pos));
+    }
+    s.parse()
+        .map_err(|_| SpecError::new(SpecErrorKind::BadNumber, s, pos))
+}
+
+/// Splits `s` (starting at byte `base` of the spec) on `sep`, with each piece's offset.
+fn split(s: &str, base: usize, sep: char) -> impl Iterator<Item = (&str, usize)> {
+    let mut at = base;
+    s.split(sep).map(move |p| {
+        let r = (p, at);
+        at += p.len() + sep.len_utf8();
+        r
+    })
+}
+
+fn field(s: &str, pos: usize) -> Result<FieldRef, SpecError> {
+    if s.is_empty() {
+        return Err(SpecError::new(SpecErrorKind::EmptyField, s, pos));
+    }
+    if !is_ident(s) {
+        return Err(SpecError::new(SpecErrorKind::BadName, s, pos));
+    }
+    Ok(FieldRef {
+        name: s.to_owned(),
+        pos,
+    })
+}
+
+fn key(item: &str, pos: usize) -> Result<KeySpec, SpecError> {
+    let (name, modifier) = match item.split_once('.') {
+        None => (item, KeyModifier::None),
+        Some((name, m)) => {
+            let mpos = pos + name.len() + 1;
+            let modifier = if m == "log2" {
+                KeyModifier::Log2
+            } else if let Some(n) = m.strip_prefix("buckets=") {
+                match number(n, mpos + 8)? {
+                    0 => return Err(SpecError::new(SpecErrorKind::BadNumber, n, mpos + 8)),
+                    n => KeyModifier::Buckets(n),
+                }
+            } else {
+                return Err(SpecError::new(SpecErrorKind::BadModifier, m, mpos));
+            };
+            (name, modifier)
+        }
+    };
+    Ok(KeySpec {
+        field: field(name, pos)?,
+        modifier,
+    })
+}
+
+fn sort_key(item: &str, pos: usize) -> Result<SortSpec, SpecError> {
+    let (name, descending) = match item.split_once('.') {
+        None => (item, false),
+        Some((name, "descending")) => (name, true),
+        Some((name, "ascending")) => (name, false),
+        Some((name, m)) => {
+            return Err(SpecError::new(
+                SpecErrorKind::BadModifier,
+                m,
+                pos + name.len() + 1,
+            ));
+        }
+    };
+    Ok(SortSpec {
+        field: field(name, pos)?,
+        descending,
+    })
+}
+
+fn buckets(s: &str, pos: usize) -> Result<(FieldRef, BucketSpec), SpecError> {
+    let Some((name, b)) = s.split_once('.') else {
+        return Err(SpecError::new(SpecErrorKind::BadBuckets, s, pos));
+    };
+    let f = field(name, pos)?;
+    let bpos = pos + name.len() + 1;
+    let bad = || SpecError::new(SpecErrorKind::BadBuckets, b, bpos);
+    let args = |inner: &str, at: usize| -> Result<Vec<u64>, SpecError> {
+        split(inner, at, ',').map(|(n, p)| number(n, p)).collect()
+    };
+    let spec = if b == "log2" {
+        BucketSpec::LOG2
+    } else if let Some(inner) = b.strip_prefix("log2(").and_then(|r| r.strip_suffix(')')) {
+        let k = args(inner, bpos + 5)?;
+        match k.as_slice() {
+            [k] if *k <= 5 => BucketSpec::Log2 { sub_bits: *k as u8 },
+            _ => return Err(bad()),
+        }
+    } else if let Some(inner) = b.strip_prefix("lhist(").and_then(|r| r.strip_suffix(')')) {
+        match args(inner, bpos + 6)?.as_slice() {
+            [min, max, step] => BucketSpec::linear(*min, *max, *step).map_err(|_| bad())?,
+            _ => return Err(bad()),
+        }
+    } else {
+        return Err(bad());
+    };
+    Ok((f, spec))
+}
+
+impl HistSpec {
+    /// Parses a spec (see the module docs); never panics.
+    pub fn parse(input: &str) -> Result<HistSpec, SpecError> {
+        if input.len() > MAX_SPEC_LEN {
+            return Err(SpecError::new(SpecErrorKind::TooLong, "", MAX_SPEC_LEN));
+        }
+        let body = input.strip_suffix('\n').unwrap_or(input);
+        let (body, base) = match body.strip_prefix("hist:") {
+            Some(rest) => (rest, 5),
+            None if body == "hist" => ("", 4),
+            None => (body, 0),
+        };
+        if body.trim().is_empty() {
+            return Err(SpecError::new(SpecErrorKind::Empty, body, base));
+        }
+        let mut spec = HistSpec::default();
+        let mut seen = [false; 6];
+        for (clause, pos) in split(body, base, ':') {
+            let (name, value) = match clause.split_once('=') {
+                Some((n, v)) => (n, Some(v)),
+                None => (clause, None),
+            };
+            let vpos = pos + name.len() + 1;
+            let mut once = |i: usize| {
+                if core::mem::replace(&mut seen[i], true) {
+                    Err(SpecError::new(SpecErrorKind::Duplicate, name, pos))
+                } else {
+                    Ok(())
+                }
+            };
+            match (name, value) {
+                ("keys" | "key", Some(v)) => {
+                    once(0)?;
+                    for (item, p) in split(v, vpos, ',') {
+                        if spec.keys.len() == MAX_KEYS {
+                            return Err(SpecError::new(SpecErrorKind::TooManyKeys, item, p));
+                        }
+                        spec.keys.push(key(item, p)?);
+                    }
+                }
+                ("vals" | "values", Some(v)) => {
+                    once(1)?;
+                    for (item, p) in split(v, vpos, ',') {
+                        let f = field(item, p)?;
+                        if f.name == "hitcount" {
+                            continue;
+                        }
+                        if spec.vals.len() == MAX_VALS {
+                            return Err(SpecError::new(SpecErrorKind::TooManyVals, item, p));
+                        }
+                        spec.vals.push(f);
+                    }
+                }
+                ("sort", Some(v)) => {
+                    once(2)?;
+                    for (item, p) in split(v, vpos, ',') {
+                        if spec.sort.len() == 2 {
+                            return Err(SpecError::new(SpecErrorKind::TooManySortKeys, item, p));
+                        }
+                        spec.sort.push(sort_key(item, p)?);
+                    }
+                }
+                ("size", Some(v)) => {
+                    once(3)?;
+                    let n = number(v, vpos)?;
+                    let ok = n.is_power_of_two()
+                        && (MIN_BOUNDED_SIZE as u64..=MAX_BOUNDED_SIZE as u64).contains(&n);
+                    if !ok {
+                        return Err(SpecError::new(SpecErrorKind::BadSize, v, vpos));
+                    }
+                    spec.size = Some(n as usize);
+                }
+                ("name", Some(v)) => {
+                    once(4)?;
+                    if !is_ident(v) {
+                        return Err(SpecError::new(SpecErrorKind::BadName, v, vpos));
+                    }
+                    spec.name = Some(v.to_owned());
+                }
+                ("hist", Some(v)) => {
+                    once(5)?;
+                    spec.buckets = Some(buckets(v, vpos)?);
+                }
+                ("pause" | "cont" | "continue" | "clear", None) => {
+                    let cmd = match name {
+                        "pause" => Command::Pause,
+                        "clear" => Command::Clear,
+                        _ => Command::Cont,
+                    };
+                    if spec.command.is_some() {
+                        return Err(SpecError::new(
+                            SpecErrorKind::ConflictingCommands,
+                            name,
+                            pos,
+                        ));
+                    }
+                    spec.command = Some(cmd);
+                }
+                ("", None) => return Err(SpecError::new(SpecErrorKind::EmptyField, "", pos)),
+                _ => return Err(SpecError::new(SpecErrorKind::UnknownClause, clause, pos)),
+            }
+        }
+        if spec.keys.is_empty() && !(spec.command.is_some() && spec.name.is_some()) {
+            return Err(SpecError::new(SpecErrorKind::MissingKeys, body, base));
+        }
+        Ok(spec)
+    }
+
+    /// The canonical text, as the kernel shows it in `trigger info`.
+    pub fn canonical(&self, default_size: usize) -> String {
+        let mut s = String::from("hist:");
+        if let Some(n) = &self.name {
+            s += &format!("name={n}:");
+        }
+        let keys: Vec<String> = self
+            .keys
+            .iter()
+            .map(|k| match k.modifier {
+                KeyModifier::None => k.field.name.clone(),
+                KeyModifier::Log2 => format!("{}.log2", k.field.name),
+                KeyModifier::Buckets(n) => format!("{}.buckets={n}", k.field.name),
+            })
+            .collect();
+        s += &format!("keys={}:vals=hitcount", keys.join(","));
+        for v in &self.vals {
+            s += &format!(",{}", v.name);
+        }
+        s += ":sort=";
+        if self.sort.is_empty() {
+            s += "hitcount";
+        }
+        let sorts: Vec<String> = self
+            .sort
+            .iter()
+            .map(|k| {
+                let dir = if k.descending { ".descending" } else { "" };
+                format!("{}{dir}", k.field.name)
+            })
+            .collect();
+        s += &sorts.join(",");
+        if let Some((f, b)) = &self.buckets {
+            s += &format!(":hist={}.{b}", f.name);
+        }
+        s += &format!(":size={}", self.size.unwrap_or(default_size));
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_spec() {
+        let s = HistSpec::parse(
+            "hist:keys=pid,len.log2,x.buckets=10:vals=hitcount,bytes:sort=bytes.descending,hitcount:size=4096:name=foo\n",
+        )
+        .unwrap();
+        assert_eq!(s.keys.len(), 3);
+        assert_eq!(s.keys[1].modifier, KeyModifier::Log2);
+        assert_eq!(s.keys[2].modifier, KeyModifier::Buckets(10));
+        assert_eq!(s.vals.len(), 1);
+        assert_eq!(s.sort.len(), 2);
+        assert!(s.sort[0].descending);
+        assert_eq!(s.size, Some(4096));
+        assert_eq!(s.name.as_deref(), Some("foo"));
+        assert_eq!(
+            s.canonical(2048),
+            "hist:name=foo:keys=pid,len.log2,x.buckets=10:vals=hitcount,bytes:sort=bytes.descending,hitcount:size=4096"
+        );
+    }
+
+    #[test]
+    fn errors_name_token_and_position() {
+        let e = HistSpec::parse("keys=pid.foo").unwrap_err();
+        assert_eq!(
+            (e.kind, e.token.as_str(), e.pos),
+            (SpecErrorKind::BadModifier, "foo", 9)
+        );
+        let e = HistSpec::parse("hist:keys=pid:size=1000").unwrap_err();
+        assert_eq!(
+            (e.kind, e.token.as_str(), e.pos),
+            (SpecErrorKind::BadSize, "1000", 19)
+        );
+        let e = HistSpec::parse("keys=a:bogus").unwrap_err();
+        assert_eq!((e.kind, e.pos), (SpecErrorKind::UnknownClause, 7));
+        let e = HistSpec::parse("keys=a,b,c,d").unwrap_err();
+        assert_eq!(
+            (e.kind, e.token.as_str(), e.pos),
+            (SpecErrorKind::TooManyKeys, "d", 11)
+        );
+        let e = HistSpec::parse("vals=x").unwrap_err();
+        assert_eq!(e.kind, SpecErrorKind::MissingKeys);
+        let e = HistSpec::parse("keys=a:keys=b").unwrap_err();
+        assert_eq!((e.kind, e.pos), (SpecErrorKind::Duplicate, 7));
+        let e = HistSpec::parse("keys=a,,b").unwrap_err();
+        assert_eq!((e.kind, e.pos), (SpecErrorKind::EmptyField, 7));
+        let e = HistSpec::parse("keys=a:hist=x.lhist(5,1,1)").unwrap_err();
+        assert_eq!(e.kind, SpecErrorKind::BadBuckets);
+        assert_eq!(HistSpec::parse("").unwrap_err().kind, SpecErrorKind::Empty);
+        assert_eq!(
+            e.caret("keys=a:hist=x.lhist(5,1,1)"),
+            "  Command: keys=a:hist=x.lhist(5,1,1)\n                         ^\n"
+        );
+    }
+
+    #[test]
+    fn commands() {
+        let s = HistSpec::parse("keys=pid:pause").unwrap();
+        assert_eq!(s.command, Some(Command::Pause));
+        let s = HistSpec::parse("name=foo:clear").unwrap();
+        assert_eq!(s.command, Some(Command::Clear));
+        assert!(HistSpec::parse("keys=a:pause:cont").is_err());
+        let s = HistSpec::parse("keys=a:vals=v:hist=v.lhist(0,100,10)").unwrap();
+        assert_eq!(
+            s.buckets.unwrap().1,
+            BucketSpec::linear(0, 100, 10).unwrap()
+        );
+        let s = HistSpec::parse("keys=a:vals=v:hist=v.log2(3)").unwrap();
+        assert_eq!(s.buckets.unwrap().1, BucketSpec::Log2 { sub_bits: 3 });
+    }
+}

@@ -1,0 +1,457 @@
+//! The slot table: open addressing over entry pointers, grown by incremental migration.
+//!
+//! # Design
+//!
+//! A table is a power-of-two array of slots probed linearly from the key hash. A slot is
+//! one word: `EMPTY` (0), `SEALED` (1), or an encoded entry address (see `arena.rs`) with a
+//! 3-bit hash tag in bits 3..=5 and the `MOVED` flag in bit 0. A key is inserted with one CAS
+//! `EMPTY -> entry` after the entry's header is written, so a published slot always names a
+//! complete entry and insertion is lock-free: no slot is ever "claimed but not yet filled".
+//!
+//! **Growth.** When a fresh insert would take the table past half full, the inserter builds
+//! a table of twice the size whose `prev` is the old one, installs it as the old table's
+//! `next` (one CAS decides the winner) and as the generation's current table. The old table
+//! is then migrated slot by slot, in chunks that any writer claims with a `fetch_add` on the
+//! cursor ("writers help, incrementally"): an entry is re-inserted into the new table by
+//! pointer, then flagged `MOVED`; an empty slot is `SEALED`. Cells never move, so updates
+//! that still go through the old table are not lost: they hit the same cell.
+//!
+//! **No duplicate keys.** A fresh key may be inserted into a table whose `prev` is still
+//! migrating only after a *sealing search* of `prev`: the search walks the key's probe
+//! sequence in `prev` and either finds the key's entry (which it then moves on demand) or
+//! seals the first `EMPTY` slot, after which no writer can insert the key into `prev` (an
+//! inserter that meets `SEALED` goes to `next`). Since slots never become empty again and
+//! an inserter never passes an `EMPTY` slot, a key beyond a sealed slot cannot exist.
+//!
+//! **Retirement.** The helper whose chunk completes the migration clears the new table's
+//! `prev` and retires the old table through crossbeam-epoch; its slot array is freed once
+//! every thread that could have loaded it is unpinned. Entries belong to the arena, not to
+//! tables, so freeing a table never frees a cell.
+//!
+//! # Invariants
+//!
+//! - A key has at most one entry per generation (see above), so every update of a key
+//!   lands in one cell, whichever table the writer went through.
+//! - A table grows only after its own `prev` is fully migrated, so at most two tables of a
+//!   generation are live at once. Fresh inserts reserve capacity in `used` (at most half
+//!   the slots), migrated entries do not: a new table holds at most `cap/2` fresh plus
+//!   `cap/4` migrated entries, so it never fills during migration.
+//! - Bounded tables never grow: they have `2 * size` slots and the arena hands out at most
+//!   `size` entries, so probing always finds an `EMPTY` slot or the key.
+
+use crate::primitive::epoch::{Atomic, Guard, Owned, Shared};
+use crate::primitive::spin_hint;
+use crate::primitive::sync::atomic::{AtomicUsize, Ordering};
+
+use super::arena::{Arena, EntryRef};
+use super::key::Key;
+
+const EMPTY: usize = 0;
+const SEALED: usize = 1;
+const MOVED: usize = 1;
+/// A 3-bit hash tag in bits 3..=5 (bits 1..=2 locate the entry in its line, see
+/// `arena.rs`): seven in eight mismatching entries are skipped without a dereference.
+const TAG_MASK: usize = 0b11_1000;
+/// Slots migrated per claimed chunk.
+const CHUNK: usize = 64;
+
+/// Ordering of the CAS that publishes an entry, and of slot loads. The negative loom
+/// control (`--cfg tracestat_loom_negative`) weakens both to `Relaxed`, which loses the
+/// happens-before from the entry's header writes to readers of the slot: the loom model
+/// `two_inserts_of_one_key` must then fail.
+#[cfg(not(tracestat_loom_negative))]
+const PUBLISH: Ordering = Ordering::AcqRel;
+#[cfg(not(tracestat_loom_negative))]
+const OBSERVE: Ordering = Ordering::Acquire;
+#[cfg(tracestat_loom_negative)]
+const PUBLISH: Ordering = Ordering::Relaxed;
+#[cfg(tracestat_loom_negative)]
+const OBSERVE: Ordering = Ordering::Relaxed;
+
+/// Pads its content to two cache lines (adjacent-line prefetch included).
+#[repr(align(128))]
+pub(crate) struct Padded<T>(pub T);
+
+/// One table of a generation.
+pub(crate) struct Table {
+    slots: Box<[AtomicUsize]>,
+    mask: usize,
+    /// Fresh inserts may not take `used` past this (`usize::MAX` in bounded mode).
+    threshold: usize,
+    used: Padded<AtomicUsize>,
+    cursor: Padded<AtomicUsize>,
+    done: Padded<AtomicUsize>,
+    pub(crate) prev: Atomic<Table>,
+    pub(crate) next: Atomic<Table>,
+}
+
+/// The outcome of a lookup.
+pub(crate) enum Locate<'g> {
+    /// The key's entry.
+    Found(EntryRef<'g>),
+    /// A fresh key and no entry could be allocated (bounded mode, full).
+    Dropped,
+}
+
+enum Probe<'g> {
+    Found(EntryRef<'g>),
+    Absent,
+    Sealed,
+    Full,
+}
+
+enum Insert<'g> {
+    Inserted,
+    Exists(EntryRef<'g>),
+    Sealed,
+    Full,
+}
+
+#[inline]
+fn tag(hash: u64) -> usize {
+    ((hash >> 61) as usize) << 3
+}
+
+/// Whether entry `e` (whose first `nkeys` words are its key) holds `key`.
+#[inline]
+fn matches(e: EntryRef<'_>, key: &Key, nkeys: usize) -> bool {
+    (0..nkeys).all(|i| e.word(i).load(Ordering::Relaxed) == key.0[i])
+}
+
+impl Table {
+    /// A table of `cap` slots (a power of two); `bounded` tables never grow.
+    pub(crate) fn new(cap: usize, bounded: bool) -> Self {
+        let cap = cap.max(4).next_power_of_two();
+        Table {
+            slots: (0..cap).map(|_| AtomicUsize::new(EMPTY)).collect(),
+            mask: cap - 1,
+            threshold: if bounded { usize::MAX } else { cap / 2 },
+            used: Padded(AtomicUsize::new(0)),
+            cursor: Padded(AtomicUsize::new(0)),
+            done: Padded(AtomicUsize::new(0)),
+            prev: Atomic::null(),
+            next: Atomic::null(),
+        }
+    }
+
+    /// Number of slots.
+    pub(crate) fn capacity(&self) -> usize {
+        self.mask + 1
+    }
+
+    /// Looks `key` up in this table only.
+    #[inline]
+    fn find<'g>(&self, key: &Key, hash: u64, nkeys: usize) -> Probe<'g> {
+        let t = tag(hash);
+        let mut i = hash as usize & self.mask;
+        for _ in 0..=self.mask {
+            let s = self.slots[i].load(OBSERVE);
+            if s == EMPTY {
+                return Probe::Absent;
+            }
+            if s == SEALED {
+                return Probe::Sealed;
+            }
+            if s & TAG_MASK == t {
+                // SAFETY: a non-empty, non-sealed slot holds an entry address of this
+                // generation's arena, which outlives the guard `'g` the caller holds.
+                let e = unsafe { EntryRef::from_addr(s) };
+                if matches(e, key, nkeys) {
+                    return Probe::Found(e);
+                }
+            }
+            i = (i + 1) & self.mask;
+        }
+        Probe::Full
+    }
+
+    /// Inserts entry `e` (whose header holds `key`) unless the key is present.
+    fn insert<'g>(&self, e: EntryRef<'g>, key: &Key, hash: u64, nkeys: usize) -> Insert<'g> {
+        self.claim(key, hash, nkeys, e.addr() | tag(hash))
+    }
+
+    /// The sealing search of this (migrating) table for `key`: the key's entry, or `None`
+    /// after making sure the key can never be inserted here.
+    fn seal_find<'g>(&self, key: &Key, hash: u64, nkeys: usize) -> Option<EntryRef<'g>> {
+        match self.claim(key, hash, nkeys, SEALED) {
+            Insert::Exists(e) => Some(e),
+            Insert::Inserted | Insert::Sealed | Insert::Full => None,
+        }
+    }
+
+    /// Walks `key`'s probe sequence: returns the key's entry if present, else CASes the
+    /// first `EMPTY` slot to `fill` (an entry, or `SEALED`). Stops at a `SEALED` slot.
+    fn claim<'g>(&self, key: &Key, hash: u64, nkeys: usize, fill: usize) -> Insert<'g> {
+        let t = tag(hash);
+        let mut i = hash as usize & self.mask;
+        for _ in 0..=self.mask {
+            let mut s = self.slots[i].load(OBSERVE);
+            loop {
+                if s == EMPTY {
+                    match self.slots[i].compare_exchange(EMPTY, fill, PUBLISH, OBSERVE) {
+                        Ok(_) => return Insert::Inserted,
+                        Err(now) => {
+                            s = now;
+                            continue;
+                        }
+                    }
+                }
+                if s == SEALED {
+                    return Insert::Sealed;
+                }
+                if s & TAG_MASK == t {
+                    // SAFETY: as in `find`.
+                    let other = unsafe { EntryRef::from_addr(s) };
+                    if matches(other, key, nkeys) {
+                        return Insert::Exists(other);
+                    }
+                }
+                break;
+            }
+            i = (i + 1) & self.mask;
+        }
+        Insert::Full
+    }
+
+    /// Migrates slot `i` of `self` into `into`.
+    fn migrate_slot(&self, i: usize, into: &Table, nkeys: usize) {
+        let mut s = self.slots[i].load(Ordering::Acquire);
+        loop {
+            if s == EMPTY {
+                match self.slots[i].compare_exchange(
+                    EMPTY,
+                    SEALED,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => return,
+                    Err(now) => {
+                        s = now;
+                        continue;
+                    }
+                }
+            }
+            if s & MOVED != 0 {
+                return; // SEALED, or an entry already moved
+            }
+            // SAFETY: as in `find`.
+            let e = unsafe { EntryRef::from_addr(s) };
+            let mut key = Key::default();
+            for k in 0..nkeys {
+                key.0[k] = e.word(k).load(Ordering::Relaxed);
+            }
+            match into.insert(e, &key, key.hash(), nkeys) {
+                Insert::Inserted => {
+                    into.used.0.fetch_add(1, Ordering::Relaxed);
+                }
+                Insert::Exists(_) => {}
+                // Cannot happen (see the capacity invariant); leaving the slot unmoved keeps
+                // the entry reachable through this table until the generation ends.
+                Insert::Sealed | Insert::Full => debug_assert!(false, "migration target full"),
+            }
+            let _ =
+                self.slots[i].compare_exchange(s, s | MOVED, Ordering::AcqRel, Ordering::Relaxed);
+            return;
+        }
+    }
+}
+
+/// Everything a lookup needs from its generation.
+pub(crate) struct Ctx<'g> {
+    pub arena: &'g Arena,
+    /// Key fields per entry.
+    pub keys: usize,
+    pub bounded: bool,
+    pub guard: &'g Guard,
+}
+
+impl<'g> Ctx<'g> {
+    /// Finds or inserts `key`, starting at the generation's current table `root`.
+    #[inline]
+    pub(crate) fn locate(&self, root: &'g Atomic<Table>, key: &Key) -> Locate<'g> {
+        let hash = key.hash();
+        let mut cur = root.load(Ordering::Acquire, self.guard);
+        loop {
+            // SAFETY: tables reachable from the root are retired through the epoch, and we
+            // hold a guard; a table is never null once the generation is built.
+            let t = unsafe { cur.deref() };
+            match t.find(key, hash, self.keys) {
+                Probe::Found(e) => return Locate::Found(e),
+                Probe::Absent => {}
+                Probe::Sealed | Probe::Full if self.bounded => return Locate::Dropped,
+                Probe::Sealed | Probe::Full => {
+                    cur = self.next_table(root, cur);
+                    continue;
+                }
+            }
+            match self.insert_slow(t, key, hash) {
+                Ok(e) => return Locate::Found(e),
+                Err(true) => return Locate::Dropped,
+                Err(false) => cur = self.next_table(root, cur),
+            }
+        }
+    }
+
+    /// The insert path: `Err(true)` for a drop, `Err(false)` to retry in the next table.
+    #[cold]
+    fn insert_slow(&self, t: &'g Table, key: &Key, hash: u64) -> Result<EntryRef<'g>, bool> {
+        let prev = t.prev.load(Ordering::Acquire, self.guard);
+        let mut existing = None;
+        if !prev.is_null() {
+            // SAFETY: `prev` is retired only after `t.prev` is cleared, through the epoch.
+            let p = unsafe { prev.deref() };
+            self.help_chunk(t, p);
+            existing = p.seal_find(key, hash, self.keys);
+        }
+        let fresh = existing.is_none();
+        if fresh && t.used.0.fetch_add(1, Ordering::Relaxed) >= t.threshold {
+            t.used.0.fetch_sub(1, Ordering::Relaxed);
+            return Err(false);
+        }
+        let e = match existing {
+            Some(e) => e,
+            None => match self.arena.alloc() {
+                Some(e) => {
+                    for k in 0..self.keys {
+                        e.word(k).store(key.0[k], Ordering::Relaxed);
+                    }
+                    e
+                }
+                None => {
+                    t.used.0.fetch_sub(1, Ordering::Relaxed);
+                    return Err(true);
+                }
+            },
+        };
+        match t.insert(e, key, hash, self.keys) {
+            Insert::Inserted => {
+                if !fresh {
+                    t.used.0.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(e)
+            }
+            Insert::Exists(other) => {
+                if fresh {
+                    t.used.0.fetch_sub(1, Ordering::Relaxed);
+                    self.arena.give_back(e);
+                }
+                Ok(other)
+            }
+            Insert::Sealed | Insert::Full => {
+                if fresh {
+                    t.used.0.fetch_sub(1, Ordering::Relaxed);
+                    self.arena.give_back(e);
+                }
+                if self.bounded { Err(true) } else { Err(false) }
+            }
+        }
+    }
+
+    /// The table after `cur`, growing `cur` if it has none yet.
+    #[cold]
+    fn next_table(&self, root: &'g Atomic<Table>, cur: Shared<'g, Table>) -> Shared<'g, Table> {
+        // SAFETY: as in `locate`.
+        let t = unsafe { cur.deref() };
+        let next = t.next.load(Ordering::Acquire, self.guard);
+        if !next.is_null() {
+            // SAFETY: as in `locate`.
+            self.help_chunk(unsafe { next.deref() }, t);
+            return next;
+        }
+        if self.bounded {
+            // Bounded tables never grow; a retry re-probes (cannot be full, see module docs).
+            return cur;
+        }
+        // A table grows only once its own predecessor is migrated.
+        let prev = t.prev.load(Ordering::Acquire, self.guard);
+        if !prev.is_null() {
+            // SAFETY: as in `insert_slow`.
+            self.help_all(t, unsafe { prev.deref() });
+        }
+        let grown = Owned::new(Table::new(t.capacity() * 2, false));
+        grown.prev.store(cur, Ordering::Relaxed);
+        match t.next.compare_exchange(
+            Shared::null(),
+            grown,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+            self.guard,
+        ) {
+            Ok(n) => {
+                self.advance_root(root);
+                // SAFETY: just installed, protected by our guard.
+                self.help_chunk(unsafe { n.deref() }, t);
+                n
+            }
+            Err(e) => e.current,
+        }
+    }
+
+    /// Moves the generation's root to the newest table. Every thread that installs a
+    /// `next` runs this after its install, and each step is a CAS from the root it saw, so
+    /// the root never moves backwards and ends at the newest table (a plain store could
+    /// let a slow grower overwrite a newer root with an older table).
+    fn advance_root(&self, root: &'g Atomic<Table>) {
+        let mut r = root.load(Ordering::Acquire, self.guard);
+        loop {
+            // SAFETY: as in `locate`.
+            let next = unsafe { r.deref() }
+                .next
+                .load(Ordering::Acquire, self.guard);
+            if next.is_null() {
+                return;
+            }
+            r = match root.compare_exchange(
+                r,
+                next,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+                self.guard,
+            ) {
+                Ok(_) => next,
+                Err(e) => e.current,
+            };
+        }
+    }
+
+    /// Migrates one chunk of `from` into `into` (if any is left). The helper that
+    /// completes the migration unlinks and retires `from`.
+    fn help_chunk(&self, into: &Table, from: &Table) -> bool {
+        let cap = from.capacity();
+        let start = from.cursor.0.fetch_add(CHUNK, Ordering::Relaxed);
+        if start >= cap {
+            return false;
+        }
+        let end = (start + CHUNK).min(cap);
+        for i in start..end {
+            from.migrate_slot(i, into, self.keys);
+        }
+        let n = end - start;
+        if from.done.0.fetch_add(n, Ordering::AcqRel) + n == cap {
+            let old = into.prev.swap(Shared::null(), Ordering::AcqRel, self.guard);
+            if !old.is_null() {
+                // SAFETY: `old` (== `from`) is unreachable from the root now: the root
+                // points at `into` or later and `into.prev` is cleared. Threads that loaded
+                // it earlier are pinned, and the epoch frees it only after they unpin.
+                unsafe { self.guard.defer_destroy(old) };
+            }
+        }
+        true
+    }
+
+    /// Finishes the migration of `from` into `into`, waiting for chunks other helpers
+    /// claimed (each is bounded work: at most `CHUNK` slots).
+    fn help_all(&self, into: &Table, from: &Table) {
+        while self.help_chunk(into, from) {}
+        while from.done.0.load(Ordering::Acquire) < from.capacity() {
+            spin_hint();
+        }
+    }
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        // `prev` and `next` are owned elsewhere: a migrating `prev` is retired by the helper
+        // that completes it or freed with the generation; `next` is the generation's root.
+    }
+}

@@ -1,0 +1,595 @@
+//! Histograms defined by specs on event sources, their `hist` control file and stat files.
+//!
+//! # Design
+//!
+//! An [`EventSource`] is anything that emits events with a fixed list of `u64` fields
+//! (a tracepoint, a counter, a replayed trace line). Each spec written to it becomes a
+//! [`HistTrigger`]: the bound definition (which fields are keys, with modifiers, which are
+//! values, the sort order) plus a [`HashHist`] in bounded mode (`size=`, default 2048, as
+//! the kernel). [`EventSource::record`] feeds one event to every active trigger: it loads
+//! the trigger list through `arc-swap` (no lock, no allocation) and does one table update
+//! per trigger.
+//!
+//! The control surface: [`EventSource::attach`] adds `events/<source>/hist` to a
+//! [`Tracefs`]. A `>` write replaces all triggers of the source with the new spec (an empty
+//! `>` write removes them all); a `>>` write adds one, or, when a trigger with the same keys,
+//! values and name exists, applies the spec's `pause`/`cont`/`clear` to it; a `!spec` write
+//! removes the matching trigger. Reads show every trigger in the hist-trigger format. The
+//! same text is the stat file `trace_stat/<source>.hist` ([`HistStat`], registered by
+//! `attach`; any single trigger or histogram can be registered on its own too).
+//!
+//! `name=` shares one table between definitions with the same keys and values, on one
+//! source or across sources built with one [`NameTable`].
+//!
+//! # Invariants
+//!
+//! - A refused write changes nothing (the spec is parsed and bound before the list is
+//!   swapped; writers are serialized by a mutex that `record` never takes).
+//! - Output is a pure function of the snapshot: sorted by the spec's sort keys, ties by key.
+
+use core::fmt::{self, Write};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use arc_swap::ArcSwap;
+
+use crate::error::{Error, InputError};
+use crate::primitive::sync::atomic::{AtomicBool, Ordering};
+use crate::stat::{ControlFile, Mode, StatTracer, Tracefs, WriteMode, as_text};
+
+use super::buckets::BucketSpec;
+use super::key::{Key, MAX_KEYS};
+use super::layout::{CellLayout, MAX_VALS};
+use super::map::{DEFAULT_BOUNDED_SIZE, HashHist};
+use super::render;
+use super::snapshot::{Snapshot, SortField, SortKey};
+use super::spec::{Command, HistSpec, KeyModifier, SpecError, SpecErrorKind};
+
+/// A spec bound to an event's fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistDef {
+    /// The parsed spec.
+    pub spec: HistSpec,
+    /// Field index and modifier of each key.
+    pub keys: Vec<(usize, KeyModifier)>,
+    /// Field index of each value (the spec's, then the `hist=` field if it is not one).
+    pub vals: Vec<usize>,
+    /// The sort order.
+    pub sort: Vec<SortKey>,
+    /// The cell layout.
+    pub layout: CellLayout,
+    /// The bounded size.
+    pub size: usize,
+    key_names: Vec<String>,
+    val_names: Vec<String>,
+}
+
+impl HistSpec {
+    /// Binds the spec to an event with these field names.
+    pub fn bind(&self, fields: &[&str]) -> Result<HistDef, SpecError> {
+        let find = |name: &str, pos: usize| {
+            fields
+                .iter()
+                .position(|f| *f == name)
+                .ok_or_else(|| SpecError::new(SpecErrorKind::UnknownField, name, pos))
+        };
+        let keys = self
+            .keys
+            .iter()
+            .map(|k| Ok((find(&k.field.name, k.field.pos)?, k.modifier)))
+            .collect::<Result<Vec<_>, SpecError>>()?;
+        let mut vals = self
+            .vals
+            .iter()
+            .map(|v| find(&v.name, v.pos))
+            .collect::<Result<Vec<_>, SpecError>>()?;
+        let mut val_names: Vec<String> = self.vals.iter().map(|v| v.name.clone()).collect();
+        let mut layout = CellLayout::new(keys.len().max(1) as u8, 0);
+        if let Some((f, spec)) = &self.buckets {
+            let idx = find(&f.name, f.pos)?;
+            let stat = match vals.iter().position(|&v| v == idx) {
+                Some(i) => i,
+                None if vals.len() < MAX_VALS => {
+                    vals.push(idx);
+                    val_names.push(f.name.clone());
+                    vals.len() - 1
+                }
+                None => {
+                    return Err(SpecError::new(SpecErrorKind::TooManyVals, &f.name, f.pos));
+                }
+            };
+            layout = layout
+                .with_stat_val(stat as u8)
+                .with_extrema()
+                .with_sum_sq()
+                .with_buckets(*spec);
+        }
+        layout.vals = vals.len() as u8;
+        let sort = self
+            .sort
+            .iter()
+            .map(|s| {
+                let name = s.field.name.as_str();
+                let field = if name == "hitcount" {
+                    SortField::Hits
+                } else if let Some(i) = self.keys.iter().position(|k| k.field.name == name) {
+                    SortField::Key(i as u8)
+                } else if let Some(i) = val_names.iter().position(|v| v == name) {
+                    SortField::Val(i as u8)
+                } else {
+                    return Err(SpecError::new(
+                        SpecErrorKind::BadSortField,
+                        name,
+                        s.field.pos,
+                    ));
+                };
+                Ok(SortKey {
+                    field,
+                    descending: s.descending,
+                })
+            })
+            .collect::<Result<Vec<_>, SpecError>>()?;
+        Ok(HistDef {
+            spec: self.clone(),
+            keys,
+            vals,
+            sort: if sort.is_empty() {
+                vec![SortKey::asc(SortField::Hits)]
+            } else {
+                sort
+            },
+            layout,
+            size: self.size.unwrap_or(DEFAULT_BOUNDED_SIZE),
+            key_names: self.keys.iter().map(|k| k.field.name.clone()).collect(),
+            val_names,
+        })
+    }
+}
+
+impl HistDef {
+    /// The `trigger info` text.
+    pub fn info(&self) -> String {
+        self.spec.canonical(self.size)
+    }
+
+    /// Whether two definitions describe the same table (same keys, values and name).
+    fn same_table(&self, other: &HistDef) -> bool {
+        self.keys == other.keys && self.vals == other.vals && self.spec.name == other.spec.name
+    }
+}
+
+/// Named tables shared between definitions (`name=`).
+#[derive(Debug, Default)]
+pub struct NameTable(Mutex<HashMap<String, Weak<HashHist>>>);
+
+impl NameTable {
+    /// An empty name table.
+    pub fn new() -> Arc<Self> {
+        Arc::default()
+    }
+
+    fn table(&self, def: &HistDef) -> Result<Arc<HashHist>, SpecError> {
+        let fresh = || {
+            HashHist::bounded(def.layout, def.size)
+                .map(Arc::new)
+                .map_err(|_| SpecError::new(SpecErrorKind::BadSize, "", 0))
+        };
+        let Some(name) = &def.spec.name else {
+            return fresh();
+        };
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = map.get(name).and_then(Weak::upgrade) {
+            if *t.layout() != def.layout || t.bounded_size() != Some(def.size) {
+                return Err(SpecError::new(SpecErrorKind::Incompatible, name, 0));
+            }
+            return Ok(t);
+        }
+        let t = fresh()?;
+        map.insert(name.clone(), Arc::downgrade(&t));
+        Ok(t)
+    }
+}
+
+/// One histogram attached to an event source.
+#[derive(Debug)]
+pub struct HistTrigger {
+    def: HistDef,
+    table: Arc<HashHist>,
+    paused: AtomicBool,
+}
+
+impl HistTrigger {
+    /// A trigger from a spec, bound to `fields`, with its own table (or the named one).
+    pub fn new(spec: &str, fields: &[&str], names: &NameTable) -> Result<Self, SpecError> {
+        let parsed = HistSpec::parse(spec)?;
+        let def = parsed.bind(fields)?;
+        let table = names.table(&def)?;
+        Ok(HistTrigger {
+            paused: AtomicBool::new(parsed.command == Some(Command::Pause)),
+            def,
+            table,
+        })
+    }
+
+    /// The bound definition.
+    pub fn def(&self) -> &HistDef {
+        &self.def
+    }
+
+    /// The table.
+    pub fn table(&self) -> &Arc<HashHist> {
+        &self.table
+    }
+
+    /// Feeds one event (its field values, in the source's field order).
+    #[inline]
+    pub fn record(&self, fields: &[u64]) -> bool {
+        if self.paused.load(Ordering::Relaxed) {
+            return false;
+        }
+        let get = |i: usize| fields.get(i).copied().unwrap_or(0);
+        let mut key = [0u64; MAX_KEYS];
+        for (k, &(f, m)) in key.iter_mut().zip(&self.def.keys) {
+            *k = m.apply(get(f));
+        }
+        let mut vals = [0u64; MAX_VALS];
+        for (v, &f) in vals.iter_mut().zip(&self.def.vals) {
+            *v = get(f);
+        }
+        self.table.update(Key(key), &vals[..self.def.vals.len()])
+    }
+
+    /// Stops recording.
+    pub fn pause(&self) {
+        self.paused.store(true, Ordering::Relaxed);
+    }
+
+    /// Resumes recording.
+    pub fn cont(&self) {
+        self.paused.store(false, Ordering::Relaxed);
+    }
+
+    /// Whether recording is paused.
+    pub fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::Relaxed)
+    }
+
+    /// Empties the table (while events keep coming: see the reset rule of [`HashHist`]).
+    pub fn clear(&self) {
+        self.table.reset();
+    }
+
+    /// A snapshot sorted by the spec.
+    pub fn snapshot(&self) -> Snapshot {
+        let mut s = self.table.snapshot();
+        s.sort(&self.def.sort);
+        s
+    }
+
+    /// Renders the trigger in the hist-trigger format, bucket histograms in bpftrace's.
+    pub fn render(&self, out: &mut dyn Write) -> fmt::Result {
+        let snap = self.snapshot();
+        render::write_header(out, &self.def.info(), self.is_paused())?;
+        let keys: Vec<(&str, KeyModifier)> = self
+            .def
+            .key_names
+            .iter()
+            .zip(&self.def.keys)
+            .map(|(n, &(_, m))| (n.as_str(), m))
+            .collect();
+        let vals: Vec<&str> = self.def.val_names.iter().map(String::as_str).collect();
+        for row in &snap.rows {
+            render::write_row(out, &keys, &vals, row)?;
+            if let Some(spec) = &self.def.layout.buckets {
+                write_bucket_block(out, &self.def.layout, spec, row)?;
+            }
+        }
+        render::write_totals(out, snap.total_hits(), snap.len(), snap.dropped)
+    }
+}
+
+fn write_bucket_block(
+    out: &mut dyn Write,
+    layout: &CellLayout,
+    spec: &BucketSpec,
+    row: &super::Row,
+) -> fmt::Result {
+    let s = super::Stats::of(row, usize::from(layout.stat_val), layout.extrema);
+    write!(
+        out,
+        "  count {} min {} max {} avg {} s^2 {}",
+        s.count,
+        s.min.unwrap_or(0),
+        s.max.unwrap_or(0),
+        s.mean,
+        s.variance
+    )?;
+    for (q, name) in super::stats::PERCENTILES {
+        if let Some((lo, _)) = spec.percentile(&row.buckets, q) {
+            write!(out, " {name} {}", render::size_label(lo))?;
+        }
+    }
+    out.write_char('\n')?;
+    render::write_buckets(out, spec, &row.buckets)?;
+    out.write_char('\n')
+}
+
+/// An event source with histograms attached (see the module docs).
+pub struct EventSource {
+    name: String,
+    fields: Vec<String>,
+    names: Arc<NameTable>,
+    triggers: ArcSwap<Vec<Arc<HistTrigger>>>,
+    write: Mutex<()>,
+}
+
+impl fmt::Debug for EventSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventSource")
+            .field("name", &self.name)
+            .field("fields", &self.fields)
+            .finish()
+    }
+}
+
+impl EventSource {
+    /// A source called `name` (e.g. `sched/sched_switch`) whose events have `fields`.
+    pub fn new(name: &str, fields: &[&str]) -> Arc<Self> {
+        Self::with_names(name, fields, NameTable::new())
+    }
+
+    /// Like [`new`](Self::new), sharing `name=` tables through `names`.
+    pub fn with_names(name: &str, fields: &[&str], names: Arc<NameTable>) -> Arc<Self> {
+        Arc::new(EventSource {
+            name: name.to_owned(),
+            fields: fields.iter().map(|f| (*f).to_owned()).collect(),
+            names,
+            triggers: ArcSwap::from_pointee(Vec::new()),
+            write: Mutex::new(()),
+        })
+    }
+
+    /// The source's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Adds `events/<name>/hist` to `fs` and registers `trace_stat/<name>.hist` (with `/`
+    /// in the name replaced by `.`).
+    pub fn attach(self: &Arc<Self>, fs: &Tracefs) -> Result<(), Error> {
+        fs.add_file(
+            &format!("events/{}/hist", self.name),
+            Arc::new(HistControl(Arc::clone(self))),
+        )?;
+        fs.stats().register(HistStat::source(
+            &format!("{}.hist", self.name.replace('/', ".")),
+            Arc::clone(self),
+        ))
+    }
+
+    /// Feeds one event to every active trigger; values in field order.
+    #[inline]
+    pub fn record(&self, fields: &[u64]) {
+        for t in self.triggers.load().iter() {
+            t.record(fields);
+        }
+    }
+
+    /// The attached triggers.
+    pub fn triggers(&self) -> Vec<Arc<HistTrigger>> {
+        self.triggers.load_full().to_vec()
+    }
+
+    /// Applies a spec as a `>>` write would (from code).
+    pub fn append(&self, spec: &str) -> Result<Arc<HistTrigger>, SpecError> {
+        self.apply(spec, WriteMode::Append)
+            .map(|t| t.expect("append returns a trigger"))
+    }
+
+    /// Applies one write (see the module docs); returns the trigger created or commanded.
+    pub fn apply(
+        &self,
+        text: &str,
+        mode: WriteMode,
+    ) -> Result<Option<Arc<HistTrigger>>, SpecError> {
+        let _serial = self.write.lock().unwrap_or_else(|e| e.into_inner());
+        let line = text.strip_suffix('\n').unwrap_or(text);
+        let fields: Vec<&str> = self.fields.iter().map(String::as_str).collect();
+        let current = self.triggers.load_full();
+        if line.trim().is_empty() && mode == WriteMode::Truncate {
+            self.triggers.store(Arc::new(Vec::new()));
+            return Ok(None);
+        }
+        if let Some(rest) = line.strip_prefix('!') {
+            let def = HistSpec::parse(rest)
+                .map_err(|e| SpecError {
+                    pos: e.pos + 1,
+                    ..e
+                })?
+                .bind(&fields)
+                .map_err(|e| SpecError {
+                    pos: e.pos + 1,
+                    ..e
+                })?;
+            let keep: Vec<_> = current
+                .iter()
+                .filter(|t| !t.def.same_table(&def))
+                .cloned()
+                .collect();
+            if keep.len() == current.len() {
+                return Err(SpecError::new(SpecErrorKind::NoSuchTrigger, rest, 1));
+            }
+            self.triggers.store(Arc::new(keep));
+            return Ok(None);
+        }
+        let spec = HistSpec::parse(line)?;
+        let existing = if spec.keys.is_empty() {
+            current
+                .iter()
+                .find(|t| t.def.spec.name.is_some() && t.def.spec.name == spec.name)
+                .cloned()
+        } else {
+            let def = spec.bind(&fields)?;
+            current.iter().find(|t| t.def.same_table(&def)).cloned()
+        };
+        if mode == WriteMode::Append {
+            if let Some(t) = existing {
+                match spec.command {
+                    Some(Command::Pause) => t.pause(),
+                    Some(Command::Cont) => t.cont(),
+                    Some(Command::Clear) => t.clear(),
+                    None => return Err(SpecError::new(SpecErrorKind::Duplicate, line, 0)),
+                }
+                return Ok(Some(t));
+            }
+        }
+        if spec.keys.is_empty() {
+            return Err(SpecError::new(SpecErrorKind::MissingKeys, line, 0));
+        }
+        let t = Arc::new(HistTrigger::new(line, &fields, &self.names)?);
+        let mut next = match mode {
+            WriteMode::Append => current.to_vec(),
+            WriteMode::Truncate => Vec::new(),
+        };
+        next.push(Arc::clone(&t));
+        self.triggers.store(Arc::new(next));
+        Ok(Some(t))
+    }
+
+    /// Renders every trigger (what reading the `hist` file shows).
+    pub fn render(&self, out: &mut dyn Write) -> fmt::Result {
+        for (i, t) in self.triggers.load().iter().enumerate() {
+            if i > 0 {
+                out.write_char('\n')?;
+            }
+            t.render(out)?;
+        }
+        Ok(())
+    }
+}
+
+/// The `events/<source>/hist` control file.
+struct HistControl(Arc<EventSource>);
+
+impl ControlFile for HistControl {
+    fn mode(&self) -> Mode {
+        Mode::ReadWrite
+    }
+
+    fn read(&self) -> String {
+        let mut s = String::new();
+        let _ = self.0.render(&mut s);
+        s
+    }
+
+    fn write(&self, data: &[u8], mode: WriteMode) -> Result<(), InputError> {
+        let text = as_text(data)?;
+        self.0
+            .apply(text, mode)
+            .map(|_| ())
+            .map_err(|e| InputError::Rejected(Box::new(e)))
+    }
+}
+
+enum StatSource {
+    Event(Arc<EventSource>),
+    Trigger(Arc<HistTrigger>),
+}
+
+/// A histogram as a stat file, in the hist-trigger format: every line of the output is
+/// one stat entry, kept in order.
+pub struct HistStat {
+    name: String,
+    source: StatSource,
+}
+
+impl HistStat {
+    /// The stat file of all triggers of `source`.
+    pub fn source(name: &str, source: Arc<EventSource>) -> Self {
+        HistStat {
+            name: name.to_owned(),
+            source: StatSource::Event(source),
+        }
+    }
+
+    /// The stat file of one trigger (e.g. one made from code).
+    pub fn trigger(name: &str, trigger: Arc<HistTrigger>) -> Self {
+        HistStat {
+            name: name.to_owned(),
+            source: StatSource::Trigger(trigger),
+        }
+    }
+
+    /// The stat file of a plain histogram, keyed by one field called `key`.
+    pub fn table(name: &str, table: Arc<HashHist>) -> Self {
+        let layout = *table.layout();
+        let mut spec = HistSpec::default();
+        for i in 0..layout.keys {
+            spec.keys.push(super::spec::KeySpec {
+                field: super::spec::FieldRef {
+                    name: format!("key{i}"),
+                    pos: 0,
+                },
+                modifier: KeyModifier::None,
+            });
+        }
+        for i in 0..layout.vals {
+            spec.vals.push(super::spec::FieldRef {
+                name: format!("val{i}"),
+                pos: 0,
+            });
+        }
+        let fields: Vec<String> = spec
+            .keys
+            .iter()
+            .map(|k| k.field.name.clone())
+            .chain(spec.vals.iter().map(|v| v.name.clone()))
+            .collect();
+        let field_refs: Vec<&str> = fields.iter().map(String::as_str).collect();
+        let mut def = spec.bind(&field_refs).expect("generated spec binds");
+        def.layout = layout;
+        def.size = table.bounded_size().unwrap_or(0);
+        HistStat::trigger(
+            name,
+            Arc::new(HistTrigger {
+                def,
+                table,
+                paused: AtomicBool::new(false),
+            }),
+        )
+    }
+}
+
+impl StatTracer for HistStat {
+    type Entry = (Arc<Vec<String>>, usize);
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn start(&self) -> Option<Self::Entry> {
+        let mut text = String::new();
+        let _ = match &self.source {
+            StatSource::Event(e) => e.render(&mut text),
+            StatSource::Trigger(t) => t.render(&mut text),
+        };
+        let lines: Vec<String> = text.split_inclusive('\n').map(str::to_owned).collect();
+        if lines.is_empty() {
+            return None;
+        }
+        Some((Arc::new(lines), 0))
+    }
+
+    fn next(&self, prev: &Self::Entry, idx: usize) -> Option<Self::Entry> {
+        (idx < prev.0.len()).then(|| (Arc::clone(&prev.0), idx))
+    }
+
+    fn cmp(&self, a: &Self::Entry, b: &Self::Entry) -> core::cmp::Ordering {
+        // The framework shows the greatest first: line 0 must be the greatest.
+        b.1.cmp(&a.1)
+    }
+
+    fn show(&self, e: &Self::Entry, out: &mut dyn Write) -> fmt::Result {
+        out.write_str(&e.0[e.1])
+    }
+}

@@ -1,0 +1,253 @@
+//! Multi-thread stress: T threads × N updates over K keys (K from 1 to 100,000), crossing
+//! several table growths and resets; totals must be exact. Loom cannot reorder relaxed
+//! operations inside one thread, so these run the real memory model on real cores.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+
+use tracestat::hist::{BucketSpec, CellLayout, HashHist, Key, Shard, Snapshot};
+
+const THREADS: u64 = 4;
+
+/// Key of update `i` of thread `t`: a stride walk that covers all `k` keys.
+fn key_of(t: u64, i: u64, k: u64) -> u64 {
+    (i.wrapping_mul(2_654_435_761) + t * 7919) % k
+}
+
+fn layout() -> CellLayout {
+    CellLayout::new(1, 1)
+        .with_extrema()
+        .with_sum_sq()
+        .with_buckets(BucketSpec::LOG2)
+}
+
+/// Runs the workload; a resetter thread calls `take` `resets` times meanwhile. Returns the
+/// merge of every taken snapshot and the final one.
+fn hammer(h: Arc<HashHist>, n: u64, k: u64, resets: usize) -> Snapshot {
+    let done = Arc::new(AtomicBool::new(false));
+    let resetter = {
+        let (h, done) = (Arc::clone(&h), Arc::clone(&done));
+        thread::spawn(move || {
+            let mut taken = Vec::new();
+            for _ in 0..resets {
+                if done.load(Ordering::Relaxed) {
+                    break;
+                }
+                thread::sleep(std::time::Duration::from_millis(2));
+                taken.push(h.take());
+            }
+            taken
+        })
+    };
+    let writers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let h = Arc::clone(&h);
+            thread::spawn(move || {
+                for i in 0..n {
+                    let key = key_of(t, i, k);
+                    h.update(Key::one(key), &[key + 1]);
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    done.store(true, Ordering::Relaxed);
+    let mut parts = resetter.join().unwrap();
+    parts.push(h.snapshot());
+    Snapshot::merge_all(*h.layout(), &parts)
+}
+
+fn expected(n: u64, k: u64) -> Vec<u64> {
+    let mut counts = vec![0u64; k as usize];
+    for t in 0..THREADS {
+        for i in 0..n {
+            counts[key_of(t, i, k) as usize] += 1;
+        }
+    }
+    counts
+}
+
+fn check_exact(all: &Snapshot, n: u64, k: u64) {
+    let counts = expected(n, k);
+    assert_eq!(all.total_hits(), THREADS * n);
+    let merged = all.clone().into_map();
+    for (key, &c) in counts.iter().enumerate() {
+        let row = merged.get(&Key::one(key as u64));
+        let hits = row.map_or(0, |r| r.hits);
+        assert_eq!(hits, c, "key {key}");
+        if let Some(r) = row {
+            assert_eq!(r.vals[0], c * (key as u64 + 1));
+            assert_eq!(r.min, key as u64 + 1);
+            assert_eq!(r.max, key as u64 + 1);
+            assert_eq!(r.buckets.iter().sum::<u64>(), c);
+        }
+    }
+}
+
+fn tiny_growing() -> Arc<HashHist> {
+    Arc::new(
+        HashHist::builder(layout())
+            .initial_capacity(4)
+            .build()
+            .unwrap(),
+    )
+}
+
+#[test]
+fn growing_exact_totals_across_growths() {
+    for k in [1u64, 64, 5_000, 100_000] {
+        let n = 60_000;
+        let all = hammer(tiny_growing(), n, k, 0);
+        assert_eq!(all.len() as u64, k.min(THREADS * n));
+        check_exact(&all, n, k);
+    }
+}
+
+#[test]
+fn growing_exact_totals_across_resets() {
+    for k in [1u64, 1_000, 100_000] {
+        let n = 60_000;
+        let all = hammer(tiny_growing(), n, k, 8);
+        check_exact(&all, n, k);
+    }
+}
+
+#[test]
+fn counter_only_cells_exact() {
+    let h = Arc::new(HashHist::new(CellLayout::counter()).unwrap());
+    let writers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let h = Arc::clone(&h);
+            thread::spawn(move || {
+                for i in 0..50_000 {
+                    h.increment(key_of(t, i, 10_000));
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    assert_eq!(h.snapshot().total_hits(), THREADS * 50_000);
+}
+
+#[test]
+fn bounded_dropped_exact() {
+    // Each key's updates either all land (it got a slot) or are all dropped (the table was
+    // full at its first update, and stays full).
+    let k = 1_000;
+    let n = 40_000;
+    let h = Arc::new(HashHist::bounded(layout(), 128).unwrap());
+    let all = hammer(Arc::clone(&h), n, k, 0);
+    let counts = expected(n, k);
+    assert_eq!(all.len(), 128);
+    let mut dropped = 0;
+    for (key, &c) in counts.iter().enumerate() {
+        match all.get(key as u64) {
+            Some(r) => assert_eq!(r.hits, c, "key {key}"),
+            None => dropped += c,
+        }
+    }
+    assert_eq!(all.dropped, dropped);
+    assert_eq!(h.dropped(), dropped);
+    assert_eq!(all.total_hits() + all.dropped, THREADS * n);
+}
+
+#[test]
+fn shards_with_concurrent_readers() {
+    let l = layout();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let owners: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let tx = tx.clone();
+            thread::spawn(move || {
+                let shard = Shard::new(l).unwrap();
+                tx.send(shard.reader()).unwrap();
+                for i in 0..50_000 {
+                    let key = key_of(t, i, 3_000);
+                    shard.update(key, &[key + 1]);
+                }
+                shard.reader()
+            })
+        })
+        .collect();
+    drop(tx);
+    let readers: Vec<_> = (0..THREADS).map(|_| rx.recv().unwrap()).collect();
+    let reader_thread = {
+        let (readers, stop) = (readers.clone(), Arc::clone(&stop));
+        thread::spawn(move || {
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                for r in &readers {
+                    let s = r.snapshot();
+                    // Per-key consistency: every update adds key + 1 to vals[0] and one
+                    // bucket count; only rows admitted as torn (the owner was preempted
+                    // mid-update through every retry) may break that.
+                    let bad = s
+                        .rows
+                        .iter()
+                        .filter(|row| {
+                            row.vals[0] != row.hits * (row.key.0[0] + 1)
+                                || row.buckets.iter().sum::<u64>() != row.hits
+                        })
+                        .count() as u64;
+                    assert!(bad <= s.torn);
+                }
+                n += 1;
+            }
+            n
+        })
+    };
+    let finals: Vec<_> = owners.into_iter().map(|o| o.join().unwrap()).collect();
+    stop.store(true, Ordering::Relaxed);
+    assert!(reader_thread.join().unwrap() > 0);
+    let snaps: Vec<_> = finals.iter().map(|r| r.snapshot()).collect();
+    let merged = Snapshot::merge_all(l, &snaps);
+    check_exact(&merged, 50_000, 3_000);
+}
+
+#[test]
+fn concurrent_reader_sees_consistent_rows() {
+    let h = Arc::new(HashHist::new(layout()).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (h, stop) = (Arc::clone(&h), Arc::clone(&stop));
+        thread::spawn(move || {
+            let (mut rows, mut torn) = (0u64, 0u64);
+            while !stop.load(Ordering::Relaxed) {
+                let s = h.snapshot();
+                let bad = s
+                    .rows
+                    .iter()
+                    .filter(|r| r.vals[0] != r.hits * (r.key.0[0] + 1))
+                    .count() as u64;
+                // Only rows the snapshot admits are torn may break the relation.
+                assert!(bad <= s.torn, "{bad} inconsistent rows, {} torn", s.torn);
+                rows += s.rows.len() as u64;
+                torn += s.torn;
+            }
+            eprintln!("rows read {rows}, torn {torn}");
+        })
+    };
+    let writers: Vec<_> = (0..2)
+        .map(|t| {
+            let h = Arc::clone(&h);
+            thread::spawn(move || {
+                for i in 0..100_000 {
+                    let key = key_of(t, i, 8);
+                    h.update(key, &[key + 1]);
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    reader.join().unwrap();
+    assert_eq!(h.snapshot().total_hits(), 200_000);
+}
