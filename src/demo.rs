@@ -12,6 +12,7 @@
 
 use std::io::{self, Read, Write};
 use std::thread;
+use std::time::{Duration, Instant};
 
 /// The size of one message on the wire, as hackbench's default `DATASIZE`.
 pub const MESSAGE_SIZE: usize = 100;
@@ -71,6 +72,7 @@ impl Hackbench {
     }
 }
 
+#[crate::traced]
 fn hackbench(cfg: Hackbench) -> io::Result<Summary> {
     let mut total = Summary::default();
     thread::scope(|s| {
@@ -85,6 +87,7 @@ fn hackbench(cfg: Hackbench) -> io::Result<Summary> {
     Ok(total)
 }
 
+#[crate::traced]
 fn run_group(cfg: Hackbench, group: usize) -> io::Result<Summary> {
     let (readers, writers) = open_pipes(cfg.fds)?;
     thread::scope(|s| {
@@ -97,6 +100,7 @@ fn run_group(cfg: Hackbench, group: usize) -> io::Result<Summary> {
 
 type Pipes = (Vec<io::PipeReader>, Vec<io::PipeWriter>);
 
+#[crate::traced]
 fn open_pipes(n: usize) -> io::Result<Pipes> {
     let mut readers = Vec::with_capacity(n);
     let mut writers = Vec::with_capacity(n);
@@ -108,6 +112,7 @@ fn open_pipes(n: usize) -> io::Result<Pipes> {
     Ok((readers, writers))
 }
 
+#[crate::traced]
 fn spawn_receivers<'s>(
     s: &'s thread::Scope<'s, '_>,
     readers: Vec<io::PipeReader>,
@@ -119,6 +124,7 @@ fn spawn_receivers<'s>(
         .collect()
 }
 
+#[crate::traced]
 fn spawn_senders<'s>(
     s: &'s thread::Scope<'s, '_>,
     writers: &[io::PipeWriter],
@@ -135,6 +141,7 @@ fn spawn_senders<'s>(
     Ok(())
 }
 
+#[crate::traced]
 fn join_receivers(
     receivers: Vec<thread::ScopedJoinHandle<'_, io::Result<Summary>>>,
 ) -> io::Result<Summary> {
@@ -147,6 +154,7 @@ fn join_receivers(
 
 // ---- sender side -------------------------------------------------------------------------
 
+#[crate::traced]
 fn sender_main(mut outs: Vec<io::PipeWriter>, loops: usize, sender: usize) -> io::Result<()> {
     let mut buf = [0u8; MESSAGE_SIZE];
     for seq in 0..loops {
@@ -158,12 +166,14 @@ fn sender_main(mut outs: Vec<io::PipeWriter>, loops: usize, sender: usize) -> io
     Ok(())
 }
 
+#[crate::traced]
 fn build_message(buf: &mut [u8; MESSAGE_SIZE], sender: usize, dest: usize, seq: usize) {
     let kind = pick_kind(seq);
     fill_payload(&mut buf[HEADER..], sender, dest, seq);
     stamp_header(buf, kind, seq as u32);
 }
 
+#[crate::traced]
 fn pick_kind(seq: usize) -> u32 {
     match seq % 16 {
         0 => 0,  // ping
@@ -172,6 +182,7 @@ fn pick_kind(seq: usize) -> u32 {
     }
 }
 
+#[crate::traced]
 fn fill_payload(payload: &mut [u8], sender: usize, dest: usize, seq: usize) {
     let mut x = mix_seed(sender, dest, seq);
     for b in payload.iter_mut() {
@@ -180,18 +191,21 @@ fn fill_payload(payload: &mut [u8], sender: usize, dest: usize, seq: usize) {
     }
 }
 
+#[crate::traced]
 fn mix_seed(sender: usize, dest: usize, seq: usize) -> u64 {
     (sender as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
         ^ (dest as u64).rotate_left(17)
         ^ (seq as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9)
 }
 
+#[crate::traced]
 fn next_random(x: u64) -> u64 {
     let x = x ^ (x >> 30);
     let x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x ^ (x >> 27)
 }
 
+#[crate::traced]
 fn stamp_header(buf: &mut [u8; MESSAGE_SIZE], kind: u32, seq: u32) {
     encode_u32(&mut buf[0..4], kind);
     encode_u32(&mut buf[4..8], seq);
@@ -199,10 +213,12 @@ fn stamp_header(buf: &mut [u8; MESSAGE_SIZE], kind: u32, seq: u32) {
     encode_u32(&mut buf[8..12], sum);
 }
 
+#[crate::traced]
 fn encode_u32(out: &mut [u8], v: u32) {
     out.copy_from_slice(&v.to_le_bytes());
 }
 
+#[crate::traced]
 fn checksum(data: &[u8]) -> u32 {
     // Adler-32.
     let (mut a, mut b) = (1u32, 0u32);
@@ -213,17 +229,20 @@ fn checksum(data: &[u8]) -> u32 {
     (b << 16) | a
 }
 
+#[crate::traced]
 fn send_message(out: &mut io::PipeWriter, buf: &[u8; MESSAGE_SIZE]) -> io::Result<()> {
     // 100 bytes < PIPE_BUF: one write is atomic, so senders never interleave.
     write_frame(out, buf)
 }
 
+#[crate::traced]
 fn write_frame(out: &mut io::PipeWriter, buf: &[u8]) -> io::Result<()> {
     out.write_all(buf)
 }
 
 // ---- receiver side -----------------------------------------------------------------------
 
+#[crate::traced]
 fn receiver_main(mut input: io::PipeReader, expected: usize) -> io::Result<Summary> {
     let mut buf = [0u8; MESSAGE_SIZE];
     let mut summary = Summary::default();
@@ -235,10 +254,12 @@ fn receiver_main(mut input: io::PipeReader, expected: usize) -> io::Result<Summa
     Ok(summary)
 }
 
+#[crate::traced]
 fn read_frame(input: &mut io::PipeReader, buf: &mut [u8; MESSAGE_SIZE]) -> io::Result<()> {
     input.read_exact(buf)
 }
 
+#[crate::traced]
 fn read_header(buf: &[u8; MESSAGE_SIZE]) -> io::Result<(u32, u32)> {
     let kind = decode_u32(&buf[0..4]);
     let seq = decode_u32(&buf[4..8]);
@@ -247,10 +268,12 @@ fn read_header(buf: &[u8; MESSAGE_SIZE]) -> io::Result<(u32, u32)> {
     Ok((kind, seq))
 }
 
+#[crate::traced]
 fn decode_u32(b: &[u8]) -> u32 {
     u32::from_le_bytes([b[0], b[1], b[2], b[3]])
 }
 
+#[crate::traced]
 fn verify_checksum(payload: &[u8], expected: u32) -> io::Result<()> {
     if checksum(payload) == expected {
         Ok(())
@@ -262,6 +285,7 @@ fn verify_checksum(payload: &[u8], expected: u32) -> io::Result<()> {
     }
 }
 
+#[crate::traced]
 fn dispatch_message(kind: u32, seq: u32, payload: &[u8], summary: &mut Summary) {
     match kind {
         0 => handle_ping(seq, summary),
@@ -271,11 +295,13 @@ fn dispatch_message(kind: u32, seq: u32, payload: &[u8], summary: &mut Summary) 
     update_stats(summary, payload.len());
 }
 
+#[crate::traced]
 fn handle_ping(seq: u32, summary: &mut Summary) {
     summary.by_kind[0] += 1;
     std::hint::black_box(seq);
 }
 
+#[crate::traced]
 fn handle_data(payload: &[u8], summary: &mut Summary) {
     summary.by_kind[1] += 1;
     let key = hash_key(&payload[..8]);
@@ -284,16 +310,19 @@ fn handle_data(payload: &[u8], summary: &mut Summary) {
     std::hint::black_box((route, packed));
 }
 
+#[crate::traced]
 fn handle_control(payload: &[u8], summary: &mut Summary) {
     summary.by_kind[2] += 1;
     let key = hash_key(payload);
     std::hint::black_box(apply_control(key));
 }
 
+#[crate::traced]
 fn apply_control(key: u64) -> u64 {
     (0..64).fold(key, |acc, i| next_random(acc ^ i))
 }
 
+#[crate::traced]
 fn hash_key(data: &[u8]) -> u64 {
     // FNV-1a.
     data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
@@ -301,16 +330,19 @@ fn hash_key(data: &[u8]) -> u64 {
     })
 }
 
+#[crate::traced]
 fn lookup_route(key: u64) -> usize {
     const ROUTES: [usize; 8] = [3, 1, 4, 1, 5, 9, 2, 6];
     ROUTES[(key % 8) as usize]
 }
 
+#[crate::traced]
 fn compress_block(data: &[u8]) -> usize {
     // Run-length estimate: the number of runs.
     data.windows(2).filter(|w| w[0] != w[1]).count() + 1
 }
 
+#[crate::traced]
 fn update_stats(summary: &mut Summary, payload: usize) {
     summary.messages += 1;
     summary.bytes += payload as u64;
@@ -345,4 +377,38 @@ mod tests {
             ]
         );
     }
+}
+
+/// What [`run_profiled`] measured.
+#[derive(Debug, Clone)]
+pub struct ProfiledRun {
+    /// What the receivers counted.
+    pub summary: Summary,
+    /// Wall-clock time of the workload.
+    pub elapsed: Duration,
+    /// `trace_stat/functions` after the run.
+    pub functions: String,
+}
+
+/// The main job: enables the global function profiler through its control file, runs the
+/// workload, disables it and reads `trace_stat/functions` — what a user does with
+/// `echo 1 > function_profile_enabled; hackbench; cat trace_stat/functions`.
+pub fn run_profiled(
+    cfg: Hackbench,
+) -> Result<ProfiledRun, Box<dyn std::error::Error + Send + Sync>> {
+    use crate::profile::FunctionProfiler;
+    use crate::stat::Tracefs;
+    FunctionProfiler::global();
+    let fs = Tracefs::global();
+    fs.write("function_profile_enabled", b"1\n")?;
+    let start = Instant::now();
+    let summary = cfg.run();
+    let elapsed = start.elapsed();
+    fs.write("function_profile_enabled", b"0\n")?;
+    let summary = summary?;
+    Ok(ProfiledRun {
+        summary,
+        elapsed,
+        functions: fs.read("trace_stat/functions")?,
+    })
 }

@@ -53,6 +53,10 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+// The demo workload instruments itself with `#[tracestat::traced]`, whose expansion names
+// `::tracestat`.
+extern crate self as tracestat;
+
 mod error;
 pub(crate) mod primitive;
 

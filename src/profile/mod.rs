@@ -56,6 +56,7 @@ pub mod dispatch;
 pub mod filter;
 pub mod format;
 pub mod ftrace;
+pub mod function;
 pub mod glob;
 pub mod graph;
 pub mod ops;
@@ -69,6 +70,7 @@ pub use control::install;
 pub use dispatch::ScopeGuard;
 pub use filter::{FilterError, FilterHash, Hashes};
 pub use ftrace::Ftrace;
+pub use function::{FunctionProfiler, FunctionRow, Options as ProfileOptions};
 pub use glob::{Glob, GlobError};
 pub use graph::{
     Frame, GRAPH_SLOTS, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, now_ns,
