@@ -580,11 +580,11 @@ fn start(inner: &Arc<Inner>, st: &mut State) -> Result<(), Error> {
 }
 
 fn stop(inner: &Arc<Inner>, st: &mut State) -> Result<(), Error> {
-    if let Some(ops) = st.ops.take() {
-        if let Err(e) = inner.ftrace.unregister(&ops) {
-            st.ops = Some(ops);
-            return Err(e);
-        }
+    if let Some(ops) = st.ops.take()
+        && let Err(e) = inner.ftrace.unregister(&ops)
+    {
+        st.ops = Some(ops);
+        return Err(e);
     }
     st.enabled = false;
     Ok(())
