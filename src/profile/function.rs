@@ -51,8 +51,14 @@
 use core::cmp::Ordering as CmpOrdering;
 use core::fmt;
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::atomic::AtomicU64 as StdAtomicU64;
+use std::sync::{Arc, Weak};
+
+/// The hook layer's `Arc` (loom's under `cfg(loom)`); the profiler's own state uses std's,
+/// since it needs `Weak`.
+use crate::primitive::sync::Arc as HookArc;
+use crate::primitive::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use crate::primitive::sync::{Mutex, MutexGuard};
 
 use super::format::{self, FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED, RowTiming};
 use super::{Ftrace, FtraceOps, GraphEntry, GraphReturn};
@@ -103,14 +109,14 @@ struct Slot {
 
 struct State {
     enabled: bool,
-    ops: Option<Arc<FtraceOps>>,
+    ops: Option<HookArc<FtraceOps>>,
     /// The options of the current (or last) run: what the records mean.
     run: Options,
 }
 
 struct Inner {
     id: u64,
-    ftrace: Arc<Ftrace>,
+    ftrace: HookArc<Ftrace>,
     symbols: Box<Symbolizer>,
     state: Mutex<State>,
     /// Options as written to the control files (apply at the next start).
@@ -170,11 +176,12 @@ impl Drop for Local {
     }
 }
 
-thread_local! {
-    static LOCALS: RefCell<Vec<Local>> = const { RefCell::new(Vec::new()) };
+crate::primitive::thread::thread_local! {
+    static LOCALS: RefCell<Vec<Local>> = RefCell::new(Vec::new());
 }
 
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+/// Profiler ids, for the thread-local lookup (not part of any model: plain std).
+static NEXT_ID: StdAtomicU64 = StdAtomicU64::new(1);
 
 /// Runs `f` on this thread's state for `inner`, creating it on first use. `None` when the
 /// thread's local storage is gone or busy (the caller then uses the shared orphan tables).
@@ -271,7 +278,7 @@ fn thread_cpu_ns() -> u64 {
         .saturating_add(ts.tv_nsec as u64)
 }
 
-fn build_ops(inner: &Arc<Inner>, opts: Options) -> Arc<FtraceOps> {
+fn build_ops(inner: &Arc<Inner>, opts: Options) -> HookArc<FtraceOps> {
     let weak = Arc::downgrade(inner);
     if !opts.timing {
         return FtraceOps::builder(move |ip, _parent, _ops, _regs| {
@@ -393,8 +400,8 @@ impl FunctionRow {
 
 impl FunctionProfiler {
     /// A profiler on `ftrace`, naming ips by its sites.
-    pub fn new(ftrace: Arc<Ftrace>) -> Self {
-        let names = Arc::clone(&ftrace);
+    pub fn new(ftrace: HookArc<Ftrace>) -> Self {
+        let names = HookArc::clone(&ftrace);
         Self::with_symbols(ftrace, move |ip| {
             names.site_by_ip(ip).map(|s| s.name().to_owned())
         })
@@ -402,7 +409,7 @@ impl FunctionProfiler {
 
     /// A profiler on `ftrace` with its own names for ips (replay's interned names).
     pub fn with_symbols(
-        ftrace: Arc<Ftrace>,
+        ftrace: HookArc<Ftrace>,
         symbols: impl Fn(usize) -> Option<String> + Send + Sync + 'static,
     ) -> Self {
         let orphans = |layout| HashHist::new(layout).expect("the profiler's layouts are valid");
@@ -431,6 +438,7 @@ impl FunctionProfiler {
     }
 
     /// The global profiler: on [`Ftrace::global`], installed on [`Tracefs::global`].
+    #[cfg(not(loom))]
     pub fn global() -> &'static FunctionProfiler {
         static GLOBAL: std::sync::OnceLock<FunctionProfiler> = std::sync::OnceLock::new();
         let mut fresh = false;

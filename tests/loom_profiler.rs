@@ -1,0 +1,96 @@
+//! Loom models of the function profiler: enable, disable and reset racing hits.
+//!
+//! Run: `RUSTFLAGS="--cfg loom --cfg crossbeam_loom --cfg crossbeam_sanitize"
+//! LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_profiler`.
+//!
+//! Each model builds its own hook-layer instance (`Ftrace::new`) and profiler, in hits-only
+//! mode (the function ops; the graph path shares the recording code).
+#![cfg(loom)]
+
+use std::sync::Arc;
+
+use loom::sync::Arc as LoomArc;
+use loom::sync::atomic::{AtomicBool, Ordering};
+use loom::thread;
+use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions, SiteDef};
+
+fn setup() -> (LoomArc<Ftrace>, Arc<FunctionProfiler>) {
+    let ftrace = Ftrace::new([SiteDef::new("f", "model")]);
+    let profiler = Arc::new(FunctionProfiler::new(LoomArc::clone(&ftrace)));
+    profiler
+        .set_options(ProfileOptions {
+            timing: false,
+            ..Default::default()
+        })
+        .unwrap();
+    (ftrace, profiler)
+}
+
+fn hits(p: &FunctionProfiler) -> u64 {
+    p.rows(None).iter().map(|r| r.hits).sum()
+}
+
+/// After `disable` returns, no call is recorded any more, and nothing recorded is lost.
+#[test]
+fn disable_racing_a_hit() {
+    loom::model(|| {
+        let (ftrace, profiler) = setup();
+        profiler.enable().unwrap();
+        let caller = {
+            let ftrace = LoomArc::clone(&ftrace);
+            thread::spawn(move || {
+                drop(ftrace.call(ftrace.site(0).unwrap()));
+            })
+        };
+        profiler.disable().unwrap();
+        let after_disable = hits(&profiler);
+        caller.join().unwrap();
+        assert!(after_disable <= 1);
+        assert_eq!(
+            hits(&profiler),
+            after_disable,
+            "a call counted after disable"
+        );
+    });
+}
+
+/// A reset racing a hit: a call that started after the reset returned is counted; a call
+/// that finished before the reset started is not; anything else is one or the other.
+#[test]
+fn reset_racing_a_hit() {
+    // The owner applies a reset by retiring its old table through crossbeam-epoch, whose
+    // loom build takes more branches than loom's default allows.
+    let mut builder = loom::model::Builder::new();
+    builder.max_branches = 100_000;
+    builder.check(|| {
+        let (ftrace, profiler) = setup();
+        profiler.enable().unwrap();
+        let reset_done = Arc::new(AtomicBool::new(false));
+        let call_done = Arc::new(AtomicBool::new(false));
+        let caller = {
+            let (ftrace, reset_done, call_done) = (
+                LoomArc::clone(&ftrace),
+                Arc::clone(&reset_done),
+                Arc::clone(&call_done),
+            );
+            thread::spawn(move || {
+                let after = reset_done.load(Ordering::SeqCst);
+                drop(ftrace.call(ftrace.site(0).unwrap()));
+                call_done.store(true, Ordering::SeqCst);
+                after
+            })
+        };
+        let before = call_done.load(Ordering::SeqCst);
+        profiler.reset();
+        reset_done.store(true, Ordering::SeqCst);
+        let started_after_reset = caller.join().unwrap();
+        let n = hits(&profiler);
+        assert!(n <= 1);
+        if started_after_reset {
+            assert_eq!(n, 1, "a call after the reset was lost");
+        }
+        if before {
+            assert_eq!(n, 0, "a call from before the reset survived it");
+        }
+    });
+}
