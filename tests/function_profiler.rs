@@ -441,3 +441,54 @@ fn filters_apply_to_the_profiler() {
     names.sort();
     assert_eq!(names, ["net_rx", "net_tx"]);
 }
+
+#[test]
+fn call_paths_record_self_time_per_path() {
+    let ftrace = instance(&["main", "a", "b", "leaf"]);
+    let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
+    profiler
+        .set_options(ProfileOptions {
+            call_paths: true,
+            ..Default::default()
+        })
+        .unwrap();
+    profiler.enable().unwrap();
+    // main [0,1000): a [0,400) -> leaf [100,200); b [500,900) -> leaf [600,650), leaf [700,800)
+    timed_calls(
+        &ftrace,
+        &[
+            ("main", 0, 1000),
+            ("a", 0, 400),
+            ("leaf", 100, 200),
+            ("b", 500, 900),
+            ("leaf", 600, 650),
+            ("leaf", 700, 800),
+        ],
+    );
+    profiler.disable().unwrap();
+    let mut paths: Vec<(String, u64, u128, u128)> = profiler
+        .paths()
+        .into_iter()
+        .map(|p| (p.frames.join(";"), p.hits, p.self_ns, p.total_ns))
+        .collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        [
+            ("main".to_owned(), 1, 1000 - 400 - 400, 1000),
+            ("main;a".to_owned(), 1, 300, 400),
+            ("main;a;leaf".to_owned(), 1, 100, 100),
+            ("main;b".to_owned(), 1, 400 - 150, 400),
+            ("main;b;leaf".to_owned(), 2, 150, 150),
+        ]
+    );
+    // Self times over all paths add up to the root's total.
+    assert_eq!(paths.iter().map(|p| p.2).sum::<u128>(), 1000);
+    // The per-function records are unchanged by the option.
+    let leaf = profiler
+        .rows(None)
+        .into_iter()
+        .find(|r| r.name == "leaf")
+        .unwrap();
+    assert_eq!((leaf.hits, leaf.time_ns), (3, 250));
+}

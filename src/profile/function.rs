@@ -31,6 +31,11 @@
 //!   more than wall-clock timing (see BENCHMARKS.md).
 //! - `options/function-profile-timing` (default 1; not in the kernel, where timing is a
 //!   build option): 0 counts hits only, the cheapest mode.
+//! - `options/function-profile-callpath` (default 0): also key timed records by call path
+//!   (the thread's chain of traced callers, hashed incrementally on entry), for full-stack
+//!   pprof profiles and flame graphs ([`FunctionProfiler::paths`]). It costs a push and pop on
+//!   a thread-local path stack and a second table update per call; each distinct path's
+//!   frames are published once per thread under a lock.
 //! - `tracing_thresh` (µs, default 0): rows whose average is below it are hidden, as the
 //!   kernel does.
 //!
@@ -87,6 +92,10 @@ pub struct Options {
     pub graph_time: bool,
     /// Wall-clock time rather than thread CPU time.
     pub sleep_time: bool,
+    /// Also record per call path (timed runs only): the prerequisite of full-stack pprof
+    /// profiles and flame graphs. Costs a thread-local path stack and a second table
+    /// update per call.
+    pub call_paths: bool,
 }
 
 impl Default for Options {
@@ -95,6 +104,7 @@ impl Default for Options {
             timing: true,
             graph_time: true,
             sleep_time: true,
+            call_paths: false,
         }
     }
 }
@@ -105,6 +115,7 @@ struct Slot {
     alive: Arc<AtomicBool>,
     counted: Option<ShardReader>,
     timed: Option<ShardReader>,
+    paths: Option<ShardReader>,
 }
 
 struct State {
@@ -123,6 +134,10 @@ struct Inner {
     timing: AtomicBool,
     graph_time: AtomicBool,
     sleep_time: AtomicBool,
+    call_paths: AtomicBool,
+    /// Frames of every call path seen (by path hash), root first; grows with the distinct
+    /// paths of the program, not with calls.
+    path_frames: Mutex<hashbrown::HashMap<u64, Box<[usize]>>>,
     thresh_us: Arc<UlongControl>,
     slots: Mutex<Vec<Slot>>,
     next_index: AtomicUsize,
@@ -154,6 +169,7 @@ impl Inner {
             timing: self.timing.load(Ordering::Acquire),
             graph_time: self.graph_time.load(Ordering::Acquire),
             sleep_time: self.sleep_time.load(Ordering::Acquire),
+            call_paths: self.call_paths.load(Ordering::Acquire),
         }
     }
 }
@@ -166,8 +182,13 @@ struct Local {
     alive: Arc<AtomicBool>,
     counted: Option<Shard>,
     timed: Option<Shard>,
+    paths: Option<Shard>,
     /// CPU-time frames (start, children) for `sleep-time` off.
     cpu_stack: Vec<(u64, u64)>,
+    /// Call-path frames (ip, path hash) for `call_paths`.
+    path_stack: Vec<(usize, u64)>,
+    /// Path hashes this thread has already published in `Inner::path_frames`.
+    known_paths: hashbrown::HashSet<u64>,
 }
 
 impl Drop for Local {
@@ -212,6 +233,7 @@ fn new_local(inner: &Arc<Inner>) -> Local {
         alive: Arc::clone(&alive),
         counted: None,
         timed: None,
+        paths: None,
     });
     register_thread_file(inner, index);
     Local {
@@ -221,26 +243,43 @@ fn new_local(inner: &Arc<Inner>) -> Local {
         alive,
         counted: None,
         timed: None,
+        paths: None,
         cpu_stack: Vec::with_capacity(super::SHADOW_STACK_DEPTH),
+        path_stack: Vec::with_capacity(super::SHADOW_STACK_DEPTH),
+        known_paths: hashbrown::HashSet::new(),
     }
 }
 
-/// The shard of `local` for `layout`, created (and listed) on first use.
-fn shard<'l>(inner: &Inner, local: &'l mut Local, timed: bool) -> &'l Shard {
-    let (which, layout) = if timed {
-        (&mut local.timed, TIMED)
-    } else {
-        (&mut local.counted, COUNTED)
+/// Which of a thread's tables.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Slice {
+    /// Hits only, by ip.
+    Counted,
+    /// Timed, by ip.
+    Timed,
+    /// Timed, by call-path hash: values (self time, total time).
+    Paths,
+}
+
+/// The table of the call-path records.
+const PATHS: CellLayout = CellLayout::new(1, 2);
+
+/// The shard of `local` for `slice`, created (and listed) on first use.
+fn shard<'l>(inner: &Inner, local: &'l mut Local, slice: Slice) -> &'l Shard {
+    let (which, layout) = match slice {
+        Slice::Counted => (&mut local.counted, COUNTED),
+        Slice::Timed => (&mut local.timed, TIMED),
+        Slice::Paths => (&mut local.paths, PATHS),
     };
     which.get_or_insert_with(|| {
         let shard = Shard::new(layout).expect("the profiler's layouts are valid");
         let mut slots = inner.lock_slots();
         if let Some(slot) = slots.iter_mut().find(|s| s.index == local.index) {
             let reader = Some(shard.reader());
-            if timed {
-                slot.timed = reader;
-            } else {
-                slot.counted = reader;
+            match slice {
+                Slice::Counted => slot.counted = reader,
+                Slice::Timed => slot.timed = reader,
+                Slice::Paths => slot.paths = reader,
             }
         }
         shard
@@ -250,8 +289,8 @@ fn shard<'l>(inner: &Inner, local: &'l mut Local, timed: bool) -> &'l Shard {
 fn record(inner: &Arc<Inner>, ip: usize, duration: Option<u64>) {
     let key = Key::one(ip as u64);
     let done = with_local(inner, |local| match duration {
-        Some(d) => shard(inner, local, true).update(key, &[d]),
-        None => shard(inner, local, false).increment(key),
+        Some(d) => shard(inner, local, Slice::Timed).update(key, &[d]),
+        None => shard(inner, local, Slice::Counted).increment(key),
     });
     if done.is_none() {
         match duration {
@@ -289,7 +328,8 @@ fn build_ops(inner: &Arc<Inner>, opts: Options) -> HookArc<FtraceOps> {
         .global_filter()
         .build();
     }
-    if opts.sleep_time {
+    if opts.sleep_time && !opts.call_paths {
+        // The common case: the hook layer's wall-clock frames say everything.
         let graph_time = opts.graph_time;
         return FtraceOps::graph(
             |_e: &GraphEntry, _ops| true,
@@ -307,39 +347,83 @@ fn build_ops(inner: &Arc<Inner>, opts: Options) -> HookArc<FtraceOps> {
         .global_filter()
         .build();
     }
-    // Thread CPU time: our own frames, pushed on every accepted entry and popped on its
-    // return (the hook layer guarantees one return per accepted entry).
+    // Thread CPU time and/or call paths: our own per-thread frames, pushed on every
+    // accepted entry and popped on its return (the hook layer guarantees one return per
+    // accepted entry, and a refused entry pushes nothing).
     let weak_entry = weak.clone();
-    let graph_time = opts.graph_time;
     FtraceOps::graph(
-        move |_e: &GraphEntry, _ops| {
+        move |e: &GraphEntry, _ops| {
             let Some(inner) = weak_entry.upgrade() else {
                 return false;
             };
-            with_local(&inner, |l| l.cpu_stack.push((thread_cpu_ns(), 0))).is_some()
+            with_local(&inner, |l| {
+                if !opts.sleep_time {
+                    l.cpu_stack.push((thread_cpu_ns(), 0));
+                }
+                if opts.call_paths {
+                    let parent = l.path_stack.last().map_or(0, |f| f.1);
+                    l.path_stack.push((e.func, path_hash(parent, e.func)));
+                }
+            })
+            .is_some()
         },
         move |r: &GraphReturn, _ops| {
             let Some(inner) = weak.upgrade() else { return };
-            let d = with_local(&inner, |l| {
-                let (start, children) = l.cpu_stack.pop()?;
-                let total = thread_cpu_ns().saturating_sub(start);
-                if let Some(parent) = l.cpu_stack.last_mut() {
-                    parent.1 = parent.1.saturating_add(total);
-                }
-                Some(if graph_time {
-                    total
+            let recorded = with_local(&inner, |l| {
+                // (total, self) of this call, on the run's clock.
+                let (total, own) = if opts.sleep_time {
+                    (r.duration(), r.self_time())
                 } else {
-                    total.saturating_sub(children)
-                })
+                    let (start, children) = l.cpu_stack.pop()?;
+                    let total = thread_cpu_ns().saturating_sub(start);
+                    if let Some(parent) = l.cpu_stack.last_mut() {
+                        parent.1 = parent.1.saturating_add(total);
+                    }
+                    (total, total.saturating_sub(children))
+                };
+                let d = if opts.graph_time { total } else { own };
+                shard(&inner, l, Slice::Timed).update(Key::one(r.func as u64), &[d]);
+                if opts.call_paths
+                    && let Some((_, hash)) = l.path_stack.pop()
+                {
+                    if l.known_paths.insert(hash) {
+                        publish_path(&inner, &l.path_stack, r.func, hash);
+                    }
+                    shard(&inner, l, Slice::Paths).update(Key::one(hash), &[own, total]);
+                }
+                Some(())
             })
             .flatten();
-            if let Some(d) = d {
+            if recorded.is_none() && opts.sleep_time {
+                // No local state (thread teardown): the function record still lands.
+                let d = if opts.graph_time {
+                    r.duration()
+                } else {
+                    r.self_time()
+                };
                 record(&inner, r.func, Some(d));
             }
         },
     )
     .global_filter()
     .build()
+}
+
+/// The hash of the call path `parent` extended by `ip` (64 bits; distinct paths colliding
+/// is possible in principle and would merge their records).
+fn path_hash(parent: u64, ip: usize) -> u64 {
+    let x = (parent ^ (ip as u64)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (x ^ (x >> 29)).wrapping_add(0x632B_E59B_D9B4_E019)
+}
+
+/// Records the frames of a path (the stack below plus `leaf`) the first time this thread
+/// sees it: the lock is taken once per distinct path and thread, never in the steady state.
+#[cold]
+fn publish_path(inner: &Inner, below: &[(usize, u64)], leaf: usize, hash: u64) {
+    let mut frames = inner.path_frames.lock().unwrap_or_else(|e| e.into_inner());
+    frames
+        .entry(hash)
+        .or_insert_with(|| below.iter().map(|f| f.0).chain([leaf]).collect());
 }
 
 /// The function profiler (see the module docs).
@@ -391,6 +475,19 @@ pub struct FunctionRow {
     pub buckets: Vec<u64>,
 }
 
+/// One call path's merged record (with [`Options::call_paths`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathRow {
+    /// Function names from the outermost traced call to the one this record is about.
+    pub frames: Vec<String>,
+    /// Calls of the last frame along this path.
+    pub hits: u64,
+    /// Their self time (callees' time subtracted), ns.
+    pub self_ns: u128,
+    /// Their total time, ns.
+    pub total_ns: u128,
+}
+
 impl FunctionRow {
     /// Average time per call, ns.
     pub fn avg_ns(&self) -> u128 {
@@ -426,6 +523,8 @@ impl FunctionProfiler {
                 timing: AtomicBool::new(true),
                 graph_time: AtomicBool::new(true),
                 sleep_time: AtomicBool::new(true),
+                call_paths: AtomicBool::new(false),
+                path_frames: Mutex::new(hashbrown::HashMap::new()),
                 thresh_us: UlongControl::new(0, 0, u64::MAX / 1000),
                 slots: Mutex::new(Vec::new()),
                 next_index: AtomicUsize::new(0),
@@ -467,6 +566,7 @@ impl FunctionProfiler {
             ("options/graph-time", OptionKind::GraphTime),
             ("options/sleep-time", OptionKind::SleepTime),
             ("options/function-profile-timing", OptionKind::Timing),
+            ("options/function-profile-callpath", OptionKind::CallPaths),
         ] {
             fs.add_file(
                 path,
@@ -520,6 +620,9 @@ impl FunctionProfiler {
         self.inner
             .sleep_time
             .store(opts.sleep_time, Ordering::Release);
+        self.inner
+            .call_paths
+            .store(opts.call_paths, Ordering::Release);
         restart_if_enabled(&self.inner)
     }
 
@@ -537,6 +640,12 @@ impl FunctionProfiler {
     /// no threshold applied; functions with no hit are left out.
     pub fn rows(&self, thread: Option<usize>) -> Vec<FunctionRow> {
         rows(&self.inner, thread)
+    }
+
+    /// The merged call-path records of all threads (empty unless the run had
+    /// [`Options::call_paths`]), in no particular order.
+    pub fn paths(&self) -> Vec<PathRow> {
+        paths(&self.inner)
     }
 
     /// The threads that have a shard (their `function<N>` numbers).
@@ -619,7 +728,7 @@ fn reset(inner: &Arc<Inner>) {
             alive
         });
         for s in slots.iter() {
-            for r in s.counted.iter().chain(s.timed.iter()) {
+            for r in s.counted.iter().chain(s.timed.iter()).chain(s.paths.iter()) {
                 r.request_reset();
             }
         }
@@ -695,6 +804,31 @@ fn rows(inner: &Inner, thread: Option<usize>) -> Vec<FunctionRow> {
                 time_sq: r.sum_sq,
                 buckets: r.buckets.clone(),
             }
+        })
+        .collect()
+}
+
+fn paths(inner: &Inner) -> Vec<PathRow> {
+    let snaps: Vec<Snapshot> = inner
+        .lock_slots()
+        .iter()
+        .filter_map(|s| s.paths.as_ref())
+        .map(ShardReader::snapshot)
+        .collect();
+    let merged = Snapshot::merge_all(PATHS, snaps.iter());
+    let frames = inner.path_frames.lock().unwrap_or_else(|e| e.into_inner());
+    merged
+        .rows
+        .iter()
+        .filter(|r| r.hits > 0)
+        .filter_map(|r| {
+            let ips = frames.get(&r.key.field(0))?;
+            Some(PathRow {
+                frames: ips.iter().map(|&ip| inner.name_of(ip)).collect(),
+                hits: r.hits,
+                self_ns: u128::from(r.vals[0]),
+                total_ns: u128::from(r.vals[1]),
+            })
         })
         .collect()
 }
@@ -844,6 +978,7 @@ enum OptionKind {
     GraphTime,
     SleepTime,
     Timing,
+    CallPaths,
 }
 
 /// `options/graph-time`, `options/sleep-time`, `options/function-profile-timing`.
@@ -858,6 +993,7 @@ impl OptionFile {
             OptionKind::GraphTime => &inner.graph_time,
             OptionKind::SleepTime => &inner.sleep_time,
             OptionKind::Timing => &inner.timing,
+            OptionKind::CallPaths => &inner.call_paths,
         }
     }
 }
