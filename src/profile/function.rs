@@ -197,7 +197,13 @@ impl Drop for Local {
     }
 }
 
-crate::primitive::thread::thread_local! {
+// loom's `thread_local!` takes no `const` initializer; std's is cheaper with one.
+#[cfg(not(loom))]
+std::thread_local! {
+    static LOCALS: RefCell<Vec<Local>> = const { RefCell::new(Vec::new()) };
+}
+#[cfg(loom)]
+loom::thread_local! {
     static LOCALS: RefCell<Vec<Local>> = RefCell::new(Vec::new());
 }
 
