@@ -162,3 +162,27 @@ fn merge_snapshots_of_shards() {
     assert_eq!(r.sum_sq, 100 + 400 + 900);
     assert_eq!(r.buckets.iter().sum::<u64>(), 3);
 }
+
+/// Regression: a shard's owner retires tables while growing; they used to be freed at once
+/// (unprotected guard) while the lookup that retired them was still reading them. Small
+/// enough to run under valgrind, which reports the invalid reads the old code made:
+/// `valgrind --error-exitcode=1 target/debug/deps/hist_model-* shard_grows`.
+#[test]
+fn shard_grows_through_many_tables() {
+    for round in 0..3u64 {
+        let s = Shard::build(CellLayout::new(1, 1), 4, None).unwrap();
+        for k in 0..4_000u64 {
+            s.update(k * 7 + round, &[k]);
+            if k % 1_000 == 0 {
+                s.reset();
+            }
+        }
+        let snap = s.snapshot();
+        assert_eq!(snap.total_hits(), 4_000 - 3_001);
+        assert!(
+            snap.rows
+                .iter()
+                .all(|r| r.vals[0] == (r.key.0[0] - round) / 7)
+        );
+    }
+}

@@ -136,20 +136,26 @@ fn counter_only_cells_exact() {
 
 #[test]
 fn bounded_dropped_exact() {
-    // Each key's updates either all land (it got a slot) or are all dropped (the table was
-    // full at its first update, and stays full).
+    // Every update either lands in its key's row or is counted in `dropped`: per key,
+    // expected - hits is what was refused, and the refusals add up to `dropped` exactly.
+    // (A key refused while the table was full may still get in later, when an entry that
+    // lost an insert race is handed out again, so "all or nothing" per key is not a rule.)
     let k = 1_000;
     let n = 40_000;
     let h = Arc::new(HashHist::bounded(layout(), 128).unwrap());
     let all = hammer(Arc::clone(&h), n, k, 0);
     let counts = expected(n, k);
-    assert_eq!(all.len(), 128);
+    // Entries that lost an insert race while the one spare slot was taken stay unused.
+    assert!(
+        all.len() <= 128 && all.len() >= 128 - THREADS as usize,
+        "{} entries",
+        all.len()
+    );
     let mut dropped = 0;
     for (key, &c) in counts.iter().enumerate() {
-        match all.get(key as u64) {
-            Some(r) => assert_eq!(r.hits, c, "key {key}"),
-            None => dropped += c,
-        }
+        let hits = all.get(key as u64).map_or(0, |r| r.hits);
+        assert!(hits <= c, "key {key}: {hits} > {c}");
+        dropped += c - hits;
     }
     assert_eq!(all.dropped, dropped);
     assert_eq!(h.dropped(), dropped);

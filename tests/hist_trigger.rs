@@ -157,6 +157,12 @@ fn named_tables_are_shared() {
     assert_eq!(a.triggers()[0].snapshot().get(1).unwrap().hits, 2);
     let e = b.append("keys=pid:vals=pid:name=shared").unwrap_err();
     assert_eq!(e.kind, SpecErrorKind::Incompatible);
+    // From code, bad input is an error, never a panic.
+    assert_eq!(
+        b.append("!keys=pid").unwrap_err().kind,
+        SpecErrorKind::UnknownClause
+    );
+    assert_eq!(b.append("\n").unwrap_err().kind, SpecErrorKind::Empty);
 }
 
 #[test]

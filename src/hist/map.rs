@@ -43,7 +43,7 @@ use super::cell::{self, Shared as SharedWriter};
 use super::key::Key;
 use super::layout::{CellLayout, LayoutError, Words};
 use super::snapshot::{Row, Snapshot};
-use super::table::{Ctx, Locate, Padded, Table};
+use super::table::{Ctx, Kept, Locate, Padded, Table};
 
 /// The smallest bounded size (as the kernel's hist triggers).
 pub const MIN_BOUNDED_SIZE: usize = 128;
@@ -84,6 +84,8 @@ pub(crate) struct Generation {
     pub(crate) keys: usize,
     pub(crate) dropped: Padded<AtomicU64>,
     pub(crate) bounded: bool,
+    /// Tables a single-writer shard retired (see `Ctx::keep`).
+    pub(crate) kept: Mutex<Vec<Kept>>,
 }
 
 impl Generation {
@@ -100,15 +102,26 @@ impl Generation {
             dropped: Padded(AtomicU64::new(0)),
             bounded: bounded.is_some(),
             keys: words.keys,
+            kept: Mutex::new(Vec::new()),
         }
     }
 
+    /// The lookup context for many writers (retired tables go through the epoch).
     pub(crate) fn ctx<'g>(&'g self, guard: &'g Guard) -> Ctx<'g> {
         Ctx {
             arena: &self.arena,
+            keep: None,
             keys: self.keys,
             bounded: self.bounded,
             guard,
+        }
+    }
+
+    /// The lookup context for a shard's owner (retired tables are kept, see `Ctx::keep`).
+    pub(crate) fn owner_ctx<'g>(&'g self, guard: &'g Guard) -> Ctx<'g> {
+        Ctx {
+            keep: Some(&self.kept),
+            ..self.ctx(guard)
         }
     }
 
@@ -150,6 +163,10 @@ impl Drop for Generation {
                     break;
                 }
                 newest = next;
+            }
+            let kept = self.kept.get_mut().unwrap_or_else(|e| e.into_inner());
+            for Kept(t) in kept.drain(..) {
+                drop(Owned::from_raw(t));
             }
             if !newest.is_null() {
                 let prev = newest.deref().prev.load(Ordering::Relaxed, guard);
@@ -220,10 +237,10 @@ impl HistBuilder {
     /// Builds the histogram.
     pub fn build(self) -> Result<HashHist, HistError> {
         self.layout.validate().map_err(HistError::Layout)?;
-        if let Some(size) = self.bounded {
-            if !size.is_power_of_two() || !(MIN_BOUNDED_SIZE..=MAX_BOUNDED_SIZE).contains(&size) {
-                return Err(HistError::Size(size));
-            }
+        if let Some(size) = self.bounded
+            && (!size.is_power_of_two() || !(MIN_BOUNDED_SIZE..=MAX_BOUNDED_SIZE).contains(&size))
+        {
+            return Err(HistError::Size(size));
         }
         let words = self.layout.words();
         let global = self.collector.is_none();

@@ -29,7 +29,7 @@ pub fn size_label(v: u128) -> String {
     const SUFFIX: [&str; 6] = ["K", "M", "G", "T", "P", "E"];
     let mut unit = 0;
     let mut n = v;
-    while n >= 1024 && n % 1024 == 0 && unit < SUFFIX.len() {
+    while n >= 1024 && n.is_multiple_of(1024) && unit < SUFFIX.len() {
         n /= 1024;
         unit += 1;
     }

@@ -22,8 +22,10 @@
 //! # Invariants
 //!
 //! - Only the owner reads or writes the tables of a shard, so the owner probes them under
-//!   an unprotected guard; table retirement in growth frees at once, which is safe because
-//!   no other thread has a reference.
+//!   an unprotected guard. Tables it retires while growing are therefore not handed to the
+//!   epoch (an unprotected guard frees at once, while the lookup that retired the table may
+//!   still be reading it): the generation keeps them and frees them when it is dropped (at
+//!   most the size of the current table again).
 //! - Readers reach entries only through a pinned load of the generation pointer.
 //!
 //! ```
@@ -173,7 +175,7 @@ impl Shard {
         let guard = unsafe { epoch::unprotected() };
         // SAFETY: as above; the generation pointer is never null.
         let generation = unsafe { inner.generation.load(Ordering::Relaxed, guard).deref() };
-        if let Locate::Found(e) = generation.ctx(guard).locate(&generation.table, &key) {
+        if let Locate::Found(e) = generation.owner_ctx(guard).locate(&generation.table, &key) {
             cell::apply::<OwnedWriter>(e, &inner.words, vals);
         }
     }

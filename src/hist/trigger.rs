@@ -381,9 +381,13 @@ impl EventSource {
     }
 
     /// Applies a spec as a `>>` write would (from code).
+    /// A `!spec` removal is refused here (use [`apply`](Self::apply)).
     pub fn append(&self, spec: &str) -> Result<Arc<HistTrigger>, SpecError> {
-        self.apply(spec, WriteMode::Append)
-            .map(|t| t.expect("append returns a trigger"))
+        if spec.starts_with('!') {
+            return Err(SpecError::new(SpecErrorKind::UnknownClause, "!", 0));
+        }
+        self.apply(spec, WriteMode::Append)?
+            .ok_or_else(|| SpecError::new(SpecErrorKind::Empty, spec, 0))
     }
 
     /// Applies one write (see the module docs); returns the trigger created or commanded.
@@ -432,16 +436,16 @@ impl EventSource {
             let def = spec.bind(&fields)?;
             current.iter().find(|t| t.def.same_table(&def)).cloned()
         };
-        if mode == WriteMode::Append {
-            if let Some(t) = existing {
-                match spec.command {
-                    Some(Command::Pause) => t.pause(),
-                    Some(Command::Cont) => t.cont(),
-                    Some(Command::Clear) => t.clear(),
-                    None => return Err(SpecError::new(SpecErrorKind::Duplicate, line, 0)),
-                }
-                return Ok(Some(t));
+        if mode == WriteMode::Append
+            && let Some(t) = existing
+        {
+            match spec.command {
+                Some(Command::Pause) => t.pause(),
+                Some(Command::Cont) => t.cont(),
+                Some(Command::Clear) => t.clear(),
+                None => return Err(SpecError::new(SpecErrorKind::Duplicate, line, 0)),
             }
+            return Ok(Some(t));
         }
         if spec.keys.is_empty() {
             return Err(SpecError::new(SpecErrorKind::MissingKeys, line, 0));
