@@ -2,11 +2,22 @@
 //!
 //! - `tracestat demo` runs a hackbench-like workload under the function profiler and prints
 //!   `trace_stat/functions` (the project's main job).
+//! - `tracestat replay FILE|-` replays a function or function_graph trace (a `trace` or
+//!   `trace_pipe` capture, `trace-cmd report` output) through the hook interface and prints
+//!   the profiler's stat files, or exports them (`--format`).
+//!
+//! Exit codes: 0 success; 1 an unreadable input, a failed write, or an input with no
+//! function events; 2 bad options (clap's usage errors).
 
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, IsTerminal, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use tracestat::demo::{Hackbench, run_profiled};
+use tracestat::export::{self, Format, Profile};
+use tracestat::replay::{Reader, Replay, ReplayOptions, ReplaySummary, Sort, TraceMode};
 
 /// Kernel-style function profiles in user space.
 #[derive(Debug, Parser)]
@@ -31,7 +42,63 @@ enum Command {
         #[arg(short, long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
         loops: u32,
     },
+    /// Replay an ftrace function or function_graph trace and print trace_stat/functions
+    /// (function traces: Hit; function_graph traces: Hit, Time, Avg, s^2).
+    Replay(ReplayArgs),
 }
+
+#[derive(Debug, clap::Args)]
+struct ReplayArgs {
+    /// The trace: a file, or - for standard input (e.g. `cat trace_pipe | tracestat replay -`).
+    file: PathBuf,
+    /// graph-time: a function's time includes its children (on), or self time only (off).
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    graph_time: OnOff,
+    /// Also print the per-CPU files function<cpu> (text and json formats).
+    #[arg(long)]
+    per_cpu: bool,
+    /// tracing_thresh: hide functions whose average time is below this many microseconds.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    threshold: u64,
+    /// Row order [default: time for function_graph traces, hits for function traces].
+    #[arg(long, value_enum)]
+    sort: Option<SortArg>,
+    /// Output format: text is the kernel's trace_stat file.
+    #[arg(long, value_enum, default_value_t = FormatArg::Text)]
+    format: FormatArg,
+    /// Write to this file instead of standard output (needed for pprof on a terminal).
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Do not print the summary (lines read, skipped, unmatched) on standard error.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum OnOff {
+    On,
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum SortArg {
+    Hits,
+    Time,
+    Avg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum FormatArg {
+    Text,
+    Json,
+    Pprof,
+    Folded,
+    Openmetrics,
+    Prometheus,
+}
+
+/// Inputs at least this large get a progress bar (when standard error is a terminal).
+const PROGRESS_MIN_BYTES: u64 = 16 << 20;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -41,6 +108,13 @@ fn main() -> ExitCode {
             fds: fds.into(),
             loops: loops as usize,
         }),
+        Command::Replay(args) => match replay(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(msg) => {
+                eprintln!("tracestat replay: {msg}");
+                ExitCode::FAILURE
+            }
+        },
     }
 }
 
@@ -65,4 +139,124 @@ fn demo(cfg: Hackbench) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn replay(args: &ReplayArgs) -> Result<(), String> {
+    let stdin = args.file.as_os_str() == "-";
+    let name = if stdin {
+        "standard input".to_owned()
+    } else {
+        args.file.display().to_string()
+    };
+    if args.format == FormatArg::Pprof && args.output.is_none() && io::stdout().is_terminal() {
+        return Err("pprof output is binary: write it to a file with --output FILE".into());
+    }
+    let opts = ReplayOptions {
+        graph_time: args.graph_time == OnOff::On,
+        threshold_us: args.threshold,
+    };
+    let mut bar = None;
+    let input: Box<dyn BufRead> = if stdin {
+        Box::new(io::stdin().lock())
+    } else {
+        let file = File::open(&args.file).map_err(|e| format!("cannot read {name}: {e}"))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| format!("cannot read {name}: {e}"))?;
+        if meta.is_dir() {
+            return Err(format!("cannot read {name}: it is a directory"));
+        }
+        let len = meta.len();
+        if len >= PROGRESS_MIN_BYTES && io::stderr().is_terminal() {
+            let pb = progress_bar(len);
+            let reader = pb.wrap_read(file);
+            bar = Some(pb);
+            Box::new(BufReader::with_capacity(1 << 16, reader))
+        } else {
+            Box::new(BufReader::with_capacity(1 << 16, file))
+        }
+    };
+    let mut replay = Replay::new(opts);
+    let mut reader = Reader::new(input);
+    let read = replay.read(&mut reader);
+    let summary = replay.finish(reader.counts());
+    if let Some(pb) = bar {
+        pb.finish_and_clear();
+    }
+    read.map_err(|e| format!("cannot read {name}: {e}"))?;
+    if summary.is_empty() {
+        return Err(format!(
+            "{name}: no function or function_graph events ({})",
+            summary.report()
+        ));
+    }
+    let sort = match (args.sort, summary.mode) {
+        (Some(SortArg::Hits), _) => Sort::Hits,
+        (Some(SortArg::Time), _) => Sort::Time,
+        (Some(SortArg::Avg), _) => Sort::Avg,
+        (None, Some(TraceMode::FunctionGraph)) => Sort::Time,
+        (None, _) => Sort::Hits,
+    };
+    let mut out: Box<dyn Write> = match &args.output {
+        Some(path) => Box::new(io::BufWriter::new(
+            File::create(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?,
+        )),
+        None => Box::new(io::BufWriter::new(io::stdout().lock())),
+    };
+    let written = write_output(args, &replay, &summary, sort, &mut out).and_then(|()| out.flush());
+    match written {
+        Ok(()) => {}
+        // `tracestat replay t | head`: the reader is gone, which is not an error of ours.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+        Err(e) => return Err(format!("cannot write the output: {e}")),
+    }
+    if !args.quiet && args.format != FormatArg::Json {
+        eprintln!("tracestat replay: {name}: {}", summary.report());
+    }
+    Ok(())
+}
+
+fn write_output(
+    args: &ReplayArgs,
+    replay: &Replay,
+    summary: &ReplaySummary,
+    sort: Sort,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let format = match args.format {
+        FormatArg::Text => {
+            if args.per_cpu {
+                for &cpu in &summary.cpus {
+                    writeln!(out, "==> trace_stat/function{cpu} <==")?;
+                    out.write_all(replay.render(Some(cpu), sort).as_bytes())?;
+                    writeln!(out)?;
+                }
+                writeln!(out, "==> trace_stat/functions <==")?;
+            }
+            return out.write_all(replay.render(None, sort).as_bytes());
+        }
+        FormatArg::Json => {
+            return tracestat::replay::write_json(replay, summary, args.per_cpu, sort, out);
+        }
+        FormatArg::Pprof => Format::Pprof,
+        FormatArg::Folded => Format::Folded,
+        FormatArg::Openmetrics => Format::OpenMetrics,
+        FormatArg::Prometheus => Format::Prometheus,
+    };
+    let mut profile: Profile = replay.profile(None, sort);
+    if matches!(format, Format::OpenMetrics | Format::Prometheus) {
+        profile.counters = summary.counters();
+    }
+    export::write(&profile, format, out)
+}
+
+fn progress_bar(len: u64) -> indicatif::ProgressBar {
+    let pb = indicatif::ProgressBar::new(len);
+    pb.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+    ) {
+        pb.set_style(style);
+    }
+    pb
 }
