@@ -6,13 +6,17 @@
 //!   `trace_pipe` capture, `trace-cmd report` output) through the hook interface and prints
 //!   the profiler's stat files, or exports them (`--format`).
 //!
+//! Ctrl-C during a replay stops reading and prints what was read so far (a second Ctrl-C
+//! kills), so `cat trace_pipe | tracestat replay -` ends with its stat file.
+//!
 //! Exit codes: 0 success; 1 an unreadable input, a failed write, or an input with no
 //! function events; 2 bad options (clap's usage errors).
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, IsTerminal, Write};
+use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Parser, Subcommand, ValueEnum};
 use tracestat::demo::{Hackbench, run_profiled};
@@ -157,7 +161,10 @@ fn replay(args: &ReplayArgs) -> Result<(), String> {
     };
     let mut bar = None;
     let input: Box<dyn BufRead> = if stdin {
-        Box::new(io::stdin().lock())
+        Box::new(BufReader::with_capacity(
+            1 << 16,
+            Interruptible(io::stdin()),
+        ))
     } else {
         let file = File::open(&args.file).map_err(|e| format!("cannot read {name}: {e}"))?;
         let meta = file
@@ -169,17 +176,21 @@ fn replay(args: &ReplayArgs) -> Result<(), String> {
         let len = meta.len();
         if len >= PROGRESS_MIN_BYTES && io::stderr().is_terminal() {
             let pb = progress_bar(len);
-            let reader = pb.wrap_read(file);
+            let reader = pb.wrap_read(Interruptible(file));
             bar = Some(pb);
             Box::new(BufReader::with_capacity(1 << 16, reader))
         } else {
-            Box::new(BufReader::with_capacity(1 << 16, file))
+            Box::new(BufReader::with_capacity(1 << 16, Interruptible(file)))
         }
     };
     let mut replay = Replay::new(opts);
+    stop_on_sigint();
     let mut reader = Reader::new(input);
-    let read = replay.read(&mut reader);
+    let read = read_until_stopped(&mut replay, &mut reader);
     let summary = replay.finish(reader.counts());
+    if STOP.load(Ordering::Relaxed) && !args.quiet {
+        eprintln!("tracestat replay: interrupted: showing what was read so far");
+    }
     if let Some(pb) = bar {
         pb.finish_and_clear();
     }
@@ -248,6 +259,65 @@ fn write_output(
         profile.counters = summary.counters();
     }
     export::write(&profile, format, out)
+}
+
+/// Set by the first SIGINT: the replay stops reading at the next line.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+    // SAFETY: signal() is async-signal-safe; restoring the default action makes a second
+    // Ctrl-C end the process.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_DFL);
+    }
+}
+
+fn stop_on_sigint() {
+    let handler: extern "C" fn(libc::c_int) = on_sigint;
+    // SAFETY: a zeroed sigaction is a valid "no flags, empty mask" value; the handler only
+    // stores to an atomic and calls signal(), both async-signal-safe. No SA_RESTART: a read
+    // blocked on a pipe or trace_pipe returns EINTR, and `Interruptible` then ends the input.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = handler as libc::sighandler_t;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
+    }
+}
+
+/// Input that ends (reads 0 bytes) once Ctrl-C was pressed, also while blocked in a read.
+struct Interruptible<R>(R);
+
+impl<R: Read> Read for Interruptible<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            if STOP.load(Ordering::Relaxed) {
+                return Ok(0);
+            }
+            match self.0.read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                r => return r,
+            }
+        }
+    }
+}
+
+fn read_until_stopped<R: BufRead>(replay: &mut Replay, reader: &mut Reader<R>) -> io::Result<()> {
+    while !STOP.load(Ordering::Relaxed) {
+        match reader.next_line() {
+            Ok(Some(parsed)) => {
+                if let Some(ev) = parsed.event() {
+                    replay.event(ev);
+                }
+            }
+            Ok(None) => break,
+            // A read interrupted by Ctrl-C: the loop condition decides.
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 fn progress_bar(len: u64) -> indicatif::ProgressBar {
