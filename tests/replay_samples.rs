@@ -374,3 +374,58 @@ fn garbage_never_panics_and_memory_is_bounded() {
         .collect();
     let _ = Replay::run(&bytes[..], ReplayOptions::default()).unwrap();
 }
+
+mod fuzzish {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Lines assembled from trace fragments (graph and function columns, markers, resyncs),
+    /// so that the random input reaches deep into replay rather than being unrecognized.
+    fn line() -> impl Strategy<Value = String> {
+        let cpu = prop_oneof![
+            Just(String::new()),
+            (0u32..4).prop_map(|c| format!(" {c}) "))
+        ];
+        let dur = prop_oneof![
+            Just("               |".to_owned()),
+            (0u32..5000, 0u32..1000).prop_map(|(a, b)| format!("  {a}.{b:03} us    |"))
+        ];
+        let body = prop_oneof![
+            "[a-c]".prop_map(|f| format!("{f}() {{")),
+            "[a-c]".prop_map(|f| format!("{f}();")),
+            Just("}".to_owned()),
+            "[a-c]".prop_map(|f| format!("}} /* {f} */")),
+        ];
+        prop_oneof![
+            8 => (cpu, dur, 0usize..6, body)
+                .prop_map(|(c, d, i, b)| format!("{c}{d}{}{b}", " ".repeat(2 * i + 1))),
+            1 => (0u32..4).prop_map(|c| format!("CPU:{c} [LOST 3 EVENTS]")),
+            1 => (0u32..4).prop_map(|c| format!("##### CPU {c} buffer started ####")),
+            1 => (0u32..4).prop_map(|c| format!(" {c})  a-1  =>  b-2 ")),
+            1 => "[a-c]".prop_map(|f| format!("  sh-1  [000] .... 1.000001: {f} <-x")),
+            1 => ".{0,40}",
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn random_traces_never_panic_and_counts_add_up(
+            lines in proptest::collection::vec(line(), 0..60),
+            graph_time in any::<bool>(),
+        ) {
+            let text = lines.join("\n");
+            let opts = ReplayOptions { graph_time, ..Default::default() };
+            let (replay, s) = Replay::run(text.as_bytes(), opts).unwrap();
+            let hits: u64 = replay.profile(None, Sort::Hits).functions.iter().map(|f| f.hits).sum();
+            prop_assert_eq!(hits, s.calls);
+            let per_cpu: u64 = s
+                .cpus
+                .iter()
+                .flat_map(|&c| replay.profile(Some(c), Sort::Hits).functions)
+                .map(|f| f.hits)
+                .sum();
+            prop_assert_eq!(per_cpu, s.calls);
+            prop_assert_eq!(s.lines.lines(), text.lines().count() as u64);
+        }
+    }
+}

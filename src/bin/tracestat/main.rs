@@ -152,6 +152,18 @@ fn replay(args: &ReplayArgs) -> Result<(), String> {
     } else {
         args.file.display().to_string()
     };
+    let needs = match args.format {
+        FormatArg::Json => Some(Format::Json),
+        FormatArg::Pprof => Some(Format::Pprof),
+        _ => None,
+    };
+    if let Some(f) = needs
+        && !f.is_available()
+    {
+        return Err(format!(
+            "this build has no {f} output (its cargo feature is off)"
+        ));
+    }
     if args.format == FormatArg::Pprof && args.output.is_none() && io::stdout().is_terminal() {
         return Err("pprof output is binary: write it to a file with --output FILE".into());
     }
@@ -246,9 +258,12 @@ fn write_output(
             }
             return out.write_all(replay.render(None, sort).as_bytes());
         }
+        #[cfg(feature = "json")]
         FormatArg::Json => {
             return tracestat::replay::write_json(replay, summary, args.per_cpu, sort, out);
         }
+        #[cfg(not(feature = "json"))]
+        FormatArg::Json => Format::Json,
         FormatArg::Pprof => Format::Pprof,
         FormatArg::Folded => Format::Folded,
         FormatArg::Openmetrics => Format::OpenMetrics,
