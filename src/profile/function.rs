@@ -47,11 +47,25 @@
 //! - `trace_stat/functions`: all threads merged;
 //! - `trace_stat/function<N>`: thread `N` (numbered in the order threads first called a
 //!   profiled function) — the kernel's per-CPU files, per thread here;
+//! - `trace_stat/function<N>` with an explicit `N`: records a thread made after
+//!   [`FunctionProfiler::record_into`]`(N)` (replay records each trace CPU's calls into shard
+//!   `N` = that CPU, so these are the kernel's per-CPU files again);
 //! - `trace_stat/function_latency`: per function, the count, average, p50/p90/p99/p999 and
 //!   the log2 latency histogram in bpftrace's layout.
 //!
 //! Rows are the kernel's (`format` module); they are sorted by time when timed and by hits
 //! otherwise, descending, ties by name; functions with no hit are not shown.
+//!
+//! # Explicit shards (replay)
+//!
+//! [`FunctionProfiler::record_into`] makes the calling thread's records go to shard `N`
+//! instead of its own, until the next `record_into`: the thread's state swaps the active
+//! shard with one of its *parked* shards (created and listed on first use, one lock then).
+//! The record path itself is unchanged — it always writes the thread's active shard — so
+//! live profiling pays nothing for this. Explicit numbers share the `function<N>` name space
+//! with thread numbers: thread numbers handed out later skip every explicit number used, and
+//! a number used both ways shows the records of both (use a profiler of its own for replay).
+//! [`FunctionProfiler::to_profile`] converts the rows into the exporters' [`Profile`].
 
 use core::cmp::Ordering as CmpOrdering;
 use core::fmt;
@@ -68,6 +82,7 @@ use crate::primitive::sync::{Mutex, MutexGuard};
 use super::format::{self, FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED, RowTiming};
 use super::{Ftrace, FtraceOps, GraphEntry, GraphReturn};
 use crate::error::{Error, InputError};
+use crate::export::{FunctionStats, Profile};
 use crate::hist::{
     BucketSpec, CellLayout, HashHist, Key, PERCENTILES, Row, Shard, ShardReader, Snapshot,
 };
@@ -189,11 +204,26 @@ struct Local {
     path_stack: Vec<(usize, u64)>,
     /// Path hashes this thread has already published in `Inner::path_frames`.
     known_paths: hashbrown::HashSet<u64>,
+    /// Shards this thread recorded into before a [`FunctionProfiler::record_into`] switched
+    /// it to another one (empty unless `record_into` is used).
+    parked: Vec<Parked>,
+}
+
+/// A shard a thread is not recording into right now (see `record_into`).
+struct Parked {
+    index: usize,
+    alive: Arc<AtomicBool>,
+    counted: Option<Shard>,
+    timed: Option<Shard>,
+    paths: Option<Shard>,
 }
 
 impl Drop for Local {
     fn drop(&mut self) {
         self.alive.store(false, Ordering::Release);
+        for p in &self.parked {
+            p.alive.store(false, Ordering::Release);
+        }
     }
 }
 
@@ -233,6 +263,29 @@ fn with_local<R>(inner: &Arc<Inner>, f: impl FnOnce(&mut Local) -> R) -> Option<
 
 fn new_local(inner: &Arc<Inner>) -> Local {
     let index = inner.next_index.fetch_add(1, Ordering::Relaxed);
+    new_local_at(inner, index)
+}
+
+/// This thread's state for `inner`, recording into shard `index` (listed now).
+fn new_local_at(inner: &Arc<Inner>, index: usize) -> Local {
+    let p = new_parked(inner, index);
+    Local {
+        id: inner.id,
+        weak: Arc::downgrade(inner),
+        index: p.index,
+        alive: Arc::clone(&p.alive),
+        counted: None,
+        timed: None,
+        paths: None,
+        cpu_stack: Vec::with_capacity(super::SHADOW_STACK_DEPTH),
+        path_stack: Vec::with_capacity(super::SHADOW_STACK_DEPTH),
+        known_paths: hashbrown::HashSet::new(),
+        parked: Vec::new(),
+    }
+}
+
+/// Lists a new slot numbered `index` (its shards are created on first record).
+fn new_parked(inner: &Arc<Inner>, index: usize) -> Parked {
     let alive = Arc::new(AtomicBool::new(true));
     inner.lock_slots().push(Slot {
         index,
@@ -242,18 +295,53 @@ fn new_local(inner: &Arc<Inner>) -> Local {
         paths: None,
     });
     register_thread_file(inner, index);
-    Local {
-        id: inner.id,
-        weak: Arc::downgrade(inner),
+    Parked {
         index,
         alive,
         counted: None,
         timed: None,
         paths: None,
-        cpu_stack: Vec::with_capacity(super::SHADOW_STACK_DEPTH),
-        path_stack: Vec::with_capacity(super::SHADOW_STACK_DEPTH),
-        known_paths: hashbrown::HashSet::new(),
     }
+}
+
+/// Makes shard `index` the calling thread's active shard for `inner` (see `record_into`).
+fn switch_shard(inner: &Arc<Inner>, index: usize) -> bool {
+    // Thread numbers handed out from now on skip `index`.
+    inner
+        .next_index
+        .fetch_max(index.saturating_add(1), Ordering::Relaxed);
+    LOCALS
+        .try_with(|cell| {
+            let mut locals = cell.try_borrow_mut().ok()?;
+            let Some(pos) = locals.iter().position(|l| l.id == inner.id) else {
+                locals.retain(|l| l.weak.strong_count() > 0);
+                locals.push(new_local_at(inner, index));
+                return Some(());
+            };
+            let local = &mut locals[pos];
+            if local.index == index {
+                return Some(());
+            }
+            let mut next = match local.parked.iter().position(|p| p.index == index) {
+                Some(i) => local.parked.swap_remove(i),
+                None => new_parked(inner, index),
+            };
+            let current = Parked {
+                index: std::mem::replace(&mut local.index, next.index),
+                alive: std::mem::replace(&mut local.alive, Arc::clone(&next.alive)),
+                counted: local.counted.take(),
+                timed: local.timed.take(),
+                paths: local.paths.take(),
+            };
+            local.counted = next.counted.take();
+            local.timed = next.timed.take();
+            local.paths = next.paths.take();
+            local.parked.push(current);
+            Some(())
+        })
+        .ok()
+        .flatten()
+        .is_some()
 }
 
 /// Which of a thread's tables.
@@ -654,9 +742,71 @@ impl FunctionProfiler {
         paths(&self.inner)
     }
 
-    /// The threads that have a shard (their `function<N>` numbers).
+    /// The threads that have a shard (their `function<N>` numbers), ascending, each once.
     pub fn threads(&self) -> Vec<usize> {
-        self.inner.lock_slots().iter().map(|s| s.index).collect()
+        let mut v: Vec<usize> = self.inner.lock_slots().iter().map(|s| s.index).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// From now on, the calling thread's records for this profiler go to shard `index`
+    /// (`trace_stat/function<index>`, [`rows`](Self::rows)`(Some(index))`) instead of the
+    /// thread's own, until the next call; the shard is created and listed on first use.
+    /// Replay uses it to keep the per-CPU files of a trace: one shard per trace CPU.
+    ///
+    /// Thread numbers handed out later skip `index`; see the module docs. Returns `false`
+    /// (and changes nothing) when the thread's local storage is gone or in use by a
+    /// callback of this thread.
+    ///
+    /// ```
+    /// use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions};
+    ///
+    /// let ftrace = Ftrace::new([]);
+    /// let p = FunctionProfiler::with_symbols(ftrace.clone(), |ip| Some(format!("f{ip}")));
+    /// p.set_options(ProfileOptions { timing: false, ..Default::default() })?;
+    /// p.enable()?;
+    /// assert!(p.record_into(3));
+    /// ftrace.dispatch_ip(7, 0);
+    /// assert!(p.record_into(1));
+    /// ftrace.dispatch_ip(7, 0);
+    /// ftrace.dispatch_ip(8, 0);
+    /// p.disable()?;
+    /// assert_eq!(p.threads(), [1, 3]);
+    /// assert_eq!(p.rows(Some(3)).len(), 1);
+    /// assert_eq!(p.rows(Some(1)).len(), 2);
+    /// assert_eq!(p.rows(None).iter().map(|r| r.hits).sum::<u64>(), 3);
+    /// # Ok::<(), tracestat::Error>(())
+    /// ```
+    pub fn record_into(&self, index: usize) -> bool {
+        switch_shard(&self.inner, index)
+    }
+
+    /// The rows of all threads (`None`) or of one, as the stat file shows them (threshold
+    /// applied, sorted by time when timed, else by hits, descending, ties by name),
+    /// converted into the exporters' [`Profile`]: `time_ns` and `time_sq_ns2` are set when
+    /// the run was timed.
+    pub fn to_profile(&self, thread: Option<usize>) -> Profile {
+        let (mut rows, timed) = sorted_rows(&self.inner, thread);
+        // Stable: equal keys keep the name order.
+        if timed {
+            rows.sort_by_key(|r| std::cmp::Reverse(r.time_ns));
+        } else {
+            rows.sort_by_key(|r| std::cmp::Reverse(r.hits));
+        }
+        let functions = rows
+            .into_iter()
+            .map(|r| FunctionStats {
+                name: r.name,
+                hits: r.hits,
+                time_ns: timed.then_some(r.time_ns),
+                time_sq_ns2: timed.then_some(r.time_sq),
+            })
+            .collect();
+        Profile {
+            functions,
+            ..Profile::default()
+        }
     }
 
     /// The stat file text of all threads (`None`) or of one.

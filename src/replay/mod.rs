@@ -1,4 +1,5 @@
-//! Replay of real ftrace text traces: the streaming parser.
+//! Replay of real ftrace text traces: the streaming parser, and [`Replay`], which drives
+//! the parsed events through the hook interface into the function profiler.
 //!
 //! Most kernels are built without `CONFIG_FUNCTION_PROFILER` but with the function tracer,
 //! and often the function_graph tracer. This module turns their text output — the `trace`
@@ -69,12 +70,21 @@
 
 mod event;
 mod graph;
+mod interner;
 mod kind;
 mod lex;
 mod parse;
 mod reader;
+mod replayer;
 
 pub use event::{Context, Event, Symbol};
+pub use interner::{Interner, Names};
 pub use kind::{LineCounts, LineKind};
 pub use parse::{Parsed, Parser};
 pub use reader::Reader;
+#[cfg(feature = "json")]
+pub use replayer::write_json;
+pub use replayer::{
+    MAX_CPUS, MAX_OPEN, MAX_PARKED, REPLAY_SCHEMA, Replay, ReplayOptions, ReplaySummary, Sort,
+    TraceMode, Unmatched, render_functions, sort_functions,
+};

@@ -1,0 +1,213 @@
+//! `tracestat replay` as a user runs it: the built binary, each format, stdin, exit codes
+//! and messages.
+#![cfg(all(feature = "cli", feature = "json"))]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use tracestat::replay::{Replay, ReplayOptions, Sort};
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+fn tracestat(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tracestat"))
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the tracestat binary runs");
+    if let Some(input) = stdin {
+        child.stdin.take().unwrap().write_all(input).unwrap();
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn ok(args: &[&str]) -> Output {
+    let out = tracestat(args, None);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}\n{}",
+        out.status,
+        text(&out.stderr)
+    );
+    out
+}
+
+fn graph() -> String {
+    data("ftrace-graph-do-fault.txt").display().to_string()
+}
+
+#[test]
+fn text_is_the_kernel_stat_file() {
+    let out = ok(&["replay", &graph()]);
+    let stdout = text(&out.stdout);
+    let (replay, _) = Replay::run(
+        std::fs::read(data("ftrace-graph-do-fault.txt"))
+            .unwrap()
+            .as_slice(),
+        ReplayOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(stdout, replay.render(None, Sort::Time));
+    assert!(stdout.starts_with("  Function                               Hit    Time"));
+    assert!(
+        text(&out.stderr).contains("34 lines read"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let f = data("ftrace-function.txt").display().to_string();
+    let out = ok(&["replay", &f, "--quiet"]);
+    assert!(text(&out.stdout).starts_with("  Function                               Hit\n"));
+    assert!(out.stderr.is_empty());
+}
+
+#[test]
+fn json_document() {
+    let out = ok(&["replay", &graph(), "--format", "json", "--per-cpu"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(doc["schema"], "tracestat.replay");
+    assert_eq!(doc["mode"], "function_graph");
+    let funcs = doc["functions"].as_array().unwrap();
+    let fault = funcs.iter().find(|f| f["name"] == "__do_fault").unwrap();
+    assert_eq!(fault["hits"], 2);
+    assert_eq!(fault["time_ns"], 28_249);
+    let hits: u64 = funcs.iter().map(|f| f["hits"].as_u64().unwrap()).sum();
+    assert_eq!(doc["calls"].as_u64(), Some(hits));
+    assert_eq!(doc["lines"]["read"], 34);
+    assert_eq!(doc["lines"]["skipped"], 0);
+    assert_eq!(doc["cpus"][0]["cpu"], 0);
+
+    let f = data("ftrace-latency-irqsoff.txt").display().to_string();
+    let out = ok(&["replay", &f, "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["mode"], "function");
+    assert!(doc["functions"][0]["time_ns"].is_null());
+    assert_eq!(doc["lines"]["skipped_by_kind"]["stack_frame"], 25);
+    assert!(doc.get("cpus").is_none());
+}
+
+#[test]
+fn export_formats() {
+    let dir = std::env::temp_dir().join(format!("tracestat-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pprof = dir.join("replay.pb.gz");
+    ok(&[
+        "replay",
+        &graph(),
+        "--format",
+        "pprof",
+        "--output",
+        pprof.to_str().unwrap(),
+    ]);
+    let bytes = std::fs::read(&pprof).unwrap();
+    assert_eq!(&bytes[..2], [0x1f, 0x8b], "gzip");
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let folded = text(&ok(&["replay", &graph(), "--format", "folded"]).stdout);
+    assert!(folded.lines().any(|l| l == "__do_fault 28249"), "{folded}");
+
+    let om = text(&ok(&["replay", &graph(), "--format", "openmetrics"]).stdout);
+    assert!(om.ends_with("# EOF\n"));
+    assert!(
+        om.contains("tracestat_function_calls_total{function=\"__do_fault\"} 2\n"),
+        "{om}"
+    );
+    assert!(om.contains("replay_lines"), "{om}");
+
+    let prom = text(&ok(&["replay", &graph(), "--format", "prometheus"]).stdout);
+    assert!(prom.contains("__do_fault"));
+    assert!(!prom.contains("# EOF"));
+}
+
+#[test]
+fn stdin_streams() {
+    let input = std::fs::read(data("ftrace-graph-do-fault.txt")).unwrap();
+    let out = tracestat(&["replay", "-"], Some(&input));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(out.stdout, ok(&["replay", &graph()]).stdout);
+    assert!(text(&out.stderr).contains("standard input"));
+}
+
+#[test]
+fn options_change_the_output() {
+    let on = text(&ok(&["replay", &graph(), "--format", "folded"]).stdout);
+    let off = text(
+        &ok(&[
+            "replay",
+            &graph(),
+            "--format",
+            "folded",
+            "--graph-time",
+            "off",
+        ])
+        .stdout,
+    );
+    assert_ne!(on, off);
+    let by_hits = text(&ok(&["replay", &graph(), "--sort", "hits"]).stdout);
+    let by_avg = text(&ok(&["replay", &graph(), "--sort", "avg"]).stdout);
+    assert_ne!(by_hits, by_avg);
+    let few = text(&ok(&["replay", &graph(), "--threshold", "5"]).stdout);
+    assert!(few.lines().count() < by_hits.lines().count());
+    assert!(few.contains("__do_fault"));
+
+    let overhead = data("ftrace-graph-overhead.txt").display().to_string();
+    let per_cpu = text(&ok(&["replay", &overhead, "--per-cpu"]).stdout);
+    for cpu in 1..=3 {
+        assert!(per_cpu.contains(&format!("==> trace_stat/function{cpu} <==\n")));
+    }
+    assert!(per_cpu.contains("==> trace_stat/functions <==\n"));
+}
+
+#[test]
+fn errors_and_exit_codes() {
+    let missing = tracestat(&["replay", "/nonexistent/trace.txt"], None);
+    assert_eq!(missing.status.code(), Some(1));
+    let err = text(&missing.stderr);
+    assert!(
+        err.contains("cannot read /nonexistent/trace.txt") && err.contains("No such file"),
+        "{err}"
+    );
+
+    let dir = tracestat(&["replay", env!("CARGO_MANIFEST_DIR")], None);
+    assert_eq!(dir.status.code(), Some(1));
+    assert!(text(&dir.stderr).contains("cannot read"));
+
+    let bad = tracestat(&["replay", &graph(), "--sort", "bogus"], None);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad.stderr).contains("invalid value 'bogus'"));
+    let bad = tracestat(&["replay", &graph(), "--threshold", "-1"], None);
+    assert_eq!(bad.status.code(), Some(2));
+    let none = tracestat(&["replay"], None);
+    assert_eq!(none.status.code(), Some(2));
+
+    let empty = tracestat(&["replay", "-"], Some(b""));
+    assert_eq!(empty.status.code(), Some(1));
+    assert!(text(&empty.stderr).contains("no function or function_graph events"));
+    assert!(empty.stdout.is_empty());
+
+    let events = data("ftrace-events-instances.txt").display().to_string();
+    let only_events = tracestat(&["replay", &events], None);
+    assert_eq!(only_events.status.code(), Some(1));
+    assert!(text(&only_events.stderr).contains("trace_event 10"));
+}
+
+#[test]
+fn demo_still_runs() {
+    let out = ok(&["demo", "--groups", "1", "--fds", "1", "--loops", "5"]);
+    assert!(text(&out.stdout).contains("==> trace_stat/functions <=="));
+}
