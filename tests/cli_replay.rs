@@ -211,3 +211,35 @@ fn demo_still_runs() {
     let out = ok(&["demo", "--groups", "1", "--fds", "1", "--loops", "5"]);
     assert!(text(&out.stdout).contains("==> trace_stat/functions <=="));
 }
+
+#[test]
+fn folded_output_has_full_stacks_whose_self_times_add_up() {
+    let trace = data("ftrace-graph-do-fault.txt");
+    let path = trace.to_str().unwrap();
+    let folded = text(&ok(&["replay", path, "--format", "folded"]).stdout);
+    let lines: Vec<(&str, u128)> = folded
+        .lines()
+        .map(|l| {
+            let (stack, n) = l.rsplit_once(' ').unwrap();
+            (stack, n.parse().unwrap())
+        })
+        .collect();
+    // Call paths come from the trace's nesting: three frames deep here.
+    assert!(
+        lines.contains(&("__do_fault;filemap_fault;find_lock_page", 3611)),
+        "{folded}"
+    );
+    // Self times over every path under the root add up to the root's total in the stat file.
+    let total: u128 = lines
+        .iter()
+        .filter(|(s, _)| s.split(';').next() == Some("__do_fault"))
+        .map(|(_, n)| n)
+        .sum();
+    let stat = text(&ok(&["replay", path]).stdout);
+    let row = stat
+        .lines()
+        .find(|l| l.trim_start().starts_with("__do_fault "))
+        .unwrap();
+    let time_us: f64 = row.split_whitespace().nth(2).unwrap().parse().unwrap();
+    assert_eq!(total, (time_us * 1000.0).round() as u128, "{row}");
+}

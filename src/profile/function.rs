@@ -82,7 +82,7 @@ use crate::primitive::sync::{Mutex, MutexGuard};
 use super::format::{self, FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED, RowTiming};
 use super::{Ftrace, FtraceOps, GraphEntry, GraphReturn};
 use crate::error::{Error, InputError};
-use crate::export::{FunctionStats, Profile};
+use crate::export::{FunctionStats, PathStats, Profile};
 use crate::hist::{
     BucketSpec, CellLayout, HashHist, Key, PERCENTILES, Row, Shard, ShardReader, Snapshot,
 };
@@ -209,12 +209,14 @@ struct Local {
     parked: Vec<Parked>,
 }
 
-/// A shard a thread is not recording into right now (see `record_into`).
+/// A shard a thread is not recording into right now (see `record_into`), with the call-path
+/// stack that goes with it (replay keeps one per trace CPU).
 struct Parked {
     index: usize,
     alive: Arc<AtomicBool>,
     counted: Option<Shard>,
     timed: Option<Shard>,
+    path_stack: Vec<(usize, u64)>,
     paths: Option<Shard>,
 }
 
@@ -301,6 +303,7 @@ fn new_parked(inner: &Arc<Inner>, index: usize) -> Parked {
         counted: None,
         timed: None,
         paths: None,
+        path_stack: Vec::new(),
     }
 }
 
@@ -332,10 +335,12 @@ fn switch_shard(inner: &Arc<Inner>, index: usize) -> bool {
                 counted: local.counted.take(),
                 timed: local.timed.take(),
                 paths: local.paths.take(),
+                path_stack: std::mem::take(&mut local.path_stack),
             };
             local.counted = next.counted.take();
             local.timed = next.timed.take();
             local.paths = next.paths.take();
+            local.path_stack = std::mem::take(&mut next.path_stack);
             local.parked.push(current);
             Some(())
         })
@@ -803,8 +808,24 @@ impl FunctionProfiler {
                 time_sq_ns2: timed.then_some(r.time_sq),
             })
             .collect();
+        // Call paths (merged over threads only; empty unless the run recorded them).
+        let mut paths: Vec<PathStats> = if thread.is_none() {
+            self.paths()
+                .into_iter()
+                .map(|p| PathStats {
+                    frames: p.frames,
+                    hits: p.hits,
+                    self_time_ns: timed.then_some(p.self_ns),
+                    total_time_ns: timed.then_some(p.total_ns),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        paths.sort_by(|a, b| a.frames.cmp(&b.frames));
         Profile {
             functions,
+            paths,
             ..Profile::default()
         }
     }

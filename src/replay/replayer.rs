@@ -87,6 +87,9 @@ pub struct ReplayOptions {
     pub graph_time: bool,
     /// `tracing_thresh` in µs: timed rows whose average is below it are not shown.
     pub threshold_us: u64,
+    /// Record per call path too (graph traces), from the nesting of each CPU's calls: what
+    /// pprof stacks and folded flame-graph input are made of.
+    pub call_paths: bool,
 }
 
 impl Default for ReplayOptions {
@@ -94,6 +97,7 @@ impl Default for ReplayOptions {
         Self {
             graph_time: true,
             threshold_us: 0,
+            call_paths: false,
         }
     }
 }
@@ -490,7 +494,7 @@ impl Replay {
                     timing: mode == TraceMode::FunctionGraph,
                     graph_time: self.opts.graph_time,
                     sleep_time: true,
-                    call_paths: false,
+                    call_paths: self.opts.call_paths,
                 };
                 // Neither can fail on a fresh instance of our own; if one did, nothing
                 // would be recorded and the summary would show zero calls.

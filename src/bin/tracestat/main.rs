@@ -170,6 +170,8 @@ fn replay(args: &ReplayArgs) -> Result<(), String> {
     let opts = ReplayOptions {
         graph_time: args.graph_time == OnOff::On,
         threshold_us: args.threshold,
+        // Stacks are what pprof and flame graphs show: record them for those formats.
+        call_paths: matches!(args.format, FormatArg::Pprof | FormatArg::Folded),
     };
     let mut bar = None;
     let input: Box<dyn BufRead> = if stdin {
