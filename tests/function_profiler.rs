@@ -492,3 +492,66 @@ fn call_paths_record_self_time_per_path() {
         .unwrap();
     assert_eq!((leaf.hits, leaf.time_ns), (3, 250));
 }
+
+#[test]
+fn the_profile_export_carries_functions_paths_and_latency_histograms() {
+    let ftrace = instance(&["outer", "inner"]);
+    let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
+    profiler
+        .set_options(ProfileOptions {
+            call_paths: true,
+            ..Default::default()
+        })
+        .unwrap();
+    profiler.enable().unwrap();
+    timed_calls(
+        &ftrace,
+        &[
+            ("outer", 0, 10_000),
+            ("inner", 1_000, 3_000),
+            ("inner", 5_000, 5_100),
+        ],
+    );
+    profiler.disable().unwrap();
+    let profile = profiler.to_profile(None);
+    profile.validate().unwrap();
+    let names: Vec<(&str, u64, Option<u128>)> = profile
+        .functions
+        .iter()
+        .map(|f| (f.name.as_str(), f.hits, f.time_ns))
+        .collect();
+    assert_eq!(
+        names,
+        [("outer", 1, Some(10_000)), ("inner", 2, Some(2_100))]
+    );
+    let paths: Vec<(String, Option<u128>)> = profile
+        .paths
+        .iter()
+        .map(|p| (p.frames.join(";"), p.self_time_ns))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            ("outer".to_owned(), Some(7_900)),
+            ("outer;inner".to_owned(), Some(2_100))
+        ]
+    );
+    let inner = profile
+        .histograms
+        .iter()
+        .find(|h| h.labels["function"] == "inner")
+        .unwrap();
+    assert_eq!((inner.count, inner.sum), (2, 2_100));
+    assert_eq!(inner.buckets.iter().map(|b| b.count).sum::<u64>(), 2);
+    // 100 ns lies in a bucket whose bound is within 25% above it; 2000 ns likewise.
+    let les: Vec<u128> = inner
+        .buckets
+        .iter()
+        .filter(|b| b.count > 0)
+        .map(|b| b.le)
+        .collect();
+    assert!(
+        les[0] >= 100 && les[0] < 125 && les[1] >= 2_000 && les[1] < 2_500,
+        "{les:?}"
+    );
+}

@@ -105,6 +105,45 @@ pub struct BucketHistogram {
     pub count: u64,
 }
 
+impl BucketHistogram {
+    /// A series from one of the hash histogram's bucket histograms: `counts` indexed by
+    /// `spec` (as [`crate::hist::Row::buckets`]), `sum` the sum of the samples.
+    ///
+    /// A bucket `[lo, hi)` becomes `le = hi - 1` (samples are integers); a linear
+    /// histogram's overflow bucket goes to `+Inf` (it is in `count`, not in `buckets`); empty
+    /// ranges are skipped, and so are the buckets before the first non-empty one and after
+    /// the last (a cumulative reader sees the same counts).
+    pub fn from_buckets(
+        name: impl Into<String>,
+        labels: BTreeMap<String, String>,
+        spec: &crate::hist::BucketSpec,
+        counts: &[u64],
+        sum: u128,
+    ) -> Self {
+        let first = counts.iter().position(|&c| c != 0).unwrap_or(0);
+        let last = counts.iter().rposition(|&c| c != 0);
+        let buckets = counts
+            .iter()
+            .enumerate()
+            .take(last.map_or(0, |l| l + 1))
+            .skip(first)
+            .filter_map(|(i, &count)| {
+                let (lo, hi) = spec.bounds(i);
+                let overflow = spec.open_side(i) == Some(true);
+                (lo < hi && hi > 0 && !overflow).then_some(Bucket { le: hi - 1, count })
+            })
+            .collect();
+        BucketHistogram {
+            name: name.into(),
+            help: String::new(),
+            labels,
+            buckets,
+            sum,
+            count: counts.iter().sum(),
+        }
+    }
+}
+
 /// One finite histogram bucket.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "json", derive(Serialize, Deserialize))]

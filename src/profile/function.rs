@@ -82,7 +82,7 @@ use crate::primitive::sync::{Mutex, MutexGuard};
 use super::format::{self, FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED, RowTiming};
 use super::{Ftrace, FtraceOps, GraphEntry, GraphReturn};
 use crate::error::{Error, InputError};
-use crate::export::{FunctionStats, PathStats, Profile};
+use crate::export::{BucketHistogram, FunctionStats, PathStats, Profile};
 use crate::hist::{
     BucketSpec, CellLayout, HashHist, Key, PERCENTILES, Row, Shard, ShardReader, Snapshot,
 };
@@ -799,6 +799,25 @@ impl FunctionProfiler {
         } else {
             rows.sort_by_key(|r| std::cmp::Reverse(r.hits));
         }
+        // Per-function latency histograms (timed runs): the `function_latency` stat file.
+        let histograms = if timed {
+            rows.iter()
+                .map(|r| {
+                    let labels = [("function".to_owned(), r.name.clone())].into();
+                    let mut h = BucketHistogram::from_buckets(
+                        "function_latency_nanoseconds",
+                        labels,
+                        &LATENCY_BUCKETS,
+                        &r.buckets,
+                        r.time_ns,
+                    );
+                    h.help = "Call latency per function, in nanoseconds".to_owned();
+                    h
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let functions = rows
             .into_iter()
             .map(|r| FunctionStats {
@@ -826,6 +845,7 @@ impl FunctionProfiler {
         Profile {
             functions,
             paths,
+            histograms,
             ..Profile::default()
         }
     }
