@@ -36,7 +36,10 @@
 //! - **enter** runs the function ops ([`Ftrace::dispatch_ip`]) and the graph entry hooks
 //!   ([`Ftrace::graph_entry_at`]) on this thread's shadow stack for this layer at
 //!   [`now_ns`], with parent ip = the ip of the innermost span entered on this thread
-//!   through this layer (0 at top level); **exit** runs the graph return
+//!   through this layer (0 at top level). Spans and `#[traced]` sites live on separate
+//!   shadow stacks: neither is the other's parent, and with graph-time off a span's self
+//!   time subtracts the spans inside it, not the sites (nor a site's the spans).
+//!   **exit** runs the graph return
 //!   ([`Ftrace::graph_return_at`]). Hit counts *enters*: a span entered three times (an
 //!   instrumented future polled three times) is three hits, and its time is the time spent
 //!   inside it, not its lifetime.
