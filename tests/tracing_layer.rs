@@ -225,3 +225,17 @@ fn full_shadow_stack_counts_overruns() {
     assert_eq!(hits_of(r.fs, "outer"), 1);
     assert_eq!(r.layer.stats(), LayerStats::default());
 }
+
+#[test]
+fn global_layer_behind_the_global_control_files() {
+    let layer = TracestatLayer::global().unwrap();
+    let dispatch = Dispatch::new(tracing_subscriber::registry().with(layer.clone()));
+    let fs = Tracefs::global();
+    fs.write("function_profile_enabled", b"1").unwrap();
+    tracing::dispatcher::with_default(&dispatch, || nested(7));
+    fs.write("function_profile_enabled", b"0").unwrap();
+    assert_eq!(hits_of(fs, "outer"), 7);
+    assert_eq!(hits_of(fs, "inner"), 7);
+    // Every call returns the same layer; its profiler owns the global files.
+    assert!(TracestatLayer::global().is_ok());
+}
