@@ -78,6 +78,9 @@ pub struct Ftrace {
     published: AtomicPtr<Published>,
     state: Mutex<State>,
     overruns: core::sync::atomic::AtomicU64,
+    /// Hint for [`Ftrace::has_active_ops`]: some ops registered and tracing on (as of the
+    /// last commit).
+    active: core::sync::atomic::AtomicBool,
     /// Loom negative control only: replaced states, freed with the instance.
     #[cfg(tracestat_loom_negative)]
     retired: std::sync::Mutex<Vec<Box<Published>>>,
@@ -151,6 +154,7 @@ impl Ftrace {
                 generation: 0,
             }),
             overruns: core::sync::atomic::AtomicU64::new(0),
+            active: core::sync::atomic::AtomicBool::new(false),
             #[cfg(tracestat_loom_negative)]
             retired: std::sync::Mutex::new(Vec::new()),
         }
@@ -336,6 +340,15 @@ impl Ftrace {
     /// Whether `ops` is registered in this instance.
     pub fn is_registered(&self, ops: &Arc<FtraceOps>) -> bool {
         self.lock().ops.iter().any(|o| Arc::ptr_eq(o, ops))
+    }
+
+    /// Whether any ops is registered and function tracing is on: one relaxed load, for
+    /// callers that would do work before dispatching a foreign ip (the `tracing` layer) and
+    /// want to skip it when nothing listens. A hint: it may change as soon as it returns,
+    /// and dispatch re-checks the published state anyway.
+    #[inline]
+    pub fn has_active_ops(&self) -> bool {
+        self.active.load(core::sync::atomic::Ordering::Relaxed)
     }
 
     /// Number of registered ops.
@@ -585,6 +598,10 @@ impl Ftrace {
             site.direct.store(ptr, Ordering::Release);
             site.set_state(word);
         }
+        self.active.store(
+            next.enabled && !next.ops.is_empty(),
+            core::sync::atomic::Ordering::Relaxed,
+        );
         *st = next;
         self.rcu.synchronize();
         // SAFETY: `old` was published by `Box::into_raw` (in `build` or a previous commit)

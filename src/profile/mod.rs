@@ -65,6 +65,8 @@ pub(crate) mod rcu;
 pub mod recursion;
 pub mod site;
 pub(crate) mod thread;
+#[cfg(feature = "tracing")]
+pub mod tracing_layer;
 
 pub use control::install;
 pub use dispatch::ScopeGuard;
@@ -81,3 +83,5 @@ pub use ops::{
 pub use pid::{PID_MAX, PidError, current_tid};
 pub use recursion::{Context, RecursionLock, trylock};
 pub use site::{SITES, Site, SiteDef};
+#[cfg(feature = "tracing")]
+pub use tracing_layer::TracestatLayer;
