@@ -219,25 +219,35 @@ fn new_local(inner: &Arc<Inner>) -> Local {
 }
 
 /// The shard of `local` for `layout`, created (and listed) on first use.
+#[inline]
 fn shard<'l>(inner: &Inner, local: &'l mut Local, timed: bool) -> &'l Shard {
-    let (which, layout) = if timed {
-        (&mut local.timed, TIMED)
+    let which = if timed {
+        &mut local.timed
     } else {
-        (&mut local.counted, COUNTED)
+        &mut local.counted
     };
-    which.get_or_insert_with(|| {
-        let shard = Shard::new(layout).expect("the profiler's layouts are valid");
-        let mut slots = inner.lock_slots();
-        if let Some(slot) = slots.iter_mut().find(|s| s.index == local.index) {
-            let reader = Some(shard.reader());
-            if timed {
-                slot.timed = reader;
-            } else {
-                slot.counted = reader;
-            }
+    if let Some(shard) = which {
+        // Not `get_or_insert_with`: that would copy the layout constant on every call.
+        return shard;
+    }
+    which.insert(new_shard(inner, local.index, timed))
+}
+
+#[cold]
+#[inline(never)]
+fn new_shard(inner: &Inner, index: usize, timed: bool) -> Shard {
+    let layout = if timed { TIMED } else { COUNTED };
+    let shard = Shard::new(layout).expect("the profiler's layouts are valid");
+    let mut slots = inner.lock_slots();
+    if let Some(slot) = slots.iter_mut().find(|s| s.index == index) {
+        let reader = Some(shard.reader());
+        if timed {
+            slot.timed = reader;
+        } else {
+            slot.counted = reader;
         }
-        shard
-    })
+    }
+    shard
 }
 
 fn record(inner: &Arc<Inner>, ip: usize, duration: Option<u64>) {
@@ -271,13 +281,16 @@ fn thread_cpu_ns() -> u64 {
         .saturating_add(ts.tv_nsec as u64)
 }
 
+/// The ops of one profiling run. Its callbacks own a strong `Arc<Inner>`: a `Weak` would
+/// cost an upgrade and a drop, two read-modify-writes on the one `Arc` counter every thread
+/// shares, per call. The cycle (`Inner` → `State::ops` → callback → `Inner`) lasts only while
+/// the run does: `stop` takes the ops out of `State` and unregisters it, and the hook layer
+/// drops its references after the grace period; `FunctionProfiler`'s `Drop` stops the run.
 fn build_ops(inner: &Arc<Inner>, opts: Options) -> Arc<FtraceOps> {
-    let weak = Arc::downgrade(inner);
+    let inner = Arc::clone(inner);
     if !opts.timing {
         return FtraceOps::builder(move |ip, _parent, _ops, _regs| {
-            if let Some(inner) = weak.upgrade() {
-                record(&inner, ip, None);
-            }
+            record(&inner, ip, None);
         })
         .global_filter()
         .build();
@@ -287,14 +300,12 @@ fn build_ops(inner: &Arc<Inner>, opts: Options) -> Arc<FtraceOps> {
         return FtraceOps::graph(
             |_e: &GraphEntry, _ops| true,
             move |r: &GraphReturn, _ops| {
-                if let Some(inner) = weak.upgrade() {
-                    let d = if graph_time {
-                        r.duration()
-                    } else {
-                        r.self_time()
-                    };
-                    record(&inner, r.func, Some(d));
-                }
+                let d = if graph_time {
+                    r.duration()
+                } else {
+                    r.self_time()
+                };
+                record(&inner, r.func, Some(d));
             },
         )
         .global_filter()
@@ -302,17 +313,13 @@ fn build_ops(inner: &Arc<Inner>, opts: Options) -> Arc<FtraceOps> {
     }
     // Thread CPU time: our own frames, pushed on every accepted entry and popped on its
     // return (the hook layer guarantees one return per accepted entry).
-    let weak_entry = weak.clone();
+    let inner_entry = Arc::clone(&inner);
     let graph_time = opts.graph_time;
     FtraceOps::graph(
         move |_e: &GraphEntry, _ops| {
-            let Some(inner) = weak_entry.upgrade() else {
-                return false;
-            };
-            with_local(&inner, |l| l.cpu_stack.push((thread_cpu_ns(), 0))).is_some()
+            with_local(&inner_entry, |l| l.cpu_stack.push((thread_cpu_ns(), 0))).is_some()
         },
         move |r: &GraphReturn, _ops| {
-            let Some(inner) = weak.upgrade() else { return };
             let d = with_local(&inner, |l| {
                 let (start, children) = l.cpu_stack.pop()?;
                 let total = thread_cpu_ns().saturating_sub(start);
@@ -580,11 +587,11 @@ fn start(inner: &Arc<Inner>, st: &mut State) -> Result<(), Error> {
 }
 
 fn stop(inner: &Arc<Inner>, st: &mut State) -> Result<(), Error> {
-    if let Some(ops) = st.ops.take() {
-        if let Err(e) = inner.ftrace.unregister(&ops) {
-            st.ops = Some(ops);
-            return Err(e);
-        }
+    if let Some(ops) = st.ops.take()
+        && let Err(e) = inner.ftrace.unregister(&ops)
+    {
+        st.ops = Some(ops);
+        return Err(e);
     }
     st.enabled = false;
     Ok(())
