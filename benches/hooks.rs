@@ -14,6 +14,9 @@
 //! `scripts/instructions.sh` to count instructions under valgrind's callgrind.
 #![allow(missing_docs)]
 
+mod common;
+
+use common::{env_calls, measure_loop};
 use criterion::{Criterion, black_box, criterion_group};
 use tracestat::profile::{Ftrace, FtraceOps, OpsFlags};
 use tracestat::stat::WriteMode::Truncate;
@@ -106,21 +109,8 @@ fn hooks(c: &mut Criterion) {
     group.finish();
 }
 
-/// The loop callgrind's `--toggle-collect` isolates.
-#[inline(never)]
-fn measure_loop(f: fn(u64) -> u64, n: u64) -> u64 {
-    let mut acc = 0u64;
-    for i in 0..n {
-        acc = acc.wrapping_add(f(black_box(i)));
-    }
-    acc
-}
-
 fn callgrind(mode: &str) {
-    let n: u64 = std::env::var("HOOKS_CALLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
+    let n = env_calls("HOOKS_CALLS", 10_000);
     let _ops = setup();
     let f: fn(u64) -> u64 = match mode {
         "plain" => plain,

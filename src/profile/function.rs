@@ -364,25 +364,39 @@ enum Slice {
 const PATHS: CellLayout = CellLayout::new(1, 2);
 
 /// The shard of `local` for `slice`, created (and listed) on first use.
+#[inline]
 fn shard<'l>(inner: &Inner, local: &'l mut Local, slice: Slice) -> &'l Shard {
-    let (which, layout) = match slice {
-        Slice::Counted => (&mut local.counted, COUNTED),
-        Slice::Timed => (&mut local.timed, TIMED),
-        Slice::Paths => (&mut local.paths, PATHS),
+    let which = match slice {
+        Slice::Counted => &mut local.counted,
+        Slice::Timed => &mut local.timed,
+        Slice::Paths => &mut local.paths,
     };
-    which.get_or_insert_with(|| {
-        let shard = Shard::new(layout).expect("the profiler's layouts are valid");
-        let mut slots = inner.lock_slots();
-        if let Some(slot) = slots.iter_mut().find(|s| s.index == local.index) {
-            let reader = Some(shard.reader());
-            match slice {
-                Slice::Counted => slot.counted = reader,
-                Slice::Timed => slot.timed = reader,
-                Slice::Paths => slot.paths = reader,
-            }
+    if let Some(shard) = which {
+        // Not `get_or_insert_with`: that would copy the layout constant on every call.
+        return shard;
+    }
+    which.insert(new_shard(inner, local.index, slice))
+}
+
+#[cold]
+#[inline(never)]
+fn new_shard(inner: &Inner, index: usize, slice: Slice) -> Shard {
+    let layout = match slice {
+        Slice::Counted => COUNTED,
+        Slice::Timed => TIMED,
+        Slice::Paths => PATHS,
+    };
+    let shard = Shard::new(layout).expect("the profiler's layouts are valid");
+    let mut slots = inner.lock_slots();
+    if let Some(slot) = slots.iter_mut().find(|s| s.index == index) {
+        let reader = Some(shard.reader());
+        match slice {
+            Slice::Counted => slot.counted = reader,
+            Slice::Timed => slot.timed = reader,
+            Slice::Paths => slot.paths = reader,
         }
-        shard
-    })
+    }
+    shard
 }
 
 fn record(inner: &Arc<Inner>, ip: usize, duration: Option<u64>) {
@@ -416,13 +430,16 @@ fn thread_cpu_ns() -> u64 {
         .saturating_add(ts.tv_nsec as u64)
 }
 
+/// The ops of one profiling run. Its callbacks own a strong `Arc<Inner>`: a `Weak` would
+/// cost an upgrade and a drop, two read-modify-writes on the one `Arc` counter every thread
+/// shares, per call. The cycle (`Inner` → `State::ops` → callback → `Inner`) lasts only while
+/// the run does: `stop` takes the ops out of `State` and unregisters it, and the hook layer
+/// drops its references after the grace period; `FunctionProfiler`'s `Drop` stops the run.
 fn build_ops(inner: &Arc<Inner>, opts: Options) -> HookArc<FtraceOps> {
-    let weak = Arc::downgrade(inner);
+    let inner = Arc::clone(inner);
     if !opts.timing {
         return FtraceOps::builder(move |ip, _parent, _ops, _regs| {
-            if let Some(inner) = weak.upgrade() {
-                record(&inner, ip, None);
-            }
+            record(&inner, ip, None);
         })
         .global_filter()
         .build();
@@ -433,14 +450,12 @@ fn build_ops(inner: &Arc<Inner>, opts: Options) -> HookArc<FtraceOps> {
         return FtraceOps::graph(
             |_e: &GraphEntry, _ops| true,
             move |r: &GraphReturn, _ops| {
-                if let Some(inner) = weak.upgrade() {
-                    let d = if graph_time {
-                        r.duration()
-                    } else {
-                        r.self_time()
-                    };
-                    record(&inner, r.func, Some(d));
-                }
+                let d = if graph_time {
+                    r.duration()
+                } else {
+                    r.self_time()
+                };
+                record(&inner, r.func, Some(d));
             },
         )
         .global_filter()
@@ -449,13 +464,10 @@ fn build_ops(inner: &Arc<Inner>, opts: Options) -> HookArc<FtraceOps> {
     // Thread CPU time and/or call paths: our own per-thread frames, pushed on every
     // accepted entry and popped on its return (the hook layer guarantees one return per
     // accepted entry, and a refused entry pushes nothing).
-    let weak_entry = weak.clone();
+    let inner_entry = Arc::clone(&inner);
     FtraceOps::graph(
         move |e: &GraphEntry, _ops| {
-            let Some(inner) = weak_entry.upgrade() else {
-                return false;
-            };
-            with_local(&inner, |l| {
+            with_local(&inner_entry, |l| {
                 if !opts.sleep_time {
                     l.cpu_stack.push((thread_cpu_ns(), 0));
                 }
@@ -467,7 +479,6 @@ fn build_ops(inner: &Arc<Inner>, opts: Options) -> HookArc<FtraceOps> {
             .is_some()
         },
         move |r: &GraphReturn, _ops| {
-            let Some(inner) = weak.upgrade() else { return };
             let recorded = with_local(&inner, |l| {
                 // (total, self) of this call, on the run's clock.
                 let (total, own) = if opts.sleep_time {
