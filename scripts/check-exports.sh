@@ -245,6 +245,51 @@ then pass "json: python reads profile.json and stat_files.json, totals equal our
 else fail "json: schema or totals differ"
 fi
 
+echo "=== round trip: a replayed kernel trace, its stat file against go tool pprof ==="
+# The stat file (graph-time off: self time per function) and the pprof profile (call paths
+# with self time) of the same real function_graph trace must agree on total calls and time.
+TRACE=tests/data/ftrace-graph-do-fault.txt
+if have go; then
+  if cargo run -q -- replay "$TRACE" --graph-time off -q >"$OUT/replay_stat.txt" \
+    && cargo run -q -- replay "$TRACE" --format pprof -q --output "$OUT/replay.pb.gz"; then
+    stat=$(python3 - "$OUT/replay_stat.txt" <<'PY'
+import sys
+calls = time_ns = 0
+for line in open(sys.argv[1]).read().splitlines()[2:]:
+    f = line.split()
+    calls += int(f[1])
+    time_ns += round(float(f[2]) * 1000)
+print(calls, time_ns)
+PY
+)
+    calls_top=$(go tool pprof -top -sample_index=calls "$OUT/replay.pb.gz" 2>&1 | sed -n 's/.* of \([0-9]*\) total.*/\1/p')
+    time_top=$(go tool pprof -top -sample_index=time -unit=ns "$OUT/replay.pb.gz" 2>&1 | sed -n 's/.* of \([0-9]*\)ns total.*/\1/p')
+    echo "  stat file: calls time_ns = $stat; go tool pprof: $calls_top $time_top"
+    if [ -n "$calls_top" ] && [ "$stat" = "$calls_top $time_top" ]; then
+      pass "round trip: go tool pprof totals of a replayed trace equal its stat file"
+    else
+      fail "round trip: go tool pprof totals differ from the stat file"
+    fi
+  else
+    fail "round trip: tracestat replay failed on $TRACE"
+  fi
+else
+  loud_skip "round trip (go tool pprof)" "golang-go is not installed and could not be installed"
+fi
+
+echo "=== a replayed trace's metrics (latency histograms included): promtool ==="
+if have promtool; then
+  if cargo run -q -- replay "$TRACE" --format prometheus -q >"$OUT/replay.prom" \
+    && grep -q 'function_latency_nanoseconds_bucket' "$OUT/replay.prom" \
+    && promtool check metrics <"$OUT/replay.prom"; then
+    pass "replay metrics: promtool accepts them, latency histograms included"
+  else
+    fail "replay metrics: promtool rejected them (or no latency histogram)"
+  fi
+else
+  loud_skip "replay metrics (promtool)" "prometheus is not installed and could not be installed"
+fi
+
 echo
 echo "=== export checks: ${#PASSED[@]} passed, ${#FAILED[@]} failed, ${#SKIPPED[@]} skipped ==="
 for s in "${SKIPPED[@]}"; do echo "!!! SKIPPED (not checked): $s"; done
