@@ -280,7 +280,7 @@ fi
 echo "=== a replayed trace's metrics (latency histograms included): promtool ==="
 if have promtool; then
   if cargo run -q -- replay "$TRACE" --format prometheus -q >"$OUT/replay.prom" \
-    && grep -q 'function_latency_nanoseconds_bucket' "$OUT/replay.prom" \
+    && grep -q 'function_latency_bucket' "$OUT/replay.prom" \
     && promtool check metrics <"$OUT/replay.prom"; then
     pass "replay metrics: promtool accepts them, latency histograms included"
   else

@@ -816,13 +816,13 @@ impl FunctionProfiler {
                 .map(|r| {
                     let labels = [("function".to_owned(), r.name.clone())].into();
                     let mut h = BucketHistogram::from_buckets(
-                        "function_latency_nanoseconds",
+                        "function_latency",
                         labels,
                         &LATENCY_BUCKETS,
                         &r.buckets,
                         r.time_ns,
                     );
-                    h.help = "Call latency per function, in nanoseconds".to_owned();
+                    h.help = "Call latency per function (ns: bounds and sum are integer nanoseconds)".to_owned();
                     h
                 })
                 .collect()
