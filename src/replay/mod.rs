@@ -75,6 +75,8 @@ mod kind;
 mod lex;
 mod parse;
 mod reader;
+// Replay drives the hook layer from one thread with std types; it is in no loom model.
+#[cfg(not(loom))]
 mod replayer;
 
 pub use event::{Context, Event, Symbol};
@@ -82,8 +84,9 @@ pub use interner::{Interner, Names};
 pub use kind::{LineCounts, LineKind};
 pub use parse::{Parsed, Parser};
 pub use reader::Reader;
-#[cfg(feature = "json")]
+#[cfg(all(feature = "json", not(loom)))]
 pub use replayer::write_json;
+#[cfg(not(loom))]
 pub use replayer::{
     MAX_CPUS, MAX_OPEN, MAX_PARKED, REPLAY_SCHEMA, Replay, ReplayOptions, ReplaySummary, Sort,
     TraceMode, Unmatched, render_functions, sort_functions,
