@@ -21,6 +21,15 @@ fn leaked_fs() -> &'static Tracefs {
     Box::leak(Box::new(Tracefs::new()))
 }
 
+/// An owned hook-layer instance over `names` and a profiler on it, enabled with `opts`.
+fn enabled(names: &[&str], opts: ProfileOptions) -> (Arc<Ftrace>, FunctionProfiler) {
+    let ftrace = instance(names);
+    let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
+    profiler.set_options(opts).unwrap();
+    profiler.enable().unwrap();
+    (ftrace, profiler)
+}
+
 fn ip(ftrace: &Ftrace, name: &str) -> usize {
     ftrace.find(name).unwrap().ip()
 }
@@ -146,15 +155,13 @@ fn output_is_the_kernels_byte_for_byte() {
 
 #[test]
 fn hits_only_output_sorts_by_hits_and_omits_unhit_functions() {
-    let ftrace = instance(&["a", "b", "never"]);
-    let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
-    profiler
-        .set_options(ProfileOptions {
+    let (ftrace, profiler) = enabled(
+        &["a", "b", "never"],
+        ProfileOptions {
             timing: false,
             ..Default::default()
-        })
-        .unwrap();
-    profiler.enable().unwrap();
+        },
+    );
     for (name, n) in [("a", 3), ("b", 7)] {
         for _ in 0..n {
             assert!(ftrace.dispatch_ip(ip(&ftrace, name), 0));
@@ -168,15 +175,13 @@ fn hits_only_output_sorts_by_hits_and_omits_unhit_functions() {
 
 #[test]
 fn graph_time_off_gives_self_times_that_add_up() {
-    let ftrace = instance(&["outer", "mid", "leaf"]);
-    let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
-    profiler
-        .set_options(ProfileOptions {
+    let (ftrace, profiler) = enabled(
+        &["outer", "mid", "leaf"],
+        ProfileOptions {
             graph_time: false,
             ..Default::default()
-        })
-        .unwrap();
-    profiler.enable().unwrap();
+        },
+    );
     // outer [0, 1000) calls mid [100, 600) which calls leaf [200, 300) and leaf [400, 450);
     // outer then calls leaf [700, 900).
     timed_calls(
@@ -444,15 +449,13 @@ fn filters_apply_to_the_profiler() {
 
 #[test]
 fn call_paths_record_self_time_per_path() {
-    let ftrace = instance(&["main", "a", "b", "leaf"]);
-    let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
-    profiler
-        .set_options(ProfileOptions {
+    let (ftrace, profiler) = enabled(
+        &["main", "a", "b", "leaf"],
+        ProfileOptions {
             call_paths: true,
             ..Default::default()
-        })
-        .unwrap();
-    profiler.enable().unwrap();
+        },
+    );
     // main [0,1000): a [0,400) -> leaf [100,200); b [500,900) -> leaf [600,650), leaf [700,800)
     timed_calls(
         &ftrace,
@@ -495,15 +498,13 @@ fn call_paths_record_self_time_per_path() {
 
 #[test]
 fn the_profile_export_carries_functions_paths_and_latency_histograms() {
-    let ftrace = instance(&["outer", "inner"]);
-    let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
-    profiler
-        .set_options(ProfileOptions {
+    let (ftrace, profiler) = enabled(
+        &["outer", "inner"],
+        ProfileOptions {
             call_paths: true,
             ..Default::default()
-        })
-        .unwrap();
-    profiler.enable().unwrap();
+        },
+    );
     timed_calls(
         &ftrace,
         &[

@@ -822,7 +822,9 @@ impl FunctionProfiler {
                         &r.buckets,
                         r.time_ns,
                     );
-                    h.help = "Call latency per function (ns: bounds and sum are integer nanoseconds)".to_owned();
+                    h.help =
+                        "Call latency per function (ns: bounds and sum are integer nanoseconds)"
+                            .to_owned();
                     h
                 })
                 .collect()
