@@ -416,7 +416,10 @@ fn option_change_while_enabled_restarts_with_the_new_option() {
     let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
     profiler.install(fs).unwrap();
     fs.write("function_profile_enabled", b"1").unwrap();
-    assert!(ftrace.dispatch_ip(ip(&ftrace, "f"), 0) || profiler.run_options().timing);
+    // A timed call before the switch: it must not survive the restart.
+    assert!(profiler.run_options().timing);
+    timed_calls(&ftrace, &[("f", 0, 500)]);
+    assert_eq!(profiler.rows(None)[0].hits, 1);
     fs.write("options/function-profile-timing", b"0").unwrap();
     assert!(profiler.is_enabled());
     assert!(!profiler.run_options().timing);
