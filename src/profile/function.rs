@@ -975,7 +975,11 @@ fn register_thread_file(inner: &Arc<Inner>, index: usize) {
 }
 
 fn rows(inner: &Inner, thread: Option<usize>) -> Vec<FunctionRow> {
-    let timed = inner.lock_state().run.timing;
+    rows_of(inner, thread, inner.lock_state().run.timing)
+}
+
+/// The merged records of the `timed` (or hits-only) tables.
+fn rows_of(inner: &Inner, thread: Option<usize>, timed: bool) -> Vec<FunctionRow> {
     let (layout, orphans) = if timed {
         (TIMED, &inner.orphans_timed)
     } else {
@@ -1047,7 +1051,7 @@ fn paths(inner: &Inner) -> Vec<PathRow> {
 fn sorted_rows(inner: &Inner, thread: Option<usize>) -> (Vec<FunctionRow>, bool) {
     let timed = inner.lock_state().run.timing;
     let thresh_ns = u128::from(inner.thresh_us.get()).saturating_mul(1000);
-    let mut rows = rows(inner, thread);
+    let mut rows = rows_of(inner, thread, timed);
     if timed && thresh_ns > 0 {
         rows.retain(|r| r.avg_ns() >= thresh_ns);
     }
