@@ -88,4 +88,37 @@ pub(crate) mod epoch {
     pub(crate) use crossbeam_epoch::{
         Atomic, Collector, Guard, LocalHandle, Owned, Shared, unprotected,
     };
+
+    /// The collector a structure retires through when its user named none: crossbeam's
+    /// global one, or under loom (which has no global collector) a fresh one per call, so
+    /// each model starts clean. A structure must keep the handle it got and pin on *that*
+    /// (or, outside loom, on [`crossbeam_epoch::pin`], the same collector): pinning on a
+    /// collector of its own per call would protect nothing.
+    #[cfg(not(loom))]
+    pub(crate) fn default_collector() -> Collector {
+        crossbeam_epoch::default_collector().clone()
+    }
+
+    /// See the non-loom version.
+    #[cfg(loom)]
+    pub(crate) fn default_collector() -> Collector {
+        Collector::new()
+    }
+
+    /// Runs `f` pinned on `collector`; `global` says it is [`default_collector`], which
+    /// outside loom is pinned through crossbeam's cached thread-local handle (no
+    /// registration per call).
+    #[inline]
+    pub(crate) fn with_pinned<R>(
+        collector: &Collector,
+        global: bool,
+        f: impl FnOnce(&Guard) -> R,
+    ) -> R {
+        #[cfg(not(loom))]
+        if global {
+            return f(&crossbeam_epoch::pin());
+        }
+        let _ = global;
+        f(&collector.register().pin())
+    }
 }

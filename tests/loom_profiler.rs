@@ -5,6 +5,11 @@
 //!
 //! Each model builds its own hook-layer instance (`Ftrace::new`) and profiler, in hits-only
 //! mode (the function ops; the graph path shares the recording code).
+//!
+//! Every thread that makes a traced call ends with `loom_thread_exit`: a caller holds two
+//! thread-locals whose destructors make atomic operations, and loom would drop them in an
+//! order that changes from one process to the next (a hash map's), which makes the model
+//! nondeterministic and corrupts it (this is how CI once saw a double free here).
 #![cfg(loom)]
 
 use std::sync::Arc;
@@ -40,6 +45,7 @@ fn disable_racing_a_hit() {
             let ftrace = LoomArc::clone(&ftrace);
             thread::spawn(move || {
                 drop(ftrace.call(ftrace.site(0).unwrap()));
+                tracestat::profile::loom_thread_exit();
             })
         };
         profiler.disable().unwrap();
@@ -77,6 +83,7 @@ fn reset_racing_a_hit() {
                 let after = reset_done.load(Ordering::SeqCst);
                 drop(ftrace.call(ftrace.site(0).unwrap()));
                 call_done.store(true, Ordering::SeqCst);
+                tracestat::profile::loom_thread_exit();
                 after
             })
         };

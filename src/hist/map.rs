@@ -246,7 +246,7 @@ impl HistBuilder {
         let global = self.collector.is_none();
         let collector = match self.collector {
             Some(c) => c,
-            None => default_collector(),
+            None => epoch::default_collector(),
         };
         Ok(HashHist {
             generation: Atomic::new(Generation::new(&words, self.initial, self.bounded)),
@@ -258,16 +258,6 @@ impl HistBuilder {
             global,
         })
     }
-}
-
-#[cfg(not(loom))]
-fn default_collector() -> Collector {
-    crossbeam_epoch::default_collector().clone()
-}
-
-#[cfg(loom)]
-fn default_collector() -> Collector {
-    Collector::new()
 }
 
 /// A concurrent hash histogram: keys to per-key statistics (see the module docs).
@@ -338,13 +328,7 @@ impl HashHist {
     /// Runs `f` with a guard pinned on this histogram's collector.
     #[inline]
     pub fn with_guard<R>(&self, f: impl FnOnce(&Guard) -> R) -> R {
-        #[cfg(not(loom))]
-        if self.global {
-            return f(&crossbeam_epoch::pin());
-        }
-        let _ = self.global;
-        let handle = self.collector.register();
-        f(&handle.pin())
+        epoch::with_pinned(&self.collector, self.global, f)
     }
 
     /// Records one update of `key`: one hit, and `vals` added to the summed values (missing

@@ -62,7 +62,10 @@ struct ShardInner {
     layout: CellLayout,
     words: Words,
     initial: usize,
-    collector: Option<Collector>,
+    /// The collector generations are retired through (shared by the owner and readers).
+    collector: Collector,
+    /// Whether `collector` is the default one (pinned through crossbeam's cached handle).
+    global: bool,
     /// Reset requests (written by readers, read by the owner on every update).
     requested: Padded<AtomicU64>,
     /// The last request the owner applied.
@@ -71,13 +74,7 @@ struct ShardInner {
 
 impl ShardInner {
     fn with_guard<R>(&self, f: impl FnOnce(&Guard) -> R) -> R {
-        match &self.collector {
-            Some(c) => f(&c.register().pin()),
-            #[cfg(not(loom))]
-            None => f(&crossbeam_epoch::pin()),
-            #[cfg(loom)]
-            None => f(&Collector::new().register().pin()),
-        }
+        epoch::with_pinned(&self.collector, self.global, f)
     }
 }
 
@@ -139,7 +136,8 @@ impl Shard {
                 layout,
                 words,
                 initial,
-                collector,
+                global: collector.is_none(),
+                collector: collector.unwrap_or_else(epoch::default_collector),
                 requested: Padded(AtomicU64::new(0)),
                 applied: AtomicU64::new(0),
             }),

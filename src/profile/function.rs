@@ -239,6 +239,17 @@ loom::thread_local! {
     static LOCALS: RefCell<Vec<Local>> = RefCell::new(Vec::new());
 }
 
+/// Drops this thread's profiler state now, as its exit would. Loom only (see
+/// [`loom_thread_exit`](super::loom_thread_exit)).
+#[cfg(loom)]
+pub(crate) fn exit_now() {
+    let _ = LOCALS.try_with(|cell| {
+        if let Ok(mut locals) = cell.try_borrow_mut() {
+            drop(core::mem::take(&mut *locals));
+        }
+    });
+}
+
 /// Profiler ids, for the thread-local lookup (not part of any model: plain std).
 static NEXT_ID: StdAtomicU64 = StdAtomicU64::new(1);
 

@@ -85,3 +85,19 @@ pub use recursion::{Context, RecursionLock, trylock};
 pub use site::{SITES, Site, SiteDef};
 #[cfg(feature = "tracing")]
 pub use tracing_layer::TracestatLayer;
+
+/// Runs the calling thread's thread-local teardown now, in the order std runs it at thread
+/// exit (the profiler's per-thread state, then the hook layer's). Loom models only.
+///
+/// Loom drops a thread's thread-locals in hash-map order, which differs from one process
+/// to the next, and the destructors of these two make atomic operations: a model whose
+/// operations are not the same on every replay of a schedule is not explored, it is
+/// corrupted (stale object references, then use-after-free in the model itself). So every
+/// model thread that made a traced call ends with this. The thread makes no traced call
+/// after it.
+#[cfg(loom)]
+#[doc(hidden)]
+pub fn loom_thread_exit() {
+    function::exit_now();
+    thread::exit_now();
+}

@@ -84,6 +84,20 @@ crate::primitive::thread::thread_local! {
     static STATE: ThreadState = ThreadState::new();
 }
 
+/// Retires this thread's reader slots now, as its exit would. Loom only (see
+/// [`loom_thread_exit`](super::loom_thread_exit)); the thread makes no traced call after.
+#[cfg(loom)]
+pub(crate) fn exit_now() {
+    let _ = STATE.try_with(|s| {
+        // SAFETY: the owner thread, outside any call (the caller's contract), so no
+        // reference into the Vec or to a slot it keeps alive is live.
+        let slots = unsafe { core::mem::take(&mut *s.slots.get()) };
+        for (_, slot) in &slots {
+            slot.retire();
+        }
+    });
+}
+
 /// Runs `f` with this thread's state; `None` while the thread-local is being torn down
 /// (a traced call from another thread-local's destructor is simply not traced).
 #[inline]
