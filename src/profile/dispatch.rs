@@ -132,17 +132,54 @@ impl core::fmt::Debug for ScopeGuard<'_> {
     }
 }
 
-/// Graph context of one entry: whether hooks may run, at what depth, and the clock.
+/// Graph context of one entry: whether hooks may run, at what depth, and the clock. Live
+/// calls fill `room`/`depth` from the thread's shadow stack only when a graph ops is met
+/// (`stack`), so a call that reaches only function ops never looks at the stack.
 struct GraphCx {
     room: bool,
     depth: usize,
     calltime: Option<u64>,
     wanted: bool,
+    /// Whether `room`/`depth` are still to be read from the live thread's stack.
+    stack_unread: bool,
 }
 
 impl GraphCx {
+    /// A live call's context (room and depth read on first need).
+    fn live() -> Self {
+        GraphCx {
+            room: false,
+            depth: 0,
+            calltime: None,
+            wanted: false,
+            stack_unread: true,
+        }
+    }
+
+    /// A replayed call's context: the caller's stack has `room` at `depth`.
+    fn given(room: bool, depth: usize, calltime: Option<u64>) -> Self {
+        GraphCx {
+            room,
+            depth,
+            calltime,
+            wanted: false,
+            stack_unread: false,
+        }
+    }
+
     fn calltime(&mut self) -> u64 {
         *self.calltime.get_or_insert_with(now_ns)
+    }
+
+    /// Reads room and depth from `ts`'s shadow stack if not done yet.
+    fn read_stack(&mut self, ts: &ThreadState) {
+        if self.stack_unread {
+            self.stack_unread = false;
+            (self.room, self.depth) = match ts.stack.try_borrow() {
+                Ok(s) => s.as_ref().map_or((true, 0), |s| (!s.is_full(), s.depth())),
+                Err(_) => (false, 0),
+            };
+        }
     }
 }
 
@@ -192,16 +229,7 @@ impl Ftrace {
             return ScopeGuard::none();
         }
         let parent = ts.current_ip.get();
-        let (room, depth) = match ts.stack.try_borrow() {
-            Ok(s) => s.as_ref().map_or((true, 0), |s| (!s.is_full(), s.depth())),
-            Err(_) => (false, 0),
-        };
-        let mut graph = GraphCx {
-            room,
-            depth,
-            calltime: None,
-            wanted: false,
-        };
+        let mut graph = GraphCx::live();
         let call = Call {
             published,
             ip: site.ip(),
@@ -361,12 +389,7 @@ impl Ftrace {
     /// function ops is called. `set_ftrace_pid` does not apply (the calling thread is not
     /// the traced task). Returns whether anything was dispatched.
     pub fn dispatch_ip(&self, ip: usize, parent_ip: usize) -> bool {
-        let no_graph = GraphCx {
-            room: false,
-            depth: 0,
-            calltime: None,
-            wanted: false,
-        };
+        let no_graph = GraphCx::given(false, 0, None);
         self.replay_walk(ip, parent_ip, true, no_graph, |_, _, _| ())
             .is_some()
     }
@@ -382,12 +405,7 @@ impl Ftrace {
         parent_ip: usize,
         calltime: u64,
     ) -> bool {
-        let graph = GraphCx {
-            room: !stack.is_full(),
-            depth: stack.depth(),
-            calltime: Some(calltime),
-            wanted: false,
-        };
+        let graph = GraphCx::given(!stack.is_full(), stack.depth(), Some(calltime));
         let mut pushed = false;
         self.replay_walk(
             ip,
@@ -468,6 +486,7 @@ fn run_one(ts: &ThreadState, call: &Call<'_>, entry: &OpsEntry, graph: &mut Grap
         }
         Callback::Graph { entry: hook, .. } => {
             graph.wanted = true;
+            graph.read_stack(ts);
             if !graph.room {
                 return 0;
             }
