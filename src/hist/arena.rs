@@ -37,6 +37,11 @@ pub(crate) const LINE_WORDS: usize = 8;
 /// Number of chunk slots: enough for `base << 40` entries.
 const MAX_CHUNKS: usize = 40;
 
+/// Whether a line is exactly its words (std's 8-byte atomics; not loom's): then an entry's
+/// word is one pointer offset from its line, with no division into line and index.
+const FLAT_LINES: bool =
+    core::mem::size_of::<Line>() == LINE_WORDS * core::mem::size_of::<AtomicU64>();
+
 /// One cache line of counters.
 #[repr(align(64))]
 pub(crate) struct Line([AtomicU64; LINE_WORDS]);
@@ -64,6 +69,12 @@ impl<'a> EntryRef<'a> {
     #[inline]
     pub(crate) fn word(self, i: usize) -> &'a AtomicU64 {
         let w = self.first + i;
+        if FLAT_LINES {
+            // SAFETY: as below; and lines hold their words with no padding (`FLAT_LINES`)
+            // and are contiguous within a chunk, so word `w` past the line's first word is
+            // the `w`-th `AtomicU64` from it, whichever line it falls in.
+            return unsafe { &*self.line.as_ptr().cast::<AtomicU64>().add(w) };
+        }
         // SAFETY: the entry starts at word `first` of a line of a live chunk (the arena
         // outlives `'a`), and callers only ask for words below the layout's stride, which
         // the chunk holds (see `Arena::alloc`).
