@@ -479,6 +479,10 @@ fn build_ops(inner: &Arc<Inner>, opts: Options) -> HookArc<FtraceOps> {
     FtraceOps::graph(
         move |e: &GraphEntry, _ops| {
             with_local(&inner_entry, |l| {
+                // Frames the hook layer dropped without a return (replay does, for entries
+                // whose exit is not in the trace) are deeper than this entry: forget them.
+                l.cpu_stack.truncate(e.depth);
+                l.path_stack.truncate(e.depth);
                 if !opts.sleep_time {
                     l.cpu_stack.push((thread_cpu_ns(), 0));
                 }
@@ -491,6 +495,9 @@ fn build_ops(inner: &Arc<Inner>, opts: Options) -> HookArc<FtraceOps> {
         },
         move |r: &GraphReturn, _ops| {
             let recorded = with_local(&inner, |l| {
+                // As on entry: frames above this one were dropped without their returns.
+                l.cpu_stack.truncate(r.depth + 1);
+                l.path_stack.truncate(r.depth + 1);
                 // (total, self) of this call, on the run's clock.
                 let (total, own) = if opts.sleep_time {
                     (r.duration(), r.self_time())
@@ -1247,5 +1254,57 @@ impl ControlFile for OptionFile {
             restart_if_enabled(&inner).map_err(|e| InputError::Rejected(Box::new(e)))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::profile::{ShadowStack, SiteDef};
+
+    /// Frames the hook layer drops without a return (replay does, for entries whose exit is
+    /// not in the trace) leave no trace in the call paths: the profiler's own path and CPU
+    /// stacks follow the shadow stack's depth, so they stay bounded and later paths are right.
+    #[test]
+    fn frames_dropped_without_a_return_do_not_pile_up_in_call_paths() {
+        for sleep_time in [true, false] {
+            let ftrace = Ftrace::new(["lost", "outer", "inner"].map(|n| SiteDef::new(n, "tests")));
+            let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
+            profiler
+                .set_options(Options {
+                    call_paths: true,
+                    sleep_time,
+                    ..Default::default()
+                })
+                .unwrap();
+            profiler.enable().unwrap();
+            let ip = |name| ftrace.find(name).unwrap().ip();
+            let (lost, outer, inner) = (ip("lost"), ip("outer"), ip("inner"));
+            let mut stack = ShadowStack::new();
+            for t in 0..1000 {
+                // An entry whose return never comes: the frame is dropped without hooks.
+                assert!(ftrace.graph_entry_at(&mut stack, lost, 0, t));
+                assert!(stack.pop(t).is_some());
+            }
+            // outer -> inner, then one more lost frame on top of outer, then outer returns.
+            assert!(ftrace.graph_entry_at(&mut stack, outer, 0, 2000));
+            assert!(ftrace.graph_entry_at(&mut stack, inner, outer, 2100));
+            assert!(ftrace.graph_return_at(&mut stack, 2200).is_some());
+            assert!(ftrace.graph_entry_at(&mut stack, lost, outer, 2300));
+            assert!(stack.pop(2300).is_some());
+            assert!(ftrace.graph_return_at(&mut stack, 3000).is_some());
+            profiler.disable().unwrap();
+            let mut paths: Vec<(String, u64)> = profiler
+                .paths()
+                .into_iter()
+                .map(|p| (p.frames.join(";"), p.hits))
+                .collect();
+            paths.sort();
+            assert_eq!(
+                paths,
+                [("outer".to_owned(), 1), ("outer;inner".to_owned(), 1)],
+                "sleep_time {sleep_time}"
+            );
+        }
     }
 }
