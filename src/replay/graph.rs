@@ -4,8 +4,8 @@
 use super::event::{Context, Event};
 use super::kind::LineKind;
 use super::lex::{
-    all_digits, is_flags, parse_duration_cell, parse_scaled, parse_symbol, parse_u32, parse_u64,
-    split_first_token, strip_trailing_comment, task_pid,
+    all_digits, find_byte, find2, is_flags, parse_duration_cell, parse_scaled, parse_symbol,
+    parse_u64, split_first_token, strip_trailing_comment, task_pid, trim, trim_end, trim_start,
 };
 
 type Classified<'a> = (LineKind, Option<Event<'a>>);
@@ -18,28 +18,33 @@ pub(super) fn parse(line: &str) -> Classified<'_> {
     let mut ctx = Context::default();
     let mut s = line;
     // Absolute time: `360.774522 |`.
-    let (tok, after) = split_first_token(s.trim_start());
-    if tok.contains('.')
+    let (tok, after) = split_first_token(trim_start(s));
+    if find_byte(tok, 0, b'.').is_some()
         && let (Some(ts), Some(rest)) = (parse_scaled(tok, 9), after.strip_prefix('|'))
     {
         ctx.ts_ns = Some(ts);
         s = rest;
     }
-    // Relative time (latency tracers with display-graph): `3750 us |   0) ...`.
-    let (tok, after) = split_first_token(s.trim_start());
+    // Relative time (latency tracers with display-graph): `3750 us |   0) ...`. Its first
+    // token is all digits, so it is not the one just tried (which held a `.`, or was taken).
+    let (tok, after) = if ctx.ts_ns.is_some() {
+        split_first_token(trim_start(s))
+    } else {
+        (tok, after)
+    };
     if all_digits(tok)
         && let Some(rest) = after
             .strip_prefix("us")
-            .map(str::trim_start)
+            .map(trim_start)
             .and_then(|r| r.strip_prefix('|'))
-        && cpu_column(rest.trim_start()).is_some()
+        && cpu_column(trim_start(rest)).is_some()
     {
         ctx.ts_ns = parse_u64(tok).and_then(|us| us.checked_mul(1000));
         s = rest;
     }
     // CPU: ` 0) `.
     let mut base = 0;
-    if let Some((cpu, rest)) = cpu_column(s.trim_start()) {
+    if let Some((cpu, rest)) = cpu_column(trim_start(s)) {
         ctx.cpu = Some(cpu);
         s = rest;
         base = 1;
@@ -47,11 +52,19 @@ pub(super) fn parse(line: &str) -> Classified<'_> {
     cells(s, ctx, base)
 }
 
-/// `12)` at the start of `s` → (12, the rest after `)`).
+/// `12)` at the start of `s` → (12, the rest after `)`): 1 to 9 digits, then `)`.
 fn cpu_column(s: &str) -> Option<(u32, &str)> {
-    let close = s.find(')')?;
-    let cpu = parse_u32(&s[..close])?;
-    Some((cpu, &s[close + 1..]))
+    let b = s.as_bytes();
+    let mut cpu = 0u32;
+    let mut i = 0;
+    while i < b.len() && b[i].is_ascii_digit() && i < 9 {
+        cpu = cpu * 10 + u32::from(b[i] - b'0');
+        i += 1;
+    }
+    if i == 0 || b.get(i) != Some(&b')') {
+        return None;
+    }
+    Some((cpu, &s[i + 1..]))
 }
 
 /// The cells after the CPU column, then the body. Also the payload of `trace-cmd report`'s
@@ -60,8 +73,10 @@ fn cpu_column(s: &str) -> Option<(u32, &str)> {
 pub(super) fn cells<'a>(mut s: &'a str, mut ctx: Context<'a>, mut base: usize) -> Classified<'a> {
     let mut duration = None;
     for _ in 0..MAX_CELLS {
-        let Some(bar) = s.find('|') else { break };
-        let cell = s[..bar].trim();
+        let Some(bar) = find_byte(s, 0, b'|') else {
+            break;
+        };
+        let cell = trim(&s[..bar]);
         if cell.is_empty() {
             // The duration column, blank on entry lines.
             s = &s[bar + 1..];
@@ -99,7 +114,7 @@ pub(super) fn cells<'a>(mut s: &'a str, mut ctx: Context<'a>, mut base: usize) -
 }
 
 fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) -> Classified<'a> {
-    let b = s.trim_start();
+    let b = trim_start(s);
     let indent = s.len() - b.len();
     let depth = u16::try_from(indent.saturating_sub(base) / 2).unwrap_or(u16::MAX);
     let unrecognized = (LineKind::Unrecognized, None);
@@ -108,7 +123,7 @@ fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) ->
     };
     match first {
         b'}' => {
-            let rest = b[1..].trim_start();
+            let rest = trim_start(&b[1..]);
             let func = strip_trailing_comment(rest).1.and_then(tail_name);
             let ev = Event::GraphExit {
                 ctx,
@@ -129,9 +144,9 @@ fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) ->
         _ => {}
     }
     if duration.is_none()
-        && let Some(i) = b.find(" => ")
+        && let Some(i) = find_arrow(b)
     {
-        let (prev, next) = (b[..i].trim(), b[i + 4..].trim());
+        let (prev, next) = (trim(&b[..i]), trim(&b[i + 4..]));
         if task_pid(prev).is_some() && task_pid(next).is_some() {
             let ev = Event::ContextSwitch {
                 cpu: ctx.cpu,
@@ -143,7 +158,7 @@ fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) ->
     }
     let (code, _comment) = strip_trailing_comment(b);
     let (entry, head) = if let Some(h) = code.strip_suffix('{') {
-        (true, h.trim_end())
+        (true, trim_end(h))
     } else if let Some(h) = code.strip_suffix(';') {
         (false, h)
     } else {
@@ -152,10 +167,10 @@ fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) ->
     let Some(head) = head.strip_suffix(')') else {
         return unrecognized;
     };
-    let Some(open) = head.find('(') else {
+    let Some(open) = find_byte(head, 0, b'(') else {
         return unrecognized;
     };
-    let Some(func) = parse_symbol(head[..open].trim_end()) else {
+    let Some(func) = parse_symbol(trim_end(&head[..open])) else {
         return unrecognized;
     };
     if entry {
@@ -174,9 +189,26 @@ fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) ->
     }
 }
 
+/// The first ` => ` in `s` (what `str::find(" => ")` gives).
+fn find_arrow(s: &str) -> Option<usize> {
+    let mut from = 0;
+    loop {
+        let i = find2(s, from, *b"=>")?;
+        let b = s.as_bytes();
+        if i > 0 && b[i - 1] == b' ' && b.get(i + 2) == Some(&b' ') {
+            return Some(i - 1);
+        }
+        from = i + 1;
+    }
+}
+
 /// The function named in an exit's comment: `kmem_cache_free()` (funcgraph-tail),
 /// `ext3_readpages` (exit-only output), `cgroup_migrate = -22` (funcgraph-retval).
 fn tail_name(comment: &str) -> Option<super::Symbol<'_>> {
-    let end = comment.find(['(', '=']).unwrap_or(comment.len());
-    parse_symbol(comment[..end].trim())
+    let b = comment.as_bytes();
+    let end = b
+        .iter()
+        .position(|&c| c == b'(' || c == b'=')
+        .unwrap_or(b.len());
+    parse_symbol(trim(&comment[..end]))
 }

@@ -1,19 +1,101 @@
 //! Small byte-level scanners shared by the line parsers. None allocates, none panics: every
 //! slice is cut at an index found in the same string, at an ASCII byte (a char boundary).
+//!
+//! They scan bytes with plain loops rather than `str::find`/`trim`: the tokens of a trace line
+//! are a few bytes long, where a `memchr` call's setup or a `char` decode per byte costs more
+//! than the scan. Whitespace is what [`char::is_whitespace`] says, as `str::trim` has it:
+//! ASCII whitespace is skipped byte by byte, and the first non-ASCII byte hands the rest to
+//! `str::trim*` (so a Unicode space is still whitespace).
 
 use super::event::Symbol;
 
-/// The first `needle` (two ASCII bytes) at or after `from`: a `memchr` for the first byte
-/// (what `str::find(char)` does) and a check of the second, cheaper than a substring search.
+/// ASCII whitespace as [`char::is_whitespace`] has it (`\t \n \x0b \x0c \r` and space;
+/// `u8::is_ascii_whitespace` leaves out `\x0b`).
+#[inline]
+pub(super) fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t'..=b'\r')
+}
+
+/// `str::trim_start`, a byte at a time while the bytes are ASCII.
+#[inline]
+pub(super) fn trim_start(s: &str) -> &str {
+    let b = s.as_bytes();
+    let i = b.iter().position(|&c| !is_space(c)).unwrap_or(b.len());
+    match b.get(i) {
+        Some(&c) if c >= 0x80 => s[i..].trim_start(),
+        _ => &s[i..],
+    }
+}
+
+/// `str::trim_end`, a byte at a time while the bytes are ASCII.
+#[inline]
+pub(super) fn trim_end(s: &str) -> &str {
+    let b = s.as_bytes();
+    let i = b.iter().rposition(|&c| !is_space(c)).map_or(0, |i| i + 1);
+    if i > 0 && b[i - 1] >= 0x80 {
+        return s[..i].trim_end();
+    }
+    &s[..i]
+}
+
+/// `str::trim`, a byte at a time while the bytes are ASCII.
+#[inline]
+pub(super) fn trim(s: &str) -> &str {
+    trim_start(trim_end(s))
+}
+
+/// Each byte of a word.
+const LO: u64 = u64::from_ne_bytes([0x01; 8]);
+/// The top bit of each byte.
+const HI: u64 = u64::from_ne_bytes([0x80; 8]);
+
+/// The first `byte` at or after `from`: eight bytes at a time, then a byte at a time.
+#[inline]
+pub(super) fn find_byte(s: &str, from: usize, byte: u8) -> Option<usize> {
+    let b = s.as_bytes();
+    let pat = u64::from_ne_bytes([byte; 8]);
+    let mut i = from;
+    while let Some(word) = b.get(i..).and_then(<[u8]>::first_chunk::<8>) {
+        // A zero byte of `x` is `byte` in the word; the lowest flagged one is the first
+        // (the subtraction's borrow only flags bytes above a zero byte).
+        let x = u64::from_le_bytes(*word) ^ pat;
+        let z = x.wrapping_sub(LO) & !x & HI;
+        if z != 0 {
+            return Some(i + (z.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    Some(i + b.get(i..)?.iter().position(|&c| c == byte)?)
+}
+
+/// The last `byte` before `end`.
+#[inline]
+pub(super) fn rfind_byte(s: &str, end: usize, byte: u8) -> Option<usize> {
+    s.as_bytes().get(..end)?.iter().rposition(|&c| c == byte)
+}
+
+/// The first `needle` (two ASCII bytes) at or after `from`.
 pub(super) fn find2(s: &str, from: usize, needle: [u8; 2]) -> Option<usize> {
     let b = s.as_bytes();
     let mut i = from;
-    while i < b.len() {
-        let k = i + b[i..].iter().position(|&c| c == needle[0])?;
+    loop {
+        let k = find_byte(s, i, needle[0])?;
         if b.get(k + 1) == Some(&needle[1]) {
             return Some(k);
         }
         i = k + 1;
+    }
+}
+
+/// The last `needle` (two ASCII bytes) that ends at or before `end`.
+fn rfind2(s: &str, end: usize, needle: [u8; 2]) -> Option<usize> {
+    let b = s.as_bytes();
+    let mut i = end.min(b.len());
+    while i >= 2 {
+        i -= 1;
+        if b[i] == needle[1] && b[i - 1] == needle[0] {
+            return Some(i - 1);
+        }
     }
     None
 }
@@ -24,7 +106,7 @@ pub(super) fn split_last_token(s: &str) -> Option<(&str, &str)> {
     if s.is_empty() {
         return None;
     }
-    match s.rfind(' ') {
+    match rfind_byte(s, s.len(), b' ') {
         Some(i) => Some((&s[..i], &s[i + 1..])),
         None => Some(("", s)),
     }
@@ -33,8 +115,8 @@ pub(super) fn split_last_token(s: &str) -> Option<(&str, &str)> {
 /// Splits off the first token of an already left-trimmed string: `("0.541", "us |")`, the rest
 /// left-trimmed.
 pub(super) fn split_first_token(s: &str) -> (&str, &str) {
-    match s.find(' ') {
-        Some(i) => (&s[..i], s[i + 1..].trim_start()),
+    match find_byte(s, 0, b' ') {
+        Some(i) => (&s[..i], trim_start(&s[i + 1..])),
         None => (s, ""),
     }
 }
@@ -64,7 +146,7 @@ pub(super) fn parse_u64(s: &str) -> Option<u64> {
 /// `int[.frac]` scaled by `10^scale`, the fraction cut (not rounded) to `scale` digits:
 /// `parse_scaled("33998.59", 3) == Some(33_998_590)`.
 pub(super) fn parse_scaled(s: &str, scale: u32) -> Option<u64> {
-    let (int, frac) = match s.find('.') {
+    let (int, frac) = match find_byte(s, 0, b'.') {
         Some(i) => (&s[..i], Some(&s[i + 1..])),
         None => (s, None),
     };
@@ -91,7 +173,7 @@ pub(super) fn parse_timestamp(tok: &str) -> Option<u64> {
     if let Some(us) = tok.strip_suffix("us") {
         return parse_u64(us)?.checked_mul(1000);
     }
-    if tok.contains('.') {
+    if find_byte(tok, 0, b'.').is_some() {
         return parse_scaled(tok, 9);
     }
     parse_u64(tok)
@@ -103,7 +185,7 @@ pub(super) fn parse_duration_cell(cell: &str) -> Option<u64> {
     if let Some(&m) = c.as_bytes().first()
         && matches!(m, b'+' | b'!' | b'#' | b'*' | b'@' | b'$')
     {
-        c = c[1..].trim_start();
+        c = trim_start(&c[1..]);
     }
     let (num, unit) = split_first_token(c);
     let scale = match unit {
@@ -147,7 +229,7 @@ pub(super) fn latency_cpu_flags(tok: &str) -> Option<u32> {
 /// `comm-pid` → (`comm`, pid). The comm may hold anything, dashes included: the PID is what
 /// follows the last dash.
 pub(super) fn task_pid(s: &str) -> Option<(&str, u32)> {
-    let i = s.rfind('-')?;
+    let i = rfind_byte(s, s.len(), b'-')?;
     let task = &s[..i];
     if task.is_empty() {
         return None;
@@ -165,14 +247,14 @@ fn is_symbol_byte(b: u8) -> bool {
 pub(super) fn parse_symbol(text: &str) -> Option<Symbol<'_>> {
     let mut t = text;
     if let Some(inner) = t.strip_suffix('>')
-        && let Some(i) = inner.rfind(" <")
+        && let Some(i) = rfind2(inner, inner.len(), *b" <")
         && inner[i + 2..].bytes().all(|b| b.is_ascii_hexdigit())
     {
-        t = inner[..i].trim_end();
+        t = trim_end(&inner[..i]);
     }
     let mut module = None;
     if let Some(inner) = t.strip_suffix(']')
-        && let Some(i) = inner.rfind(" [")
+        && let Some(i) = rfind2(inner, inner.len(), *b" [")
     {
         let m = &inner[i + 2..];
         if m.is_empty()
@@ -183,19 +265,20 @@ pub(super) fn parse_symbol(text: &str) -> Option<Symbol<'_>> {
             return None;
         }
         module = Some(m);
-        t = inner[..i].trim_end();
+        t = trim_end(&inner[..i]);
     }
-    let name = match t.find('+') {
-        Some(i) => {
-            if !is_offset(&t[i + 1..]) {
-                return None;
-            }
-            &t[..i]
-        }
-        None => t,
-    };
+    // One scan: the name is the symbol bytes up to the end or to a `+` and its offset.
+    let tb = t.as_bytes();
+    let mut end = 0;
+    while end < tb.len() && is_symbol_byte(tb[end]) {
+        end += 1;
+    }
+    if end < tb.len() && (tb[end] != b'+' || !is_offset(&t[end + 1..])) {
+        return None;
+    }
+    let name = &t[..end];
     let b = name.as_bytes();
-    if b.is_empty() || !b.iter().all(|&c| is_symbol_byte(c)) {
+    if b.is_empty() {
         return None;
     }
     if b[0].is_ascii_digit() && !(name.starts_with("0x") && b.len() > 2) {
@@ -210,7 +293,7 @@ fn is_offset(s: &str) -> bool {
         h.strip_prefix("0x")
             .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_hexdigit()))
     };
-    match s.find('/') {
+    match find_byte(s, 0, b'/') {
         Some(i) => hex(&s[..i]) && hex(&s[i + 1..]),
         None => hex(s),
     }
@@ -219,9 +302,9 @@ fn is_offset(s: &str) -> bool {
 /// Cuts a trailing `/* ... */` comment: (`code`, `Some(comment text)`), code right-trimmed.
 pub(super) fn strip_trailing_comment(s: &str) -> (&str, Option<&str>) {
     if let Some(inner) = s.strip_suffix("*/")
-        && let Some(i) = inner.rfind("/*")
+        && let Some(i) = rfind2(inner, inner.len(), *b"/*")
     {
-        return (inner[..i].trim_end(), Some(inner[i + 2..].trim()));
+        return (trim_end(&inner[..i]), Some(trim(&inner[i + 2..])));
     }
     (s, None)
 }

@@ -5,8 +5,8 @@ use super::event::{Context, Event};
 use super::graph;
 use super::kind::{LineCounts, LineKind};
 use super::lex::{
-    bracket_cpu, find2, is_flags, latency_cpu_flags, parse_symbol, parse_timestamp, parse_u32,
-    parse_u64, split_last_token, task_pid,
+    bracket_cpu, find_byte, find2, is_flags, latency_cpu_flags, parse_symbol, parse_timestamp,
+    parse_u32, parse_u64, rfind_byte, split_last_token, task_pid, trim, trim_end, trim_start,
 };
 
 /// What one line gave: an [`Event`], or the kind of a line that yields none.
@@ -116,8 +116,8 @@ fn skipped<'a>(kind: LineKind) -> Classified<'a> {
 }
 
 fn classify(line: &str) -> Classified<'_> {
-    let line = line.trim_end();
-    let body = line.trim_start();
+    let line = trim_end(line);
+    let body = trim_start(line);
     let Some(&first) = body.as_bytes().first() else {
         return skipped(LineKind::Blank);
     };
@@ -156,7 +156,7 @@ fn classify(line: &str) -> Classified<'_> {
 /// `##### CPU 2 buffer started ####`
 fn buffer_started(body: &str) -> Option<u32> {
     let rest = body.strip_prefix("##### CPU ")?;
-    let end = rest.find(' ')?;
+    let end = find_byte(rest, 0, b' ')?;
     if !rest[end..].starts_with(" buffer started") {
         return None;
     }
@@ -165,10 +165,11 @@ fn buffer_started(body: &str) -> Option<u32> {
 
 /// The part after `CPU:` of `CPU:2 [LOST 11745 EVENTS]`.
 fn lost(rest: &str) -> Option<Event<'static>> {
-    let end = rest.find(' ')?;
+    let end = find_byte(rest, 0, b' ')?;
     let cpu = parse_u32(&rest[..end])?;
-    let tail = rest[end..].trim_start().strip_prefix("[LOST")?;
-    let events = tail.trim_start().split(' ').next().and_then(parse_u64);
+    let tail = trim_start(&rest[end..]).strip_prefix("[LOST")?;
+    let tail = trim_start(tail);
+    let events = parse_u64(&tail[..find_byte(tail, 0, b' ').unwrap_or(tail.len())]);
     Some(Event::Lost { cpu, events })
 }
 
@@ -183,7 +184,7 @@ fn function_layout(line: &str) -> Option<Classified<'_>> {
     for _ in 0..MAX_SPLIT_TRIES {
         let p = find2(line, from, *b": ")?;
         if let Some(ctx) = parse_head(&line[..p]) {
-            return Some(payload(ctx, line[p + 2..].trim_start()));
+            return Some(payload(ctx, trim_start(&line[p + 2..])));
         }
         from = p + 2;
     }
@@ -194,30 +195,30 @@ fn function_layout(line: &str) -> Option<Classified<'_>> {
 /// `yum-updatesd-3111  [003]  1637.254676`, `bash-1977  (  1977) [000] ....  17284.9`,
 /// `bash-2042    3d..1   68us+`, `<idle>-0       0d.h1. 106467.859747`.
 fn parse_head(head: &str) -> Option<Context<'_>> {
-    let mut h = head.trim_end();
+    let mut h = trim_end(head);
     if let Some(x) = h.strip_suffix(['+', '!', '#', '*', '@', '$']) {
-        h = x.trim_end();
+        h = trim_end(x);
     }
     let (rest, ts) = split_last_token(h)?;
     let ts_ns = parse_timestamp(ts)?;
-    let (mut rest, tok) = split_last_token(rest.trim_end())?;
+    let (mut rest, tok) = split_last_token(trim_end(rest))?;
     let cpu = if let Some(cpu) = bracket_cpu(tok) {
         cpu
     } else if let Some(cpu) = latency_cpu_flags(tok) {
         cpu
     } else if is_flags(tok) {
-        let (r, tok) = split_last_token(rest.trim_end())?;
+        let (r, tok) = split_last_token(trim_end(rest))?;
         rest = r;
         bracket_cpu(tok)?
     } else {
         return None;
     };
-    let mut rest = rest.trim_end();
+    let mut rest = trim_end(rest);
     if let Some(r) = rest.strip_suffix(')') {
         // record-tgid: `bash-1977  (  1977) [000]`
-        rest = r[..r.rfind('(')?].trim_end();
+        rest = trim_end(&r[..rfind_byte(r, r.len(), b'(')?]);
     }
-    let (task, pid) = task_pid(rest.trim_start())?;
+    let (task, pid) = task_pid(trim_start(rest))?;
     Some(Context {
         cpu: Some(cpu),
         task: Some(task),
@@ -227,21 +228,27 @@ fn parse_head(head: &str) -> Option<Context<'_>> {
 }
 
 fn payload<'a>(ctx: Context<'a>, p: &'a str) -> Classified<'a> {
-    if p.starts_with("<stack trace>") || p.starts_with("<user stack trace>") {
-        return skipped(LineKind::StackTrace);
-    }
-    if let Some(rest) = p.strip_prefix("function:") {
-        // trace-cmd report: `function:             do_splice_to <-- sys_splice`
-        return match function_payload(ctx, rest.trim_start()) {
-            Some(ev) => (LineKind::Function, Some(ev)),
-            None => skipped(LineKind::Unrecognized),
-        };
-    }
-    if let Some(rest) = p
-        .strip_prefix("funcgraph_entry:")
-        .or_else(|| p.strip_prefix("funcgraph_exit:"))
-    {
-        return graph::cells(rest, ctx, 0);
+    // The prefixes are tested only when the first byte can start one (most lines: no).
+    match p.as_bytes().first() {
+        Some(b'<') if p.starts_with("<stack trace>") || p.starts_with("<user stack trace>") => {
+            return skipped(LineKind::StackTrace);
+        }
+        Some(b'f') => {
+            if let Some(rest) = p.strip_prefix("function:") {
+                // trace-cmd report: `function:             do_splice_to <-- sys_splice`
+                return match function_payload(ctx, trim_start(rest)) {
+                    Some(ev) => (LineKind::Function, Some(ev)),
+                    None => skipped(LineKind::Unrecognized),
+                };
+            }
+            if let Some(rest) = p
+                .strip_prefix("funcgraph_entry:")
+                .or_else(|| p.strip_prefix("funcgraph_exit:"))
+            {
+                return graph::cells(rest, ctx, 0);
+            }
+        }
+        _ => {}
     }
     if let Some(ev) = function_payload(ctx, p) {
         return (LineKind::Function, Some(ev));
@@ -269,7 +276,7 @@ fn function_payload<'a>(ctx: Context<'a>, p: &'a str) -> Option<Event<'a>> {
         Some(i) if i > 0 && p.as_bytes()[i - 1] == b' ' => {
             let r = &p[i + 2..];
             let r = r.strip_prefix('-').unwrap_or(r);
-            (p[..i].trim_end(), Some(parse_symbol(r.trim())?))
+            (trim_end(&p[..i]), Some(parse_symbol(trim(r))?))
         }
         _ => (p, None),
     };

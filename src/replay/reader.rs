@@ -1,6 +1,6 @@
-//! [`Reader`]: the parser over a `BufRead`, one reused line buffer of bounded size.
+//! [`Reader`]: the parser over a `BufRead`, one reused buffer of bounded size.
 
-use std::io::{self, BufRead, Read};
+use std::io::{self, BufRead};
 
 use super::event::Event;
 use super::kind::{LineCounts, LineKind};
@@ -8,10 +8,15 @@ use super::parse::{Parsed, Parser};
 
 /// Reads a trace line by line from a [`BufRead`] and parses each line with a [`Parser`].
 ///
-/// Memory is one line buffer, reused, never larger than `max_line + 1` bytes: a longer line is
-/// skipped up to its newline without being stored, and counted as [`LineKind::Overlong`]. A
-/// line that is not UTF-8 is counted as [`LineKind::InvalidUtf8`]. A final line without a
-/// newline is parsed like any other.
+/// Memory is one buffer, reused, never larger than `max_line + 1` bytes plus one read-ahead
+/// chunk ([`Reader::CHUNK`]): a longer line is skipped up to its newline without being
+/// stored, and counted as [`LineKind::Overlong`]. A line that is not UTF-8 is counted as
+/// [`LineKind::InvalidUtf8`]. A final line without a newline is parsed like any other.
+///
+/// The reader copies the input a chunk at a time into its own buffer and parses each line
+/// where it lies there: one pass over each line's bytes finds its newline and tells whether
+/// it is all ASCII (then it needs no further UTF-8 check). So it reads ahead of the line it
+/// returns, by up to one chunk.
 ///
 /// ```
 /// use tracestat::replay::{Event, LineKind, Reader};
@@ -31,14 +36,60 @@ use super::parse::{Parsed, Parser};
 #[derive(Debug)]
 pub struct Reader<R> {
     inner: R,
+    /// Bytes read and not yet returned as lines are `buf[pos..]`.
     buf: Vec<u8>,
+    pos: usize,
+    /// How many bytes from `pos` are known to hold no newline, and whether they are ASCII.
+    scanned: usize,
+    ascii: bool,
+    eof: bool,
     max_line: usize,
     parser: Parser,
+}
+
+/// Each byte of a word.
+const LO: u64 = u64::from_ne_bytes([0x01; 8]);
+/// The top bit of each byte: set in a byte that is not ASCII.
+const HI: u64 = u64::from_ne_bytes([0x80; 8]);
+const NEWLINES: u64 = u64::from_ne_bytes([b'\n'; 8]);
+
+/// The first newline in `b`, and whether the bytes before it (all of `b` when there is none)
+/// are ASCII: one pass, eight bytes at a time.
+#[inline]
+fn scan_line(b: &[u8]) -> (Option<usize>, bool) {
+    let mut high = 0u64;
+    let mut i = 0;
+    while let Some(word) = b.get(i..).and_then(<[u8]>::first_chunk::<8>) {
+        let w = u64::from_le_bytes(*word);
+        // A zero byte of `x` is a newline of `w`; the lowest flagged byte is the first one
+        // (the borrow of the subtraction only flags bytes above a zero byte).
+        let x = w ^ NEWLINES;
+        let nl = x.wrapping_sub(LO) & !x & HI;
+        if nl != 0 {
+            let k = nl.trailing_zeros() / 8;
+            let before = (1u64 << (k * 8)).wrapping_sub(1);
+            high |= w & before & HI;
+            return (Some(i + k as usize), high == 0);
+        }
+        high |= w & HI;
+        i += 8;
+    }
+    while let Some(&c) = b.get(i) {
+        if c == b'\n' {
+            return (Some(i), high == 0);
+        }
+        high |= u64::from(c & 0x80);
+        i += 1;
+    }
+    (None, high == 0)
 }
 
 impl<R: BufRead> Reader<R> {
     /// The default longest line, in bytes (without its newline): 64 KiB.
     pub const DEFAULT_MAX_LINE: usize = 64 * 1024;
+
+    /// The most bytes read ahead from the input at a time: 64 KiB.
+    pub const CHUNK: usize = 64 * 1024;
 
     /// A reader with the default line limit.
     pub fn new(inner: R) -> Self {
@@ -50,6 +101,10 @@ impl<R: BufRead> Reader<R> {
         Reader {
             inner,
             buf: Vec::new(),
+            pos: 0,
+            scanned: 0,
+            ascii: true,
+            eof: false,
             max_line,
             parser: Parser::new(),
         }
@@ -57,27 +112,96 @@ impl<R: BufRead> Reader<R> {
 
     /// Reads and parses the next line; `Ok(None)` at the end of the input.
     pub fn next_line(&mut self) -> io::Result<Option<Parsed<'_>>> {
-        self.buf.clear();
-        let limit = u64::try_from(self.max_line)
-            .unwrap_or(u64::MAX)
-            .saturating_add(1);
-        let n = (&mut self.inner)
-            .take(limit)
-            .read_until(b'\n', &mut self.buf)?;
-        if n == 0 {
-            return Ok(None);
-        }
-        if self.buf.last() != Some(&b'\n') && self.buf.len() > self.max_line {
-            self.buf.clear();
-            self.inner.skip_until(b'\n')?;
-            self.parser.count(LineKind::Overlong);
-            return Ok(Some(Parsed::Skipped(LineKind::Overlong)));
-        }
-        match std::str::from_utf8(&self.buf) {
-            Ok(line) => Ok(Some(self.parser.parse_line(line))),
-            Err(_) => {
+        // A line may hold `max_line` bytes and its newline.
+        let limit = self.max_line.saturating_add(1);
+        let (start, end, ascii) = loop {
+            let window = &self.buf[self.pos..];
+            let lim = window.len().min(limit);
+            let (nl, ascii) = scan_line(&window[self.scanned.min(lim)..lim]);
+            let ascii = ascii && self.ascii;
+            if let Some(i) = nl {
+                let start = self.pos;
+                let end = start + self.scanned.min(lim) + i;
+                self.pos = end + 1;
+                self.reset_scan();
+                break (start, end, ascii);
+            }
+            if lim == limit {
+                // No newline within the limit: skip to the next one.
+                self.skip_line()?;
+                self.parser.count(LineKind::Overlong);
+                return Ok(Some(Parsed::Skipped(LineKind::Overlong)));
+            }
+            self.scanned = lim;
+            self.ascii = ascii;
+            if self.eof || !self.fill()? {
+                if lim == 0 {
+                    return Ok(None);
+                }
+                // The last line, without a newline.
+                let start = self.pos;
+                self.pos += lim;
+                self.reset_scan();
+                break (start, start + lim, ascii);
+            }
+        };
+        let line = &self.buf[start..end];
+        let text = if ascii {
+            // SAFETY: `scan_line` saw every byte of `line` and none has its top bit set, so
+            // the bytes are ASCII, which is valid UTF-8.
+            Some(unsafe { std::str::from_utf8_unchecked(line) })
+        } else {
+            std::str::from_utf8(line).ok()
+        };
+        Ok(Some(match text {
+            Some(line) => self.parser.parse_line(line),
+            None => {
                 self.parser.count(LineKind::InvalidUtf8);
-                Ok(Some(Parsed::Skipped(LineKind::InvalidUtf8)))
+                Parsed::Skipped(LineKind::InvalidUtf8)
+            }
+        }))
+    }
+
+    fn reset_scan(&mut self) {
+        self.scanned = 0;
+        self.ascii = true;
+    }
+
+    /// Appends up to [`Reader::CHUNK`] more bytes of input to the buffer, first dropping the
+    /// bytes already returned; `false` at the end of the input.
+    fn fill(&mut self) -> io::Result<bool> {
+        if self.pos > 0 {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
+        let avail = loop {
+            match self.inner.fill_buf() {
+                Ok(a) => break a,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        };
+        let n = avail.len().min(Self::CHUNK);
+        self.buf.extend_from_slice(&avail[..n]);
+        self.inner.consume(n);
+        if n == 0 {
+            self.eof = true;
+        }
+        Ok(n > 0)
+    }
+
+    /// Drops the buffered bytes up to and with the next newline, reading as far as needed.
+    fn skip_line(&mut self) -> io::Result<()> {
+        self.reset_scan();
+        loop {
+            let window = &self.buf[self.pos..];
+            if let Some(i) = window.iter().position(|&b| b == b'\n') {
+                self.pos += i + 1;
+                return Ok(());
+            }
+            self.pos = self.buf.len();
+            if self.eof || !self.fill()? {
+                return Ok(());
             }
         }
     }
@@ -97,8 +221,71 @@ impl<R: BufRead> Reader<R> {
         self.parser.counts()
     }
 
-    /// The underlying reader.
+    /// The underlying reader. Bytes the reader read ahead and has not returned as lines are
+    /// not in it.
     pub fn into_inner(self) -> R {
         self.inner
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scan_finds_the_first_newline_and_ascii() {
+        for len in 0..40 {
+            for nl in (0..len).map(Some).chain([None]) {
+                for bad in (0..len).map(Some).chain([None]) {
+                    let mut b = vec![b'a'; len];
+                    if let Some(i) = bad {
+                        b[i] = 0xc3;
+                    }
+                    if let Some(i) = nl {
+                        b[i] = b'\n';
+                        // A second newline and more non-ASCII after the first change nothing.
+                        if i + 2 < len {
+                            b[i + 2] = b'\n';
+                        }
+                    }
+                    let first = b.iter().position(|&c| c == b'\n');
+                    let upto = first.unwrap_or(len);
+                    let ascii = b[..upto].is_ascii();
+                    assert_eq!(scan_line(&b), (first, ascii), "{b:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn lines_across_chunks_and_short_reads() {
+        // A BufRead that hands out 3 bytes at a time.
+        struct Trickle<'a>(&'a [u8]);
+        impl io::Read for Trickle<'_> {
+            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+                let n = out.len().min(3).min(self.0.len());
+                out[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let mut text = Vec::new();
+        for i in 0..3000 {
+            text.extend_from_slice(format!("  t-1  [000] .... {i}.5: f{i} <-p\n").as_bytes());
+        }
+        text.extend_from_slice("  t-1  [000] .... 9.5: caf\u{e9} <-p\nlast".as_bytes());
+        let mut whole = Reader::new(&text[..]);
+        let mut trickle = Reader::new(io::BufReader::with_capacity(3, Trickle(&text)));
+        loop {
+            let (a, b) = (whole.next_line().unwrap(), trickle.next_line().unwrap());
+            assert_eq!(a, b);
+            if a.is_none() {
+                break;
+            }
+        }
+        assert_eq!(whole.counts(), trickle.counts());
+        assert_eq!(whole.counts().lines(), 3002);
+        assert_eq!(whole.counts().get(LineKind::Function), 3000);
+        assert_eq!(whole.counts().get(LineKind::InvalidUtf8), 0);
     }
 }
