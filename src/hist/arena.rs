@@ -12,10 +12,14 @@
 //! table points to. That is what makes migration exact without freezing cells.
 //!
 //! Allocation is a `fetch_add` on the entry counter (insert path only) plus, for the first
-//! entry of a chunk, a CAS that installs the chunk (the loser frees its copy). An entry that
-//! lost its insert race (another thread published the same key first) is parked in a
-//! one-entry `spare` slot and handed to the next allocation, so in bounded mode a lost race
-//! does not cost capacity in the common case.
+//! entry of a chunk, a CAS that installs the chunk (the loser frees its copy). Chunks are
+//! allocated zeroed (`calloc`), not initialized line by line. An allocation returns the
+//! entry's *index* as well: tables bound their load by it (a table admits only entries
+//! below its `max_index`, see `table.rs`), which is what lets them do without a capacity
+//! counter of their own. An entry that lost its insert race (another thread published the
+//! same key first) is parked, by index, in a one-entry `spare` slot and handed (with its
+//! index) to the next allocation, so in bounded mode a lost race does not cost capacity in
+//! the common case.
 //!
 //! # Invariants
 //!
@@ -31,6 +35,7 @@ use core::marker::PhantomData;
 use core::ptr::NonNull;
 
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use crate::primitive::zeroed_slice;
 
 /// Words per cache line.
 pub(crate) const LINE_WORDS: usize = 8;
@@ -98,6 +103,8 @@ impl<'a> EntryRef<'a> {
 /// A chunked bump allocator of zeroed entries.
 pub(crate) struct Arena {
     base: usize,
+    /// `log2(base)`: an index is divided by `base` with a shift.
+    base_shift: u32,
     stride: usize,
     limit: usize,
     chunks: [AtomicPtr<Line>; MAX_CHUNKS],
@@ -115,8 +122,10 @@ impl Arena {
     /// An arena whose first chunk holds `base` entries of `words` words (a stride from
     /// `layout.rs`: 2, 4, 8 or a multiple of 8), handing out at most `limit` entries.
     pub(crate) fn new(base: usize, words: usize, limit: usize) -> Self {
+        let base = base.max(1).next_power_of_two();
         Arena {
-            base: base.max(1).next_power_of_two(),
+            base,
+            base_shift: base.trailing_zeros(),
             stride: words,
             limit,
             chunks: core::array::from_fn(|_| AtomicPtr::new(core::ptr::null_mut())),
@@ -126,7 +135,7 @@ impl Arena {
     }
 
     fn locate(&self, i: usize) -> (usize, usize) {
-        let c = (i / self.base + 1).ilog2() as usize;
+        let c = ((i >> self.base_shift) + 1).ilog2() as usize;
         (c, i - self.base * ((1 << c) - 1))
     }
 
@@ -149,13 +158,18 @@ impl Arena {
         }
     }
 
-    /// Allocates a zeroed entry, or `None` when the limit is reached.
-    pub(crate) fn alloc(&self) -> Option<EntryRef<'_>> {
+    /// Allocates a zeroed entry, or `None` when the limit is reached. Returns the entry and
+    /// its index (allocation order; a taken-back entry keeps its index).
+    pub(crate) fn alloc(&self) -> Option<(EntryRef<'_>, usize)> {
         if self.spare.load(Ordering::Relaxed) != 0 {
             let s = self.spare.swap(0, Ordering::Acquire);
             if s != 0 {
-                // SAFETY: only `give_back` stores here, with an address of this arena.
-                return Some(unsafe { EntryRef::from_addr(s) });
+                let i = s - 1;
+                let (c, off) = self.locate(i);
+                // Installed before the entry was first handed out; the acquire swap above
+                // synchronizes with the release that parked it, which saw the chunk.
+                let chunk = self.chunks[c].load(Ordering::Acquire);
+                return Some((self.entry(chunk, off), i));
             }
         }
         let i = self.next.fetch_add(1, Ordering::Relaxed);
@@ -169,7 +183,8 @@ impl Arena {
         let mut chunk = self.chunks[c].load(Ordering::Acquire);
         if chunk.is_null() {
             let lines = self.chunk_lines(c);
-            let fresh: Box<[Line]> = (0..lines).map(|_| Line::new()).collect();
+            // SAFETY: a `Line` of zero bytes is eight zero atomics, i.e. `Line::new()`.
+            let fresh = unsafe { zeroed_slice(lines, Line::new) };
             let fresh = Box::into_raw(fresh) as *mut Line;
             match self.chunks[c].compare_exchange(
                 core::ptr::null_mut(),
@@ -188,16 +203,16 @@ impl Arena {
                 }
             }
         }
-        Some(self.entry(chunk, off))
+        Some((self.entry(chunk, off), i))
     }
 
-    /// Takes back an entry that was allocated but never published (its cell words are still
-    /// zero); the next allocation reuses it. If the spare slot is taken, the entry is left
-    /// unused (it stays zero, and snapshots skip it).
-    pub(crate) fn give_back(&self, e: EntryRef<'_>) {
+    /// Takes back entry `e` (index `index`, from [`alloc`](Self::alloc)) that was never
+    /// published (its cell words are still zero); the next allocation reuses it. If the
+    /// spare slot is taken, the entry is left unused (it stays zero, and snapshots skip it).
+    pub(crate) fn give_back(&self, index: usize) {
         let _ = self
             .spare
-            .compare_exchange(0, e.addr(), Ordering::Release, Ordering::Relaxed);
+            .compare_exchange(0, index + 1, Ordering::Release, Ordering::Relaxed);
     }
 
     /// Every allocated entry, published or not, in allocation order.
