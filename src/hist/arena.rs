@@ -21,8 +21,20 @@
 //! index) to the next allocation, so in bounded mode a lost race does not cost capacity in
 //! the common case.
 //!
+//! **Per-thread reservations.** In a growing arena a thread does not `fetch_add` the shared
+//! counter per entry: it reserves a run of indices and hands them out from a thread-local
+//! (`RESERVED`: arena id, next, end). The run is one index after the thread switched arenas,
+//! then as long as the thread's current streak of allocations from this arena, at most
+//! [`MAX_BATCH`]; a switch abandons the rest of the run. Abandoned indices are entries
+//! that stay zero (snapshots skip them, tables only see a higher index: they may grow a
+//! little before they are half full). A bounded arena hands out indices one at a time, so
+//! its limit is exact: a fresh key is refused only once `size` entries are taken.
+//!
 //! # Invariants
 //!
+//! - An index is handed out once: reservations are disjoint runs of the shared counter, and
+//!   a thread-local run is used only by its thread, only for the arena whose id it names
+//!   (ids are never reused).
 //! - Every entry starts all-zero (see `layout.rs` for why zero means "empty" for each word).
 //! - An entry is written by its inserter (header) before it is published by a release CAS
 //!   into a table slot; nobody writes a cell word before reading the published slot.
@@ -31,11 +43,47 @@
 //! - Chunks are freed only when the arena is dropped, which happens when its generation is
 //!   reclaimed by the epoch collector (no reader or writer can still see it).
 
+use core::cell::Cell;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use crate::primitive::zeroed_slice;
+
+/// The most entries a thread reserves from a growing arena at once.
+pub(crate) const MAX_BATCH: usize = 64;
+
+/// Arena ids: a thread's reservation names the arena it came from by id, not by address
+/// (addresses are reused once an arena is freed). Not part of any synchronization.
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A thread's reserved, not yet used entry indices `next..end` of arena `arena`, and how
+/// many entries in a row it has allocated from that arena (`streak`, the batch size).
+#[derive(Clone, Copy)]
+struct Reservation {
+    arena: u64,
+    next: usize,
+    end: usize,
+    streak: usize,
+}
+
+impl Reservation {
+    const NONE: Reservation = Reservation {
+        arena: 0,
+        next: 0,
+        end: 0,
+        streak: 0,
+    };
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    static RESERVED: Cell<Reservation> = const { Cell::new(Reservation::NONE) };
+}
+#[cfg(loom)]
+loom::thread_local! {
+    static RESERVED: Cell<Reservation> = Cell::new(Reservation::NONE);
+}
 
 /// Words per cache line.
 pub(crate) const LINE_WORDS: usize = 8;
@@ -108,6 +156,10 @@ pub(crate) struct Arena {
     stride: usize,
     limit: usize,
     chunks: [AtomicPtr<Line>; MAX_CHUNKS],
+    /// Whether threads reserve indices in batches (growing arenas only, see the docs).
+    batch: bool,
+    /// This arena's id in thread reservations.
+    id: u64,
     next: AtomicUsize,
     spare: AtomicUsize,
 }
@@ -129,6 +181,8 @@ impl Arena {
             stride: words,
             limit,
             chunks: core::array::from_fn(|_| AtomicPtr::new(core::ptr::null_mut())),
+            batch: limit == usize::MAX,
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             next: AtomicUsize::new(0),
             spare: AtomicUsize::new(0),
         }
@@ -172,7 +226,11 @@ impl Arena {
                 return Some((self.entry(chunk, off), i));
             }
         }
-        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        let i = if self.batch {
+            self.reserved_index()
+        } else {
+            self.next.fetch_add(1, Ordering::Relaxed)
+        };
         if i >= self.limit {
             return None;
         }
@@ -206,7 +264,38 @@ impl Arena {
         Some((self.entry(chunk, off), i))
     }
 
-    /// Takes back entry `e` (index `index`, from [`alloc`](Self::alloc)) that was never
+    /// The next index of this thread's reservation, reserving a batch when it is used up:
+    /// one entry after a switch of arena, then as many as the thread allocated from this
+    /// arena in a row, up to [`MAX_BATCH`] (so a thread that alternates between arenas
+    /// reserves one at a time, and the indices a thread leaves unused are never more than
+    /// those it used).
+    #[inline]
+    fn reserved_index(&self) -> usize {
+        RESERVED
+            .try_with(|r| {
+                let mut v = r.get();
+                if v.arena != self.id {
+                    v = Reservation {
+                        arena: self.id,
+                        ..Reservation::NONE
+                    };
+                }
+                v.streak = v.streak.saturating_add(1);
+                if v.next == v.end {
+                    let n = v.streak.min(MAX_BATCH);
+                    v.next = self.next.fetch_add(n, Ordering::Relaxed);
+                    v.end = v.next.saturating_add(n);
+                }
+                let i = v.next;
+                v.next += 1;
+                r.set(v);
+                i
+            })
+            // Thread-local storage already torn down (a thread exiting): one at a time.
+            .unwrap_or_else(|_| self.next.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Takes back the entry of index `index` (from [`alloc`](Self::alloc)), never
     /// published (its cell words are still zero); the next allocation reuses it. If the
     /// spare slot is taken, the entry is left unused (it stays zero, and snapshots skip it).
     pub(crate) fn give_back(&self, index: usize) {
