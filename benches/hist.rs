@@ -10,15 +10,30 @@
 //! `Shard` (one single-writer shard per thread, counting only), `Mutex<hashbrown::HashMap>`,
 //! `RwLock<HashMap<u64, AtomicU64>>` (read lock + atomic add), `DashMap<u64, AtomicU64>`,
 //! `papaya::HashMap<u64, AtomicU64>`.
+//!
+//! With `HIST_CALLGRIND=<mode> HIST_CALLS=<n>` set, the binary skips criterion and calls one
+//! path `n` times inside `measure_loop`, for `scripts/instructions-hist.sh`: `update` and
+//! `update_in` (64 pre-populated keys, `increment` pinning per call / `update_in` under a
+//! guard held for the loop), `update_64k` (65,536 keys, `update_in`), `insert` (a fresh key
+//! per call into one growing `HashHist`, `increment`; growth amortized), and the same paths
+//! on `Mutex<hashbrown::HashMap>` (`mutex_update`, `mutex_insert`).
+//!
+//! With `HIST_INSERT_CPU=<rounds>` set, it times the one-thread insert build of each
+//! contender (papaya left out: two orders of magnitude slower) as the thread's CPU time,
+//! `rounds` times, and prints the fastest and the median round: on a loaded machine this
+//! moves less than wall time.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Barrier, Mutex, RwLock};
+use std::sync::{Arc, Barrier, LazyLock, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+mod common;
+
+use common::{env_calls, measure_loop, thread_cpu};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use hashbrown::DefaultHashBuilder;
-use tracestat::hist::{CellLayout, HashHist, Key, Shard};
+use tracestat::hist::{CellLayout, Guard, HashHist, Key, Shard};
 
 /// Key `i` of thread `t`'s pseudo-random walk over `n` keys (a power of two): computed
 /// inline (a multiply and a shift), so every key is touched and no key array competes for
@@ -279,4 +294,120 @@ mod group {
     targets = count, insert
     }
 }
-criterion_main!(group::benches);
+
+/// 64 pre-populated keys (the callgrind `update` modes).
+static HIST64: LazyLock<HashHist> = LazyLock::new(|| populated(64));
+/// 65,536 pre-populated keys.
+static HIST64K: LazyLock<HashHist> = LazyLock::new(|| populated(65_536));
+/// The growing histogram of the `insert` mode.
+static FRESH: LazyLock<HashHist> = LazyLock::new(|| HashHist::new(CellLayout::counter()).unwrap());
+static MUTEX64: LazyLock<MutexMap> = LazyLock::new(|| {
+    let m = MutexMap(Mutex::new(hashbrown::HashMap::new()));
+    for k in 0..64 {
+        m.populate(k * 0x100 + 0xffff_0000);
+    }
+    m
+});
+static MUTEX_FRESH: LazyLock<MutexMap> =
+    LazyLock::new(|| MutexMap(Mutex::new(hashbrown::HashMap::new())));
+
+thread_local! {
+    /// The guard the `update_in` modes hold for the whole loop.
+    static GUARD: Guard = crossbeam_epoch::pin();
+}
+
+fn populated(keys: u64) -> HashHist {
+    let h = HashHist::new(CellLayout::counter()).unwrap();
+    for k in 0..keys {
+        h.increment(k * 0x100 + 0xffff_0000);
+    }
+    h
+}
+
+fn cg_update(i: u64) -> u64 {
+    u64::from(HIST64.increment(key_at(i, 0, 64)))
+}
+fn cg_update_in(i: u64) -> u64 {
+    GUARD.with(|g| u64::from(HIST64.update_in(g, Key::one(key_at(i, 0, 64)), &[])))
+}
+fn cg_update_64k(i: u64) -> u64 {
+    GUARD.with(|g| u64::from(HIST64K.update_in(g, Key::one(key_at(i, 0, 65_536)), &[])))
+}
+fn cg_insert(i: u64) -> u64 {
+    u64::from(FRESH.increment(i.wrapping_mul(0x100) + 0xffff_0000))
+}
+fn cg_mutex_update(i: u64) -> u64 {
+    MUTEX64.bump(key_at(i, 0, 64));
+    0
+}
+fn cg_mutex_insert(i: u64) -> u64 {
+    MUTEX_FRESH.bump(i.wrapping_mul(0x100) + 0xffff_0000);
+    0
+}
+
+fn callgrind(mode: &str) {
+    let n = env_calls("HIST_CALLS", 10_000);
+    let f: fn(u64) -> u64 = match mode {
+        "update" => cg_update,
+        "update_in" => cg_update_in,
+        "update_64k" => cg_update_64k,
+        "insert" => cg_insert,
+        "mutex_update" => cg_mutex_update,
+        "mutex_insert" => cg_mutex_insert,
+        other => panic!("unknown HIST_CALLGRIND mode {other:?}"),
+    };
+    // Lazy statics, thread state and the guard outside the loop; the insert modes start
+    // from key `n` so that every call in the loop inserts a fresh key.
+    let first = if mode.ends_with("insert") {
+        u64::MAX
+    } else {
+        0
+    };
+    black_box(f(first));
+    black_box(measure_loop(f, n));
+    if mode == "insert" {
+        assert_eq!(FRESH.snapshot().total_hits(), n + 1, "every update counted");
+    }
+}
+
+/// `HIST_INSERT_CPU=<rounds>`: the one-thread insert build (65,536 fresh keys) of every
+/// contender, `rounds` times each, as the thread's CPU time: the fastest round and the
+/// median. A steadier figure than wall time on a loaded machine.
+fn insert_cpu(rounds: usize) {
+    const N: u64 = 65_536;
+    let mut all: Vec<Contender> = contenders();
+    all.retain(|(name, _)| *name != "papaya");
+    for (name, make) in all {
+        let mut t: Vec<Duration> = (0..rounds)
+            .map(|_| {
+                let map = make();
+                let start = thread_cpu();
+                for i in 0..N {
+                    map.bump(black_box(i.wrapping_mul(0x100) + 0xffff_0000));
+                }
+                let d = thread_cpu() - start;
+                drop(map);
+                d
+            })
+            .collect();
+        t.sort_unstable();
+        println!(
+            "insert_cpu {name:<16} min {:>6.2} ms  median {:>6.2} ms",
+            t[0].as_secs_f64() * 1e3,
+            t[t.len() / 2].as_secs_f64() * 1e3
+        );
+    }
+}
+
+fn main() {
+    if let Ok(rounds) = std::env::var("HIST_INSERT_CPU") {
+        insert_cpu(rounds.parse().unwrap_or(20));
+        return;
+    }
+    if let Ok(mode) = std::env::var("HIST_CALLGRIND") {
+        callgrind(&mode);
+        return;
+    }
+    group::benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{env_calls, measure_loop};
+use common::{env_calls, measure_loop, thread_cpu};
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group};
 use dashmap::DashMap;
 use hdrhistogram::Histogram;
@@ -302,18 +302,6 @@ fn callgrind(mode: &str) {
         let hits: u64 = p.rows(None).iter().map(|r| r.hits).sum();
         assert_eq!(hits, n + 1, "every call counted exactly once");
     }
-}
-
-/// The calling thread's CPU time.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; clock_gettime writes only through it.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0);
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// The scaling check: `n` calls of one path on 1 thread, then on each of 2 threads at

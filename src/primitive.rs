@@ -73,6 +73,37 @@ pub(crate) mod cell {
     pub(crate) use loom::cell::UnsafeCell;
 }
 
+/// A boxed slice of `n` values whose bytes are all zero, allocated zeroed (`calloc`: large
+/// tables come as fresh zero pages, with no `memset` or per-element loop). Under loom,
+/// whose atomics are not plain memory, each element is `zero()` instead.
+///
+/// # Safety
+///
+/// The all-zero bit pattern must be a valid `T` equal to `zero()` (true of the atomics of
+/// `std::sync::atomic` and of arrays and `repr(align)` wrappers of them), and `T` must
+/// not be zero-sized.
+pub(crate) unsafe fn zeroed_slice<T>(n: usize, zero: impl Fn() -> T) -> Box<[T]> {
+    #[cfg(not(loom))]
+    {
+        let _ = zero;
+        if n == 0 {
+            return Box::new([]);
+        }
+        let layout = std::alloc::Layout::array::<T>(n).expect("slice size overflows isize");
+        // SAFETY: `layout` has a non-zero size (`n > 0`, `T` not zero-sized).
+        let p = unsafe { std::alloc::alloc_zeroed(layout) } as *mut T;
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        // SAFETY: `p` is a fresh allocation of the global allocator with the layout of
+        // `[T; n]` (what `Box<[T]>` frees with), and its zeroed bytes are `n` valid `T`s
+        // (the caller's contract).
+        unsafe { Box::from_raw(core::ptr::slice_from_raw_parts_mut(p, n)) }
+    }
+    #[cfg(loom)]
+    (0..n).map(|_| zero()).collect()
+}
+
 /// Spin-wait hint: a CPU relax in production, a scheduler yield under loom (a loom model
 /// that spins without yielding never terminates).
 #[inline]

@@ -257,3 +257,55 @@ fn concurrent_reader_sees_consistent_rows() {
     reader.join().unwrap();
     assert_eq!(h.snapshot().total_hits(), 200_000);
 }
+
+/// Per-thread batched entry reservations: each thread alternates between histograms
+/// (abandoning its reserved runs) and long runs on one, the threads share half their keys;
+/// every histogram must hold each key once with exact hits.
+#[test]
+fn batched_reservations_across_histograms() {
+    const KEYS: u64 = 20_000;
+    let hists: Arc<Vec<HashHist>> = Arc::new(
+        (0..3)
+            .map(|_| HashHist::new(CellLayout::counter()).unwrap())
+            .collect(),
+    );
+    let writers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let hists = Arc::clone(&hists);
+            thread::spawn(move || {
+                for i in 0..KEYS {
+                    // Shared keys (even i) and this thread's own (odd i); runs of 100 on
+                    // histogram 0, then alternation over all three.
+                    let key = if i % 2 == 0 {
+                        i
+                    } else {
+                        i + (t + 1) * 1_000_000
+                    };
+                    let h = if (i / 100) % 2 == 0 {
+                        0
+                    } else {
+                        (i % 3) as usize
+                    };
+                    hists[h].increment(key);
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let mut total = 0;
+    for h in hists.iter() {
+        let s = h.snapshot();
+        let mut keys: Vec<u64> = s.rows.iter().map(|r| r.key.0[0]).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), s.rows.len(), "one entry per key");
+        for r in &s.rows {
+            let expect = if r.key.0[0] < 1_000_000 { THREADS } else { 1 };
+            assert_eq!(r.hits, expect, "key {}", r.key.0[0]);
+        }
+        total += s.total_hits();
+    }
+    assert_eq!(total, THREADS * KEYS);
+}

@@ -32,17 +32,26 @@ fn hist(collector: &Collector, layout: CellLayout) -> Arc<HashHist> {
     )
 }
 
+/// Spawns a thread that counts one hit of each of `keys` in order, each under its own pin.
+fn spawn_increments(
+    h: &Arc<HashHist>,
+    c: &Collector,
+    keys: &'static [u64],
+) -> thread::JoinHandle<()> {
+    let (h, c) = (Arc::clone(h), c.clone());
+    thread::spawn(move || {
+        let handle = c.register();
+        for &k in keys {
+            h.update_in(&handle.pin(), Key::one(k), &[]);
+        }
+    })
+}
+
 /// Two threads insert the same new key: one entry, two hits.
 fn two_inserts_of_one_key() {
     let c = Collector::new();
     let h = hist(&c, CellLayout::counter());
-    let t = {
-        let (h, c) = (Arc::clone(&h), c.clone());
-        thread::spawn(move || {
-            let handle = c.register();
-            h.update_in(&handle.pin(), Key::one(1), &[]);
-        })
-    };
+    let t = spawn_increments(&h, &c, &[1]);
     let handle = c.register();
     h.update_in(&handle.pin(), Key::one(1), &[]);
     t.join().unwrap();
@@ -87,6 +96,31 @@ fn loom_insert_racing_growth() {
         let mut keys: Vec<(u64, u64)> = s.rows.iter().map(|r| (r.key.0[0], r.hits)).collect();
         keys.sort_unstable();
         assert_eq!(keys, vec![(10, 2), (11, 1), (12, 2), (13, 1)]);
+    });
+}
+
+/// Per-thread batched entry reservations (arena.rs) racing growth: each thread's second and
+/// third fresh keys come from a reserved run, one key is inserted by both threads, and the
+/// 4-slot first table grows under them. Every key has one entry and exact hits.
+#[test]
+fn loom_batched_reservations_racing_growth() {
+    loom::model(|| {
+        let c = Collector::new();
+        let h = hist(&c, CellLayout::counter());
+        let t = spawn_increments(&h, &c, &[1, 2, 3]);
+        let main = c.register();
+        for k in [4, 5, 3] {
+            h.update_in(&main.pin(), Key::one(k), &[]);
+        }
+        t.join().unwrap();
+        let s = h.snapshot_in(&main.pin());
+        let mut keys: Vec<(u64, u64)> = s.rows.iter().map(|r| (r.key.0[0], r.hits)).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            vec![(1, 1), (2, 1), (3, 2), (4, 1), (5, 1)],
+            "one entry per key"
+        );
     });
 }
 

@@ -12,13 +12,29 @@
 //! table points to. That is what makes migration exact without freezing cells.
 //!
 //! Allocation is a `fetch_add` on the entry counter (insert path only) plus, for the first
-//! entry of a chunk, a CAS that installs the chunk (the loser frees its copy). An entry that
-//! lost its insert race (another thread published the same key first) is parked in a
-//! one-entry `spare` slot and handed to the next allocation, so in bounded mode a lost race
-//! does not cost capacity in the common case.
+//! entry of a chunk, a CAS that installs the chunk (the loser frees its copy). Chunks are
+//! allocated zeroed (`calloc`), not initialized line by line. An allocation returns the
+//! entry's *index* as well: tables bound their load by it (a table admits only entries
+//! below its `max_index`, see `table.rs`), which is what lets them do without a capacity
+//! counter of their own. An entry that lost its insert race (another thread published the
+//! same key first) is parked, by index, in a one-entry `spare` slot and handed (with its
+//! index) to the next allocation, so in bounded mode a lost race does not cost capacity in
+//! the common case.
+//!
+//! **Per-thread reservations.** In a growing arena a thread does not `fetch_add` the shared
+//! counter per entry: it reserves a run of indices and hands them out from a thread-local
+//! (`RESERVED`: arena id, next, end). The run is one index after the thread switched arenas,
+//! then as long as the thread's current streak of allocations from this arena, at most
+//! [`MAX_BATCH`]; a switch abandons the rest of the run. Abandoned indices are entries
+//! that stay zero (snapshots skip them, tables only see a higher index: they may grow a
+//! little before they are half full). A bounded arena hands out indices one at a time, so
+//! its limit is exact: a fresh key is refused only once `size` entries are taken.
 //!
 //! # Invariants
 //!
+//! - An index is handed out once: reservations are disjoint runs of the shared counter, and
+//!   a thread-local run is used only by its thread, only for the arena whose id it names
+//!   (ids are never reused).
 //! - Every entry starts all-zero (see `layout.rs` for why zero means "empty" for each word).
 //! - An entry is written by its inserter (header) before it is published by a release CAS
 //!   into a table slot; nobody writes a cell word before reading the published slot.
@@ -27,10 +43,47 @@
 //! - Chunks are freed only when the arena is dropped, which happens when its generation is
 //!   reclaimed by the epoch collector (no reader or writer can still see it).
 
+use core::cell::Cell;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use crate::primitive::zeroed_slice;
+
+/// The most entries a thread reserves from a growing arena at once.
+pub(crate) const MAX_BATCH: usize = 64;
+
+/// Arena ids: a thread's reservation names the arena it came from by id, not by address
+/// (addresses are reused once an arena is freed). Not part of any synchronization.
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A thread's reserved, not yet used entry indices `next..end` of arena `arena`, and how
+/// many entries in a row it has allocated from that arena (`streak`, the batch size).
+#[derive(Clone, Copy)]
+struct Reservation {
+    arena: u64,
+    next: usize,
+    end: usize,
+    streak: usize,
+}
+
+impl Reservation {
+    const NONE: Reservation = Reservation {
+        arena: 0,
+        next: 0,
+        end: 0,
+        streak: 0,
+    };
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    static RESERVED: Cell<Reservation> = const { Cell::new(Reservation::NONE) };
+}
+#[cfg(loom)]
+loom::thread_local! {
+    static RESERVED: Cell<Reservation> = Cell::new(Reservation::NONE);
+}
 
 /// Words per cache line.
 pub(crate) const LINE_WORDS: usize = 8;
@@ -109,9 +162,15 @@ impl<'a> EntryRef<'a> {
 /// A chunked bump allocator of zeroed entries.
 pub(crate) struct Arena {
     base: usize,
+    /// `log2(base)`: an index is divided by `base` with a shift.
+    base_shift: u32,
     stride: usize,
     limit: usize,
     chunks: [AtomicPtr<Line>; MAX_CHUNKS],
+    /// Whether threads reserve indices in batches (growing arenas only, see the docs).
+    batch: bool,
+    /// This arena's id in thread reservations.
+    id: u64,
     next: AtomicUsize,
     spare: AtomicUsize,
 }
@@ -126,18 +185,22 @@ impl Arena {
     /// An arena whose first chunk holds `base` entries of `words` words (a stride from
     /// `layout.rs`: 2, 4, 8 or a multiple of 8), handing out at most `limit` entries.
     pub(crate) fn new(base: usize, words: usize, limit: usize) -> Self {
+        let base = base.max(1).next_power_of_two();
         Arena {
-            base: base.max(1).next_power_of_two(),
+            base,
+            base_shift: base.trailing_zeros(),
             stride: words,
             limit,
             chunks: core::array::from_fn(|_| AtomicPtr::new(core::ptr::null_mut())),
+            batch: limit == usize::MAX,
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             next: AtomicUsize::new(0),
             spare: AtomicUsize::new(0),
         }
     }
 
     fn locate(&self, i: usize) -> (usize, usize) {
-        let c = (i / self.base + 1).ilog2() as usize;
+        let c = ((i >> self.base_shift) + 1).ilog2() as usize;
         (c, i - self.base * ((1 << c) - 1))
     }
 
@@ -160,16 +223,25 @@ impl Arena {
         }
     }
 
-    /// Allocates a zeroed entry, or `None` when the limit is reached.
-    pub(crate) fn alloc(&self) -> Option<EntryRef<'_>> {
+    /// Allocates a zeroed entry, or `None` when the limit is reached. Returns the entry and
+    /// its index (allocation order; a taken-back entry keeps its index).
+    pub(crate) fn alloc(&self) -> Option<(EntryRef<'_>, usize)> {
         if self.spare.load(Ordering::Relaxed) != 0 {
             let s = self.spare.swap(0, Ordering::Acquire);
             if s != 0 {
-                // SAFETY: only `give_back` stores here, with an address of this arena.
-                return Some(unsafe { EntryRef::from_addr(s) });
+                let i = s - 1;
+                let (c, off) = self.locate(i);
+                // Installed before the entry was first handed out; the acquire swap above
+                // synchronizes with the release that parked it, which saw the chunk.
+                let chunk = self.chunks[c].load(Ordering::Acquire);
+                return Some((self.entry(chunk, off), i));
             }
         }
-        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        let i = if self.batch {
+            self.reserved_index()
+        } else {
+            self.next.fetch_add(1, Ordering::Relaxed)
+        };
         if i >= self.limit {
             return None;
         }
@@ -180,7 +252,8 @@ impl Arena {
         let mut chunk = self.chunks[c].load(Ordering::Acquire);
         if chunk.is_null() {
             let lines = self.chunk_lines(c);
-            let fresh: Box<[Line]> = (0..lines).map(|_| Line::new()).collect();
+            // SAFETY: a `Line` of zero bytes is eight zero atomics, i.e. `Line::new()`.
+            let fresh = unsafe { zeroed_slice(lines, Line::new) };
             let fresh = Box::into_raw(fresh) as *mut Line;
             match self.chunks[c].compare_exchange(
                 core::ptr::null_mut(),
@@ -199,16 +272,47 @@ impl Arena {
                 }
             }
         }
-        Some(self.entry(chunk, off))
+        Some((self.entry(chunk, off), i))
     }
 
-    /// Takes back an entry that was allocated but never published (its cell words are still
-    /// zero); the next allocation reuses it. If the spare slot is taken, the entry is left
-    /// unused (it stays zero, and snapshots skip it).
-    pub(crate) fn give_back(&self, e: EntryRef<'_>) {
+    /// The next index of this thread's reservation, reserving a batch when it is used up:
+    /// one entry after a switch of arena, then as many as the thread allocated from this
+    /// arena in a row, up to [`MAX_BATCH`] (so a thread that alternates between arenas
+    /// reserves one at a time, and the indices a thread leaves unused are never more than
+    /// those it used).
+    #[inline]
+    fn reserved_index(&self) -> usize {
+        RESERVED
+            .try_with(|r| {
+                let mut v = r.get();
+                if v.arena != self.id {
+                    v = Reservation {
+                        arena: self.id,
+                        ..Reservation::NONE
+                    };
+                }
+                v.streak = v.streak.saturating_add(1);
+                if v.next == v.end {
+                    let n = v.streak.min(MAX_BATCH);
+                    v.next = self.next.fetch_add(n, Ordering::Relaxed);
+                    v.end = v.next.saturating_add(n);
+                }
+                let i = v.next;
+                v.next += 1;
+                r.set(v);
+                i
+            })
+            // Thread-local storage already torn down (a thread exiting): one at a time.
+            .unwrap_or_else(|_| self.next.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Takes back the entry of index `index` (from [`alloc`](Self::alloc)), never
+    /// published (its cell words are still zero); the next allocation reuses it. If the
+    /// spare slot is taken, the entry is left unused (it stays zero, and snapshots skip it).
+    pub(crate) fn give_back(&self, index: usize) {
         let _ = self
             .spare
-            .compare_exchange(0, e.addr(), Ordering::Release, Ordering::Relaxed);
+            .compare_exchange(0, index + 1, Ordering::Release, Ordering::Relaxed);
     }
 
     /// Every allocated entry, published or not, in allocation order.

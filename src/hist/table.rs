@@ -4,16 +4,24 @@
 //!
 //! A table is a power-of-two array of slots probed linearly from the key hash. A slot is
 //! one word: `EMPTY` (0), `SEALED` (1), or an encoded entry address (see `arena.rs`) with a
-//! 3-bit hash tag in bits 3..=5 and the `MOVED` flag in bit 0. A key is inserted with one CAS
+//! 3-bit hash tag in bits 3..=5 (bit 0 clear). A key is inserted with one CAS
 //! `EMPTY -> entry` after the entry's header is written, so a published slot always names a
 //! complete entry and insertion is lock-free: no slot is ever "claimed but not yet filled".
 //!
-//! **Growth.** When a fresh insert would take the table past half full, the inserter builds
+//! **Capacity without a counter.** The arena numbers entries in allocation order, and a
+//! table of `cap` slots takes a fresh entry only if its index is below `max_index = cap/2`
+//! (an entry at or above it is carried to the next table). Entries have distinct indices,
+//! and migrated entries come from the predecessor, whose bound is lower, so a table never
+//! holds more than `cap/2` entries; the insert path pays no shared counter for this beyond
+//! the arena's own `fetch_add`.
+//!
+//! **Growth.** When a fresh entry's index reaches the table's `max_index`, the inserter builds
 //! a table twice the size whose `prev` is the old one, installs it as the old table's
 //! `next` (one CAS decides the winner) and as the generation's current table. The old table
 //! is then migrated slot by slot, in chunks that any writer claims with a `fetch_add` on the
 //! cursor ("writers help, incrementally"): an entry is re-inserted into the new table by
-//! pointer, then flagged `MOVED`; an empty slot is `SEALED`. Cells never move, so updates
+//! pointer (its old slot is left as it is: every slot is migrated once, by the helper that
+//! claimed its chunk); an empty slot is `SEALED`. Cells never move, so updates
 //! that still go through the old table are not lost: they hit the same cell.
 //!
 //! **No duplicate keys.** A fresh key may be inserted into a table whose `prev` is still
@@ -33,25 +41,24 @@
 //! - A key has at most one entry per generation (see above), so every update of a key
 //!   lands in one cell, whichever table the writer went through.
 //! - A table grows only after its own `prev` is fully migrated, so at most two tables of a
-//!   generation are live at once. Fresh inserts reserve capacity in `used` (at most half
-//!   the slots), migrated entries do not: a new table holds at most `cap/2` fresh plus
-//!   `cap/4` migrated entries (its predecessor, half its size, was at most half full), so
-//!   it never fills during migration.
+//!   generation are live at once. Every entry of a table has an arena index below its
+//!   `max_index` (see above), so a table is at most half full: it never fills during
+//!   migration, and every probe meets an `EMPTY` slot or the key.
 //! - Bounded tables never grow: they have `2 * size` slots and the arena hands out at most
 //!   `size` entries, so probing always finds an `EMPTY` slot or the key.
 
 use crate::primitive::epoch::{Atomic, Guard, Owned, Shared};
-use crate::primitive::spin_hint;
 use crate::primitive::sync::atomic::{AtomicUsize, Ordering};
+use crate::primitive::{spin_hint, zeroed_slice};
 
 use super::arena::{Arena, EntryRef};
 use super::key::Key;
 
 const EMPTY: usize = 0;
 const SEALED: usize = 1;
-const MOVED: usize = 1;
 /// A 3-bit hash tag in bits 3..=5 (bits 1..=2 locate the entry in its line, see
-/// `arena.rs`): seven in eight mismatching entries are skipped without a dereference.
+/// `arena.rs`; bit 0 is clear in every entry address, set only in `SEALED`): seven in
+/// eight mismatching entries are skipped without a dereference.
 const TAG_MASK: usize = 0b11_1000;
 /// Slots migrated per claimed chunk.
 const CHUNK: usize = 64;
@@ -82,9 +89,9 @@ pub(crate) struct Padded<T>(pub T);
 pub(crate) struct Table {
     slots: Box<[AtomicUsize]>,
     mask: usize,
-    /// Fresh inserts may not take `used` past this (`usize::MAX` in bounded mode).
-    threshold: usize,
-    used: Padded<AtomicUsize>,
+    /// Only entries whose arena index is below this are inserted fresh (`usize::MAX` in
+    /// bounded mode, where the arena's limit bounds the load); see the module docs.
+    max_index: usize,
     cursor: Padded<AtomicUsize>,
     done: Padded<AtomicUsize>,
     pub(crate) prev: Atomic<Table>,
@@ -129,10 +136,10 @@ impl Table {
     pub(crate) fn new(cap: usize, bounded: bool) -> Self {
         let cap = cap.max(4).next_power_of_two();
         Table {
-            slots: (0..cap).map(|_| AtomicUsize::new(EMPTY)).collect(),
+            // SAFETY: a zero `AtomicUsize` is `AtomicUsize::new(EMPTY)` (`EMPTY` is 0).
+            slots: unsafe { zeroed_slice(cap, || AtomicUsize::new(EMPTY)) },
             mask: cap - 1,
-            threshold: if bounded { usize::MAX } else { cap / 2 },
-            used: Padded(AtomicUsize::new(0)),
+            max_index: if bounded { usize::MAX } else { cap / 2 },
             cursor: Padded(AtomicUsize::new(0)),
             done: Padded(AtomicUsize::new(0)),
             prev: Atomic::null(),
@@ -219,45 +226,31 @@ impl Table {
         Insert::Full
     }
 
-    /// Migrates slot `i` of `self` into `into`.
+    /// Migrates slot `i` of `self` into `into`. Each slot is migrated once (chunks are
+    /// claimed exactly once), so a moved entry's slot is left as it is: it still names the
+    /// same cell, for writers that probe this table late.
     fn migrate_slot(&self, i: usize, into: &Table, nkeys: usize) {
         let mut s = self.slots[i].load(Ordering::Acquire);
-        loop {
-            if s == EMPTY {
-                match self.slots[i].compare_exchange(
-                    EMPTY,
-                    SEALED,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => return,
-                    Err(now) => {
-                        s = now;
-                        continue;
-                    }
-                }
+        while s == EMPTY {
+            match self.slots[i].compare_exchange(EMPTY, SEALED, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(now) => s = now,
             }
-            if s & MOVED != 0 {
-                return; // SEALED, or an entry already moved
-            }
-            // SAFETY: as in `find`.
-            let e = unsafe { EntryRef::from_addr(s) };
-            let mut key = Key::default();
-            for k in 0..nkeys {
-                key.0[k] = e.word(k).load(Ordering::Relaxed);
-            }
-            match into.insert(e, &key, key.hash(), nkeys) {
-                Insert::Inserted => {
-                    into.used.0.fetch_add(1, Ordering::Relaxed);
-                }
-                Insert::Exists(_) => {}
-                // Cannot happen (see the capacity invariant); leaving the slot unmoved keeps
-                // the entry reachable through this table until the generation ends.
-                Insert::Sealed | Insert::Full => debug_assert!(false, "migration target full"),
-            }
-            let _ =
-                self.slots[i].compare_exchange(s, s | MOVED, Ordering::AcqRel, Ordering::Relaxed);
-            return;
+        }
+        if s == SEALED {
+            return; // sealed by a sealing search
+        }
+        // SAFETY: as in `find`.
+        let e = unsafe { EntryRef::from_addr(s) };
+        let mut key = Key::default();
+        for k in 0..nkeys {
+            key.0[k] = e.word(k).load(Ordering::Relaxed);
+        }
+        match into.insert(e, &key, key.hash(), nkeys) {
+            Insert::Inserted | Insert::Exists(_) => {}
+            // Cannot happen (see the capacity invariant).
+            Insert::Sealed | Insert::Full => debug_assert!(false, "migration target full"),
         }
     }
 }
@@ -286,79 +279,101 @@ impl<'g> Ctx<'g> {
     #[inline]
     pub(crate) fn locate(&self, root: &'g Atomic<Table>, key: &Key) -> Locate<'g> {
         let hash = key.hash();
-        let mut cur = root.load(Ordering::Acquire, self.guard);
-        loop {
-            // SAFETY: tables reachable from the root are retired through the epoch, and we
-            // hold a guard; a table is never null once the generation is built.
+        let cur = root.load(Ordering::Acquire, self.guard);
+        // SAFETY: tables reachable from the root are retired through the epoch, and we hold
+        // a guard; a table is never null once the generation is built.
+        match unsafe { cur.deref() }.find(key, hash, self.keys) {
+            Probe::Found(e) => Locate::Found(e),
+            first => self.locate_slow(root, cur, key, hash, first),
+        }
+    }
+
+    /// The rest of [`locate`](Self::locate) once the first probe did not find the key.
+    #[cold]
+    fn locate_slow(
+        &self,
+        root: &'g Atomic<Table>,
+        mut cur: Shared<'g, Table>,
+        key: &Key,
+        hash: u64,
+        first: Probe<'g>,
+    ) -> Locate<'g> {
+        // The entry allocated for `key` (header written), carried from a table that could
+        // not take it to the next one.
+        let mut held = None;
+        let mut probe = Some(first);
+        let found = loop {
+            // SAFETY: as in `locate`.
             let t = unsafe { cur.deref() };
-            match t.find(key, hash, self.keys) {
-                Probe::Found(e) => return Locate::Found(e),
+            match probe.take().unwrap_or_else(|| t.find(key, hash, self.keys)) {
+                Probe::Found(e) => break Locate::Found(e),
                 Probe::Absent => {}
-                Probe::Sealed | Probe::Full if self.bounded => return Locate::Dropped,
+                Probe::Sealed | Probe::Full if self.bounded => break Locate::Dropped,
                 Probe::Sealed | Probe::Full => {
                     cur = self.next_table(root, cur);
                     continue;
                 }
             }
-            match self.insert_slow(t, key, hash) {
-                Ok(e) => return Locate::Found(e),
-                Err(true) => return Locate::Dropped,
+            match self.insert_slow(t, key, hash, &mut held) {
+                Ok(e) => break Locate::Found(e),
+                Err(true) => break Locate::Dropped,
                 Err(false) => cur = self.next_table(root, cur),
             }
+        };
+        if let Some((_, index)) = held {
+            self.arena.give_back(index);
         }
+        found
     }
 
     /// The insert path: `Err(true)` for a drop, `Err(false)` to retry in the next table.
-    #[cold]
-    fn insert_slow(&self, t: &'g Table, key: &Key, hash: u64) -> Result<EntryRef<'g>, bool> {
+    /// A fresh entry that `t` cannot take is left in `held` for the retry.
+    fn insert_slow(
+        &self,
+        t: &'g Table,
+        key: &Key,
+        hash: u64,
+        held: &mut Option<(EntryRef<'g>, usize)>,
+    ) -> Result<EntryRef<'g>, bool> {
         let prev = t.prev.load(Ordering::Acquire, self.guard);
-        let mut existing = None;
         if !prev.is_null() {
             // SAFETY: `prev` is retired only after `t.prev` is cleared, through the epoch.
             let p = unsafe { prev.deref() };
             self.help_chunk(t, p);
-            existing = p.seal_find(key, hash, self.keys);
+            if let Some(e) = p.seal_find(key, hash, self.keys) {
+                // Moved on demand: its index is below `p`'s bound, hence below `t`'s.
+                return match t.insert(e, key, hash, self.keys) {
+                    Insert::Inserted => Ok(e),
+                    Insert::Exists(other) => Ok(other),
+                    Insert::Sealed | Insert::Full => Err(self.bounded),
+                };
+            }
         }
-        let fresh = existing.is_none();
-        if fresh && t.used.0.fetch_add(1, Ordering::Relaxed) >= t.threshold {
-            t.used.0.fetch_sub(1, Ordering::Relaxed);
-            return Err(false);
-        }
-        let e = match existing {
-            Some(e) => e,
+        let (e, index) = match held.take() {
+            Some(h) => h,
             None => match self.arena.alloc() {
-                Some(e) => {
+                Some((e, index)) => {
                     for k in 0..self.keys {
                         e.word(k).store(key.0[k], Ordering::Relaxed);
                     }
-                    e
+                    (e, index)
                 }
-                None => {
-                    t.used.0.fetch_sub(1, Ordering::Relaxed);
-                    return Err(true);
-                }
+                None => return Err(true),
             },
         };
+        if index >= t.max_index {
+            *held = Some((e, index));
+            return Err(false);
+        }
         match t.insert(e, key, hash, self.keys) {
-            Insert::Inserted => {
-                if !fresh {
-                    t.used.0.fetch_add(1, Ordering::Relaxed);
-                }
-                Ok(e)
-            }
+            Insert::Inserted => Ok(e),
             Insert::Exists(other) => {
-                if fresh {
-                    t.used.0.fetch_sub(1, Ordering::Relaxed);
-                    self.arena.give_back(e);
-                }
+                self.arena.give_back(index);
                 Ok(other)
             }
             Insert::Sealed | Insert::Full => {
-                if fresh {
-                    t.used.0.fetch_sub(1, Ordering::Relaxed);
-                    self.arena.give_back(e);
-                }
-                if self.bounded { Err(true) } else { Err(false) }
+                *held = Some((e, index));
+                Err(self.bounded)
             }
         }
     }
