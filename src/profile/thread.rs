@@ -13,9 +13,13 @@
 //!
 //! - Only the owner thread touches its `ThreadState`; shared parts (reader slots) are
 //!   reached by writers through the domain's list, never through the thread-local.
-//! - A thread's reader slots only grow while it lives, so a slot reference handed out by
-//!   [`ThreadState::slot`] stays valid for the thread's life; on thread exit every slot is
-//!   retired.
+//! - A thread keeps its reader slot for a domain while the domain lives, so a slot reference
+//!   handed out by [`ThreadState::slot`] stays valid while the caller holds the domain
+//!   (every caller does: it is inside a call on that domain's `Ftrace`). A domain's list
+//!   holds a clone of each slot's `Arc`, so a slot whose `Arc` this thread holds alone
+//!   belongs to a dropped domain, can never be reached again, and is pruned when the
+//!   thread registers its next slot: a thread that uses many short-lived instances (a
+//!   replay per input, tests) keeps memory bounded. On thread exit every slot is retired.
 //! - No `RefCell` borrow is held across a callback (callbacks may re-enter the dispatcher).
 
 use std::cell::{Cell, RefCell, UnsafeCell};
@@ -54,8 +58,9 @@ impl ThreadState {
         let id = rcu.id();
         // SAFETY: `slots` is only touched by this (the owner) thread, and no reference into
         // the Vec itself escapes this function: the returned reference points into an
-        // `Arc`'s heap allocation, which the Vec keeps alive for the thread's life (it only
-        // grows), so it stays valid even if a nested call pushes and reallocates the Vec.
+        // `Arc`'s heap allocation, which the Vec keeps alive while `rcu` lives (see the
+        // module invariants), so it stays valid even if a nested call pushes, prunes and
+        // reallocates the Vec.
         unsafe {
             let slots = &*self.slots.get();
             if let Some((_, s)) = slots.iter().find(|(d, _)| *d == id) {
@@ -65,9 +70,15 @@ impl ThreadState {
         let slot = rcu.register();
         let ptr = Arc::as_ptr(&slot);
         // SAFETY: as above: owner thread only, and no other reference into the Vec is live
-        // (the lookup above ended; nested calls cannot run during this push).
-        unsafe { (*self.slots.get()).push((id, slot)) };
-        // SAFETY: the Arc just pushed keeps the slot alive for the thread's life.
+        // (the lookup above ended; nested calls cannot run during this prune and push).
+        // A pruned slot's `Arc` is held by this Vec alone: its domain is gone, and with it
+        // every call that could hold a reference to the slot (module invariants).
+        unsafe {
+            let slots = &mut *self.slots.get();
+            slots.retain(|(_, s)| Arc::strong_count(s) > 1);
+            slots.push((id, slot));
+        }
+        // SAFETY: the Arc just pushed keeps the slot alive while `rcu` lives.
         unsafe { &*ptr }
     }
 }
@@ -103,4 +114,38 @@ pub(crate) fn exit_now() {
 #[inline]
 pub(crate) fn with<R>(f: impl FnOnce(&ThreadState) -> R) -> Option<R> {
     STATE.try_with(f).ok()
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::profile::{Ftrace, FtraceOps, SiteDef};
+
+    fn slots_here() -> usize {
+        // SAFETY: the owner thread, outside any call: nothing else touches the Vec.
+        with(|ts| unsafe { (*ts.slots.get()).len() }).unwrap()
+    }
+
+    /// A thread that uses many short-lived instances one after another (a replay per
+    /// input) keeps one reader slot per live instance, not one per instance ever used.
+    #[test]
+    fn slots_of_dropped_instances_are_pruned() {
+        let keep = Ftrace::new([SiteDef::new("kept", "tests")]);
+        let ops = FtraceOps::builder(|_, _, _, _| {}).build();
+        keep.register(&ops).unwrap();
+        drop(keep.call(keep.site(0).unwrap()));
+        let before = slots_here();
+        for _ in 0..100 {
+            let ftrace = Ftrace::new([SiteDef::new("f", "tests")]);
+            let ops = FtraceOps::builder(|_, _, _, _| {}).build();
+            ftrace.register(&ops).unwrap();
+            drop(ftrace.call(ftrace.site(0).unwrap()));
+            ftrace.unregister(&ops).unwrap();
+        }
+        // At most the last instance's slot is still listed (it is pruned at the next
+        // registration); the live instance's slot is kept.
+        assert!(slots_here() <= before + 1, "{} slots", slots_here());
+        drop(keep.call(keep.site(0).unwrap()));
+        assert!(slots_here() <= before + 1);
+    }
 }
