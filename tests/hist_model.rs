@@ -99,8 +99,10 @@ fn run(ops: Vec<Op>, limit: Option<usize>, initial: usize) {
     m.check(&h.snapshot());
 }
 
-fn run_shard(ops: Vec<Op>) {
+/// `hot_keys`: with the recent-entry cache in front of the table.
+fn run_shard(ops: Vec<Op>, hot_keys: bool) {
     let s = Shard::build(layout(), 4, None).unwrap();
+    let s = if hot_keys { s.hot_keys() } else { s };
     let r = s.reader();
     let mut m = Model::default();
     for op in ops {
@@ -141,7 +143,12 @@ proptest! {
 
     #[test]
     fn shard_matches_model(ops in proptest::collection::vec(op(300), 0..1500)) {
-        run_shard(ops);
+        run_shard(ops, false);
+    }
+
+    #[test]
+    fn shard_with_hot_keys_matches_model(ops in proptest::collection::vec(op(300), 0..1500)) {
+        run_shard(ops, true);
     }
 }
 

@@ -79,8 +79,10 @@ impl Writer for Owned {
     }
 }
 
-/// Applies one update (`vals`, missing values are 0) to entry `e`.
-#[inline]
+/// Applies one update (`vals`, missing values are 0) to entry `e`. Always inlined: it is
+/// the whole of a hot update once the entry is found, and the single-word case folds
+/// away when the layout is known.
+#[inline(always)]
 pub(crate) fn apply<W: Writer>(e: EntryRef<'_>, w: &Words, vals: &[u64]) {
     if w.single {
         W::add(e.word(w.hits), 1, Ordering::Release);

@@ -11,10 +11,12 @@
 //! into its own table, which only it ever probes. Readers never touch the table: they copy
 //! the entries from the generation's arena, whose chunks never move.
 //!
-//! **Recent entries.** The owner keeps a small direct-mapped cache of the entries it found
-//! last (key → arena address, 32 slots), so a hot key costs a multiply, a compare and the
-//! cell update instead of a table probe (the function profiler's keys are the few hot ips
-//! of a thread). Arena entries never move, so a cached address is good until the owner
+//! **Recent entries** (opt-in, [`Shard::hot_keys`]). The owner can keep a small
+//! direct-mapped cache of the entries it found last (key → arena address, 32 slots), so a
+//! hot key costs a multiply, a compare and the cell update instead of a table probe (the
+//! function profiler's keys are the few hot ips of a thread). With many random keys the
+//! cache mostly misses and a miss costs a little more than no cache, so it is not the
+//! default. Arena entries never move, so a cached address is good until the owner
 //! swaps the generation, and it clears the cache when it does.
 //!
 //! **Reset.** A reader cannot swap the owner's generation under it without making the
@@ -127,7 +129,10 @@ impl Recent {
 pub struct Shard {
     inner: Arc<ShardInner>,
     seen: Cell<u64>,
+    /// The recent-entry cache, used if `hot` ([`Shard::hot_keys`]); kept inline (1 KiB)
+    /// so a hit costs no pointer chase.
     recent: Recent,
+    hot: bool,
     _not_sync: PhantomData<Cell<()>>,
 }
 
@@ -182,6 +187,7 @@ impl Shard {
             }),
             seen: Cell::new(0),
             recent: Recent::new(),
+            hot: false,
             _not_sync: PhantomData,
         })
     }
@@ -198,6 +204,15 @@ impl Shard {
         &self.inner.layout
     }
 
+    /// Puts a small cache of recently updated entries in front of the table (see "Recent
+    /// entries" in the module docs): worth it when a handful of keys take most updates
+    /// (the function profiler's ips), a few instructions lost per update when keys are
+    /// many and random (a miss also refills the cache).
+    pub fn hot_keys(mut self) -> Self {
+        self.hot = true;
+        self
+    }
+
     /// Records one update of `key` (owner only: no read-modify-write on an existing key).
     #[inline]
     pub fn update(&self, key: impl Into<Key>, vals: &[u64]) {
@@ -207,21 +222,31 @@ impl Shard {
         if req != self.seen.get() {
             self.apply_reset(req);
         }
-        let slot = self.recent.slot(&key);
-        let (cached, addr) = slot.get();
-        if addr != 0 && cached == key {
-            // SAFETY: `addr` is an entry of the current generation (the cache is cleared
-            // whenever the generation is swapped, see `Recent`), which lives as long as
-            // `self.inner` does.
-            let e = unsafe { EntryRef::from_addr(addr) };
-            cell::apply::<OwnedWriter>(e, &inner.words, vals);
-            return;
+        if self.hot {
+            let slot = self.recent.slot(&key);
+            let (cached, addr) = slot.get();
+            if addr != 0 && cached == key {
+                // SAFETY: `addr` is an entry of the current generation (the cache is cleared
+                // whenever the generation is swapped, see `Recent`), which lives as long as
+                // `self.inner` does.
+                let e = unsafe { EntryRef::from_addr(addr) };
+                cell::apply::<OwnedWriter>(e, &inner.words, vals);
+                return;
+            }
+            return self.update_missed(key, vals, slot);
         }
-        self.update_slow(key, vals, slot);
+        self.update_table(key, vals, None);
     }
 
+    /// A cache miss: the table, then the cache slot (out of line, so the hit stays short).
     #[inline(never)]
-    fn update_slow(&self, key: Key, vals: &[u64], slot: &Cell<(Key, usize)>) {
+    fn update_missed(&self, key: Key, vals: &[u64], slot: &Cell<(Key, usize)>) {
+        self.update_table(key, vals, Some(slot));
+    }
+
+    /// Finds (or inserts) `key` in the table and applies the update; fills `slot` if given.
+    #[inline(always)]
+    fn update_table(&self, key: Key, vals: &[u64], slot: Option<&Cell<(Key, usize)>>) {
         let inner = &*self.inner;
         // SAFETY: only the owner touches the shard's tables (module invariant), so no
         // other thread can be reading a table this guard lets growth free at once; the
@@ -230,7 +255,9 @@ impl Shard {
         // SAFETY: as above; the generation pointer is never null.
         let generation = unsafe { inner.generation.load(Ordering::Relaxed, guard).deref() };
         if let Locate::Found(e) = generation.owner_ctx(guard).locate(&generation.table, &key) {
-            slot.set((key, e.addr()));
+            if let Some(slot) = slot {
+                slot.set((key, e.addr()));
+            }
             cell::apply::<OwnedWriter>(e, &inner.words, vals);
         }
     }
@@ -257,7 +284,9 @@ impl Shard {
             // epoch frees it after they unpin. The owner no longer uses it.
             unsafe { guard.defer_destroy(old) };
         });
-        self.recent.clear();
+        if self.hot {
+            self.recent.clear();
+        }
         inner.applied.store(req, Ordering::Release);
         self.seen.set(req);
     }

@@ -397,7 +397,10 @@ fn new_shard(inner: &Inner, index: usize, slice: Slice) -> Shard {
         Slice::Timed => TIMED,
         Slice::Paths => PATHS,
     };
-    let shard = Shard::new(layout).expect("the profiler's layouts are valid");
+    // A thread's calls go to a few hot functions (and paths): the recent-entry cache pays.
+    let shard = Shard::new(layout)
+        .expect("the profiler's layouts are valid")
+        .hot_keys();
     let mut slots = inner.lock_slots();
     if let Some(slot) = slots.iter_mut().find(|s| s.index == index) {
         let reader = Some(shard.reader());

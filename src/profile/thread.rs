@@ -67,16 +67,24 @@ impl ThreadState {
                 return &*Arc::as_ptr(s);
             }
         }
+        self.register_slot(rcu)
+    }
+
+    /// A thread's first section in `rcu`'s domain: registers its slot (out of line, so the
+    /// lookup above stays a few instructions).
+    #[cold]
+    #[inline(never)]
+    fn register_slot(&self, rcu: &Rcu) -> &ReaderSlot {
         let slot = rcu.register();
         let ptr = Arc::as_ptr(&slot);
-        // SAFETY: as above: owner thread only, and no other reference into the Vec is live
-        // (the lookup above ended; nested calls cannot run during this prune and push).
-        // A pruned slot's `Arc` is held by this Vec alone: its domain is gone, and with it
+        // SAFETY: owner thread only, and no other reference into the Vec is live (the
+        // caller's lookup ended; nested calls cannot run during this prune and push). A
+        // pruned slot's `Arc` is held by this Vec alone: its domain is gone, and with it
         // every call that could hold a reference to the slot (module invariants).
         unsafe {
             let slots = &mut *self.slots.get();
             slots.retain(|(_, s)| Arc::strong_count(s) > 1);
-            slots.push((id, slot));
+            slots.push((rcu.id(), slot));
         }
         // SAFETY: the Arc just pushed keeps the slot alive while `rcu` lives.
         unsafe { &*ptr }
