@@ -294,7 +294,13 @@ impl Arena {
                 v.streak = v.streak.saturating_add(1);
                 if v.next == v.end {
                     let n = v.streak.min(MAX_BATCH);
-                    v.next = self.next.fetch_add(n, Ordering::Relaxed);
+                    // The loom negative control advances the counter by one only, so two
+                    // threads' runs overlap (tests/loom_hist.rs must catch it).
+                    #[cfg(not(tracestat_loom_negative = "reservations"))]
+                    let step = n;
+                    #[cfg(tracestat_loom_negative = "reservations")]
+                    let step = 1;
+                    v.next = self.next.fetch_add(step, Ordering::Relaxed);
                     v.end = v.next.saturating_add(n);
                 }
                 let i = v.next;
