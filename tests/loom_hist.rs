@@ -108,22 +108,29 @@ fn loom_batched_reservations_racing_growth() {
 }
 
 fn batched_reservations_racing_growth() {
+    reservations_model(
+        [4, 5, 3],
+        &[(1, 1), (2, 1), (3, 2), (4, 1), (5, 1)],
+        "one entry per key",
+    );
+}
+
+/// Thread A inserts keys 1, 2, 3 while the main thread inserts `main_keys` (all fresh in a
+/// 4-slot table, so both threads take reserved runs while it grows); the rows must be
+/// `expected`.
+fn reservations_model(main_keys: [u64; 3], expected: &[(u64, u64)], msg: &str) {
     let c = Collector::new();
     let h = hist(&c, CellLayout::counter());
     let t = spawn_increments(&h, &c, &[1, 2, 3]);
     let main = c.register();
-    for k in [4, 5, 3] {
+    for k in main_keys {
         h.update_in(&main.pin(), Key::one(k), &[]);
     }
     t.join().unwrap();
     let s = h.snapshot_in(&main.pin());
     let mut keys: Vec<(u64, u64)> = s.rows.iter().map(|r| (r.key.0[0], r.hits)).collect();
     keys.sort_unstable();
-    assert_eq!(
-        keys,
-        vec![(1, 1), (2, 1), (3, 2), (4, 1), (5, 1)],
-        "one entry per key"
-    );
+    assert_eq!(keys, expected, "{msg}");
 }
 
 /// The reservations' negative control: built with
@@ -135,22 +142,8 @@ fn batched_reservations_racing_growth() {
 #[cfg(tracestat_loom_negative = "reservations")]
 fn negative_control_reservations() {
     loom::model(|| {
-        let c = Collector::new();
-        let h = hist(&c, CellLayout::counter());
-        let t = spawn_increments(&h, &c, &[1, 2, 3]);
-        let main = c.register();
-        for k in [4, 5, 6] {
-            h.update_in(&main.pin(), Key::one(k), &[]);
-        }
-        t.join().unwrap();
-        let s = h.snapshot_in(&main.pin());
-        let mut keys: Vec<(u64, u64)> = s.rows.iter().map(|r| (r.key.0[0], r.hits)).collect();
-        keys.sort_unstable();
-        assert_eq!(
-            keys,
-            (1..=6).map(|k| (k, 1)).collect::<Vec<_>>(),
-            "reserved runs are disjoint"
-        );
+        let expected: Vec<(u64, u64)> = (1..=6).map(|k| (k, 1)).collect();
+        reservations_model([4, 5, 6], &expected, "reserved runs are disjoint");
     });
 }
 
