@@ -133,17 +133,19 @@ fn reservations_model(main_keys: [u64; 3], expected: &[(u64, u64)], msg: &str) {
     assert_eq!(keys, expected, "{msg}");
 }
 
-/// The reservations' negative control: built with
-/// `--cfg tracestat_loom_negative="reservations"` (and no other negative cfg: the hist
-/// control's weakened publish ordering makes this model fail too, so CI builds this one on
-/// its own), reserved runs overlap, two keys share an entry, and this must fail with
-/// "reserved runs are disjoint".
+/// The reservations' negative control: with reserved runs made to overlap (a loom-only
+/// switch, see `hist::loom_negative`), two keys share an entry and the model must fail with
+/// "reserved runs are disjoint". It runs in the ordinary loom job (no build of its own, and
+/// none of the other controls' broken orderings beside it); `should_panic` makes a control
+/// that loom does not catch a failure.
 #[test]
-#[cfg(tracestat_loom_negative = "reservations")]
-fn negative_control_reservations() {
-    loom::model(|| {
-        let expected: Vec<(u64, u64)> = (1..=6).map(|k| (k, 1)).collect();
-        reservations_model([4, 5, 6], &expected, "reserved runs are disjoint");
+#[should_panic(expected = "reserved runs are disjoint")]
+fn negative_control_reservations_must_be_caught() {
+    tracestat::hist::loom_negative::with_overlapping_reservations(|| {
+        loom::model(|| {
+            let expected: Vec<(u64, u64)> = (1..=6).map(|k| (k, 1)).collect();
+            reservations_model([4, 5, 6], &expected, "reserved runs are disjoint");
+        })
     });
 }
 

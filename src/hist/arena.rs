@@ -85,6 +85,31 @@ loom::thread_local! {
     static RESERVED: Cell<Reservation> = Cell::new(Reservation::NONE);
 }
 
+/// The reservations' loom negative control (loom builds only): a switch, per OS thread,
+/// that makes reserved runs overlap. Per OS thread because a loom model's threads all run
+/// on its test's OS thread, so a control cannot disturb models running beside it.
+#[cfg(loom)]
+pub mod loom_negative {
+    use core::cell::Cell;
+
+    std::thread_local! {
+        pub(crate) static BREAK: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Runs `f` with overlapping reservations on this OS thread.
+    pub fn with_overlapping_reservations<R>(f: impl FnOnce() -> R) -> R {
+        struct Reset;
+        impl Drop for Reset {
+            fn drop(&mut self) {
+                BREAK.with(|b| b.set(false));
+            }
+        }
+        BREAK.with(|b| b.set(true));
+        let _reset = Reset;
+        f()
+    }
+}
+
 /// Words per cache line.
 pub(crate) const LINE_WORDS: usize = 8;
 /// Number of chunk slots: enough for `base << 40` entries.
@@ -294,12 +319,16 @@ impl Arena {
                 v.streak = v.streak.saturating_add(1);
                 if v.next == v.end {
                     let n = v.streak.min(MAX_BATCH);
+                    #[cfg(not(loom))]
+                    let step = n;
                     // The loom negative control advances the counter by one only, so two
                     // threads' runs overlap (tests/loom_hist.rs must catch it).
-                    #[cfg(not(tracestat_loom_negative = "reservations"))]
-                    let step = n;
-                    #[cfg(tracestat_loom_negative = "reservations")]
-                    let step = 1;
+                    #[cfg(loom)]
+                    let step = if loom_negative::BREAK.with(|b| b.get()) {
+                        1
+                    } else {
+                        n
+                    };
                     v.next = self.next.fetch_add(step, Ordering::Relaxed);
                     v.end = v.next.saturating_add(n);
                 }

@@ -47,3 +47,8 @@ pub use trigger::{EventSource, HistDef, HistStat, HistTrigger, NameTable};
 
 /// crossbeam-epoch's collector and guard, for the `*_in` methods and custom collectors.
 pub use crossbeam_epoch::{Collector, Guard, LocalHandle};
+
+/// Loom builds only: the switch behind the per-thread reservations' negative control.
+#[cfg(loom)]
+#[doc(hidden)]
+pub use arena::loom_negative;
