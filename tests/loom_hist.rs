@@ -81,14 +81,7 @@ fn loom_insert_racing_growth() {
         // Two keys: the 4-slot table is at its threshold, the next fresh insert grows it.
         h.update_in(&main.pin(), Key::one(10), &[]);
         h.update_in(&main.pin(), Key::one(11), &[]);
-        let t = {
-            let (h, c) = (Arc::clone(&h), c.clone());
-            thread::spawn(move || {
-                let handle = c.register();
-                h.update_in(&handle.pin(), Key::one(12), &[]);
-                h.update_in(&handle.pin(), Key::one(10), &[]);
-            })
-        };
+        let t = spawn_increments(&h, &c, &[12, 10]);
         h.update_in(&main.pin(), Key::one(13), &[]);
         h.update_in(&main.pin(), Key::one(12), &[]);
         t.join().unwrap();

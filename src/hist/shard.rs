@@ -129,10 +129,9 @@ impl Recent {
 pub struct Shard {
     inner: Arc<ShardInner>,
     seen: Cell<u64>,
-    /// The recent-entry cache, used if `hot` ([`Shard::hot_keys`]); kept inline (1 KiB)
-    /// so a hit costs no pointer chase.
-    recent: Recent,
-    hot: bool,
+    /// The recent-entry cache, if enabled ([`Shard::hot_keys`]); inline (1 KiB), so a hit
+    /// costs no pointer chase.
+    recent: Option<Recent>,
     _not_sync: PhantomData<Cell<()>>,
 }
 
@@ -186,8 +185,7 @@ impl Shard {
                 applied: AtomicU64::new(0),
             }),
             seen: Cell::new(0),
-            recent: Recent::new(),
-            hot: false,
+            recent: None,
             _not_sync: PhantomData,
         })
     }
@@ -209,7 +207,7 @@ impl Shard {
     /// (the function profiler's ips), a few instructions lost per update when keys are
     /// many and random (a miss also refills the cache).
     pub fn hot_keys(mut self) -> Self {
-        self.hot = true;
+        self.recent = Some(Recent::new());
         self
     }
 
@@ -222,8 +220,8 @@ impl Shard {
         if req != self.seen.get() {
             self.apply_reset(req);
         }
-        if self.hot {
-            let slot = self.recent.slot(&key);
+        if let Some(recent) = &self.recent {
+            let slot = recent.slot(&key);
             let (cached, addr) = slot.get();
             if addr != 0 && cached == key {
                 // SAFETY: `addr` is an entry of the current generation (the cache is cleared
@@ -284,8 +282,8 @@ impl Shard {
             // epoch frees it after they unpin. The owner no longer uses it.
             unsafe { guard.defer_destroy(old) };
         });
-        if self.hot {
-            self.recent.clear();
+        if let Some(recent) = &self.recent {
+            recent.clear();
         }
         inner.applied.store(req, Ordering::Release);
         self.seen.set(req);

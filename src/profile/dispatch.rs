@@ -134,7 +134,7 @@ impl core::fmt::Debug for ScopeGuard<'_> {
 
 /// Graph context of one entry: whether hooks may run, at what depth, and the clock. Live
 /// calls fill `room`/`depth` from the thread's shadow stack only when a graph ops is met
-/// (`stack`), so a call that reaches only function ops never looks at the stack.
+/// (`read_stack`), so a call that reaches only function ops never looks at the stack.
 struct GraphCx {
     room: bool,
     depth: usize,

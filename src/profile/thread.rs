@@ -142,6 +142,8 @@ mod tests {
         let ops = FtraceOps::builder(|_, _, _, _| {}).build();
         keep.register(&ops).unwrap();
         drop(keep.call(keep.site(0).unwrap()));
+        let kept_slot = |ts: &ThreadState| ts.slot(keep.rcu()) as *const ReaderSlot;
+        let kept_before = with(kept_slot).unwrap();
         let before = slots_here();
         for _ in 0..100 {
             let ftrace = Ftrace::new([SiteDef::new("f", "tests")]);
@@ -151,9 +153,12 @@ mod tests {
             ftrace.unregister(&ops).unwrap();
         }
         // At most the last instance's slot is still listed (it is pruned at the next
-        // registration); the live instance's slot is kept.
+        // registration), and the live instance keeps the very slot it had.
         assert!(slots_here() <= before + 1, "{} slots", slots_here());
-        drop(keep.call(keep.site(0).unwrap()));
-        assert!(slots_here() <= before + 1);
+        assert_eq!(
+            with(kept_slot).unwrap(),
+            kept_before,
+            "a live domain's slot was pruned"
+        );
     }
 }
