@@ -11,7 +11,10 @@
 //! paths, as the kernel does with per-site trampolines:
 //!
 //! - **direct**: the site's `direct` pointer is set (exactly one ops covers it) and that
-//!   ops is called without testing any hash;
+//!   ops is called without testing any hash. A direct *function* ops (the function
+//!   profiler counting hits, any plain tracer) is the shortest path: the thread's `Hot`
+//!   words (`thread.rs`: recursion bits, parent ip, cached reader slot) are all it touches
+//!   besides the callback, and its scope's end is an inline store of the parent ip;
 //! - **list**: otherwise the dispatcher takes the [`List`](super::Context::List) recursion
 //!   bit and walks the list, calling each ops whose hashes cover the site.
 //!
@@ -41,11 +44,12 @@ use core::cell::Cell;
 use super::filter::Hashes;
 use super::ftrace::Ftrace;
 use super::graph::{Frame, GraphEntry, GraphReturn, ShadowStack, now_ns};
-use super::ops::{Callback, FtraceOps, OpsFlags, Regs};
+use super::ops::{Callback, FtraceFunc, FtraceOps, OpsFlags, Regs};
+use super::pid::current_tid;
 use super::rcu::ReadGuard;
 use super::recursion::{Context, lock_bit};
 use super::site::Site;
-use super::thread::{self, ThreadState};
+use super::thread::{self, Hot};
 use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::Ordering;
 
@@ -115,11 +119,32 @@ impl ScopeGuard<'_> {
     }
 }
 
+impl<'a> ScopeGuard<'a> {
+    /// The guard of a dispatched scope: restores `prev_ip` and, if `graph`, pops the frame.
+    #[inline(always)]
+    fn traced(ftrace: &'a Ftrace, prev_ip: usize, graph: bool) -> Self {
+        ScopeGuard {
+            inner: Some(Exit {
+                ftrace,
+                prev_ip,
+                graph,
+            }),
+            _thread_bound: core::marker::PhantomData,
+        }
+    }
+}
+
 impl Drop for ScopeGuard<'_> {
     #[inline(always)]
     fn drop(&mut self) {
         if let Some(exit) = self.inner.take() {
-            exit.ftrace.exit_slow(exit.prev_ip, exit.graph);
+            if exit.graph {
+                exit.ftrace.exit_graph(exit.prev_ip);
+            } else {
+                // No frame: the scope's end only restores the parent ip (a few inline
+                // instructions on the `Hot` thread-local).
+                thread::hot(|hot| hot.current_ip.set(exit.prev_ip));
+            }
         }
     }
 }
@@ -171,14 +196,15 @@ impl GraphCx {
         *self.calltime.get_or_insert_with(now_ns)
     }
 
-    /// Reads room and depth from `ts`'s shadow stack if not done yet.
-    fn read_stack(&mut self, ts: &ThreadState) {
+    /// Reads room and depth from this thread's shadow stack if not done yet.
+    fn read_stack(&mut self) {
         if self.stack_unread {
             self.stack_unread = false;
-            (self.room, self.depth) = match ts.stack.try_borrow() {
+            (self.room, self.depth) = thread::with(|ts| match ts.stack.try_borrow() {
                 Ok(s) => s.as_ref().map_or((true, 0), |s| (!s.is_full(), s.depth())),
                 Err(_) => (false, 0),
-            };
+            })
+            .unwrap_or((false, 0));
         }
     }
 }
@@ -207,12 +233,14 @@ impl Ftrace {
 
     #[cold]
     #[inline(never)]
-    pub(crate) fn call_slow(&self, site: &Site) -> ScopeGuard<'_> {
-        let index = site.index();
-        if !self.site(index).is_some_and(|s| core::ptr::eq(s, site)) {
+    fn call_slow(&self, site: &Site) -> ScopeGuard<'_> {
+        if !self
+            .site(site.index())
+            .is_some_and(|s| core::ptr::eq(s, site))
+        {
             return ScopeGuard::none();
         }
-        thread::with(|ts| self.enter_live(ts, site, index)).unwrap_or(ScopeGuard::none())
+        self.enter_live(site)
     }
 
     fn published<'g>(&self, _section: &'g ReadGuard<'_>) -> &'g Published {
@@ -222,43 +250,69 @@ impl Ftrace {
         unsafe { &*self.published_ptr().load(Ordering::Acquire) }
     }
 
-    fn enter_live<'a>(&'a self, ts: &ThreadState, site: &Site, index: usize) -> ScopeGuard<'a> {
-        let section = ReadGuard::new(ts.slot(self.rcu()));
+    /// Dispatches an enabled call of `site`, which must be one of this instance's sites
+    /// (`Site::enter` calls it on the global instance, which owns every static site).
+    #[inline(always)]
+    pub(crate) fn enter_live(&self, site: &Site) -> ScopeGuard<'_> {
+        thread::hot(|hot| self.enter_hot(hot, site)).unwrap_or(ScopeGuard::none())
+    }
+
+    #[inline(always)]
+    fn enter_hot<'a>(&'a self, hot: &Hot, site: &Site) -> ScopeGuard<'a> {
+        let Some(slot) = hot.slot(self.rcu()) else {
+            return ScopeGuard::none();
+        };
+        let section = ReadGuard::new(slot);
         let published = self.published(&section);
         if !published.enabled {
             return ScopeGuard::none();
         }
-        let parent = ts.current_ip.get();
-        let mut graph = GraphCx::live();
         let call = Call {
             published,
             ip: site.ip(),
-            parent,
+            parent: hot.current_ip.get(),
             funcs: true,
             pids: true,
         };
         let direct = site.direct.load(Ordering::Acquire);
-        let accepted = if direct.is_null() {
-            let Some(_list) = lock_bit(&ts.recursion, Context::List) else {
-                return ScopeGuard::none();
-            };
-            self.walk(ts, &call, Some(index), &mut graph)
-        } else {
+        if !direct.is_null() {
             // SAFETY: a non-null `direct` points at an entry of a published state that is
             // freed only after a grace period that our open section (`section`) holds off.
             let entry = unsafe { &*direct };
-            let _list = if entry.ops.is_graph() {
-                match lock_bit(&ts.recursion, Context::List) {
-                    Some(l) => Some(l),
-                    None => return ScopeGuard::none(),
-                }
-            } else {
-                None
+            if let Callback::Func(func) = &entry.ops.callback {
+                // The kernel's per-site trampoline: one function ops covers the site; no
+                // list bit, no graph context, no frame.
+                run_func(hot, &call, &entry.ops, func);
+                hot.current_ip.set(call.ip);
+                return ScopeGuard::traced(self, call.parent, false);
+            }
+        }
+        self.enter_general(hot, &call, site, direct)
+    }
+
+    /// The list walk, or a direct graph ops: entry hooks, then maybe a frame.
+    #[inline(never)]
+    fn enter_general<'a>(
+        &'a self,
+        hot: &Hot,
+        call: &Call<'_>,
+        site: &Site,
+        direct: *mut OpsEntry,
+    ) -> ScopeGuard<'a> {
+        let mut graph = GraphCx::live();
+        let accepted = {
+            let Some(_list) = lock_bit(&hot.recursion, Context::List) else {
+                return ScopeGuard::none();
             };
-            run_one(ts, &call, entry, &mut graph)
+            if direct.is_null() {
+                self.walk(hot, call, Some(site.index()), &mut graph)
+            } else {
+                // SAFETY: as in `enter_hot`: the caller's section is still open.
+                run_one(hot, call, unsafe { &*direct }, &mut graph)
+            }
         };
         if graph.wanted && !graph.room {
-            self.count_overrun(ts);
+            self.count_overrun();
         }
         let pushed = accepted != 0 && {
             let frame = Frame {
@@ -266,9 +320,9 @@ impl Ftrace {
                 calltime: graph.calltime(),
                 child_time: 0,
                 accepted,
-                generation: published.generation,
+                generation: call.published.generation,
             };
-            match ts.stack.try_borrow_mut() {
+            thread::with(|ts| match ts.stack.try_borrow_mut() {
                 Ok(mut stack) => {
                     stack
                         .get_or_insert_with(|| Box::new(ShadowStack::new()))
@@ -276,70 +330,62 @@ impl Ftrace {
                     true
                 }
                 Err(_) => false,
-            }
+            })
+            .unwrap_or(false)
         };
-
-        ts.current_ip.set(call.ip);
-        ScopeGuard {
-            inner: Some(Exit {
-                ftrace: self,
-                prev_ip: parent,
-                graph: pushed,
-            }),
-            _thread_bound: core::marker::PhantomData,
-        }
+        hot.current_ip.set(call.ip);
+        ScopeGuard::traced(self, call.parent, pushed)
     }
 
-    fn count_overrun(&self, ts: &ThreadState) {
-        if let Ok(mut stack) = ts.stack.try_borrow_mut()
-            && let Some(stack) = stack.as_mut()
-        {
-            stack.count_overrun();
-        }
+    fn count_overrun(&self) {
+        thread::with(|ts| {
+            if let Ok(mut stack) = ts.stack.try_borrow_mut()
+                && let Some(stack) = stack.as_mut()
+            {
+                stack.count_overrun();
+            }
+        });
         self.note_overrun();
     }
 
     /// The list walk: every entry whose hashes cover `index` (all entries for a foreign ip).
-    fn walk(
-        &self,
-        ts: &ThreadState,
-        call: &Call<'_>,
-        index: Option<usize>,
-        graph: &mut GraphCx,
-    ) -> u32 {
+    fn walk(&self, hot: &Hot, call: &Call<'_>, index: Option<usize>, graph: &mut GraphCx) -> u32 {
         let mut accepted = 0;
         for entry in call.published.entries.iter() {
             if index.is_none_or(|i| entry.hashes.covers(i)) {
-                accepted |= run_one(ts, call, entry, graph);
+                accepted |= run_one(hot, call, entry, graph);
             }
         }
         accepted
     }
 
+    /// The end of a scope that pushed a frame: restores the parent ip, pops the frame and
+    /// runs the return hooks of the ops that accepted it.
     #[cold]
     #[inline(never)]
-    pub(crate) fn exit_slow(&self, prev_ip: usize, graph: bool) {
-        thread::with(|ts| {
-            ts.current_ip.set(prev_ip);
-            if !graph {
-                return;
-            }
-            let popped = match ts.stack.try_borrow_mut() {
+    fn exit_graph(&self, prev_ip: usize) {
+        thread::hot(|hot| {
+            hot.current_ip.set(prev_ip);
+            let popped = thread::with(|ts| match ts.stack.try_borrow_mut() {
                 Ok(mut stack) => stack.as_mut().and_then(|s| s.pop(now_ns())),
                 Err(_) => None,
-            };
+            })
+            .flatten();
             if let Some((frame, ret)) = popped {
-                self.run_returns(ts, &frame, &ret);
+                self.run_returns(hot, &frame, &ret);
             }
         });
     }
 
-    fn run_returns(&self, ts: &ThreadState, frame: &Frame, ret: &GraphReturn) {
-        let section = ReadGuard::new(ts.slot(self.rcu()));
+    fn run_returns(&self, hot: &Hot, frame: &Frame, ret: &GraphReturn) {
+        let Some(slot) = hot.slot(self.rcu()) else {
+            return;
+        };
+        let section = ReadGuard::new(slot);
         let published = self.published(&section);
         // Return hooks run whether or not the bit is free (an accepted entry always gets its
         // return); holding it keeps traced calls made by the hooks from recursing.
-        let _list = lock_bit(&ts.recursion, Context::List);
+        let _list = lock_bit(&hot.recursion, Context::List);
         for entry in published.entries.iter() {
             if entry.slot_bit & frame.accepted != 0
                 && entry.slot_gen <= frame.generation
@@ -362,13 +408,13 @@ impl Ftrace {
         mut graph: GraphCx,
         push: impl FnOnce(&Published, u32, bool),
     ) -> Option<()> {
-        thread::with(|ts| {
-            let section = ReadGuard::new(ts.slot(self.rcu()));
+        thread::hot(|hot| {
+            let section = ReadGuard::new(hot.slot(self.rcu())?);
             let published = self.published(&section);
             if !published.enabled {
                 return None;
             }
-            let _list = lock_bit(&ts.recursion, Context::List)?;
+            let _list = lock_bit(&hot.recursion, Context::List)?;
             let call = Call {
                 published,
                 ip,
@@ -376,7 +422,7 @@ impl Ftrace {
                 funcs,
                 pids: false,
             };
-            let accepted = self.walk(ts, &call, self.index_of_ip(ip), &mut graph);
+            let accepted = self.walk(hot, &call, self.index_of_ip(ip), &mut graph);
             push(published, accepted, graph.wanted && !graph.room);
             Some(())
         })
@@ -437,56 +483,28 @@ impl Ftrace {
     /// stack is empty.
     pub fn graph_return_at(&self, stack: &mut ShadowStack, rettime: u64) -> Option<GraphReturn> {
         let (frame, ret) = stack.pop(rettime)?;
-        thread::with(|ts| self.run_returns(ts, &frame, &ret));
+        thread::hot(|hot| self.run_returns(hot, &frame, &ret));
         Some(ret)
     }
 }
 
 /// Runs one entry for one call: a function callback, or a graph entry hook. Returns the
 /// entry's slot bit if it is a graph ops that accepted the call.
-fn run_one(ts: &ThreadState, call: &Call<'_>, entry: &OpsEntry, graph: &mut GraphCx) -> u32 {
+fn run_one(hot: &Hot, call: &Call<'_>, entry: &OpsEntry, graph: &mut GraphCx) -> u32 {
     let ops = &*entry.ops;
-    let flags = ops.flags();
-    if call.pids
-        && flags.contains(OpsFlags::PID)
-        && !call.published.pids.is_empty()
-        && call.published.pids.binary_search(&ts.tid).is_err()
-    {
-        return 0;
-    }
     match &ops.callback {
         Callback::Func(func) => {
-            if !call.funcs {
-                return 0;
-            }
-            let _func = if flags.contains(OpsFlags::RECURSION) {
-                match lock_bit(&ts.recursion, Context::Func) {
-                    Some(l) => Some(l),
-                    None => {
-                        ops.count_recursion_miss();
-                        return 0;
-                    }
-                }
-            } else {
-                None
-            };
-            if flags.wants_regs() {
-                let marker = Cell::new(0u8);
-                let regs = Regs {
-                    ip: call.ip,
-                    parent_ip: call.parent,
-                    sp: marker.as_ptr() as usize,
-                    tid: ts.tid,
-                };
-                func(call.ip, call.parent, ops, Some(&regs));
-            } else {
-                func(call.ip, call.parent, ops, None);
+            if call.funcs {
+                run_func(hot, call, ops, func);
             }
             0
         }
         Callback::Graph { entry: hook, .. } => {
+            if !pid_allows(call, ops) {
+                return 0;
+            }
             graph.wanted = true;
-            graph.read_stack(ts);
+            graph.read_stack();
             if !graph.room {
                 return 0;
             }
@@ -502,5 +520,48 @@ fn run_one(ts: &ThreadState, call: &Call<'_>, entry: &OpsEntry, graph: &mut Grap
                 0
             }
         }
+    }
+}
+
+/// Whether `set_ftrace_pid` lets `ops` see this call (always, unless `ops` has `PID`, the
+/// call applies the pid list, and the list is non-empty and lacks this thread).
+#[inline(always)]
+fn pid_allows(call: &Call<'_>, ops: &FtraceOps) -> bool {
+    !(call.pids
+        && ops.flags().contains(OpsFlags::PID)
+        && !call.published.pids.is_empty()
+        && call.published.pids.binary_search(&current_tid()).is_err())
+}
+
+/// Calls a function ops' callback for `call` (pid list, recursion bit and registers as its
+/// flags ask).
+#[inline(always)]
+fn run_func(hot: &Hot, call: &Call<'_>, ops: &FtraceOps, func: &FtraceFunc) {
+    if !pid_allows(call, ops) {
+        return;
+    }
+    let flags = ops.flags();
+    let _func = if flags.contains(OpsFlags::RECURSION) {
+        match lock_bit(&hot.recursion, Context::Func) {
+            Some(l) => Some(l),
+            None => {
+                ops.count_recursion_miss();
+                return;
+            }
+        }
+    } else {
+        None
+    };
+    if flags.wants_regs() {
+        let marker = Cell::new(0u8);
+        let regs = Regs {
+            ip: call.ip,
+            parent_ip: call.parent,
+            sp: marker.as_ptr() as usize,
+            tid: current_tid(),
+        };
+        func(call.ip, call.parent, ops, Some(&regs));
+    } else {
+        func(call.ip, call.parent, ops, None);
     }
 }

@@ -55,12 +55,12 @@ pub struct RecursionLock {
 /// ```
 pub fn trylock(context: Context) -> Option<RecursionLock> {
     let bit = context as u32;
-    thread::with(|ts| {
-        let held = ts.recursion.get();
+    thread::hot(|hot| {
+        let held = hot.recursion.get();
         if held & bit != 0 {
             return None;
         }
-        ts.recursion.set(held | bit);
+        hot.recursion.set(held | bit);
         Some(RecursionLock {
             bit,
             _not_send: PhantomData,
@@ -72,7 +72,7 @@ pub fn trylock(context: Context) -> Option<RecursionLock> {
 impl Drop for RecursionLock {
     fn drop(&mut self) {
         let bit = self.bit;
-        thread::with(|ts| ts.recursion.set(ts.recursion.get() & !bit));
+        thread::hot(|hot| hot.recursion.set(hot.recursion.get() & !bit));
     }
 }
 

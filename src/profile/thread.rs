@@ -2,12 +2,18 @@
 //!
 //! # Design
 //!
-//! Everything the dispatcher keeps per thread lives in one [`ThreadState`], so an enabled
-//! call touches one thread-local: the thread's id (for `set_ftrace_pid`), its reader slots
-//! (one per [`Rcu`] domain, see [`rcu`](super::rcu)), the recursion bits (see
-//! [`recursion`](super::recursion)), the ip of the innermost enabled traced scope (the
-//! `parent_ip` of the next call), and the function-graph shadow stack (allocated on first
-//! use).
+//! What the dispatcher keeps per thread lives in two thread-locals:
+//!
+//! - [`Hot`], the words an enabled call touches every time: the recursion bits (see
+//!   [`recursion`](super::recursion)), the ip of the innermost enabled traced scope (the
+//!   `parent_ip` of the next call), and a one-entry cache of the reader slot of the domain
+//!   this thread entered last. It is `const`-initialised and has no destructor, so reaching
+//!   it is one thread-pointer-relative address: no lazy-initialisation test, no destructor
+//!   registration, and it never fails, even while other thread-locals are being torn down.
+//! - [`ThreadState`], what owns memory: the thread's id (for `set_ftrace_pid`), its reader
+//!   slots (one per [`Rcu`] domain, see [`rcu`](super::rcu)), and the function-graph shadow
+//!   stack (allocated on first use). A call reaches it only when [`Hot`]'s cache misses,
+//!   for `set_ftrace_pid`, and for graph frames.
 //!
 //! # Invariants
 //!
@@ -21,6 +27,12 @@
 //!   thread registers its next slot: a thread that uses many short-lived instances (a
 //!   replay per input, tests) keeps memory bounded. On thread exit every slot is retired.
 //! - No `RefCell` borrow is held across a callback (callbacks may re-enter the dispatcher).
+//! - [`Hot`]'s cached slot is one this thread's [`ThreadState`] holds, for the domain whose
+//!   id is cached with it. It is set only while that `ThreadState` is alive, and the
+//!   `ThreadState`'s destructor clears it before releasing its slots. Domain ids are never
+//!   reused, so a cached id equal to the domain of the current call (which is alive: the
+//!   caller is inside a call on it) names a slot that has not been pruned (pruning drops only
+//!   slots of dropped domains, see above).
 
 use std::cell::{Cell, RefCell, UnsafeCell};
 
@@ -29,14 +41,65 @@ use super::pid;
 use super::rcu::{Rcu, ReaderSlot};
 use crate::primitive::sync::Arc;
 
-pub(crate) struct ThreadState {
-    pub(crate) tid: u32,
-    /// Reader slots by domain id. Grows only; see the module invariants.
-    slots: UnsafeCell<Vec<(u64, Arc<ReaderSlot>)>>,
+/// The per-thread words of every enabled call (see the module docs).
+pub(crate) struct Hot {
     /// The recursion bits.
     pub(crate) recursion: Cell<u32>,
     /// The ip of the innermost enabled traced scope of this thread (0 at top level).
     pub(crate) current_ip: Cell<usize>,
+    /// Domain id of `slot` (0: none; ids start at 1).
+    domain: Cell<u64>,
+    /// This thread's reader slot for `domain` (see the module invariants).
+    slot: Cell<*const ReaderSlot>,
+}
+
+impl Hot {
+    const fn new() -> Self {
+        Self {
+            recursion: Cell::new(0),
+            current_ip: Cell::new(0),
+            domain: Cell::new(0),
+            slot: Cell::new(core::ptr::null()),
+        }
+    }
+
+    /// This thread's reader slot for `rcu`: the cached one, else [`ThreadState::slot`]
+    /// (registering it on first use) and cached. `None` once the thread's `ThreadState` is
+    /// gone (a call from a late thread-local destructor is not traced).
+    #[inline(always)]
+    pub(crate) fn slot<'r>(&self, rcu: &'r Rcu) -> Option<&'r ReaderSlot> {
+        if self.domain.get() == rcu.id() {
+            // SAFETY: the cache holds a slot of this thread's live `ThreadState` for the
+            // domain `rcu`, which the caller holds (module invariants): the slot's `Arc`
+            // is still in that `ThreadState`, and the reference cannot outlive `rcu`'s
+            // borrow, hence the slot.
+            return Some(unsafe { &*self.slot.get() });
+        }
+        self.slot_missed(rcu)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn slot_missed<'r>(&self, rcu: &'r Rcu) -> Option<&'r ReaderSlot> {
+        let slot = with(|ts| ts.slot(rcu) as *const ReaderSlot)?;
+        self.domain.set(rcu.id());
+        self.slot.set(slot);
+        // SAFETY: just returned by the live `ThreadState` for `rcu`, which the caller
+        // holds; see `slot`.
+        Some(unsafe { &*slot })
+    }
+
+    fn forget_slot(&self) {
+        self.domain.set(0);
+        self.slot.set(core::ptr::null());
+    }
+}
+
+/// What owns per-thread memory (see the module docs).
+pub(crate) struct ThreadState {
+    pub(crate) tid: u32,
+    /// Reader slots by domain id. Grows only; see the module invariants.
+    slots: UnsafeCell<Vec<(u64, Arc<ReaderSlot>)>>,
     /// The function-graph shadow stack.
     pub(crate) stack: RefCell<Option<Box<ShadowStack>>>,
 }
@@ -46,8 +109,6 @@ impl ThreadState {
         Self {
             tid: pid::os_tid(),
             slots: UnsafeCell::new(Vec::new()),
-            recursion: Cell::new(0),
-            current_ip: Cell::new(0),
             stack: RefCell::new(None),
         }
     }
@@ -93,6 +154,8 @@ impl ThreadState {
 
 impl Drop for ThreadState {
     fn drop(&mut self) {
+        // Before the slots go: `Hot` must not hand out one of them after this.
+        let _ = HOT.try_with(Hot::forget_slot);
         for (_, slot) in self.slots.get_mut().iter() {
             slot.retire();
         }
@@ -103,10 +166,28 @@ crate::primitive::thread::thread_local! {
     static STATE: ThreadState = ThreadState::new();
 }
 
+// loom's `thread_local!` takes no `const` initializer.
+#[cfg(not(loom))]
+std::thread_local! {
+    static HOT: Hot = const { Hot::new() };
+}
+#[cfg(loom)]
+loom::thread_local! {
+    static HOT: Hot = Hot::new();
+}
+
+/// Runs `f` with this thread's [`Hot`] words. Never `None` outside loom (no destructor, no
+/// lazy initialisation); under loom, `None` once the thread's locals are being dropped.
+#[inline(always)]
+pub(crate) fn hot<R>(f: impl FnOnce(&Hot) -> R) -> Option<R> {
+    HOT.try_with(f).ok()
+}
+
 /// Retires this thread's reader slots now, as its exit would. Loom only (see
 /// [`loom_thread_exit`](super::loom_thread_exit)); the thread makes no traced call after.
 #[cfg(loom)]
 pub(crate) fn exit_now() {
+    let _ = HOT.try_with(Hot::forget_slot);
     let _ = STATE.try_with(|s| {
         // SAFETY: the owner thread, outside any call (the caller's contract), so no
         // reference into the Vec or to a slot it keeps alive is live.
