@@ -10,7 +10,9 @@
 //! Records live in per-thread [single-writer shards](crate::hist::Shard) of the hash
 //! histogram, keyed by ip: hits, and with timing total time, time², min/max and a log2
 //! latency histogram. A thread's first call creates its shard and lists it with the
-//! profiler (one lock, once per thread); every later call is a thread-local lookup and a
+//! profiler (one lock, once per thread); every later call reads the shard's address from a
+//! one-entry cache in a `const` thread-local (`Last`, with a `busy` flag that turns a call
+//! made from inside a record into an orphan instead of an aliasing borrow) and makes a
 //! relaxed load + store per word of the thread's own cell: no shared cache line, no
 //! read-modify-write, no lock, no allocation. Readers merge the shards. A shard outlives its
 //! thread, so threads that exit keep their records until the next reset. A call made while
@@ -69,7 +71,7 @@
 
 use core::cmp::Ordering as CmpOrdering;
 use core::fmt;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::AtomicU64 as StdAtomicU64;
 use std::sync::{Arc, Weak};
 
@@ -229,14 +231,103 @@ impl Drop for Local {
     }
 }
 
+/// This thread's profiler states. Boxed: [`Last`] points into them. Dropping the list
+/// (thread exit) first empties the cache.
+#[derive(Default)]
+// Boxed on purpose: `Last` holds addresses of states, which a `Vec<Local>` would move
+// when it grows.
+#[allow(clippy::vec_box)]
+struct Locals(Vec<Box<Local>>);
+
+impl Drop for Locals {
+    fn drop(&mut self) {
+        let _ = LAST.try_with(Last::forget);
+    }
+}
+
+/// The thread's most recently used profiler state, so that a call reaches it without the
+/// list: the profiler's id and its boxed [`Local`] (id 0: none; ids start at 1), and
+/// `busy`, set while anything holds a `&mut` into this thread's states (the cache's user or
+/// [`borrow_locals`]): a call made from inside one of them (a traced allocator, say) is
+/// refused and goes to the orphan tables instead of aliasing the state.
+///
+/// `const`-initialised, no destructor: reaching it is one thread-pointer-relative address.
+/// Invariant: `local` points at the boxed state of profiler `id` in this thread's
+/// [`Locals`]; whoever removes states from the list (only [`borrow_locals`]' callers, with
+/// `busy` set) or drops the list forgets the cache first.
+struct Last {
+    id: Cell<u64>,
+    local: Cell<*mut Local>,
+    /// That state's `counted` and `timed` shards once created (null until then), so a
+    /// record goes straight to its shard. Moving a shard out of its state (only
+    /// `switch_shard` does) forgets the cache too.
+    counted: Cell<*const Shard>,
+    timed: Cell<*const Shard>,
+    busy: Cell<bool>,
+}
+
+impl Last {
+    const fn new() -> Self {
+        Last {
+            id: Cell::new(0),
+            local: Cell::new(core::ptr::null_mut()),
+            counted: Cell::new(core::ptr::null()),
+            timed: Cell::new(core::ptr::null()),
+            busy: Cell::new(false),
+        }
+    }
+
+    fn forget(&self) {
+        self.id.set(0);
+        self.local.set(core::ptr::null_mut());
+        self.counted.set(core::ptr::null());
+        self.timed.set(core::ptr::null());
+    }
+
+    /// Caches `local` as the state of profiler `id`.
+    fn remember(&self, id: u64, local: &mut Local) {
+        if self.id.get() != id || !core::ptr::eq(self.local.get(), local) {
+            self.forget();
+            self.id.set(id);
+            self.local.set(local);
+        }
+        let ptr = |s: &Option<Shard>| s.as_ref().map_or(core::ptr::null(), |s| s as *const Shard);
+        self.counted.set(ptr(&local.counted));
+        self.timed.set(ptr(&local.timed));
+    }
+}
+
+/// Clears `busy` when the borrow ends (also on unwinding).
+struct Busy<'a>(&'a Last);
+
+impl<'a> Busy<'a> {
+    /// Sets `busy`, or `None` if it is set already.
+    #[inline(always)]
+    fn take(last: &'a Last) -> Option<Self> {
+        if last.busy.replace(true) {
+            return None;
+        }
+        Some(Busy(last))
+    }
+}
+
+impl Drop for Busy<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.0.busy.set(false);
+    }
+}
+
 // loom's `thread_local!` takes no `const` initializer; std's is cheaper with one.
 #[cfg(not(loom))]
 std::thread_local! {
-    static LOCALS: RefCell<Vec<Local>> = const { RefCell::new(Vec::new()) };
+    static LOCALS: RefCell<Locals> = const { RefCell::new(Locals(Vec::new())) };
+    static LAST: Last = const { Last::new() };
 }
 #[cfg(loom)]
 loom::thread_local! {
-    static LOCALS: RefCell<Vec<Local>> = RefCell::new(Vec::new());
+    static LOCALS: RefCell<Locals> = RefCell::new(Locals::default());
+    static LAST: Last = Last::new();
 }
 
 /// Drops this thread's profiler state now, as its exit would. Loom only (see
@@ -255,23 +346,73 @@ static NEXT_ID: StdAtomicU64 = StdAtomicU64::new(1);
 
 /// Runs `f` on this thread's state for `inner`, creating it on first use. `None` when the
 /// thread's local storage is gone or busy (the caller then uses the shared orphan tables).
+#[inline(always)]
 fn with_local<R>(inner: &Arc<Inner>, f: impl FnOnce(&mut Local) -> R) -> Option<R> {
-    LOCALS
-        .try_with(|cell| {
-            let mut locals = cell.try_borrow_mut().ok()?;
-            let pos = match locals.iter().position(|l| l.id == inner.id) {
-                Some(pos) => pos,
-                None => {
-                    // Forget the state of profilers that no longer exist.
-                    locals.retain(|l| l.weak.strong_count() > 0);
-                    locals.push(new_local(inner));
-                    locals.len() - 1
-                }
-            };
-            Some(f(&mut locals[pos]))
+    let mut f = Some(f);
+    let cached = LAST
+        .try_with(|last| {
+            if last.id.get() != inner.id {
+                return None;
+            }
+            let _busy = Busy::take(last)?;
+            let f = f.take()?;
+            // SAFETY: `local` is the boxed state of profiler `inner.id` in this thread's
+            // list, alive until it is removed or the list dropped, both of which forget
+            // the cache first (`Last`'s invariant); `busy` was clear, so no other `&mut`
+            // into the list exists, and it stays set (no other can be made) until `f`
+            // returns.
+            let local = unsafe { &mut *last.local.get() };
+            let r = f(local);
+            // `f` may have created a shard.
+            last.remember(inner.id, local);
+            Some(r)
         })
         .ok()
-        .flatten()
+        .flatten();
+    if cached.is_some() {
+        return cached;
+    }
+    with_local_slow(inner, f?)
+}
+
+#[cold]
+#[inline(never)]
+fn with_local_slow<R>(inner: &Arc<Inner>, f: impl FnOnce(&mut Local) -> R) -> Option<R> {
+    borrow_locals(|locals, last| {
+        let pos = match locals.iter().position(|l| l.id == inner.id) {
+            Some(pos) => pos,
+            None => {
+                // Forget the state of profilers that no longer exist.
+                last.forget();
+                locals.retain(|l| l.weak.strong_count() > 0);
+                locals.push(Box::new(new_local(inner)));
+                locals.len() - 1
+            }
+        };
+        let local: &mut Local = &mut locals[pos];
+        last.remember(inner.id, local);
+        let r = f(local);
+        // `f` may have created a shard.
+        last.remember(inner.id, local);
+        r
+    })
+}
+
+/// Runs `f` on this thread's list of states with `busy` set; `None` if the list is gone
+/// (thread exit) or already borrowed (a call from inside a borrow).
+fn borrow_locals<R>(f: impl FnOnce(&mut Vec<Box<Local>>, &Last) -> R) -> Option<R> {
+    LAST.try_with(|last| {
+        let _busy = Busy::take(last)?;
+        LOCALS
+            .try_with(|cell| {
+                let mut locals = cell.try_borrow_mut().ok()?;
+                Some(f(&mut locals.0, last))
+            })
+            .ok()
+            .flatten()
+    })
+    .ok()
+    .flatten()
 }
 
 fn new_local(inner: &Arc<Inner>) -> Local {
@@ -324,40 +465,37 @@ fn switch_shard(inner: &Arc<Inner>, index: usize) -> bool {
     inner
         .next_index
         .fetch_max(index.saturating_add(1), Ordering::Relaxed);
-    LOCALS
-        .try_with(|cell| {
-            let mut locals = cell.try_borrow_mut().ok()?;
-            let Some(pos) = locals.iter().position(|l| l.id == inner.id) else {
-                locals.retain(|l| l.weak.strong_count() > 0);
-                locals.push(new_local_at(inner, index));
-                return Some(());
-            };
-            let local = &mut locals[pos];
-            if local.index == index {
-                return Some(());
-            }
-            let mut next = match local.parked.iter().position(|p| p.index == index) {
-                Some(i) => local.parked.swap_remove(i),
-                None => new_parked(inner, index),
-            };
-            let current = Parked {
-                index: std::mem::replace(&mut local.index, next.index),
-                alive: std::mem::replace(&mut local.alive, Arc::clone(&next.alive)),
-                counted: local.counted.take(),
-                timed: local.timed.take(),
-                paths: local.paths.take(),
-                path_stack: std::mem::take(&mut local.path_stack),
-            };
-            local.counted = next.counted.take();
-            local.timed = next.timed.take();
-            local.paths = next.paths.take();
-            local.path_stack = std::mem::take(&mut next.path_stack);
-            local.parked.push(current);
-            Some(())
-        })
-        .ok()
-        .flatten()
-        .is_some()
+    borrow_locals(|locals, last| {
+        // Shards move between the state and its parked list below.
+        last.forget();
+        let Some(pos) = locals.iter().position(|l| l.id == inner.id) else {
+            locals.retain(|l| l.weak.strong_count() > 0);
+            locals.push(Box::new(new_local_at(inner, index)));
+            return;
+        };
+        let local = &mut locals[pos];
+        if local.index == index {
+            return;
+        }
+        let mut next = match local.parked.iter().position(|p| p.index == index) {
+            Some(i) => local.parked.swap_remove(i),
+            None => new_parked(inner, index),
+        };
+        let current = Parked {
+            index: std::mem::replace(&mut local.index, next.index),
+            alive: std::mem::replace(&mut local.alive, Arc::clone(&next.alive)),
+            counted: local.counted.take(),
+            timed: local.timed.take(),
+            paths: local.paths.take(),
+            path_stack: std::mem::take(&mut local.path_stack),
+        };
+        local.counted = next.counted.take();
+        local.timed = next.timed.take();
+        local.paths = next.paths.take();
+        local.path_stack = std::mem::take(&mut next.path_stack);
+        local.parked.push(current);
+    })
+    .is_some()
 }
 
 /// Which of a thread's tables.
@@ -413,8 +551,47 @@ fn new_shard(inner: &Inner, index: usize, slice: Slice) -> Shard {
     shard
 }
 
+/// Records one hit of `ip` (with its duration when timed) in this thread's shard.
+#[inline(always)]
 fn record(inner: &Arc<Inner>, ip: usize, duration: Option<u64>) {
     let key = Key::one(ip as u64);
+    let recorded = LAST
+        .try_with(|last| {
+            if last.id.get() != inner.id {
+                return false;
+            }
+            let shard = match duration {
+                None => last.counted.get(),
+                Some(_) => last.timed.get(),
+            };
+            if shard.is_null() {
+                return false;
+            }
+            let Some(_busy) = Busy::take(last) else {
+                return false;
+            };
+            // SAFETY: a non-null cached shard lives in the boxed state of profiler
+            // `inner.id` in this thread's list; it is neither moved nor dropped without
+            // forgetting the cache first (`Last`'s invariant), and `busy` keeps anything
+            // else from touching the state until this update returns.
+            let shard = unsafe { &*shard };
+            match duration {
+                Some(d) => shard.update(key, &[d]),
+                None => shard.increment(key),
+            }
+            true
+        })
+        .unwrap_or(false);
+    if !recorded {
+        record_slow(inner, key, duration);
+    }
+}
+
+/// `record` without a cached shard: the thread's first record, another profiler's state
+/// cached, or a call from inside a borrow (which the orphan tables take).
+#[cold]
+#[inline(never)]
+fn record_slow(inner: &Arc<Inner>, key: Key, duration: Option<u64>) {
     let done = with_local(inner, |local| match duration {
         Some(d) => shard(inner, local, Slice::Timed).update(key, &[d]),
         None => shard(inner, local, Slice::Counted).increment(key),
@@ -1264,6 +1441,83 @@ impl ControlFile for OptionFile {
 mod tests {
     use super::*;
     use crate::profile::{ShadowStack, SiteDef};
+
+    /// Total hits of `ip` over all threads and the orphan table.
+    fn hits_of(p: &FunctionProfiler, ip: usize) -> u64 {
+        p.rows(None)
+            .iter()
+            .filter(|r| r.ip == ip)
+            .map(|r| r.hits)
+            .sum()
+    }
+
+    /// A record made while this thread's state is borrowed (a traced allocator called from
+    /// inside a record, say) must neither alias that borrow nor be lost: it goes to the
+    /// orphan table. Covers the cached path (`Last`) and the list path alike.
+    #[test]
+    fn a_record_from_inside_a_record_goes_to_the_orphans() {
+        for timing in [false, true] {
+            let ftrace = Ftrace::new([SiteDef::new("f", "tests")]);
+            let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
+            profiler
+                .set_options(Options {
+                    timing,
+                    ..Default::default()
+                })
+                .unwrap();
+            profiler.enable().unwrap();
+            let inner = &profiler.inner;
+            let ip = ftrace.find("f").unwrap().ip();
+            let d = timing.then_some(5);
+            record(inner, ip, d); // creates the state and its shard, fills the cache
+            record(inner, ip, d); // through the cache
+            // Nested inside a borrow of the state (the cache's and the list's).
+            with_local(inner, |_| record(inner, ip, d)).unwrap();
+            LAST.with(Last::forget);
+            with_local(inner, |_| record(inner, ip, d)).unwrap();
+            let orphans = if timing {
+                inner.orphans_timed.snapshot()
+            } else {
+                inner.orphans_counted.snapshot()
+            };
+            assert_eq!(orphans.get(ip as u64).map(|r| r.hits), Some(2));
+            assert_eq!(hits_of(&profiler, ip), 4, "timing: {timing}");
+            // After the nested calls, the cache serves records again.
+            record(inner, ip, d);
+            assert_eq!(hits_of(&profiler, ip), 5);
+        }
+    }
+
+    /// `record_into` moves shards between a thread's state and its parked list: the cache
+    /// must not keep pointing at a moved shard. Each shard gets exactly its own records.
+    #[test]
+    fn switching_shards_keeps_each_shards_records() {
+        let ftrace = Ftrace::new([SiteDef::new("f", "tests")]);
+        let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
+        profiler
+            .set_options(Options {
+                timing: false,
+                ..Default::default()
+            })
+            .unwrap();
+        profiler.enable().unwrap();
+        let ip = ftrace.find("f").unwrap().ip();
+        let site = ftrace.site(0).unwrap();
+        let calls = |n| {
+            for _ in 0..n {
+                drop(ftrace.call(site));
+            }
+        };
+        assert!(profiler.record_into(10));
+        calls(3);
+        assert!(profiler.record_into(11));
+        calls(5);
+        assert!(profiler.record_into(10));
+        calls(7);
+        let hits = |t| profiler.rows(Some(t)).iter().map(|r| r.hits).sum::<u64>();
+        assert_eq!((hits(10), hits(11)), (10, 5));
+        assert_eq!(hits_of(&profiler, ip), 15);
+    }
 
     /// Frames the hook layer drops without a return (replay does, for entries whose exit is
     /// not in the trace) leave no trace in the call paths: the profiler's own path and CPU
