@@ -101,17 +101,44 @@ const RECENT_SLOTS: usize = 32;
 /// and its entry's arena address (0: empty). Arena entries never move, so an address stays
 /// good for the life of its generation; the owner clears the cache whenever it swaps the
 /// generation (`apply_reset`), the only way a generation ends while the `Shard` lives.
-struct Recent([Cell<(Key, usize)>; RECENT_SLOTS]);
+///
+/// A slot is four separate words (three key fields, the address), read and compared one
+/// by one: a copied `(Key, usize)` tuple compiles to 16-byte vector loads of a key the
+/// caller wrote as 8-byte stores, which stalls store forwarding on every hit.
+struct Recent([RecentSlot; RECENT_SLOTS]);
+
+/// One slot of [`Recent`]: key fields, then the entry's address.
+struct RecentSlot([Cell<u64>; 4]);
+
+impl RecentSlot {
+    /// The cached entry's address if this slot holds `key`.
+    #[inline(always)]
+    fn lookup(&self, key: &Key) -> Option<usize> {
+        let w = &self.0;
+        let differs = (w[0].get() ^ key.0[0]) | (w[1].get() ^ key.0[1]) | (w[2].get() ^ key.0[2]);
+        let addr = w[3].get() as usize;
+        (differs == 0 && addr != 0).then_some(addr)
+    }
+
+    fn fill(&self, key: &Key, addr: usize) {
+        for (w, k) in self.0.iter().zip(key.0) {
+            w.set(k);
+        }
+        self.0[3].set(addr as u64);
+    }
+}
 
 impl Recent {
     fn new() -> Self {
-        Recent(core::array::from_fn(|_| Cell::new((Key::default(), 0))))
+        Recent(core::array::from_fn(|_| {
+            RecentSlot(core::array::from_fn(|_| Cell::new(0)))
+        }))
     }
 
     /// The slot of `key`: a multiplicative hash of its fields (2 instructions for the
     /// common single-field key).
     #[inline]
-    fn slot(&self, key: &Key) -> &Cell<(Key, usize)> {
+    fn slot(&self, key: &Key) -> &RecentSlot {
         let k = key.0[0] ^ key.0[1].rotate_left(21) ^ key.0[2].rotate_left(42);
         let i = (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - RECENT_SLOTS.trailing_zeros()))
             as usize;
@@ -120,7 +147,7 @@ impl Recent {
 
     fn clear(&self) {
         for s in &self.0 {
-            s.set((Key::default(), 0));
+            s.fill(&Key::default(), 0);
         }
     }
 }
@@ -222,8 +249,7 @@ impl Shard {
         }
         if let Some(recent) = &self.recent {
             let slot = recent.slot(&key);
-            let (cached, addr) = slot.get();
-            if addr != 0 && cached == key {
+            if let Some(addr) = slot.lookup(&key) {
                 // SAFETY: `addr` is an entry of the current generation (the cache is cleared
                 // whenever the generation is swapped, see `Recent`), which lives as long as
                 // `self.inner` does.
@@ -238,13 +264,13 @@ impl Shard {
 
     /// A cache miss: the table, then the cache slot (out of line, so the hit stays short).
     #[inline(never)]
-    fn update_missed(&self, key: Key, vals: &[u64], slot: &Cell<(Key, usize)>) {
+    fn update_missed(&self, key: Key, vals: &[u64], slot: &RecentSlot) {
         self.update_table(key, vals, Some(slot));
     }
 
     /// Finds (or inserts) `key` in the table and applies the update; fills `slot` if given.
     #[inline(always)]
-    fn update_table(&self, key: Key, vals: &[u64], slot: Option<&Cell<(Key, usize)>>) {
+    fn update_table(&self, key: Key, vals: &[u64], slot: Option<&RecentSlot>) {
         let inner = &*self.inner;
         // SAFETY: only the owner touches the shard's tables (module invariant), so no
         // other thread can be reading a table this guard lets growth free at once; the
@@ -254,7 +280,7 @@ impl Shard {
         let generation = unsafe { inner.generation.load(Ordering::Relaxed, guard).deref() };
         if let Locate::Found(e) = generation.owner_ctx(guard).locate(&generation.table, &key) {
             if let Some(slot) = slot {
-                slot.set((key, e.addr()));
+                slot.fill(&key, e.addr());
             }
             cell::apply::<OwnedWriter>(e, &inner.words, vals);
         }
