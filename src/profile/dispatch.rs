@@ -44,12 +44,12 @@ use core::cell::Cell;
 use super::filter::Hashes;
 use super::ftrace::Ftrace;
 use super::graph::{Frame, GraphEntry, GraphReturn, ShadowStack, now_ns};
-use super::ops::{Callback, FtraceFunc, FtraceOps, OpsFlags, Regs};
+use super::ops::{Callback, FtraceFunc, FtraceOps, GraphEntryFunc, OpsFlags, Regs};
 use super::pid::current_tid;
 use super::rcu::ReadGuard;
 use super::recursion::{Context, lock_bit};
 use super::site::Site;
-use super::thread::{self, Hot};
+use super::thread::{self, Hot, ThreadState};
 use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::Ordering;
 
@@ -200,11 +200,7 @@ impl GraphCx {
     fn read_stack(&mut self) {
         if self.stack_unread {
             self.stack_unread = false;
-            (self.room, self.depth) = thread::with(|ts| match ts.stack.try_borrow() {
-                Ok(s) => s.as_ref().map_or((true, 0), |s| (!s.is_full(), s.depth())),
-                Err(_) => (false, 0),
-            })
-            .unwrap_or((false, 0));
+            (self.room, self.depth) = thread::with(stack_room).unwrap_or((false, 0));
         }
     }
 }
@@ -279,18 +275,70 @@ impl Ftrace {
             // SAFETY: a non-null `direct` points at an entry of a published state that is
             // freed only after a grace period that our open section (`section`) holds off.
             let entry = unsafe { &*direct };
-            if let Callback::Func(func) = &entry.ops.callback {
-                // The kernel's per-site trampoline: one function ops covers the site; no
-                // list bit, no graph context, no frame.
-                run_func(hot, &call, &entry.ops, func);
-                hot.current_ip.set(call.ip);
-                return ScopeGuard::traced(self, call.parent, false);
+            match &entry.ops.callback {
+                Callback::Func(func) => {
+                    // The kernel's per-site trampoline: one function ops covers the site;
+                    // no list bit, no graph context, no frame.
+                    run_func(hot, &call, &entry.ops, func);
+                    hot.current_ip.set(call.ip);
+                    return ScopeGuard::traced(self, call.parent, false);
+                }
+                Callback::Graph { entry: hook, .. } => {
+                    return self.enter_direct_graph(hot, &call, entry, hook);
+                }
             }
         }
         self.enter_general(hot, &call, site, direct)
     }
 
-    /// The list walk, or a direct graph ops: entry hooks, then maybe a frame.
+    /// One graph ops covers the site (the function profiler timing calls): its entry hook
+    /// under the `List` bit, then its frame, with one look at the thread's stack.
+    #[inline(never)]
+    fn enter_direct_graph<'a>(
+        &'a self,
+        hot: &Hot,
+        call: &Call<'_>,
+        entry: &OpsEntry,
+        hook: &GraphEntryFunc,
+    ) -> ScopeGuard<'a> {
+        let pushed = {
+            let Some(_list) = lock_bit(&hot.recursion, Context::List) else {
+                return ScopeGuard::none();
+            };
+            pid_allows(call, &entry.ops)
+                && thread::with(|ts| {
+                    let (room, depth) = stack_room(ts);
+                    if !room {
+                        self.count_overrun_on(ts);
+                        return false;
+                    }
+                    let calltime = now_ns();
+                    let record = GraphEntry {
+                        func: call.ip,
+                        parent: call.parent,
+                        depth,
+                        calltime,
+                    };
+                    // No borrow of `ts` is held while the hook runs.
+                    hook(&record, &entry.ops)
+                        && push_frame(
+                            ts,
+                            Frame {
+                                func: call.ip,
+                                calltime,
+                                child_time: 0,
+                                accepted: entry.slot_bit,
+                                generation: call.published.generation,
+                            },
+                        )
+                })
+                .unwrap_or(false)
+        };
+        hot.current_ip.set(call.ip);
+        ScopeGuard::traced(self, call.parent, pushed)
+    }
+
+    /// The list walk: entry hooks, then maybe a frame.
     #[inline(never)]
     fn enter_general<'a>(
         &'a self,
@@ -322,29 +370,24 @@ impl Ftrace {
                 accepted,
                 generation: call.published.generation,
             };
-            thread::with(|ts| match ts.stack.try_borrow_mut() {
-                Ok(mut stack) => {
-                    stack
-                        .get_or_insert_with(|| Box::new(ShadowStack::new()))
-                        .push(frame);
-                    true
-                }
-                Err(_) => false,
-            })
-            .unwrap_or(false)
+            thread::with(|ts| push_frame(ts, frame)).unwrap_or(false)
         };
         hot.current_ip.set(call.ip);
         ScopeGuard::traced(self, call.parent, pushed)
     }
 
     fn count_overrun(&self) {
-        thread::with(|ts| {
-            if let Ok(mut stack) = ts.stack.try_borrow_mut()
-                && let Some(stack) = stack.as_mut()
-            {
-                stack.count_overrun();
-            }
-        });
+        thread::with(|ts| self.count_overrun_on(ts));
+    }
+
+    /// A call found `ts`'s stack full (or busy): counted on the stack and the instance.
+    #[cold]
+    fn count_overrun_on(&self, ts: &ThreadState) {
+        if let Ok(mut stack) = ts.stack.try_borrow_mut()
+            && let Some(stack) = stack.as_mut()
+        {
+            stack.count_overrun();
+        }
         self.note_overrun();
     }
 
@@ -520,6 +563,31 @@ fn run_one(hot: &Hot, call: &Call<'_>, entry: &OpsEntry, graph: &mut GraphCx) ->
                 0
             }
         }
+    }
+}
+
+/// Whether `ts`'s shadow stack has room for a frame, and its depth (an unallocated stack
+/// is empty; a stack borrowed further up this thread has no room).
+#[inline(always)]
+fn stack_room(ts: &ThreadState) -> (bool, usize) {
+    match ts.stack.try_borrow() {
+        Ok(s) => s.as_ref().map_or((true, 0), |s| (!s.is_full(), s.depth())),
+        Err(_) => (false, 0),
+    }
+}
+
+/// Pushes `frame` on `ts`'s shadow stack (allocated on first use); `false` if the stack is
+/// borrowed further up this thread.
+#[inline(always)]
+fn push_frame(ts: &ThreadState, frame: Frame) -> bool {
+    match ts.stack.try_borrow_mut() {
+        Ok(mut stack) => {
+            stack
+                .get_or_insert_with(|| Box::new(ShadowStack::new()))
+                .push(frame);
+            true
+        }
+        Err(_) => false,
     }
 }
 
