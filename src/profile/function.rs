@@ -197,9 +197,11 @@ struct Local {
     weak: Weak<Inner>,
     index: usize,
     alive: Arc<AtomicBool>,
-    counted: Option<Shard>,
-    timed: Option<Shard>,
-    paths: Option<Shard>,
+    /// Boxed, so that `record_into` moves pointers, not shards (a shard with its recent-key
+    /// cache is over 1 KiB), and the addresses `Last` caches survive the move.
+    counted: Option<Box<Shard>>,
+    timed: Option<Box<Shard>>,
+    paths: Option<Box<Shard>>,
     /// CPU-time frames (start, children) for `sleep-time` off.
     cpu_stack: Vec<(u64, u64)>,
     /// Call-path frames (ip, path hash) for `call_paths`.
@@ -216,10 +218,10 @@ struct Local {
 struct Parked {
     index: usize,
     alive: Arc<AtomicBool>,
-    counted: Option<Shard>,
-    timed: Option<Shard>,
+    counted: Option<Box<Shard>>,
+    timed: Option<Box<Shard>>,
     path_stack: Vec<(usize, u64)>,
-    paths: Option<Shard>,
+    paths: Option<Box<Shard>>,
 }
 
 impl Drop for Local {
@@ -258,9 +260,9 @@ impl Drop for Locals {
 struct Last {
     id: Cell<u64>,
     local: Cell<*mut Local>,
-    /// That state's `counted` and `timed` shards once created (null until then), so a
-    /// record goes straight to its shard. Moving a shard out of its state (only
-    /// `switch_shard` does) forgets the cache too.
+    /// That state's active `counted` and `timed` shards once created (null until then), so
+    /// a record goes straight to its shard. Shards are boxed and dropped only with their
+    /// state; `switch_shard`, which swaps the active ones, refreshes these.
     counted: Cell<*const Shard>,
     timed: Cell<*const Shard>,
     busy: Cell<bool>,
@@ -291,7 +293,10 @@ impl Last {
             self.id.set(id);
             self.local.set(local);
         }
-        let ptr = |s: &Option<Shard>| s.as_ref().map_or(core::ptr::null(), |s| s as *const Shard);
+        let ptr = |s: &Option<Box<Shard>>| {
+            s.as_deref()
+                .map_or(core::ptr::null(), |s| s as *const Shard)
+        };
         self.counted.set(ptr(&local.counted));
         self.timed.set(ptr(&local.timed));
     }
@@ -461,39 +466,56 @@ fn new_parked(inner: &Arc<Inner>, index: usize) -> Parked {
 
 /// Makes shard `index` the calling thread's active shard for `inner` (see `record_into`).
 fn switch_shard(inner: &Arc<Inner>, index: usize) -> bool {
-    // Thread numbers handed out from now on skip `index`.
-    inner
-        .next_index
-        .fetch_max(index.saturating_add(1), Ordering::Relaxed);
+    // Replay switches at every change of trace CPU: staying put costs a few loads.
+    let current = LAST
+        .try_with(|last| {
+            last.id.get() == inner.id
+                && !last.busy.get()
+                // SAFETY: `local` is this thread's live state of `inner` (`Last`'s
+                // invariant) and `busy` is clear: no `&mut` to it exists while we read.
+                && unsafe { (*last.local.get()).index } == index
+        })
+        .unwrap_or(false);
+    if current {
+        return true;
+    }
+    // Thread numbers handed out from now on skip `index` (a load first: the read-modify-
+    // write is needed once per new index, not per switch).
+    if inner.next_index.load(Ordering::Relaxed) <= index {
+        inner
+            .next_index
+            .fetch_max(index.saturating_add(1), Ordering::Relaxed);
+    }
     borrow_locals(|locals, last| {
-        // Shards move between the state and its parked list below.
-        last.forget();
         let Some(pos) = locals.iter().position(|l| l.id == inner.id) else {
+            // States may be dropped below.
+            last.forget();
             locals.retain(|l| l.weak.strong_count() > 0);
             locals.push(Box::new(new_local_at(inner, index)));
             return;
         };
-        let local = &mut locals[pos];
-        if local.index == index {
-            return;
+        let local: &mut Local = &mut locals[pos];
+        if local.index != index {
+            let mut next = match local.parked.iter().position(|p| p.index == index) {
+                Some(i) => local.parked.swap_remove(i),
+                None => new_parked(inner, index),
+            };
+            let current = Parked {
+                index: std::mem::replace(&mut local.index, next.index),
+                alive: std::mem::replace(&mut local.alive, Arc::clone(&next.alive)),
+                counted: local.counted.take(),
+                timed: local.timed.take(),
+                paths: local.paths.take(),
+                path_stack: std::mem::take(&mut local.path_stack),
+            };
+            local.counted = next.counted.take();
+            local.timed = next.timed.take();
+            local.paths = next.paths.take();
+            local.path_stack = std::mem::take(&mut next.path_stack);
+            local.parked.push(current);
         }
-        let mut next = match local.parked.iter().position(|p| p.index == index) {
-            Some(i) => local.parked.swap_remove(i),
-            None => new_parked(inner, index),
-        };
-        let current = Parked {
-            index: std::mem::replace(&mut local.index, next.index),
-            alive: std::mem::replace(&mut local.alive, Arc::clone(&next.alive)),
-            counted: local.counted.take(),
-            timed: local.timed.take(),
-            paths: local.paths.take(),
-            path_stack: std::mem::take(&mut local.path_stack),
-        };
-        local.counted = next.counted.take();
-        local.timed = next.timed.take();
-        local.paths = next.paths.take();
-        local.path_stack = std::mem::take(&mut next.path_stack);
-        local.parked.push(current);
+        // The active shards changed: point the cache at them.
+        last.remember(inner.id, local);
     })
     .is_some()
 }
@@ -524,7 +546,7 @@ fn shard<'l>(inner: &Inner, local: &'l mut Local, slice: Slice) -> &'l Shard {
         // Not `get_or_insert_with`: that would copy the layout constant on every call.
         return shard;
     }
-    which.insert(new_shard(inner, local.index, slice))
+    which.insert(Box::new(new_shard(inner, local.index, slice)))
 }
 
 #[cold]
@@ -1488,8 +1510,9 @@ mod tests {
         }
     }
 
-    /// `record_into` moves shards between a thread's state and its parked list: the cache
-    /// must not keep pointing at a moved shard. Each shard gets exactly its own records.
+    /// `record_into` swaps the active shards of a thread's state with parked ones: the cache
+    /// must follow the swap, not keep feeding the shard that was active. Each shard gets
+    /// exactly its own records.
     #[test]
     fn switching_shards_keeps_each_shards_records() {
         let ftrace = Ftrace::new([SiteDef::new("f", "tests")]);
