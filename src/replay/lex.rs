@@ -16,11 +16,25 @@ pub(super) fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t'..=b'\r')
 }
 
-/// `str::trim_start`, a byte at a time while the bytes are ASCII.
+/// `str::trim_start`: runs of spaces eight bytes at a time (indentation is most of what it
+/// skips), then a byte at a time while the bytes are ASCII.
 #[inline]
 pub(super) fn trim_start(s: &str) -> &str {
     let b = s.as_bytes();
-    let i = b.iter().position(|&c| !is_space(c)).unwrap_or(b.len());
+    let mut i = 0;
+    while let Some(word) = b.get(i..).and_then(<[u8]>::first_chunk::<8>) {
+        let x = u64::from_le_bytes(*word) ^ SPACES;
+        if x != 0 {
+            // The lowest non-zero byte of `x` is the first byte that is not a space.
+            i += (x.trailing_zeros() / 8) as usize;
+            break;
+        }
+        i += 8;
+    }
+    let i = i + b[i..]
+        .iter()
+        .position(|&c| !is_space(c))
+        .unwrap_or(b.len() - i);
     match b.get(i) {
         Some(&c) if c >= 0x80 => s[i..].trim_start(),
         _ => &s[i..],
@@ -44,6 +58,8 @@ pub(super) fn trim(s: &str) -> &str {
     trim_start(trim_end(s))
 }
 
+/// A word of spaces.
+const SPACES: u64 = u64::from_ne_bytes([b' '; 8]);
 /// Each byte of a word.
 const LO: u64 = u64::from_ne_bytes([0x01; 8]);
 /// The top bit of each byte.
@@ -127,20 +143,23 @@ pub(super) fn all_digits(s: &str) -> bool {
 
 /// A decimal `u32` of at most 9 digits (so it cannot overflow).
 pub(super) fn parse_u32(s: &str) -> Option<u32> {
-    if s.len() > 9 || !all_digits(s) {
+    if s.is_empty() || s.len() > 9 {
         return None;
     }
-    Some(s.bytes().fold(0u32, |n, b| n * 10 + u32::from(b - b'0')))
+    let mut n = 0u32;
+    for &b in s.as_bytes() {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        n = n * 10 + u32::from(d);
+    }
+    Some(n)
 }
 
 /// A decimal `u64`; `None` on overflow or a non-digit.
 pub(super) fn parse_u64(s: &str) -> Option<u64> {
-    if !all_digits(s) {
-        return None;
-    }
-    s.bytes().try_fold(0u64, |n, b| {
-        n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
-    })
+    parse_u64_bytes(s.as_bytes())
 }
 
 /// `int[.frac]` scaled by `10^scale`, the fraction cut (not rounded) to `scale` digits:
@@ -169,14 +188,60 @@ pub(super) fn parse_scaled(s: &str, scale: u32) -> Option<u64> {
 
 /// A timestamp column: `17284.993652` (seconds), `68us` (latency format, relative
 /// microseconds) or a bare integer (raw `counter`/`x86-tsc` clock, kept as is).
+///
+/// One pass over the bytes: the integer part, then (after a `.`) at most nine fraction
+/// digits, the rest of the fraction checked to be digits and cut, as [`parse_scaled`] does.
 pub(super) fn parse_timestamp(tok: &str) -> Option<u64> {
-    if let Some(us) = tok.strip_suffix("us") {
-        return parse_u64(us)?.checked_mul(1000);
+    let b = tok.as_bytes();
+    if let Some(us) = b.strip_suffix(b"us") {
+        return parse_u64_bytes(us)?.checked_mul(1000);
     }
-    if find_byte(tok, 0, b'.').is_some() {
-        return parse_scaled(tok, 9);
+    let mut n = 0u64;
+    let mut i = 0;
+    while let Some(&c) = b.get(i) {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        n = n.checked_mul(10)?.checked_add(u64::from(d))?;
+        i += 1;
     }
-    parse_u64(tok)
+    if i == 0 {
+        return None;
+    }
+    match b.get(i) {
+        None => Some(n),
+        Some(b'.') => {
+            let frac = &b[i + 1..];
+            if frac.is_empty() || !frac.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            let mut n = n.checked_mul(1_000_000_000)?;
+            let mut unit = 100_000_000u64;
+            for &c in frac.iter().take(9) {
+                n = n.checked_add(u64::from(c - b'0') * unit)?;
+                unit /= 10;
+            }
+            Some(n)
+        }
+        Some(_) => None,
+    }
+}
+
+/// [`parse_u64`] on bytes.
+fn parse_u64_bytes(b: &[u8]) -> Option<u64> {
+    if b.is_empty() {
+        return None;
+    }
+    let mut n = 0u64;
+    for &c in b {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_add(u64::from(d))?;
+    }
+    Some(n)
 }
 
 /// A graph duration cell: `0.616 us`, `+ 49.370 us`, `$ 3594274 us`, in nanoseconds.
@@ -237,14 +302,39 @@ pub(super) fn task_pid(s: &str) -> Option<(&str, u32)> {
     Some((task, parse_u32(&s[i + 1..])?))
 }
 
+/// Bytes a symbol name is made of: ASCII letters, digits, `_`, `.` and `$`.
+const SYMBOL_BYTES: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric() || c == b'_' || c == b'.' || c == b'$';
+        b += 1;
+    }
+    t
+};
+
 fn is_symbol_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'$')
+    SYMBOL_BYTES[usize::from(b)]
+}
+
+/// The length of the run of symbol bytes at the start of `b`.
+#[inline]
+fn symbol_len(b: &[u8]) -> usize {
+    b.iter()
+        .position(|&c| !is_symbol_byte(c))
+        .unwrap_or(b.len())
 }
 
 /// A symbol as the kernel prints it: `name`, `name+0x14/0x40`, `name [module]`,
 /// `name <ffffffff81000000>`, or combinations; a raw `0xffffffff8100a2b0` when the address
 /// has no symbol. `None` for anything else (an event name ending in `:`, text with spaces).
 pub(super) fn parse_symbol(text: &str) -> Option<Symbol<'_>> {
+    // Most symbols are a bare name: all symbol bytes, so none of the suffixes below.
+    let b = text.as_bytes();
+    if symbol_len(b) == b.len() {
+        return bare_name(text);
+    }
     let mut t = text;
     if let Some(inner) = t.strip_suffix('>')
         && let Some(i) = rfind2(inner, inner.len(), *b" <")
@@ -269,22 +359,24 @@ pub(super) fn parse_symbol(text: &str) -> Option<Symbol<'_>> {
     }
     // One scan: the name is the symbol bytes up to the end or to a `+` and its offset.
     let tb = t.as_bytes();
-    let mut end = 0;
-    while end < tb.len() && is_symbol_byte(tb[end]) {
-        end += 1;
-    }
+    let end = symbol_len(tb);
     if end < tb.len() && (tb[end] != b'+' || !is_offset(&t[end + 1..])) {
         return None;
     }
-    let name = &t[..end];
+    let sym = bare_name(&t[..end])?;
+    Some(Symbol { module, ..sym })
+}
+
+/// A name of symbol bytes as a [`Symbol`]: not empty, and not starting with a digit unless
+/// it is a `0x...` address.
+#[inline]
+fn bare_name(name: &str) -> Option<Symbol<'_>> {
     let b = name.as_bytes();
-    if b.is_empty() {
+    let &first = b.first()?;
+    if first.is_ascii_digit() && !(b.len() > 2 && b[0] == b'0' && b[1] == b'x') {
         return None;
     }
-    if b[0].is_ascii_digit() && !(name.starts_with("0x") && b.len() > 2) {
-        return None;
-    }
-    Some(Symbol { name, module })
+    Some(Symbol::new(name))
 }
 
 /// `0x14/0x40` (or `0x14` alone).

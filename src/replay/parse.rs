@@ -195,6 +195,9 @@ fn function_layout(line: &str) -> Option<Classified<'_>> {
 /// `yum-updatesd-3111  [003]  1637.254676`, `bash-1977  (  1977) [000] ....  17284.9`,
 /// `bash-2042    3d..1   68us+`, `<idle>-0       0d.h1. 106467.859747`.
 fn parse_head(head: &str) -> Option<Context<'_>> {
+    if let Some(ctx) = fast_head(head) {
+        return Some(ctx);
+    }
     let mut h = trim_end(head);
     if let Some(x) = h.strip_suffix(['+', '!', '#', '*', '@', '$']) {
         h = trim_end(x);
@@ -219,6 +222,74 @@ fn parse_head(head: &str) -> Option<Context<'_>> {
         rest = trim_end(&r[..rfind_byte(r, r.len(), b'(')?]);
     }
     let (task, pid) = task_pid(trim_start(rest))?;
+    Some(Context {
+        cpu: Some(cpu),
+        task: Some(task),
+        pid: Some(pid),
+        ts_ns: Some(ts_ns),
+    })
+}
+
+/// The usual heads, `task-pid  [cpu] flags  ts`, `task-pid  [cpu]  ts` and
+/// `task-pid  Cflags  ts`, in one right-to-left pass over the bytes, the columns separated by
+/// spaces only. `None` when the head is not one of these; [`parse_head`] then parses it the
+/// general way. When it is `Some`, it is what the general way gives: every column it reads
+/// ends in a byte that is ASCII and not whitespace (a digit, `]`, `s` or a flag), so the
+/// general way's trims stop where these loops stop, and each column is checked by the same
+/// function.
+#[inline]
+fn fast_head(head: &str) -> Option<Context<'_>> {
+    let b = head.as_bytes();
+    let skip_spaces = |mut i: usize| {
+        while i > 0 && b[i - 1] == b' ' {
+            i -= 1;
+        }
+        i
+    };
+    let token_start = |mut i: usize| {
+        while i > 0 && b[i - 1] != b' ' {
+            i -= 1;
+        }
+        i
+    };
+    let mut e = skip_spaces(b.len());
+    if matches!(
+        b.get(e.checked_sub(1)?)?,
+        b'+' | b'!' | b'#' | b'*' | b'@' | b'$'
+    ) {
+        e = skip_spaces(e - 1);
+    }
+    let t = token_start(e);
+    if t == 0 {
+        return None;
+    }
+    let ts_ns = parse_timestamp(&head[t..e])?;
+    let k = skip_spaces(t - 1);
+    let j = token_start(k);
+    let tok = &head[j..k];
+    let (cpu, r) = if let Some(cpu) = bracket_cpu(tok).or_else(|| latency_cpu_flags(tok)) {
+        (cpu, j)
+    } else if j > 0 && is_flags(tok) {
+        let k = skip_spaces(j - 1);
+        let j = token_start(k);
+        (bracket_cpu(&head[j..k])?, j)
+    } else {
+        return None;
+    };
+    // The PID: digits ending where the spaces before the CPU column start, after a `-`.
+    let end = skip_spaces(r.checked_sub(1)?);
+    let mut dash = end;
+    while dash > 0 && b[dash - 1].is_ascii_digit() {
+        dash -= 1;
+    }
+    if dash == 0 || b[dash - 1] != b'-' {
+        return None;
+    }
+    let pid = parse_u32(&head[dash..end])?;
+    let task = trim_start(&head[..dash - 1]);
+    if task.is_empty() {
+        return None;
+    }
     Some(Context {
         cpu: Some(cpu),
         task: Some(task),
