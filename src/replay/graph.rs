@@ -16,6 +16,13 @@ const MAX_CELLS: usize = 3;
 /// A whole function_graph line (right-trimmed, not a header).
 pub(super) fn parse(line: &str) -> Classified<'_> {
     let mut ctx = Context::default();
+    let t = trim_start(line);
+    // Most lines start with the CPU column. Then neither time column can be there: a first
+    // token that starts `12)` holds no number `parse_scaled` takes and is not all digits.
+    if let Some((cpu, rest)) = cpu_column(t) {
+        ctx.cpu = Some(cpu);
+        return cells(rest, ctx, 1);
+    }
     let mut s = line;
     // Absolute time: `360.774522 |`.
     let (tok, after) = split_first_token(trim_start(s));

@@ -18,7 +18,7 @@ pub(super) fn is_space(b: u8) -> bool {
 
 /// `str::trim_start`: runs of spaces eight bytes at a time (indentation is most of what it
 /// skips), then a byte at a time while the bytes are ASCII.
-#[inline]
+#[inline(always)]
 pub(super) fn trim_start(s: &str) -> &str {
     let b = s.as_bytes();
     let mut i = 0;
