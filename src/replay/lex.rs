@@ -196,35 +196,62 @@ pub(super) fn parse_timestamp(tok: &str) -> Option<u64> {
     if let Some(us) = b.strip_suffix(b"us") {
         return parse_u64_bytes(us)?.checked_mul(1000);
     }
-    let mut n = 0u64;
-    let mut i = 0;
-    while let Some(&c) = b.get(i) {
-        let d = c.wrapping_sub(b'0');
-        if d > 9 {
-            break;
-        }
-        n = n.checked_mul(10)?.checked_add(u64::from(d))?;
-        i += 1;
-    }
+    let i = digits_len(b);
     if i == 0 {
         return None;
     }
+    let n = digits_value(&b[..i])?;
     match b.get(i) {
         None => Some(n),
         Some(b'.') => {
             let frac = &b[i + 1..];
-            if frac.is_empty() || !frac.iter().all(u8::is_ascii_digit) {
+            let len = digits_len(frac);
+            if len == 0 || len != frac.len() {
                 return None;
             }
-            let mut n = n.checked_mul(1_000_000_000)?;
-            let mut unit = 100_000_000u64;
-            for &c in frac.iter().take(9) {
-                n = n.checked_add(u64::from(c - b'0') * unit)?;
-                unit /= 10;
-            }
-            Some(n)
+            // The first nine digits, as nanoseconds (unchecked: nine digits fit).
+            let kept = len.min(9);
+            let f = frac[..kept]
+                .iter()
+                .fold(0u64, |f, &c| f * 10 + u64::from(c - b'0'));
+            // The partial sums of the digit-by-digit way only grow, so this overflows
+            // exactly when one of them would.
+            n.checked_mul(1_000_000_000)?
+                .checked_add(f * POW10[9 - kept])
         }
         Some(_) => None,
+    }
+}
+
+const POW10: [u64; 10] = [
+    1,
+    10,
+    100,
+    1_000,
+    10_000,
+    100_000,
+    1_000_000,
+    10_000_000,
+    100_000_000,
+    1_000_000_000,
+];
+
+/// How many ASCII digits `b` starts with.
+#[inline]
+fn digits_len(b: &[u8]) -> usize {
+    b.iter()
+        .position(|c| !c.is_ascii_digit())
+        .unwrap_or(b.len())
+}
+
+/// The value of `b`, all ASCII digits; `None` on overflow. Up to 19 digits cannot overflow
+/// a `u64`, so they are summed unchecked.
+#[inline]
+fn digits_value(b: &[u8]) -> Option<u64> {
+    if b.len() <= 19 {
+        Some(b.iter().fold(0u64, |n, &c| n * 10 + u64::from(c - b'0')))
+    } else {
+        parse_u64_bytes(b)
     }
 }
 
@@ -320,7 +347,7 @@ fn is_symbol_byte(b: u8) -> bool {
 
 /// The length of the run of symbol bytes at the start of `b`.
 #[inline]
-fn symbol_len(b: &[u8]) -> usize {
+pub(super) fn symbol_len(b: &[u8]) -> usize {
     b.iter()
         .position(|&c| !is_symbol_byte(c))
         .unwrap_or(b.len())
@@ -370,7 +397,7 @@ pub(super) fn parse_symbol(text: &str) -> Option<Symbol<'_>> {
 /// A name of symbol bytes as a [`Symbol`]: not empty, and not starting with a digit unless
 /// it is a `0x...` address.
 #[inline]
-fn bare_name(name: &str) -> Option<Symbol<'_>> {
+pub(super) fn bare_name(name: &str) -> Option<Symbol<'_>> {
     let b = name.as_bytes();
     let &first = b.first()?;
     if first.is_ascii_digit() && !(b.len() > 2 && b[0] == b'0' && b[1] == b'x') {

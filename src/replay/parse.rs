@@ -5,8 +5,9 @@ use super::event::{Context, Event};
 use super::graph;
 use super::kind::{LineCounts, LineKind};
 use super::lex::{
-    bracket_cpu, find_byte, find2, is_flags, latency_cpu_flags, parse_symbol, parse_timestamp,
-    parse_u32, parse_u64, rfind_byte, split_last_token, task_pid, trim, trim_end, trim_start,
+    bare_name, bracket_cpu, find_byte, find2, is_flags, latency_cpu_flags, parse_symbol,
+    parse_timestamp, parse_u32, parse_u64, rfind_byte, split_last_token, symbol_len, task_pid,
+    trim, trim_end, trim_start,
 };
 
 /// What one line gave: an [`Event`], or the kind of a line that yields none.
@@ -240,18 +241,9 @@ fn parse_head(head: &str) -> Option<Context<'_>> {
 #[inline]
 fn fast_head(head: &str) -> Option<Context<'_>> {
     let b = head.as_bytes();
-    let skip_spaces = |mut i: usize| {
-        while i > 0 && b[i - 1] == b' ' {
-            i -= 1;
-        }
-        i
-    };
-    let token_start = |mut i: usize| {
-        while i > 0 && b[i - 1] != b' ' {
-            i -= 1;
-        }
-        i
-    };
+    // Where the spaces ending at `i` start; where the token ending at `i` starts.
+    let skip_spaces = |i: usize| b[..i].iter().rposition(|&c| c != b' ').map_or(0, |k| k + 1);
+    let token_start = |i: usize| b[..i].iter().rposition(|&c| c == b' ').map_or(0, |k| k + 1);
     let mut e = skip_spaces(b.len());
     if matches!(
         b.get(e.checked_sub(1)?)?,
@@ -278,11 +270,8 @@ fn fast_head(head: &str) -> Option<Context<'_>> {
     };
     // The PID: digits ending where the spaces before the CPU column start, after a `-`.
     let end = skip_spaces(r.checked_sub(1)?);
-    let mut dash = end;
-    while dash > 0 && b[dash - 1].is_ascii_digit() {
-        dash -= 1;
-    }
-    if dash == 0 || b[dash - 1] != b'-' {
+    let dash = b[..end].iter().rposition(|c| !c.is_ascii_digit())? + 1;
+    if b[dash - 1] != b'-' {
         return None;
     }
     let pid = parse_u32(&head[dash..end])?;
@@ -343,6 +332,26 @@ fn payload<'a>(ctx: Context<'a>, p: &'a str) -> Classified<'a> {
 
 /// `func <-parent` (kernel), `func <-- parent` (trace-cmd), or `func` alone (noprint-parent).
 fn function_payload<'a>(ctx: Context<'a>, p: &'a str) -> Option<Event<'a>> {
+    // The usual form, two bare names: one forward pass. `p` is right-trimmed (the line is),
+    // a symbol byte is never `<` or whitespace, so the general way below would find the
+    // same ` <-` and trim nothing off either name.
+    let b = p.as_bytes();
+    let end = symbol_len(b);
+    if let Some(rest) = b.get(end..).and_then(|r| r.strip_prefix(b" <-")) {
+        let rest = rest.strip_prefix(b"-").unwrap_or(rest);
+        let skip = rest.iter().position(|&c| c != b' ').unwrap_or(rest.len());
+        let from = p.len() - rest.len() + skip;
+        if from < p.len()
+            && symbol_len(&b[from..]) == p.len() - from
+            && let (Some(func), Some(parent)) = (bare_name(&p[..end]), bare_name(&p[from..]))
+        {
+            return Some(Event::Function {
+                ctx,
+                func,
+                parent: Some(parent),
+            });
+        }
+    }
     let (f, parent) = match find2(p, 0, *b"<-") {
         Some(i) if i > 0 && p.as_bytes()[i - 1] == b' ' => {
             let r = &p[i + 2..];
