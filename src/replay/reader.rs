@@ -65,21 +65,10 @@ const NEWLINES: u64 = u64::from_ne_bytes([b'\n'; 8]);
 fn scan_line(b: &[u8]) -> (Option<usize>, bool) {
     #[cfg(target_arch = "x86_64")]
     {
-        use std::arch::x86_64::{
-            __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8,
-        };
         let mut high = 0;
         let mut i = 0;
-        while let Some(block) = b.get(i..i + 16) {
-            // Bit k of each mask: byte k is a newline / has its top bit set.
-            // SAFETY: SSE2 is in every x86-64 CPU (the target's baseline), so the intrinsics'
-            // target feature is present; `block` is 16 readable bytes, what one unaligned
-            // 128-bit load reads.
-            let (nl, hi) = unsafe {
-                let v = _mm_loadu_si128(block.as_ptr().cast::<__m128i>());
-                let nl = _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'\n' as i8)));
-                (nl, _mm_movemask_epi8(v))
-            };
+        while let Some(block) = b.get(i..).and_then(<[u8]>::first_chunk::<16>) {
+            let (nl, hi) = super::lex::masks16(block, b'\n');
             if nl != 0 {
                 let k = nl.trailing_zeros();
                 high |= hi & ((1 << k) - 1);
