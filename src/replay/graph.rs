@@ -7,8 +7,9 @@ use super::lex::{
     all_digits, find_byte, find2, is_flags, parse_duration_cell, parse_scaled, parse_symbol,
     parse_u64, split_first_token, strip_trailing_comment, task_pid, trim, trim_end, trim_start,
 };
+use super::parse::Parsed;
 
-type Classified<'a> = (LineKind, Option<Event<'a>>);
+type Classified<'a> = Parsed<'a>;
 
 /// How many `|`-closed cells may precede the body: task/pid, latency flags, duration.
 const MAX_CELLS: usize = 3;
@@ -97,8 +98,8 @@ pub(super) fn cells<'a>(mut s: &'a str, mut ctx: Context<'a>, mut base: usize) -
             break;
         }
         match cell {
-            "==========>" => return (LineKind::IrqMarker, Some(Event::IrqEnter { ctx })),
-            "<==========" => return (LineKind::IrqMarker, Some(Event::IrqExit { ctx })),
+            "==========>" => return Parsed::Event(Event::IrqEnter { ctx }),
+            "<==========" => return Parsed::Event(Event::IrqExit { ctx }),
             _ => {}
         }
         if ctx.task.is_none()
@@ -124,7 +125,7 @@ fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) ->
     let b = trim_start(s);
     let indent = s.len() - b.len();
     let depth = u16::try_from(indent.saturating_sub(base) / 2).unwrap_or(u16::MAX);
-    let unrecognized = (LineKind::Unrecognized, None);
+    let unrecognized = Parsed::Skipped(LineKind::Unrecognized);
     let Some(&first) = b.as_bytes().first() else {
         return unrecognized;
     };
@@ -138,15 +139,15 @@ fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) ->
                 func,
                 duration_ns: duration,
             };
-            return (LineKind::GraphExit, Some(ev));
+            return Parsed::Event(ev);
         }
-        b'/' if b.starts_with("/*") => return (LineKind::GraphComment, None),
+        b'/' if b.starts_with("/*") => return Parsed::Skipped(LineKind::GraphComment),
         b'=' if b.starts_with("==========>") => {
-            return (LineKind::IrqMarker, Some(Event::IrqEnter { ctx }));
+            return Parsed::Event(Event::IrqEnter { ctx });
         }
-        b'=' if b.starts_with("=>") => return (LineKind::StackFrame, None),
+        b'=' if b.starts_with("=>") => return Parsed::Skipped(LineKind::StackFrame),
         b'<' if b.starts_with("<==========") => {
-            return (LineKind::IrqMarker, Some(Event::IrqExit { ctx }));
+            return Parsed::Event(Event::IrqExit { ctx });
         }
         _ => {}
     }
@@ -160,7 +161,7 @@ fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) ->
                 prev,
                 next,
             };
-            return (LineKind::ContextSwitch, Some(ev));
+            return Parsed::Event(ev);
         }
     }
     let (code, _comment) = strip_trailing_comment(b);
@@ -181,10 +182,7 @@ fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) ->
         return unrecognized;
     };
     if entry {
-        (
-            LineKind::GraphEntry,
-            Some(Event::GraphEntry { ctx, depth, func }),
-        )
+        Parsed::Event(Event::GraphEntry { ctx, depth, func })
     } else {
         let ev = Event::GraphLeaf {
             ctx,
@@ -192,7 +190,7 @@ fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) ->
             func,
             duration_ns: duration,
         };
-        (LineKind::GraphLeaf, Some(ev))
+        Parsed::Event(ev)
     }
 }
 

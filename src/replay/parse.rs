@@ -85,18 +85,15 @@ impl Parser {
 
     /// Classifies one line (a trailing `\n` or `\r\n` is ignored) and counts it.
     pub fn parse_line<'a>(&mut self, line: &'a str) -> Parsed<'a> {
-        let (kind, event) = classify(line);
-        self.counts.add(kind);
-        if let Some(Event::Lost {
+        let parsed = classify(line);
+        self.counts.add(parsed.kind());
+        if let Parsed::Event(Event::Lost {
             events: Some(n), ..
-        }) = event
+        }) = parsed
         {
             self.counts.add_lost(n);
         }
-        match event {
-            Some(e) => Parsed::Event(e),
-            None => Parsed::Skipped(kind),
-        }
+        parsed
     }
 
     /// The counts so far.
@@ -110,10 +107,12 @@ impl Parser {
     }
 }
 
-type Classified<'a> = (LineKind, Option<Event<'a>>);
+/// What a line gave: the event and the kind it counts as agree by construction
+/// ([`Event::kind`]), so the classifier returns the [`Parsed`] that `parse_line` hands out.
+type Classified<'a> = Parsed<'a>;
 
 fn skipped<'a>(kind: LineKind) -> Classified<'a> {
-    (kind, None)
+    Parsed::Skipped(kind)
 }
 
 fn classify(line: &str) -> Classified<'_> {
@@ -125,7 +124,7 @@ fn classify(line: &str) -> Classified<'_> {
     match first {
         b'#' => {
             if let Some(cpu) = buffer_started(body) {
-                return (LineKind::BufferStarted, Some(Event::BufferStarted { cpu }));
+                return Parsed::Event(Event::BufferStarted { cpu });
             }
             return skipped(LineKind::Header);
         }
@@ -137,7 +136,7 @@ fn classify(line: &str) -> Classified<'_> {
             if let Some(rest) = body.strip_prefix("CPU:")
                 && let Some(ev) = lost(rest)
             {
-                return (LineKind::LostEvents, Some(ev));
+                return Parsed::Event(ev);
             }
             if body.starts_with("CPU ") && body.ends_with(" is empty") {
                 return skipped(LineKind::Header);
@@ -297,7 +296,7 @@ fn payload<'a>(ctx: Context<'a>, p: &'a str) -> Classified<'a> {
             if let Some(rest) = p.strip_prefix("function:") {
                 // trace-cmd report: `function:             do_splice_to <-- sys_splice`
                 return match function_payload(ctx, trim_start(rest)) {
-                    Some(ev) => (LineKind::Function, Some(ev)),
+                    Some(ev) => Parsed::Event(ev),
                     None => skipped(LineKind::Unrecognized),
                 };
             }
@@ -311,7 +310,7 @@ fn payload<'a>(ctx: Context<'a>, p: &'a str) -> Classified<'a> {
         _ => {}
     }
     if let Some(ev) = function_payload(ctx, p) {
-        return (LineKind::Function, Some(ev));
+        return Parsed::Event(ev);
     }
     let first = p.as_bytes().first().copied().unwrap_or(b' ');
     if first.is_ascii_digit() && (p.contains("==>") || p.contains(" + [")) {
