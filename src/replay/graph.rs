@@ -84,7 +84,8 @@ pub(super) fn cells<'a>(mut s: &'a str, mut ctx: Context<'a>, mut base: usize) -
         let Some(bar) = find_byte(s, 0, b'|') else {
             break;
         };
-        let cell = trim(&s[..bar]);
+        // `trim`, the start first: a blank cell (a run of spaces) is skipped a word at a time.
+        let cell = trim_end(trim_start(&s[..bar]));
         if cell.is_empty() {
             // The duration column, blank on entry lines.
             s = &s[bar + 1..];
