@@ -112,6 +112,26 @@ pub(super) fn find_byte(s: &str, from: usize, byte: u8) -> Option<usize> {
     Some(i + b.get(i..)?.iter().position(|&c| c == byte)?)
 }
 
+/// Where the token that ends at `end` starts: just after the last space before `end`, or 0.
+/// Eight bytes at a time from the end (a timestamp token is 11 to 17 bytes).
+#[inline]
+pub(super) fn token_start(b: &[u8], end: usize) -> usize {
+    let mut j = end.min(b.len());
+    while let Some(word) = j.checked_sub(8).and_then(|at| b[at..].first_chunk::<8>()) {
+        let x = u64::from_le_bytes(*word) ^ SPACES;
+        // Exact, with no borrow from byte to byte: a top bit of `nonzero` is set when that
+        // byte of `x` is not zero, i.e. the byte is not a space.
+        let nonzero = ((x & !HI) + !HI | x) & HI;
+        let spaces = !nonzero & HI;
+        if spaces != 0 {
+            // The highest flagged byte is the last space.
+            return j - 8 + (63 - spaces.leading_zeros()) as usize / 8 + 1;
+        }
+        j -= 8;
+    }
+    b[..j].iter().rposition(|&c| c == b' ').map_or(0, |k| k + 1)
+}
+
 /// The last `byte` before `end`.
 #[inline]
 pub(super) fn rfind_byte(s: &str, end: usize, byte: u8) -> Option<usize> {
@@ -535,6 +555,35 @@ mod tests {
                     parse_u64(&s)
                 };
                 assert_eq!(parse_timestamp(&s), ts, "{s}");
+            }
+        }
+    }
+
+    #[test]
+    fn token_start_is_after_the_last_space() {
+        for len in 0..40 {
+            for mask in [
+                0u64,
+                1,
+                0x8000_0001,
+                0x5555_5555_5555,
+                u64::MAX,
+                0x0101_0101_0101,
+            ] {
+                for k in 0..3u64 {
+                    // Spaces where the mask says, `!` (a space's xor-1 neighbour) elsewhere.
+                    let m = mask.rotate_left((k * 7) as u32);
+                    let b: Vec<u8> = (0..len)
+                        .map(|i| if m >> (i % 64) & 1 == 1 { b' ' } else { b'!' })
+                        .collect();
+                    for end in 0..=len {
+                        let want = b[..end]
+                            .iter()
+                            .rposition(|&c| c == b' ')
+                            .map_or(0, |i| i + 1);
+                        assert_eq!(token_start(&b, end), want, "{b:?} {end}");
+                    }
+                }
             }
         }
     }

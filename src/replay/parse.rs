@@ -5,7 +5,7 @@ use super::event::{Context, Event};
 use super::graph;
 use super::kind::{LineCounts, LineKind};
 use super::lex::{
-    bare_name, bracket_cpu, find_byte, find2, is_flags, latency_cpu_flags, parse_symbol,
+    self, bare_name, bracket_cpu, find_byte, find2, is_flags, latency_cpu_flags, parse_symbol,
     parse_timestamp, parse_u32, parse_u64, rfind_byte, split_last_token, symbol_len, task_pid,
     trim, trim_end, trim_start,
 };
@@ -242,7 +242,7 @@ fn fast_head(head: &str) -> Option<Context<'_>> {
     let b = head.as_bytes();
     // Where the spaces ending at `i` start; where the token ending at `i` starts.
     let skip_spaces = |i: usize| b[..i].iter().rposition(|&c| c != b' ').map_or(0, |k| k + 1);
-    let token_start = |i: usize| b[..i].iter().rposition(|&c| c == b' ').map_or(0, |k| k + 1);
+    let token_start = |i: usize| lex::token_start(b, i);
     let mut e = skip_spaces(b.len());
     if matches!(
         b.get(e.checked_sub(1)?)?,
