@@ -195,9 +195,11 @@ fn function_layout(line: &str) -> Option<Classified<'_>> {
 /// `yum-updatesd-3111  [003]  1637.254676`, `bash-1977  (  1977) [000] ....  17284.9`,
 /// `bash-2042    3d..1   68us+`, `<idle>-0       0d.h1. 106467.859747`.
 fn parse_head(head: &str) -> Option<Context<'_>> {
-    if let Some(ctx) = fast_head(head) {
-        return Some(ctx);
-    }
+    fast_head(head).or_else(|| general_head(head))
+}
+
+/// [`parse_head`] without the fast path: every layout.
+fn general_head(head: &str) -> Option<Context<'_>> {
     let mut h = trim_end(head);
     if let Some(x) = h.strip_suffix(['+', '!', '#', '*', '@', '$']) {
         h = trim_end(x);
@@ -330,10 +332,16 @@ fn payload<'a>(ctx: Context<'a>, p: &'a str) -> Classified<'a> {
 }
 
 /// `func <-parent` (kernel), `func <-- parent` (trace-cmd), or `func` alone (noprint-parent).
+/// `p` is right-trimmed (the line is).
 fn function_payload<'a>(ctx: Context<'a>, p: &'a str) -> Option<Event<'a>> {
-    // The usual form, two bare names: one forward pass. `p` is right-trimmed (the line is),
-    // a symbol byte is never `<` or whitespace, so the general way below would find the
-    // same ` <-` and trim nothing off either name.
+    fast_function_payload(ctx, p).or_else(|| general_function_payload(ctx, p))
+}
+
+/// The usual form, two bare names around ` <-`, in one forward pass; `None` for any other.
+/// A symbol byte is never `<` or whitespace, so the general way would find the same ` <-`
+/// and trim nothing off either name.
+#[inline]
+fn fast_function_payload<'a>(ctx: Context<'a>, p: &'a str) -> Option<Event<'a>> {
     let b = p.as_bytes();
     let end = symbol_len(b);
     if let Some(rest) = b.get(end..).and_then(|r| r.strip_prefix(b" <-")) {
@@ -351,6 +359,11 @@ fn function_payload<'a>(ctx: Context<'a>, p: &'a str) -> Option<Event<'a>> {
             });
         }
     }
+    None
+}
+
+/// [`function_payload`] without the fast path.
+fn general_function_payload<'a>(ctx: Context<'a>, p: &'a str) -> Option<Event<'a>> {
     let (f, parent) = match find2(p, 0, *b"<-") {
         Some(i) if i > 0 && p.as_bytes()[i - 1] == b' ' => {
             let r = &p[i + 2..];
@@ -361,4 +374,73 @@ fn function_payload<'a>(ctx: Context<'a>, p: &'a str) -> Option<Event<'a>> {
     };
     let func = parse_symbol(f)?;
     Some(Event::Function { ctx, func, parent })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every line of the samples, and each with a few bytes deleted, replaced or inserted
+    /// (deterministically), as test input.
+    fn lines() -> Vec<String> {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
+        let mut out = Vec::new();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n.max(1) as u64) as usize
+        };
+        let alphabet = b" :[]-.|(){};<>+!#*@$/=0123456789dN\tus_";
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap_or_default();
+            for line in text.lines() {
+                out.push(line.to_owned());
+                for _ in 0..40 {
+                    let mut b = line.as_bytes().to_vec();
+                    for _ in 0..1 + next(3) {
+                        let at = next(b.len() + 1);
+                        let c = alphabet[next(alphabet.len())];
+                        match next(3) {
+                            0 if at < b.len() => {
+                                b.remove(at);
+                            }
+                            1 if at < b.len() => b[at] = c,
+                            _ => b.insert(at, c),
+                        }
+                    }
+                    out.push(String::from_utf8_lossy(&b).into_owned());
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn fast_paths_agree_with_the_general_way() {
+        let (mut heads, mut payloads) = (0, 0);
+        for line in lines() {
+            let line = trim_end(&line);
+            // Every `": "` split, as function_layout tries them.
+            let mut from = 0;
+            while let Some(p) = find2(line, from, *b": ") {
+                let head = &line[..p];
+                if let Some(fast) = fast_head(head) {
+                    assert_eq!(Some(fast), general_head(head), "{line:?}");
+                    heads += 1;
+                }
+                let payload = trim_start(&line[p + 2..]);
+                let ctx = Context::default();
+                if let Some(fast) = fast_function_payload(ctx, payload) {
+                    let general = general_function_payload(ctx, payload);
+                    assert_eq!(Some(fast), general, "{line:?}");
+                    payloads += 1;
+                }
+                from = p + 2;
+            }
+        }
+        // The fast paths did run.
+        assert!(heads > 1000 && payloads > 1000, "{heads} {payloads}");
+    }
 }
