@@ -128,7 +128,7 @@ pub(super) fn token_start(b: &[u8], end: usize) -> usize {
         let x = u64::from_le_bytes(*word) ^ SPACES;
         // Exact, with no borrow from byte to byte: a top bit of `nonzero` is set when that
         // byte of `x` is not zero, i.e. the byte is not a space.
-        let nonzero = ((x & !HI) + !HI | x) & HI;
+        let nonzero = (((x & !HI) + !HI) | x) & HI;
         let spaces = !nonzero & HI;
         if spaces != 0 {
             // The highest flagged byte is the last space.
