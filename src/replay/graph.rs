@@ -7,8 +7,9 @@ use super::lex::{
     all_digits, find_byte, find2, is_flags, parse_duration_cell, parse_scaled, parse_symbol,
     parse_u64, split_first_token, strip_trailing_comment, task_pid, trim, trim_end, trim_start,
 };
+use super::parse::Parsed;
 
-type Classified<'a> = (LineKind, Option<Event<'a>>);
+type Classified<'a> = Parsed<'a>;
 
 /// How many `|`-closed cells may precede the body: task/pid, latency flags, duration.
 const MAX_CELLS: usize = 3;
@@ -16,6 +17,13 @@ const MAX_CELLS: usize = 3;
 /// A whole function_graph line (right-trimmed, not a header).
 pub(super) fn parse(line: &str) -> Classified<'_> {
     let mut ctx = Context::default();
+    let t = trim_start(line);
+    // Most lines start with the CPU column. Then neither time column can be there: a first
+    // token that starts `12)` holds no number `parse_scaled` takes and is not all digits.
+    if let Some((cpu, rest)) = cpu_column(t) {
+        ctx.cpu = Some(cpu);
+        return cells(rest, ctx, 1);
+    }
     let mut s = line;
     // Absolute time: `360.774522 |`.
     let (tok, after) = split_first_token(trim_start(s));
@@ -76,7 +84,8 @@ pub(super) fn cells<'a>(mut s: &'a str, mut ctx: Context<'a>, mut base: usize) -
         let Some(bar) = find_byte(s, 0, b'|') else {
             break;
         };
-        let cell = trim(&s[..bar]);
+        // `trim`, the start first: a blank cell (a run of spaces) is skipped a word at a time.
+        let cell = trim_end(trim_start(&s[..bar]));
         if cell.is_empty() {
             // The duration column, blank on entry lines.
             s = &s[bar + 1..];
@@ -90,8 +99,8 @@ pub(super) fn cells<'a>(mut s: &'a str, mut ctx: Context<'a>, mut base: usize) -
             break;
         }
         match cell {
-            "==========>" => return (LineKind::IrqMarker, Some(Event::IrqEnter { ctx })),
-            "<==========" => return (LineKind::IrqMarker, Some(Event::IrqExit { ctx })),
+            "==========>" => return Parsed::Event(Event::IrqEnter { ctx }),
+            "<==========" => return Parsed::Event(Event::IrqExit { ctx }),
             _ => {}
         }
         if ctx.task.is_none()
@@ -117,7 +126,7 @@ fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) ->
     let b = trim_start(s);
     let indent = s.len() - b.len();
     let depth = u16::try_from(indent.saturating_sub(base) / 2).unwrap_or(u16::MAX);
-    let unrecognized = (LineKind::Unrecognized, None);
+    let unrecognized = Parsed::Skipped(LineKind::Unrecognized);
     let Some(&first) = b.as_bytes().first() else {
         return unrecognized;
     };
@@ -131,15 +140,15 @@ fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) ->
                 func,
                 duration_ns: duration,
             };
-            return (LineKind::GraphExit, Some(ev));
+            return Parsed::Event(ev);
         }
-        b'/' if b.starts_with("/*") => return (LineKind::GraphComment, None),
+        b'/' if b.starts_with("/*") => return Parsed::Skipped(LineKind::GraphComment),
         b'=' if b.starts_with("==========>") => {
-            return (LineKind::IrqMarker, Some(Event::IrqEnter { ctx }));
+            return Parsed::Event(Event::IrqEnter { ctx });
         }
-        b'=' if b.starts_with("=>") => return (LineKind::StackFrame, None),
+        b'=' if b.starts_with("=>") => return Parsed::Skipped(LineKind::StackFrame),
         b'<' if b.starts_with("<==========") => {
-            return (LineKind::IrqMarker, Some(Event::IrqExit { ctx }));
+            return Parsed::Event(Event::IrqExit { ctx });
         }
         _ => {}
     }
@@ -153,7 +162,7 @@ fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) ->
                 prev,
                 next,
             };
-            return (LineKind::ContextSwitch, Some(ev));
+            return Parsed::Event(ev);
         }
     }
     let (code, _comment) = strip_trailing_comment(b);
@@ -174,10 +183,7 @@ fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) ->
         return unrecognized;
     };
     if entry {
-        (
-            LineKind::GraphEntry,
-            Some(Event::GraphEntry { ctx, depth, func }),
-        )
+        Parsed::Event(Event::GraphEntry { ctx, depth, func })
     } else {
         let ev = Event::GraphLeaf {
             ctx,
@@ -185,7 +191,7 @@ fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) ->
             func,
             duration_ns: duration,
         };
-        (LineKind::GraphLeaf, Some(ev))
+        Parsed::Event(ev)
     }
 }
 

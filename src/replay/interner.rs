@@ -8,6 +8,13 @@
 //! line's text and allocates nothing; only a name seen for the first time is copied, once.
 //! The names live in a shared [`Names`] table that the profiler's symbolizer reads when rows
 //! are built; it is written under a lock only when a new name arrives.
+//!
+//! Most lines name functions seen a few lines before, so a small direct-mapped cache of
+//! recent symbols sits in front of the table: a name of 1 to 32 bytes without a module is
+//! read as its length and four (overlapping) eight-byte words, which together hold every
+//! byte of it, so two names with the same fingerprint are the same name and a cache hit
+//! needs no hashing of the text and no string compare. The cache only remembers ips the
+//! table handed out; a miss goes to the table and refills the slot.
 
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -73,6 +80,67 @@ impl Names {
 pub struct Interner {
     map: HashMap<Owned, usize>,
     names: Names,
+    recent: Recent,
+}
+
+/// A name of 1 to 32 bytes as its length and four words: bytes `0..8`, `8..16` and
+/// `16..24` (each moved back to end at the name's end when the name is shorter) and the last
+/// eight. Shorter than eight bytes: the bytes in the first word, the others zero. Equal
+/// fingerprints are equal names: for a given length the words cover every byte.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Fingerprint {
+    len: usize,
+    words: [u64; 4],
+}
+
+impl Fingerprint {
+    const MAX: usize = 32;
+
+    #[inline]
+    fn of(name: &str) -> Option<Fingerprint> {
+        let b = name.as_bytes();
+        let len = b.len();
+        if len == 0 || len > Self::MAX {
+            return None;
+        }
+        let word = |at: usize| {
+            let at = at.min(len - 8);
+            b.get(at..at + 8)
+                .and_then(<[u8]>::first_chunk::<8>)
+                .map_or(0, |w| u64::from_le_bytes(*w))
+        };
+        let words = if len >= 8 {
+            [word(0), word(8), word(16), word(len - 8)]
+        } else {
+            let mut w = 0u64;
+            for (i, &c) in b.iter().enumerate() {
+                w |= u64::from(c) << (8 * i);
+            }
+            [w, 0, 0, 0]
+        };
+        Some(Fingerprint { len, words })
+    }
+
+    #[inline]
+    fn slot(&self) -> usize {
+        let h = (self.words[0] ^ self.words[3].rotate_left(29) ^ self.len as u64)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (h >> (64 - Recent::BITS)) as usize
+    }
+}
+
+/// The direct-mapped cache of recent symbols (module docs); an ip of 0 is an empty slot.
+#[derive(Debug)]
+struct Recent([(Fingerprint, usize); 1 << Recent::BITS]);
+
+impl Recent {
+    const BITS: u32 = 8;
+}
+
+impl Default for Recent {
+    fn default() -> Self {
+        Recent([(Fingerprint::default(), 0); 1 << Recent::BITS])
+    }
 }
 
 impl std::fmt::Debug for Owned {
@@ -89,6 +157,26 @@ impl Interner {
 
     /// The ip of `sym`, interning it on first sight.
     pub fn intern(&mut self, sym: Symbol<'_>) -> usize {
+        let Some(fp) = sym
+            .module
+            .is_none()
+            .then(|| Fingerprint::of(sym.name))
+            .flatten()
+        else {
+            return self.lookup(sym);
+        };
+        let slot = fp.slot();
+        let (seen, ip) = self.recent.0[slot];
+        if ip != 0 && seen == fp {
+            return ip;
+        }
+        let ip = self.lookup(sym);
+        self.recent.0[slot] = (fp, ip);
+        ip
+    }
+
+    /// The ip of `sym` from the table, interning it on first sight.
+    fn lookup(&mut self, sym: Symbol<'_>) -> usize {
         let key = Borrowed {
             name: sym.name,
             module: sym.module,
@@ -136,6 +224,34 @@ mod tests {
         let mut s = std::collections::hash_map::DefaultHasher::new();
         x.hash(&mut s);
         s.finish()
+    }
+
+    #[test]
+    fn the_cache_never_confuses_names() {
+        // Names that share lengths, first and last words, or differ in one middle byte.
+        let mut names = vec![String::new(), "a".into(), "b".into(), "ab".into()];
+        for len in [7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 32, 33, 40] {
+            for k in 0..len {
+                let mut n = vec![b'x'; len];
+                n[k] = b'y';
+                names.push(String::from_utf8(n).unwrap());
+            }
+            names.push("x".repeat(len));
+        }
+        let mut i = Interner::new();
+        let ips: Vec<usize> = names.iter().map(|n| i.intern(Symbol::new(n))).collect();
+        for _ in 0..2 {
+            for (n, &ip) in names.iter().zip(&ips) {
+                assert_eq!(i.intern(Symbol::new(n)), ip, "{n:?}");
+                assert_eq!(i.names().get(ip).as_deref(), Some(n.as_str()));
+                let m = i.intern(Symbol {
+                    name: n,
+                    module: Some("m"),
+                });
+                assert_ne!(m, ip);
+            }
+        }
+        assert_eq!(i.len(), names.len() * 2);
     }
 
     #[test]

@@ -3,9 +3,16 @@
 //!
 //! They scan bytes with plain loops rather than `str::find`/`trim`: the tokens of a trace line
 //! are a few bytes long, where a `memchr` call's setup or a `char` decode per byte costs more
-//! than the scan. Whitespace is what [`char::is_whitespace`] says, as `str::trim` has it:
-//! ASCII whitespace is skipped byte by byte, and the first non-ASCII byte hands the rest to
-//! `str::trim*` (so a Unicode space is still whitespace).
+//! than the scan. The longer runs go a word at a time: [`find_byte`] sixteen bytes per step
+//! with SSE2 on x86-64 ([`masks16`], which the reader's newline scan shares), then eight with
+//! the zero-byte trick; [`trim_start`] skips runs of spaces (indentation, blank graph cells)
+//! eight at a time; [`token_start`] finds the last space before a token with an exact
+//! (borrow-free) zero-byte mask. Numbers are summed in one fold per digit run, unchecked
+//! where the run is too short to overflow (19 digits), checked otherwise.
+//!
+//! Whitespace is what [`char::is_whitespace`] says, as `str::trim` has it: ASCII whitespace
+//! is skipped byte by byte (runs of spaces by the word), and the first non-ASCII byte hands the
+//! rest to `str::trim*` (so a Unicode space is still whitespace).
 
 use super::event::Symbol;
 
@@ -16,11 +23,25 @@ pub(super) fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t'..=b'\r')
 }
 
-/// `str::trim_start`, a byte at a time while the bytes are ASCII.
-#[inline]
+/// `str::trim_start`: runs of spaces eight bytes at a time (indentation is most of what it
+/// skips), then a byte at a time while the bytes are ASCII.
+#[inline(always)]
 pub(super) fn trim_start(s: &str) -> &str {
     let b = s.as_bytes();
-    let i = b.iter().position(|&c| !is_space(c)).unwrap_or(b.len());
+    let mut i = 0;
+    while let Some(word) = b.get(i..).and_then(<[u8]>::first_chunk::<8>) {
+        let x = u64::from_le_bytes(*word) ^ SPACES;
+        if x != 0 {
+            // The lowest non-zero byte of `x` is the first byte that is not a space.
+            i += (x.trailing_zeros() / 8) as usize;
+            break;
+        }
+        i += 8;
+    }
+    let i = i + b[i..]
+        .iter()
+        .position(|&c| !is_space(c))
+        .unwrap_or(b.len() - i);
     match b.get(i) {
         Some(&c) if c >= 0x80 => s[i..].trim_start(),
         _ => &s[i..],
@@ -44,17 +65,47 @@ pub(super) fn trim(s: &str) -> &str {
     trim_start(trim_end(s))
 }
 
+/// A word of spaces.
+const SPACES: u64 = u64::from_ne_bytes([b' '; 8]);
 /// Each byte of a word.
 const LO: u64 = u64::from_ne_bytes([0x01; 8]);
 /// The top bit of each byte.
 const HI: u64 = u64::from_ne_bytes([0x80; 8]);
 
-/// The first `byte` at or after `from`: eight bytes at a time, then a byte at a time.
+/// For 16 bytes, two masks: bit `k` of the first is set when byte `k` is `byte`, bit `k` of
+/// the second when byte `k` has its top bit set (is not ASCII). SSE2: `pcmpeqb`, `pmovmskb`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(super) fn masks16(block: &[u8; 16], byte: u8) -> (u32, u32) {
+    use std::arch::x86_64::{
+        __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8,
+    };
+    // SAFETY: SSE2 is in every x86-64 CPU (the target's baseline), so the intrinsics' target
+    // feature is present; `block` is 16 readable bytes, what one unaligned 128-bit load reads.
+    let (eq, high) = unsafe {
+        let v = _mm_loadu_si128(block.as_ptr().cast::<__m128i>());
+        let eq = _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(byte as i8)));
+        (eq, _mm_movemask_epi8(v))
+    };
+    // pmovmskb sets only the low 16 bits: the casts keep the value.
+    (eq as u32, high as u32)
+}
+
+/// The first `byte` at or after `from`: sixteen bytes at a time on x86-64, then eight, then
+/// one.
 #[inline]
 pub(super) fn find_byte(s: &str, from: usize, byte: u8) -> Option<usize> {
     let b = s.as_bytes();
     let pat = u64::from_ne_bytes([byte; 8]);
     let mut i = from;
+    #[cfg(target_arch = "x86_64")]
+    while let Some(block) = b.get(i..).and_then(<[u8]>::first_chunk::<16>) {
+        let (eq, _) = masks16(block, byte);
+        if eq != 0 {
+            return Some(i + eq.trailing_zeros() as usize);
+        }
+        i += 16;
+    }
     while let Some(word) = b.get(i..).and_then(<[u8]>::first_chunk::<8>) {
         // A zero byte of `x` is `byte` in the word; the lowest flagged one is the first
         // (the subtraction's borrow only flags bytes above a zero byte).
@@ -66,6 +117,26 @@ pub(super) fn find_byte(s: &str, from: usize, byte: u8) -> Option<usize> {
         i += 8;
     }
     Some(i + b.get(i..)?.iter().position(|&c| c == byte)?)
+}
+
+/// Where the token that ends at `end` starts: just after the last space before `end`, or 0.
+/// Eight bytes at a time from the end (a timestamp token is 11 to 17 bytes).
+#[inline]
+pub(super) fn token_start(b: &[u8], end: usize) -> usize {
+    let mut j = end.min(b.len());
+    while let Some(word) = j.checked_sub(8).and_then(|at| b[at..].first_chunk::<8>()) {
+        let x = u64::from_le_bytes(*word) ^ SPACES;
+        // Exact, with no borrow from byte to byte: a top bit of `nonzero` is set when that
+        // byte of `x` is not zero, i.e. the byte is not a space.
+        let nonzero = (((x & !HI) + !HI) | x) & HI;
+        let spaces = !nonzero & HI;
+        if spaces != 0 {
+            // The highest flagged byte is the last space.
+            return j - 8 + (63 - spaces.leading_zeros()) as usize / 8 + 1;
+        }
+        j -= 8;
+    }
+    b[..j].iter().rposition(|&c| c == b' ').map_or(0, |k| k + 1)
 }
 
 /// The last `byte` before `end`.
@@ -127,56 +198,128 @@ pub(super) fn all_digits(s: &str) -> bool {
 
 /// A decimal `u32` of at most 9 digits (so it cannot overflow).
 pub(super) fn parse_u32(s: &str) -> Option<u32> {
-    if s.len() > 9 || !all_digits(s) {
+    if s.is_empty() || s.len() > 9 {
         return None;
     }
-    Some(s.bytes().fold(0u32, |n, b| n * 10 + u32::from(b - b'0')))
+    let mut n = 0u32;
+    for &b in s.as_bytes() {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        n = n * 10 + u32::from(d);
+    }
+    Some(n)
 }
 
 /// A decimal `u64`; `None` on overflow or a non-digit.
 pub(super) fn parse_u64(s: &str) -> Option<u64> {
-    if !all_digits(s) {
-        return None;
-    }
-    s.bytes().try_fold(0u64, |n, b| {
-        n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
-    })
+    parse_u64_bytes(s.as_bytes())
 }
 
 /// `int[.frac]` scaled by `10^scale`, the fraction cut (not rounded) to `scale` digits:
 /// `parse_scaled("33998.59", 3) == Some(33_998_590)`.
 pub(super) fn parse_scaled(s: &str, scale: u32) -> Option<u64> {
-    let (int, frac) = match find_byte(s, 0, b'.') {
-        Some(i) => (&s[..i], Some(&s[i + 1..])),
-        None => (s, None),
-    };
-    let mut n = parse_u64(int)?.checked_mul(10u64.checked_pow(scale)?)?;
-    if let Some(frac) = frac {
-        if !all_digits(frac) {
-            return None;
-        }
-        let mut unit = 10u64.pow(scale);
-        for b in frac.bytes() {
-            unit /= 10;
-            if unit == 0 {
-                break;
-            }
-            n = n.checked_add(u64::from(b - b'0') * unit)?;
-        }
+    let b = s.as_bytes();
+    let i = digits_len(b);
+    if i == 0 {
+        return None;
     }
-    Some(n)
+    let n = digits_value(&b[..i])?;
+    match b.get(i) {
+        None => n.checked_mul(*POW10.get(scale as usize)?),
+        Some(b'.') => add_fraction(n, &b[i + 1..], scale),
+        Some(_) => None,
+    }
+}
+
+/// `n` scaled by `10^scale` plus the fraction digits `frac` (at least one, all digits) cut
+/// (not rounded) to `scale` digits; `None` on overflow or a bad fraction.
+#[inline]
+fn add_fraction(n: u64, frac: &[u8], scale: u32) -> Option<u64> {
+    let len = digits_len(frac);
+    if len == 0 || len != frac.len() {
+        return None;
+    }
+    let unit = *POW10.get(scale as usize)?;
+    // At most `scale` <= 19 digits: the sum cannot overflow, nor can it times the rest of
+    // the unit (it stays below `unit`).
+    let kept = len.min(scale as usize);
+    let f = frac[..kept]
+        .iter()
+        .fold(0u64, |f, &c| f * 10 + u64::from(c - b'0'));
+    // Digit by digit, the partial sums only grow, so this overflows exactly when one of
+    // them would.
+    n.checked_mul(unit)?
+        .checked_add(f * POW10[scale as usize - kept])
 }
 
 /// A timestamp column: `17284.993652` (seconds), `68us` (latency format, relative
 /// microseconds) or a bare integer (raw `counter`/`x86-tsc` clock, kept as is).
+///
+/// One pass over the bytes: the integer part, then (after a `.`) at most nine fraction
+/// digits, the rest of the fraction checked to be digits and cut, as [`parse_scaled`] does.
 pub(super) fn parse_timestamp(tok: &str) -> Option<u64> {
-    if let Some(us) = tok.strip_suffix("us") {
-        return parse_u64(us)?.checked_mul(1000);
+    let b = tok.as_bytes();
+    if let Some(us) = b.strip_suffix(b"us") {
+        return parse_u64_bytes(us)?.checked_mul(1000);
     }
-    if find_byte(tok, 0, b'.').is_some() {
-        return parse_scaled(tok, 9);
+    let i = digits_len(b);
+    if i == 0 {
+        return None;
     }
-    parse_u64(tok)
+    let n = digits_value(&b[..i])?;
+    match b.get(i) {
+        None => Some(n),
+        Some(b'.') => add_fraction(n, &b[i + 1..], 9),
+        Some(_) => None,
+    }
+}
+
+/// `10^k` for every `k` whose power fits a `u64`.
+const POW10: [u64; 20] = {
+    let mut t = [1u64; 20];
+    let mut k = 1;
+    while k < 20 {
+        t[k] = t[k - 1] * 10;
+        k += 1;
+    }
+    t
+};
+
+/// How many ASCII digits `b` starts with.
+#[inline]
+fn digits_len(b: &[u8]) -> usize {
+    b.iter()
+        .position(|c| !c.is_ascii_digit())
+        .unwrap_or(b.len())
+}
+
+/// The value of `b`, all ASCII digits; `None` on overflow. Up to 19 digits cannot overflow
+/// a `u64`, so they are summed unchecked.
+#[inline]
+fn digits_value(b: &[u8]) -> Option<u64> {
+    if b.len() <= 19 {
+        Some(b.iter().fold(0u64, |n, &c| n * 10 + u64::from(c - b'0')))
+    } else {
+        parse_u64_bytes(b)
+    }
+}
+
+/// [`parse_u64`] on bytes.
+fn parse_u64_bytes(b: &[u8]) -> Option<u64> {
+    if b.is_empty() {
+        return None;
+    }
+    let mut n = 0u64;
+    for &c in b {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_add(u64::from(d))?;
+    }
+    Some(n)
 }
 
 /// A graph duration cell: `0.616 us`, `+ 49.370 us`, `$ 3594274 us`, in nanoseconds.
@@ -237,14 +380,39 @@ pub(super) fn task_pid(s: &str) -> Option<(&str, u32)> {
     Some((task, parse_u32(&s[i + 1..])?))
 }
 
+/// Bytes a symbol name is made of: ASCII letters, digits, `_`, `.` and `$`.
+const SYMBOL_BYTES: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric() || c == b'_' || c == b'.' || c == b'$';
+        b += 1;
+    }
+    t
+};
+
 fn is_symbol_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'$')
+    SYMBOL_BYTES[usize::from(b)]
+}
+
+/// The length of the run of symbol bytes at the start of `b`.
+#[inline]
+pub(super) fn symbol_len(b: &[u8]) -> usize {
+    b.iter()
+        .position(|&c| !is_symbol_byte(c))
+        .unwrap_or(b.len())
 }
 
 /// A symbol as the kernel prints it: `name`, `name+0x14/0x40`, `name [module]`,
 /// `name <ffffffff81000000>`, or combinations; a raw `0xffffffff8100a2b0` when the address
 /// has no symbol. `None` for anything else (an event name ending in `:`, text with spaces).
 pub(super) fn parse_symbol(text: &str) -> Option<Symbol<'_>> {
+    // Most symbols are a bare name: all symbol bytes, so none of the suffixes below.
+    let b = text.as_bytes();
+    if symbol_len(b) == b.len() {
+        return bare_name(text);
+    }
     let mut t = text;
     if let Some(inner) = t.strip_suffix('>')
         && let Some(i) = rfind2(inner, inner.len(), *b" <")
@@ -269,22 +437,24 @@ pub(super) fn parse_symbol(text: &str) -> Option<Symbol<'_>> {
     }
     // One scan: the name is the symbol bytes up to the end or to a `+` and its offset.
     let tb = t.as_bytes();
-    let mut end = 0;
-    while end < tb.len() && is_symbol_byte(tb[end]) {
-        end += 1;
-    }
+    let end = symbol_len(tb);
     if end < tb.len() && (tb[end] != b'+' || !is_offset(&t[end + 1..])) {
         return None;
     }
-    let name = &t[..end];
+    let sym = bare_name(&t[..end])?;
+    Some(Symbol { module, ..sym })
+}
+
+/// A name of symbol bytes as a [`Symbol`]: not empty, and not starting with a digit unless
+/// it is a `0x...` address.
+#[inline]
+pub(super) fn bare_name(name: &str) -> Option<Symbol<'_>> {
     let b = name.as_bytes();
-    if b.is_empty() {
+    let &first = b.first()?;
+    if first.is_ascii_digit() && !(b.len() > 2 && b[0] == b'0' && b[1] == b'x') {
         return None;
     }
-    if b[0].is_ascii_digit() && !(name.starts_with("0x") && b.len() > 2) {
-        return None;
-    }
-    Some(Symbol { name, module })
+    Some(Symbol::new(name))
 }
 
 /// `0x14/0x40` (or `0x14` alone).
@@ -322,6 +492,107 @@ mod tests {
         assert_eq!(parse_scaled("1.", 3), None);
         assert_eq!(parse_scaled(".5", 3), None);
         assert_eq!(parse_scaled("99999999999999999999", 3), None);
+    }
+
+    /// The digit-by-digit way, checked at every step: the oracle for the one-fold parsers.
+    fn scaled_naive(s: &str, scale: u32) -> Option<u64> {
+        let (int, frac) = match s.split_once('.') {
+            Some((i, f)) => (i, Some(f)),
+            None => (s, None),
+        };
+        let mut n = parse_u64_bytes(int.as_bytes())?.checked_mul(10u64.checked_pow(scale)?)?;
+        if let Some(frac) = frac {
+            if !all_digits(frac) {
+                return None;
+            }
+            let mut unit = 10u64.pow(scale);
+            for b in frac.bytes() {
+                unit /= 10;
+                if unit == 0 {
+                    break;
+                }
+                n = n.checked_add(u64::from(b - b'0') * unit)?;
+            }
+        }
+        Some(n)
+    }
+
+    #[test]
+    fn scaled_numbers_match_the_digit_by_digit_way() {
+        // Near and past every overflow edge, every fraction length, stray bytes.
+        let ints = [
+            "",
+            "0",
+            "7",
+            "18",
+            "184467",
+            "1844674407",
+            "18446744073",
+            "18446744073709551615",
+            "18446744073709551616",
+            "99999999999999999999",
+            "1x",
+        ];
+        let fracs = [
+            None,
+            Some(""),
+            Some("5"),
+            Some("999999999"),
+            Some("1234567890123"),
+            Some("99999999999999999999"),
+            Some("5.5"),
+            Some("5x"),
+        ];
+        for int in ints {
+            for frac in fracs {
+                let s = match frac {
+                    Some(f) => format!("{int}.{f}"),
+                    None => int.to_owned(),
+                };
+                for scale in 0..=21 {
+                    assert_eq!(
+                        parse_scaled(&s, scale),
+                        scaled_naive(&s, scale),
+                        "{s} {scale}"
+                    );
+                }
+                let ts = if s.contains('.') {
+                    scaled_naive(&s, 9)
+                } else {
+                    parse_u64(&s)
+                };
+                assert_eq!(parse_timestamp(&s), ts, "{s}");
+            }
+        }
+    }
+
+    #[test]
+    fn token_start_is_after_the_last_space() {
+        for len in 0..40 {
+            for mask in [
+                0u64,
+                1,
+                0x8000_0001,
+                0x5555_5555_5555,
+                u64::MAX,
+                0x0101_0101_0101,
+            ] {
+                for k in 0..3u64 {
+                    // Spaces where the mask says, `!` (a space's xor-1 neighbour) elsewhere.
+                    let m = mask.rotate_left((k * 7) as u32);
+                    let b: Vec<u8> = (0..len)
+                        .map(|i| if m >> (i % 64) & 1 == 1 { b' ' } else { b'!' })
+                        .collect();
+                    for end in 0..=len {
+                        let want = b[..end]
+                            .iter()
+                            .rposition(|&c| c == b' ')
+                            .map_or(0, |i| i + 1);
+                        assert_eq!(token_start(&b, end), want, "{b:?} {end}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

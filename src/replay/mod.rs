@@ -18,6 +18,13 @@
 //!   parsing allocates nothing and runs no regular expression. [`Reader`] reuses one line
 //!   buffer whose size is capped ([`Reader::DEFAULT_MAX_LINE`]), so memory does not grow
 //!   with the trace.
+//! - **Fast paths that defer.** The usual shapes have fast paths: the reader's SSE2
+//!   newline/ASCII scan (no UTF-8 check for ASCII lines), `fast_head`'s one right-to-left
+//!   pass over `task-pid [cpu] flags ts`, the one forward pass over `func <-parent`, the
+//!   graph lines that start with a CPU column, bare names in `parse_symbol`, and the
+//!   interner's cache of recent names. Each returns a result only where the general code
+//!   gives the same one, and hands anything else to it (`parse.rs` tests the head and
+//!   payload fast paths against the general code on every sample line and mutations of it).
 //! - **Every line counted once.** Each line gets exactly one [`LineKind`]; the kinds that
 //!   carry nothing for replay (headers, `<stack trace>` records and their ` => ` frames,
 //!   `trace_printk` output, ordinary events, graph `/* comments */`, ...) are counted so a

@@ -5,8 +5,9 @@ use super::event::{Context, Event};
 use super::graph;
 use super::kind::{LineCounts, LineKind};
 use super::lex::{
-    bracket_cpu, find_byte, find2, is_flags, latency_cpu_flags, parse_symbol, parse_timestamp,
-    parse_u32, parse_u64, rfind_byte, split_last_token, task_pid, trim, trim_end, trim_start,
+    self, bare_name, bracket_cpu, find_byte, find2, is_flags, latency_cpu_flags, parse_symbol,
+    parse_timestamp, parse_u32, parse_u64, rfind_byte, split_last_token, symbol_len, task_pid,
+    trim, trim_end, trim_start,
 };
 
 /// What one line gave: an [`Event`], or the kind of a line that yields none.
@@ -84,18 +85,15 @@ impl Parser {
 
     /// Classifies one line (a trailing `\n` or `\r\n` is ignored) and counts it.
     pub fn parse_line<'a>(&mut self, line: &'a str) -> Parsed<'a> {
-        let (kind, event) = classify(line);
-        self.counts.add(kind);
-        if let Some(Event::Lost {
+        let parsed = classify(line);
+        self.counts.add(parsed.kind());
+        if let Parsed::Event(Event::Lost {
             events: Some(n), ..
-        }) = event
+        }) = parsed
         {
             self.counts.add_lost(n);
         }
-        match event {
-            Some(e) => Parsed::Event(e),
-            None => Parsed::Skipped(kind),
-        }
+        parsed
     }
 
     /// The counts so far.
@@ -109,10 +107,12 @@ impl Parser {
     }
 }
 
-type Classified<'a> = (LineKind, Option<Event<'a>>);
+/// What a line gave: the event and the kind it counts as agree by construction
+/// ([`Event::kind`]), so the classifier returns the [`Parsed`] that `parse_line` hands out.
+type Classified<'a> = Parsed<'a>;
 
 fn skipped<'a>(kind: LineKind) -> Classified<'a> {
-    (kind, None)
+    Parsed::Skipped(kind)
 }
 
 fn classify(line: &str) -> Classified<'_> {
@@ -124,7 +124,7 @@ fn classify(line: &str) -> Classified<'_> {
     match first {
         b'#' => {
             if let Some(cpu) = buffer_started(body) {
-                return (LineKind::BufferStarted, Some(Event::BufferStarted { cpu }));
+                return Parsed::Event(Event::BufferStarted { cpu });
             }
             return skipped(LineKind::Header);
         }
@@ -136,7 +136,7 @@ fn classify(line: &str) -> Classified<'_> {
             if let Some(rest) = body.strip_prefix("CPU:")
                 && let Some(ev) = lost(rest)
             {
-                return (LineKind::LostEvents, Some(ev));
+                return Parsed::Event(ev);
             }
             if body.starts_with("CPU ") && body.ends_with(" is empty") {
                 return skipped(LineKind::Header);
@@ -195,6 +195,11 @@ fn function_layout(line: &str) -> Option<Classified<'_>> {
 /// `yum-updatesd-3111  [003]  1637.254676`, `bash-1977  (  1977) [000] ....  17284.9`,
 /// `bash-2042    3d..1   68us+`, `<idle>-0       0d.h1. 106467.859747`.
 fn parse_head(head: &str) -> Option<Context<'_>> {
+    fast_head(head).or_else(|| general_head(head))
+}
+
+/// [`parse_head`] without the fast path: every layout.
+fn general_head(head: &str) -> Option<Context<'_>> {
     let mut h = trim_end(head);
     if let Some(x) = h.strip_suffix(['+', '!', '#', '*', '@', '$']) {
         h = trim_end(x);
@@ -227,6 +232,62 @@ fn parse_head(head: &str) -> Option<Context<'_>> {
     })
 }
 
+/// The usual heads, `task-pid  [cpu] flags  ts`, `task-pid  [cpu]  ts` and
+/// `task-pid  Cflags  ts`, in one right-to-left pass over the bytes, the columns separated by
+/// spaces only. `None` when the head is not one of these; [`parse_head`] then parses it the
+/// general way. When it is `Some`, it is what the general way gives: every column it reads
+/// ends in a byte that is ASCII and not whitespace (a digit, `]`, `s` or a flag), so the
+/// general way's trims stop where these loops stop, and each column is checked by the same
+/// function.
+#[inline]
+fn fast_head(head: &str) -> Option<Context<'_>> {
+    let b = head.as_bytes();
+    // Where the spaces ending at `i` start; where the token ending at `i` starts.
+    let skip_spaces = |i: usize| b[..i].iter().rposition(|&c| c != b' ').map_or(0, |k| k + 1);
+    let token_start = |i: usize| lex::token_start(b, i);
+    let mut e = skip_spaces(b.len());
+    if matches!(
+        b.get(e.checked_sub(1)?)?,
+        b'+' | b'!' | b'#' | b'*' | b'@' | b'$'
+    ) {
+        e = skip_spaces(e - 1);
+    }
+    let t = token_start(e);
+    if t == 0 {
+        return None;
+    }
+    let ts_ns = parse_timestamp(&head[t..e])?;
+    let k = skip_spaces(t - 1);
+    let j = token_start(k);
+    let tok = &head[j..k];
+    let (cpu, r) = if let Some(cpu) = bracket_cpu(tok).or_else(|| latency_cpu_flags(tok)) {
+        (cpu, j)
+    } else if j > 0 && is_flags(tok) {
+        let k = skip_spaces(j - 1);
+        let j = token_start(k);
+        (bracket_cpu(&head[j..k])?, j)
+    } else {
+        return None;
+    };
+    // The PID: digits ending where the spaces before the CPU column start, after a `-`.
+    let end = skip_spaces(r.checked_sub(1)?);
+    let dash = b[..end].iter().rposition(|c| !c.is_ascii_digit())? + 1;
+    if b[dash - 1] != b'-' {
+        return None;
+    }
+    let pid = parse_u32(&head[dash..end])?;
+    let task = trim_start(&head[..dash - 1]);
+    if task.is_empty() {
+        return None;
+    }
+    Some(Context {
+        cpu: Some(cpu),
+        task: Some(task),
+        pid: Some(pid),
+        ts_ns: Some(ts_ns),
+    })
+}
+
 fn payload<'a>(ctx: Context<'a>, p: &'a str) -> Classified<'a> {
     // The prefixes are tested only when the first byte can start one (most lines: no).
     match p.as_bytes().first() {
@@ -237,7 +298,7 @@ fn payload<'a>(ctx: Context<'a>, p: &'a str) -> Classified<'a> {
             if let Some(rest) = p.strip_prefix("function:") {
                 // trace-cmd report: `function:             do_splice_to <-- sys_splice`
                 return match function_payload(ctx, trim_start(rest)) {
-                    Some(ev) => (LineKind::Function, Some(ev)),
+                    Some(ev) => Parsed::Event(ev),
                     None => skipped(LineKind::Unrecognized),
                 };
             }
@@ -251,7 +312,7 @@ fn payload<'a>(ctx: Context<'a>, p: &'a str) -> Classified<'a> {
         _ => {}
     }
     if let Some(ev) = function_payload(ctx, p) {
-        return (LineKind::Function, Some(ev));
+        return Parsed::Event(ev);
     }
     let first = p.as_bytes().first().copied().unwrap_or(b' ');
     if first.is_ascii_digit() && (p.contains("==>") || p.contains(" + [")) {
@@ -271,7 +332,38 @@ fn payload<'a>(ctx: Context<'a>, p: &'a str) -> Classified<'a> {
 }
 
 /// `func <-parent` (kernel), `func <-- parent` (trace-cmd), or `func` alone (noprint-parent).
+/// `p` is right-trimmed (the line is).
 fn function_payload<'a>(ctx: Context<'a>, p: &'a str) -> Option<Event<'a>> {
+    fast_function_payload(ctx, p).or_else(|| general_function_payload(ctx, p))
+}
+
+/// The usual form, two bare names around ` <-`, in one forward pass; `None` for any other.
+/// A symbol byte is never `<` or whitespace, so the general way would find the same ` <-`
+/// and trim nothing off either name.
+#[inline]
+fn fast_function_payload<'a>(ctx: Context<'a>, p: &'a str) -> Option<Event<'a>> {
+    let b = p.as_bytes();
+    let end = symbol_len(b);
+    if let Some(rest) = b.get(end..).and_then(|r| r.strip_prefix(b" <-")) {
+        let rest = rest.strip_prefix(b"-").unwrap_or(rest);
+        let skip = rest.iter().position(|&c| c != b' ').unwrap_or(rest.len());
+        let from = p.len() - rest.len() + skip;
+        if from < p.len()
+            && symbol_len(&b[from..]) == p.len() - from
+            && let (Some(func), Some(parent)) = (bare_name(&p[..end]), bare_name(&p[from..]))
+        {
+            return Some(Event::Function {
+                ctx,
+                func,
+                parent: Some(parent),
+            });
+        }
+    }
+    None
+}
+
+/// [`function_payload`] without the fast path.
+fn general_function_payload<'a>(ctx: Context<'a>, p: &'a str) -> Option<Event<'a>> {
     let (f, parent) = match find2(p, 0, *b"<-") {
         Some(i) if i > 0 && p.as_bytes()[i - 1] == b' ' => {
             let r = &p[i + 2..];
@@ -282,4 +374,73 @@ fn function_payload<'a>(ctx: Context<'a>, p: &'a str) -> Option<Event<'a>> {
     };
     let func = parse_symbol(f)?;
     Some(Event::Function { ctx, func, parent })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every line of the samples, and each with a few bytes deleted, replaced or inserted
+    /// (deterministically), as test input.
+    fn lines() -> Vec<String> {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
+        let mut out = Vec::new();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n.max(1) as u64) as usize
+        };
+        let alphabet = b" :[]-.|(){};<>+!#*@$/=0123456789dN\tus_";
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap_or_default();
+            for line in text.lines() {
+                out.push(line.to_owned());
+                for _ in 0..40 {
+                    let mut b = line.as_bytes().to_vec();
+                    for _ in 0..1 + next(3) {
+                        let at = next(b.len() + 1);
+                        let c = alphabet[next(alphabet.len())];
+                        match next(3) {
+                            0 if at < b.len() => {
+                                b.remove(at);
+                            }
+                            1 if at < b.len() => b[at] = c,
+                            _ => b.insert(at, c),
+                        }
+                    }
+                    out.push(String::from_utf8_lossy(&b).into_owned());
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn fast_paths_agree_with_the_general_way() {
+        let (mut heads, mut payloads) = (0, 0);
+        for line in lines() {
+            let line = trim_end(&line);
+            // Every `": "` split, as function_layout tries them.
+            let mut from = 0;
+            while let Some(p) = find2(line, from, *b": ") {
+                let head = &line[..p];
+                if let Some(fast) = fast_head(head) {
+                    assert_eq!(Some(fast), general_head(head), "{line:?}");
+                    heads += 1;
+                }
+                let payload = trim_start(&line[p + 2..]);
+                let ctx = Context::default();
+                if let Some(fast) = fast_function_payload(ctx, payload) {
+                    let general = general_function_payload(ctx, payload);
+                    assert_eq!(Some(fast), general, "{line:?}");
+                    payloads += 1;
+                }
+                from = p + 2;
+            }
+        }
+        // The fast paths did run.
+        assert!(heads > 1000 && payloads > 1000, "{heads} {payloads}");
+    }
 }
