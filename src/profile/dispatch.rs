@@ -250,7 +250,12 @@ impl Ftrace {
     /// (`Site::enter` calls it on the global instance, which owns every static site).
     #[inline(always)]
     pub(crate) fn enter_live(&self, site: &Site) -> ScopeGuard<'_> {
-        thread::hot(|hot| self.enter_hot(hot, site)).unwrap_or(ScopeGuard::none())
+        // By reference, not through a closure: the guard is then built in place, not
+        // copied out of an `Option` (whose byte-wise copy stalls store forwarding).
+        #[cfg(not(loom))]
+        return self.enter_hot(thread::hot_ref(), site);
+        #[cfg(loom)]
+        return thread::hot(|hot| self.enter_hot(hot, site)).unwrap_or(ScopeGuard::none());
     }
 
     #[inline(always)]
@@ -293,7 +298,7 @@ impl Ftrace {
 
     /// One graph ops covers the site (the function profiler timing calls): its entry hook
     /// under the `List` bit, then its frame, with one look at the thread's stack.
-    #[inline(never)]
+    #[inline(always)]
     fn enter_direct_graph<'a>(
         &'a self,
         hot: &Hot,

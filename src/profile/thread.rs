@@ -176,6 +176,18 @@ loom::thread_local! {
     static HOT: Hot = Hot::new();
 }
 
+/// This thread's [`Hot`] words, by reference. Not under loom (whose thread-locals are
+/// dropped with the model's threads); there, use [`hot`].
+#[cfg(not(loom))]
+#[inline(always)]
+pub(crate) fn hot_ref() -> &'static Hot {
+    // SAFETY: `HOT` is `const`-initialised and has no destructor, so its storage is valid
+    // from the thread's first instruction to its last and is never dropped: a reference
+    // to it stays valid as long as the thread runs. `Hot` is not `Sync` (it is made of
+    // `Cell`s), so the reference cannot leave this thread.
+    HOT.with(|hot| unsafe { &*(hot as *const Hot) })
+}
+
 /// Runs `f` with this thread's [`Hot`] words. Never `None` outside loom (no destructor, no
 /// lazy initialisation); under loom, `None` once the thread's locals are being dropped.
 #[inline(always)]
