@@ -262,6 +262,31 @@ impl Shard {
         self.update_table(key, vals, None);
     }
 
+    /// [`update`](Self::update) for callers that inline it (the function profiler counting
+    /// hits): a hit of the recent-entry cache with no reset pending is handled here, and a
+    /// count-only cell is then one load and one store; anything else goes to `update`.
+    #[inline(always)]
+    pub(crate) fn update_hot(&self, key: Key, vals: &[u64]) {
+        let inner = &*self.inner;
+        if let Some(recent) = &self.recent
+            && inner.requested.0.load(Ordering::Relaxed) == self.seen.get()
+            && let Some(addr) = recent.slot(&key).lookup(&key)
+        {
+            // SAFETY: as in `update`: a cached address is an entry of the current
+            // generation (no reset is pending, and the cache is cleared when one is
+            // applied), which lives as long as `self.inner` does.
+            let e = unsafe { EntryRef::from_addr(addr) };
+            let w = &inner.words;
+            if w.single {
+                <OwnedWriter as cell::Writer>::add(e.word(w.hits), 1, Ordering::Release);
+            } else {
+                apply_out_of_line(e, w, vals);
+            }
+            return;
+        }
+        self.update(key, vals);
+    }
+
     /// A cache miss: the table, then the cache slot (out of line, so the hit stays short).
     #[inline(never)]
     fn update_missed(&self, key: Key, vals: &[u64], slot: &RecentSlot) {
@@ -319,6 +344,12 @@ impl Shard {
     pub fn snapshot(&self) -> Snapshot {
         self.reader().snapshot()
     }
+}
+
+/// `cell::apply` for a full cell, called rather than inlined into `update_hot`'s callers.
+#[inline(never)]
+fn apply_out_of_line(e: EntryRef<'_>, w: &Words, vals: &[u64]) {
+    cell::apply::<OwnedWriter>(e, w, vals);
 }
 
 impl ShardReader {

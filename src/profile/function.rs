@@ -598,8 +598,8 @@ fn record(inner: &Arc<Inner>, ip: usize, duration: Option<u64>) {
             // else from touching the state until this update returns.
             let shard = unsafe { &*shard };
             match duration {
-                Some(d) => shard.update(key, &[d]),
-                None => shard.increment(key),
+                Some(d) => shard.update_hot(key, &[d]),
+                None => shard.update_hot(key, &[]),
             }
             true
         })
