@@ -59,7 +59,7 @@
 
 use crate::primitive::epoch::{Atomic, Guard, Owned, Shared};
 use crate::primitive::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use crate::primitive::{spin_hint, zeroed_slice};
+use crate::primitive::{prefetch, spin_hint, zeroed_slice};
 
 use super::arena::{ADDR_BITS, Arena, EntryRef};
 use super::key::Key;
@@ -535,6 +535,18 @@ impl<'g> Ctx<'g> {
             return false;
         }
         let end = (start + CHUNK).min(cap);
+        // Entries land at random slots of `into`, each a likely cache miss: start loading
+        // them all before the first claim, so the misses overlap instead of queueing.
+        // (Loads only; `migrate_slot` reads every slot again. Not under loom, whose
+        // models gain nothing from hints but would explore the extra loads.)
+        if cfg!(not(loom)) && into.mask >> SLOT_HASH_BITS == 0 {
+            for slot in &from.slots[start..end] {
+                let s = slot.load(Ordering::Relaxed);
+                if s > SEALED {
+                    prefetch(&into.slots[into.home(s & !ADDR_MASK)]);
+                }
+            }
+        }
         for i in start..end {
             from.migrate_slot(i, into, self.keys);
         }
