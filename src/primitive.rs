@@ -104,6 +104,21 @@ pub(crate) unsafe fn zeroed_slice<T>(n: usize, zero: impl Fn() -> T) -> Box<[T]>
     (0..n).map(|_| zero()).collect()
 }
 
+/// Asks the CPU to start loading the cache line of `p` (x86-64 only; a no-op elsewhere and
+/// under loom). A hint: it never faults and changes no value.
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: &T) {
+    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    {
+        use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: `prefetch` is a hint that never faults and changes no memory, whatever
+        // the address (here a valid reference); SSE is part of the x86-64 baseline.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>((p as *const T).cast::<i8>()) };
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+    let _ = p;
+}
+
 /// Spin-wait hint: a CPU relax in production, a scheduler yield under loom (a loom model
 /// that spins without yielding never terminates).
 #[inline]

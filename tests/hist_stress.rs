@@ -115,6 +115,35 @@ fn growing_exact_totals_across_resets() {
     }
 }
 
+/// Past 2^20 slots a table no longer places migrated entries from the hash bits their slots
+/// keep (`table.rs`): it reads each entry's key. Four threads insert 640 Ki keys (the
+/// table grows to 2^21 slots) with every key updated by two threads, so growths into both
+/// kinds of table race inserts and updates.
+#[test]
+fn growing_past_slot_hash_bits_exact() {
+    const K: u64 = 640 * 1024;
+    let h = Arc::new(HashHist::new(CellLayout::counter()).unwrap());
+    let writers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let h = Arc::clone(&h);
+            thread::spawn(move || {
+                // Threads 0 and 1 walk the keys up, 2 and 3 down: each key twice.
+                for i in (0..K / 2).map(|i| t % 2 * (K / 2) + i) {
+                    let key = if t < 2 { i } else { K - 1 - i };
+                    h.increment(key * 0x40 + 0xffff_0000);
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let s = h.snapshot();
+    assert_eq!(s.len() as u64, K);
+    assert_eq!(s.total_hits(), 2 * K);
+    assert!(s.rows.iter().all(|r| r.hits == 2));
+}
+
 #[test]
 fn counter_only_cells_exact() {
     let h = Arc::new(HashHist::new(CellLayout::counter()).unwrap());

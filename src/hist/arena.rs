@@ -40,6 +40,9 @@
 //!   into a table slot; nobody writes a cell word before reading the published slot.
 //! - An entry with `hits == 0` has never been published *and updated*; snapshots skip it,
 //!   so wasted or spare entries are never shown.
+//! - Every entry address is 16-byte aligned and below `1 << ADDR_BITS` (2^48): a chunk
+//!   that would end above it is not installed (its entries are refused), so a table slot
+//!   can keep hash bits in the address's free bits (see `table.rs`).
 //! - Chunks are freed only when the arena is dropped, which happens when its generation is
 //!   reclaimed by the epoch collector (no reader or writer can still see it).
 
@@ -130,11 +133,14 @@ impl Line {
     }
 }
 
-/// Bits of an encoded entry address that hold the entry's first word within its line
-/// (divided by two: entries are 16-byte aligned, so it is 0, 2, 4 or 6).
-pub(crate) const FIRST_BITS: usize = 0b110;
+/// Every entry address is below `1 << ADDR_BITS` (checked when a chunk is installed): the
+/// user half of x86-64's and AArch64's address spaces, so a table slot keeps hash bits above
+/// the address (see `table.rs`).
+pub(crate) const ADDR_BITS: u32 = 48;
 
-/// A reference to one entry (a run of words starting at word `first` of a line) of an arena.
+/// A reference to one entry of an arena: a run of words starting at word `first` of a line
+/// (with flat lines, `line` may instead point at the entry itself, `first` 0: see
+/// [`from_addr`](Self::from_addr)).
 #[derive(Clone, Copy)]
 pub(crate) struct EntryRef<'a> {
     line: NonNull<Line>,
@@ -149,8 +155,9 @@ impl<'a> EntryRef<'a> {
         let w = self.first + i;
         if FLAT_LINES {
             // SAFETY: as below; and lines hold their words with no padding (`FLAT_LINES`)
-            // and are contiguous within a chunk, so word `w` past the line's first word is
-            // the `w`-th `AtomicU64` from it, whichever line it falls in.
+            // and are contiguous within a chunk, so word `w` past `line` (a line, or the
+            // entry itself, see `from_addr`) is the `w`-th `AtomicU64` from it, whichever
+            // line it falls in.
             return unsafe { &*self.line.as_ptr().cast::<AtomicU64>().add(w) };
         }
         // SAFETY: the entry starts at word `first` of a line of a live chunk (the arena
@@ -159,26 +166,37 @@ impl<'a> EntryRef<'a> {
         unsafe { &(*self.line.as_ptr().add(w / LINE_WORDS)).0[w % LINE_WORDS] }
     }
 
-    /// The encoded address, for a table slot: the line address (64-byte aligned) with
-    /// `first / 2` in [`FIRST_BITS`]; bit 0 and bits 3..=5 are left free (zero).
+    /// The entry's address (exposed, for a table slot): 16-byte aligned (entries start at
+    /// an even word of a 64-byte line), non-zero and below `1 << ADDR_BITS`, so its low four
+    /// bits and high bits are free.
     #[inline]
     pub(crate) fn addr(self) -> usize {
-        self.line.as_ptr().expose_provenance() | (self.first >> 1) << 1
+        self.line.as_ptr().expose_provenance() + self.first * 8
     }
 
-    /// Rebuilds a reference from [`addr`](Self::addr) (other low bits must be cleared,
-    /// except [`FIRST_BITS`]).
+    /// Rebuilds a reference from [`addr`](Self::addr).
     ///
     /// # Safety
     ///
     /// `addr` must come from `addr()` of an entry of an arena that lives for `'a`.
     #[inline]
     pub(crate) unsafe fn from_addr(addr: usize) -> Self {
+        if FLAT_LINES {
+            // Flat lines: `word` only offsets the pointer by words, so it may point at the
+            // entry itself (one less mask on the hot path).
+            let at = core::ptr::with_exposed_provenance_mut::<Line>(addr);
+            return EntryRef {
+                // SAFETY: entry addresses are never null (the caller's contract).
+                line: unsafe { NonNull::new_unchecked(at) },
+                first: 0,
+                _arena: PhantomData,
+            };
+        }
         let line = core::ptr::with_exposed_provenance_mut::<Line>(addr & !63);
         EntryRef {
             // SAFETY: entry addresses are never null (the caller's contract).
             line: unsafe { NonNull::new_unchecked(line) },
-            first: (addr & FIRST_BITS) >> 1 << 1,
+            first: (addr & 63) / 8,
             _arena: PhantomData,
         }
     }
@@ -279,6 +297,14 @@ impl Arena {
             let lines = self.chunk_lines(c);
             // SAFETY: a `Line` of zero bytes is eight zero atomics, i.e. `Line::new()`.
             let fresh = unsafe { zeroed_slice(lines, Line::new) };
+            let end =
+                (fresh.as_ptr() as u64).saturating_add(core::mem::size_of_val(&*fresh) as u64);
+            if end > 1 << ADDR_BITS {
+                // Table slots keep hash bits above `ADDR_BITS` (see `table.rs`): an entry
+                // that high cannot be published, so it is refused like a full arena's
+                // (counted in `dropped`). No supported platform's heap lies there.
+                return None;
+            }
             let fresh = Box::into_raw(fresh) as *mut Line;
             match self.chunks[c].compare_exchange(
                 core::ptr::null_mut(),

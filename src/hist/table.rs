@@ -3,10 +3,20 @@
 //! # Design
 //!
 //! A table is a power-of-two array of slots probed linearly from the key hash. A slot is
-//! one word: `EMPTY` (0), `SEALED` (1), or an encoded entry address (see `arena.rs`) with a
-//! 3-bit hash tag in bits 3..=5 (bit 0 clear). A key is inserted with one CAS
+//! one `u64`: `EMPTY` (0), `SEALED` (1), or an entry: the entry's address (16-byte aligned
+//! and below `2^48`, see `arena.rs`: bits 4..=47) with 20 bits of the key's hash in the
+//! bits the address leaves free (0..=3 and 48..=63). A key is inserted with one CAS
 //! `EMPTY -> entry` after the entry's header is written, so a published slot always names a
 //! complete entry and insertion is lock-free: no slot is ever "claimed but not yet filled".
+//!
+//! **Hash bits in the slot.** The probe start is the key hash rotated so that the 20 bits a
+//! slot keeps come first (`Table::home`), and a probe reads an entry only if the slot's 20
+//! bits equal the key's. In a table of `2^k <= 2^20` slots, another key's entry is therefore
+//! read only when both keys have the same start and their other `20 - k` bits agree (one in
+//! eight at 65,536 keys, fewer in smaller tables). And such a table places an entry from its
+//! slot alone: migration into it reads no entry (no key load, no hashing, no key compare: a
+//! key has one entry, hence one slot value in every table, so "already moved" is slot
+//! equality). Only migration into larger tables (over 512 Ki keys) reads each entry's key.
 //!
 //! **Capacity without a counter.** The arena numbers entries in allocation order, and a
 //! table of `cap` slots takes a fresh entry only if its index is below `max_index = cap/2`
@@ -21,7 +31,7 @@
 //! is then migrated slot by slot, in chunks that any writer claims with a `fetch_add` on the
 //! cursor ("writers help, incrementally"): an entry is re-inserted into the new table by
 //! pointer (its old slot is left as it is: every slot is migrated once, by the helper that
-//! claimed its chunk); an empty slot is `SEALED`. Cells never move, so updates
+//! claimed its chunk; its slot value is unchanged); an empty slot is `SEALED`. Cells never move, so updates
 //! that still go through the old table are not lost: they hit the same cell.
 //!
 //! **No duplicate keys.** A fresh key may be inserted into a table whose `prev` is still
@@ -48,24 +58,25 @@
 //!   `size` entries, so probing always finds an `EMPTY` slot or the key.
 
 use crate::primitive::epoch::{Atomic, Guard, Owned, Shared};
-use crate::primitive::sync::atomic::{AtomicUsize, Ordering};
-use crate::primitive::{spin_hint, zeroed_slice};
+use crate::primitive::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use crate::primitive::{prefetch, spin_hint, zeroed_slice};
 
-use super::arena::{Arena, EntryRef};
+use super::arena::{ADDR_BITS, Arena, EntryRef};
 use super::key::Key;
 
-const EMPTY: usize = 0;
-const SEALED: usize = 1;
-/// A 3-bit hash tag in bits 3..=5 (bits 1..=2 locate the entry in its line, see
-/// `arena.rs`; bit 0 is clear in every entry address, set only in `SEALED`): seven in
-/// eight mismatching entries are skipped without a dereference.
-const TAG_MASK: usize = 0b11_1000;
+const EMPTY: u64 = 0;
+const SEALED: u64 = 1;
+/// The bits of a slot that hold an entry's address (16-byte aligned, below
+/// `1 << ADDR_BITS`); the others hold hash bits (see the module docs).
+const ADDR_MASK: u64 = ((1 << ADDR_BITS) - 1) & !0xF;
+/// How many bits of the key hash a slot keeps: four below the address, the rest above.
+const SLOT_HASH_BITS: u32 = 4 + (64 - ADDR_BITS);
 /// Slots migrated per claimed chunk.
 const CHUNK: usize = 64;
 /// How much larger a grown table is. Two: growing by four halves the total migration work
-/// (every migration re-reads each entry's key) but leaves large tables up to 8x
-/// oversized, and the counting workload (the steady state) pays for that in cache misses
-/// on every update; measured, 2x won on counting and 4x showed no clear gain on inserts.
+/// but leaves large tables up to 8x oversized, and the counting workload (the steady
+/// state) pays for that in cache misses on every update; measured, 2x won on counting and
+/// 4x showed no clear gain on inserts.
 const GROWTH: usize = 2;
 
 /// Ordering of the CAS that publishes an entry, and of slot loads. The negative loom
@@ -87,7 +98,7 @@ pub(crate) struct Padded<T>(pub T);
 
 /// One table of a generation.
 pub(crate) struct Table {
-    slots: Box<[AtomicUsize]>,
+    slots: Box<[AtomicU64]>,
     mask: usize,
     /// Only entries whose arena index is below this are inserted fresh (`usize::MAX` in
     /// bounded mode, where the arena's limit bounds the load); see the module docs.
@@ -108,21 +119,57 @@ pub(crate) enum Locate<'g> {
 
 enum Probe<'g> {
     Found(EntryRef<'g>),
-    Absent,
+    /// Not in this table: slot `.0` of the key's probe sequence is `EMPTY` (an insert may
+    /// start its claim there: the slots before it can never become the key's).
+    Absent(usize),
     Sealed,
     Full,
 }
 
 enum Insert<'g> {
     Inserted,
-    Exists(EntryRef<'g>),
+    /// The key's entry, and its slot value.
+    Exists(EntryRef<'g>, u64),
+    /// Migration only: the slot is already in the target (moved on demand).
+    Present,
     Sealed,
     Full,
 }
 
+/// What a claim looks for on its way to an `EMPTY` slot.
+#[derive(Clone, Copy)]
+enum Want<'k> {
+    /// A key (`nkeys` fields): entries whose hash bits match are compared with it.
+    Key(&'k Key, usize),
+    /// The exact slot value being claimed (migration): a key has one entry per generation,
+    /// so its slot value is the same in every table and only equality needs checking.
+    Slot,
+}
+
+/// The hash bits of a slot for a key of hash `hash` (the hash's bits where the address
+/// has none: see the module docs).
 #[inline]
-fn tag(hash: u64) -> usize {
-    ((hash >> 61) as usize) << 3
+fn tag(hash: u64) -> u64 {
+    hash & !ADDR_MASK
+}
+
+/// The slot value of entry `e` of a key of hash `hash`.
+#[inline]
+fn encode(e: EntryRef<'_>, hash: u64) -> u64 {
+    e.addr() as u64 | tag(hash)
+}
+
+/// The entry that slot `s` (neither `EMPTY` nor `SEALED`) names.
+///
+/// # Safety
+///
+/// `s` must have been loaded from a table of a generation that lives for `'g`.
+#[inline]
+unsafe fn entry_of<'g>(s: u64) -> EntryRef<'g> {
+    // SAFETY: an entry slot holds `encode(e, _)` of an entry `e` of the generation's arena
+    // (the caller's contract), whose address bits are `e.addr()` (checked to fit in
+    // `arena.rs`).
+    unsafe { EntryRef::from_addr((s & ADDR_MASK) as usize) }
 }
 
 /// Whether entry `e` (whose first `nkeys` words are its key) holds `key`.
@@ -136,8 +183,8 @@ impl Table {
     pub(crate) fn new(cap: usize, bounded: bool) -> Self {
         let cap = cap.max(4).next_power_of_two();
         Table {
-            // SAFETY: a zero `AtomicUsize` is `AtomicUsize::new(EMPTY)` (`EMPTY` is 0).
-            slots: unsafe { zeroed_slice(cap, || AtomicUsize::new(EMPTY)) },
+            // SAFETY: a zero `AtomicU64` is `AtomicU64::new(EMPTY)` (`EMPTY` is 0).
+            slots: unsafe { zeroed_slice(cap, || AtomicU64::new(EMPTY)) },
             mask: cap - 1,
             max_index: if bounded { usize::MAX } else { cap / 2 },
             cursor: Padded(AtomicUsize::new(0)),
@@ -152,23 +199,31 @@ impl Table {
         self.mask + 1
     }
 
+    /// The first slot of the probe sequence of a key of hash `hash`: the hash rotated so
+    /// that its tag bits (`tag`, `SLOT_HASH_BITS` of them) come first, so a table of up to
+    /// `2^SLOT_HASH_BITS` slots finds any entry's home from its slot alone.
+    #[inline]
+    fn home(&self, hash: u64) -> usize {
+        hash.rotate_left(64 - ADDR_BITS) as usize & self.mask
+    }
+
     /// Looks `key` up in this table only.
     #[inline]
     fn find<'g>(&self, key: &Key, hash: u64, nkeys: usize) -> Probe<'g> {
         let t = tag(hash);
-        let mut i = hash as usize & self.mask;
+        let mut i = self.home(hash);
         for _ in 0..=self.mask {
             let s = self.slots[i].load(OBSERVE);
             if s == EMPTY {
-                return Probe::Absent;
+                return Probe::Absent(i);
             }
             if s == SEALED {
                 return Probe::Sealed;
             }
-            if s & TAG_MASK == t {
-                // SAFETY: a non-empty, non-sealed slot holds an entry address of this
-                // generation's arena, which outlives the guard `'g` the caller holds.
-                let e = unsafe { EntryRef::from_addr(s) };
+            if s & !ADDR_MASK == t {
+                // SAFETY: loaded from this table, whose generation outlives the guard `'g`
+                // the caller holds.
+                let e = unsafe { entry_of(s) };
                 if matches(e, key, nkeys) {
                     return Probe::Found(e);
                 }
@@ -178,25 +233,33 @@ impl Table {
         Probe::Full
     }
 
-    /// Inserts entry `e` (whose header holds `key`) unless the key is present.
-    fn insert<'g>(&self, e: EntryRef<'g>, key: &Key, hash: u64, nkeys: usize) -> Insert<'g> {
-        self.claim(key, hash, nkeys, e.addr() | tag(hash))
+    /// Inserts entry `e` (whose header holds `key`) unless the key is present, walking the
+    /// probe sequence from slot `from` (the key's home, or a slot `find` returned).
+    fn insert<'g>(
+        &self,
+        e: EntryRef<'g>,
+        key: &Key,
+        hash: u64,
+        nkeys: usize,
+        from: usize,
+    ) -> Insert<'g> {
+        self.claim(Want::Key(key, nkeys), tag(hash), encode(e, hash), from)
     }
 
-    /// The sealing search of this (migrating) table for `key`: the key's entry, or `None`
-    /// after making sure the key can never be inserted here.
-    fn seal_find<'g>(&self, key: &Key, hash: u64, nkeys: usize) -> Option<EntryRef<'g>> {
-        match self.claim(key, hash, nkeys, SEALED) {
-            Insert::Exists(e) => Some(e),
-            Insert::Inserted | Insert::Sealed | Insert::Full => None,
+    /// The sealing search of this (migrating) table for `key`: the key's entry and its
+    /// slot value, or `None` after making sure the key can never be inserted here.
+    fn seal_find<'g>(&self, key: &Key, hash: u64, nkeys: usize) -> Option<(EntryRef<'g>, u64)> {
+        match self.claim(Want::Key(key, nkeys), tag(hash), SEALED, self.home(hash)) {
+            Insert::Exists(e, s) => Some((e, s)),
+            Insert::Inserted | Insert::Present | Insert::Sealed | Insert::Full => None,
         }
     }
 
-    /// Walks `key`'s probe sequence: returns the key's entry if present, else CASes the
-    /// first `EMPTY` slot to `fill` (an entry, or `SEALED`). Stops at a `SEALED` slot.
-    fn claim<'g>(&self, key: &Key, hash: u64, nkeys: usize, fill: usize) -> Insert<'g> {
-        let t = tag(hash);
-        let mut i = hash as usize & self.mask;
+    /// Walks a probe sequence from slot `from`: returns what `want` names if present (`t`:
+    /// the key's hash bits), else CASes the first `EMPTY` slot to `fill` (an entry, or
+    /// `SEALED`). Stops at a `SEALED` slot.
+    fn claim<'g>(&self, want: Want<'_>, t: u64, fill: u64, from: usize) -> Insert<'g> {
+        let mut i = from;
         for _ in 0..=self.mask {
             let mut s = self.slots[i].load(OBSERVE);
             loop {
@@ -212,12 +275,16 @@ impl Table {
                 if s == SEALED {
                     return Insert::Sealed;
                 }
-                if s & TAG_MASK == t {
-                    // SAFETY: as in `find`.
-                    let other = unsafe { EntryRef::from_addr(s) };
-                    if matches(other, key, nkeys) {
-                        return Insert::Exists(other);
+                match want {
+                    Want::Slot if s == fill => return Insert::Present,
+                    Want::Key(key, nkeys) if s & !ADDR_MASK == t => {
+                        // SAFETY: as in `find`.
+                        let other = unsafe { entry_of(s) };
+                        if matches(other, key, nkeys) {
+                            return Insert::Exists(other, s);
+                        }
                     }
+                    _ => {}
                 }
                 break;
             }
@@ -228,7 +295,9 @@ impl Table {
 
     /// Migrates slot `i` of `self` into `into`. Each slot is migrated once (chunks are
     /// claimed exactly once), so a moved entry's slot is left as it is: it still names the
-    /// same cell, for writers that probe this table late.
+    /// same cell, for writers that probe this table late. The slot's hash bits place the
+    /// entry in `into` when that has at most `2^SLOT_HASH_BITS` slots; only larger tables
+    /// read the entry's key to hash it again.
     fn migrate_slot(&self, i: usize, into: &Table, nkeys: usize) {
         let mut s = self.slots[i].load(Ordering::Acquire);
         while s == EMPTY {
@@ -241,16 +310,23 @@ impl Table {
         if s == SEALED {
             return; // sealed by a sealing search
         }
-        // SAFETY: as in `find`.
-        let e = unsafe { EntryRef::from_addr(s) };
-        let mut key = Key::default();
-        for k in 0..nkeys {
-            key.0[k] = e.word(k).load(Ordering::Relaxed);
-        }
-        match into.insert(e, &key, key.hash(), nkeys) {
-            Insert::Inserted | Insert::Exists(_) => {}
-            // Cannot happen (see the capacity invariant).
-            Insert::Sealed | Insert::Full => debug_assert!(false, "migration target full"),
+        let home = if into.mask >> SLOT_HASH_BITS == 0 {
+            into.home(s & !ADDR_MASK)
+        } else {
+            // SAFETY: as in `find` (the caller holds a guard of this generation).
+            let e = unsafe { entry_of(s) };
+            let mut key = Key::default();
+            for k in 0..nkeys {
+                key.0[k] = e.word(k).load(Ordering::Relaxed);
+            }
+            into.home(key.hash())
+        };
+        match into.claim(Want::Slot, s & !ADDR_MASK, s, home) {
+            Insert::Inserted | Insert::Present => {}
+            // Cannot happen (see the capacity invariant; `Want::Slot` compares no keys).
+            Insert::Exists(..) | Insert::Sealed | Insert::Full => {
+                debug_assert!(false, "migration target full")
+            }
         }
     }
 }
@@ -305,16 +381,16 @@ impl<'g> Ctx<'g> {
         let found = loop {
             // SAFETY: as in `locate`.
             let t = unsafe { cur.deref() };
-            match probe.take().unwrap_or_else(|| t.find(key, hash, self.keys)) {
+            let from = match probe.take().unwrap_or_else(|| t.find(key, hash, self.keys)) {
                 Probe::Found(e) => break Locate::Found(e),
-                Probe::Absent => {}
+                Probe::Absent(from) => from,
                 Probe::Sealed | Probe::Full if self.bounded => break Locate::Dropped,
                 Probe::Sealed | Probe::Full => {
                     cur = self.next_table(root, cur);
                     continue;
                 }
-            }
-            match self.insert_slow(t, key, hash, &mut held) {
+            };
+            match self.insert_slow(t, key, hash, from, &mut held) {
                 Ok(e) => break Locate::Found(e),
                 Err(true) => break Locate::Dropped,
                 Err(false) => cur = self.next_table(root, cur),
@@ -327,12 +403,14 @@ impl<'g> Ctx<'g> {
     }
 
     /// The insert path: `Err(true)` for a drop, `Err(false)` to retry in the next table.
-    /// A fresh entry that `t` cannot take is left in `held` for the retry.
+    /// A fresh entry that `t` cannot take is left in `held` for the retry. `from` is the
+    /// `EMPTY` slot of `key`'s probe sequence in `t` that `find` stopped at.
     fn insert_slow(
         &self,
         t: &'g Table,
         key: &Key,
         hash: u64,
+        from: usize,
         held: &mut Option<(EntryRef<'g>, usize)>,
     ) -> Result<EntryRef<'g>, bool> {
         let prev = t.prev.load(Ordering::Acquire, self.guard);
@@ -340,11 +418,14 @@ impl<'g> Ctx<'g> {
             // SAFETY: `prev` is retired only after `t.prev` is cleared, through the epoch.
             let p = unsafe { prev.deref() };
             self.help_chunk(t, p);
-            if let Some(e) = p.seal_find(key, hash, self.keys) {
-                // Moved on demand: its index is below `p`'s bound, hence below `t`'s.
-                return match t.insert(e, key, hash, self.keys) {
-                    Insert::Inserted => Ok(e),
-                    Insert::Exists(other) => Ok(other),
+            if let Some((e, s)) = p.seal_find(key, hash, self.keys) {
+                // Moved on demand, by its slot value (the same in every table): its index
+                // is below `p`'s bound, hence below `t`'s. `find` saw no entry of the key
+                // in `t` before `from`, and slots never change once filled, so the walk
+                // may start there.
+                return match t.claim(Want::Slot, tag(hash), s, from) {
+                    Insert::Inserted | Insert::Present => Ok(e),
+                    Insert::Exists(other, _) => Ok(other),
                     Insert::Sealed | Insert::Full => Err(self.bounded),
                 };
             }
@@ -365,13 +446,13 @@ impl<'g> Ctx<'g> {
             *held = Some((e, index));
             return Err(false);
         }
-        match t.insert(e, key, hash, self.keys) {
+        match t.insert(e, key, hash, self.keys, from) {
             Insert::Inserted => Ok(e),
-            Insert::Exists(other) => {
+            Insert::Exists(other, _) => {
                 self.arena.give_back(index);
                 Ok(other)
             }
-            Insert::Sealed | Insert::Full => {
+            Insert::Present | Insert::Sealed | Insert::Full => {
                 *held = Some((e, index));
                 Err(self.bounded)
             }
@@ -454,6 +535,18 @@ impl<'g> Ctx<'g> {
             return false;
         }
         let end = (start + CHUNK).min(cap);
+        // Entries land at random slots of `into`, each a likely cache miss: start loading
+        // them all before the first claim, so the misses overlap instead of queueing.
+        // (Loads only; `migrate_slot` reads every slot again. Not under loom, whose
+        // models gain nothing from hints but would explore the extra loads.)
+        if cfg!(not(loom)) && into.mask >> SLOT_HASH_BITS == 0 {
+            for slot in &from.slots[start..end] {
+                let s = slot.load(Ordering::Relaxed);
+                if s > SEALED {
+                    prefetch(&into.slots[into.home(s & !ADDR_MASK)]);
+                }
+            }
+        }
         for i in start..end {
             from.migrate_slot(i, into, self.keys);
         }
