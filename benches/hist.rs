@@ -314,6 +314,14 @@ static MUTEX_FRESH: LazyLock<MutexMap> =
 thread_local! {
     /// The guard the `update_in` modes hold for the whole loop.
     static GUARD: Guard = crossbeam_epoch::pin();
+    /// The `shard_64k` mode's single-writer shard, 65,536 keys.
+    static SHARD64K: Shard = {
+        let shard = Shard::new(CellLayout::counter()).unwrap();
+        for k in 0..65_536 {
+            shard.increment(k * 0x100 + 0xffff_0000);
+        }
+        shard
+    };
 }
 
 fn populated(keys: u64) -> HashHist {
@@ -333,6 +341,10 @@ fn cg_update_in(i: u64) -> u64 {
 fn cg_update_64k(i: u64) -> u64 {
     GUARD.with(|g| u64::from(HIST64K.update_in(g, Key::one(key_at(i, 0, 65_536)), &[])))
 }
+fn cg_shard_64k(i: u64) -> u64 {
+    SHARD64K.with(|s| s.increment(key_at(i, 0, 65_536)));
+    0
+}
 fn cg_insert(i: u64) -> u64 {
     u64::from(FRESH.increment(i.wrapping_mul(0x100) + 0xffff_0000))
 }
@@ -351,6 +363,7 @@ fn callgrind(mode: &str) {
         "update" => cg_update,
         "update_in" => cg_update_in,
         "update_64k" => cg_update_64k,
+        "shard_64k" => cg_shard_64k,
         "insert" => cg_insert,
         "mutex_update" => cg_mutex_update,
         "mutex_insert" => cg_mutex_insert,
