@@ -198,7 +198,7 @@ struct Local {
     index: usize,
     alive: Arc<AtomicBool>,
     /// Boxed, so that `record_into` moves pointers, not shards (a shard with its recent-key
-    /// cache is over 1 KiB), and the addresses `Last` caches survive the move.
+    /// cache is 4 KiB), and the addresses `Last` caches survive the move.
     counted: Option<Box<Shard>>,
     timed: Option<Box<Shard>>,
     paths: Option<Box<Shard>>,
