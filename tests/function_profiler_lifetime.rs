@@ -99,3 +99,50 @@ fn exact_totals_resets_and_no_leak_in_every_mode() {
         );
     }
 }
+
+/// Makes a traced call of `ftrace`'s first site when dropped: a thread-local destructor
+/// that runs after the hook layer's own per-thread state is gone.
+struct CallsOnDrop(Option<Arc<Ftrace>>);
+
+impl Drop for CallsOnDrop {
+    fn drop(&mut self) {
+        if let Some(ftrace) = self.0.take() {
+            drop(ftrace.call(ftrace.site(0).unwrap()));
+        }
+    }
+}
+
+thread_local! {
+    static LATE: std::cell::RefCell<CallsOnDrop> =
+        const { std::cell::RefCell::new(CallsOnDrop(None)) };
+}
+
+/// A traced call from a thread-local destructor that runs after the hook layer's thread
+/// state was dropped (glibc runs thread-local destructors in reverse order of first use) is
+/// not traced, and touches nothing freed: the reader slot the hook layer caches in its
+/// `const` thread-local is forgotten when that state goes. Without that, the late call
+/// would be dispatched through a retired slot (and counted in the orphan table).
+#[test]
+fn a_call_from_a_late_thread_local_destructor_is_not_traced() {
+    for timing in [false, true] {
+        let ftrace = Ftrace::new([SiteDef::new("late", "tests")]);
+        let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
+        profiler
+            .set_options(ProfileOptions {
+                timing,
+                ..ProfileOptions::default()
+            })
+            .unwrap();
+        profiler.enable().unwrap();
+        let f = Arc::clone(&ftrace);
+        std::thread::spawn(move || {
+            // First use (destructor registered) before any traced call, so it runs last.
+            LATE.with(|l| l.borrow_mut().0 = Some(Arc::clone(&f)));
+            drop(f.call(f.site(0).unwrap()));
+        })
+        .join()
+        .unwrap();
+        let hits: u64 = profiler.rows(None).iter().map(|r| r.hits).sum();
+        assert_eq!(hits, 1, "timing: {timing}");
+    }
+}
