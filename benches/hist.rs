@@ -341,6 +341,9 @@ fn cg_update_in(i: u64) -> u64 {
 fn cg_update_64k(i: u64) -> u64 {
     GUARD.with(|g| u64::from(HIST64K.update_in(g, Key::one(key_at(i, 0, 65_536)), &[])))
 }
+fn cg_update_64k_pin(i: u64) -> u64 {
+    u64::from(HIST64K.increment(key_at(i, 0, 65_536)))
+}
 fn cg_shard_64k(i: u64) -> u64 {
     SHARD64K.with(|s| s.increment(key_at(i, 0, 65_536)));
     0
@@ -364,6 +367,7 @@ fn callgrind(mode: &str) {
         "update_in" => cg_update_in,
         "update_64k" => cg_update_64k,
         "shard_64k" => cg_shard_64k,
+        "update_64k_pin" => cg_update_64k_pin,
         "insert" => cg_insert,
         "mutex_update" => cg_mutex_update,
         "mutex_insert" => cg_mutex_insert,
