@@ -293,7 +293,7 @@ impl Ftrace {
                 }
             }
         }
-        self.enter_general(hot, &call, site, direct)
+        self.enter_list(hot, &call, site)
     }
 
     /// One graph ops covers the site (the function profiler timing calls): its entry hook
@@ -343,26 +343,16 @@ impl Ftrace {
         ScopeGuard::traced(self, call.parent, pushed)
     }
 
-    /// The list walk: entry hooks, then maybe a frame.
+    /// The list walk (no `direct` entry: zero or several ops cover the site): entry hooks,
+    /// then maybe a frame.
     #[inline(never)]
-    fn enter_general<'a>(
-        &'a self,
-        hot: &Hot,
-        call: &Call<'_>,
-        site: &Site,
-        direct: *mut OpsEntry,
-    ) -> ScopeGuard<'a> {
+    fn enter_list<'a>(&'a self, hot: &Hot, call: &Call<'_>, site: &Site) -> ScopeGuard<'a> {
         let mut graph = GraphCx::live();
         let accepted = {
             let Some(_list) = lock_bit(&hot.recursion, Context::List) else {
                 return ScopeGuard::none();
             };
-            if direct.is_null() {
-                self.walk(hot, call, Some(site.index()), &mut graph)
-            } else {
-                // SAFETY: as in `enter_hot`: the caller's section is still open.
-                run_one(hot, call, unsafe { &*direct }, &mut graph)
-            }
+            self.walk(hot, call, Some(site.index()), &mut graph)
         };
         if graph.wanted && !graph.room {
             self.count_overrun();
