@@ -395,9 +395,9 @@ fn with_local_slow<R>(inner: &Arc<Inner>, f: impl FnOnce(&mut Local) -> R) -> Op
             }
         };
         let local: &mut Local = &mut locals[pos];
-        last.remember(inner.id, local);
         let r = f(local);
-        // `f` may have created a shard.
+        // After `f`, which may have created a shard (`busy` keeps the cache unread until
+        // then).
         last.remember(inner.id, local);
         r
     })
