@@ -328,13 +328,12 @@ impl Ftrace {
                     hook(&record, &entry.ops)
                         && push_frame(
                             ts,
-                            Frame {
-                                func: call.ip,
+                            Frame::entered(
+                                call.ip,
                                 calltime,
-                                child_time: 0,
-                                accepted: entry.slot_bit,
-                                generation: call.published.generation,
-                            },
+                                entry.slot_bit,
+                                call.published.generation,
+                            ),
                         )
                 })
                 .unwrap_or(false)
@@ -358,13 +357,12 @@ impl Ftrace {
             self.count_overrun();
         }
         let pushed = accepted != 0 && {
-            let frame = Frame {
-                func: call.ip,
-                calltime: graph.calltime(),
-                child_time: 0,
+            let frame = Frame::entered(
+                call.ip,
+                graph.calltime(),
                 accepted,
-                generation: call.published.generation,
-            };
+                call.published.generation,
+            );
             thread::with(|ts| push_frame(ts, frame)).unwrap_or(false)
         };
         hot.current_ip.set(call.ip);
@@ -502,13 +500,7 @@ impl Ftrace {
                     self.note_overrun();
                 }
                 if accepted != 0 {
-                    stack.push(Frame {
-                        func: ip,
-                        calltime,
-                        child_time: 0,
-                        accepted,
-                        generation: published.generation,
-                    });
+                    stack.push(Frame::entered(ip, calltime, accepted, published.generation));
                     pushed = true;
                 }
             },

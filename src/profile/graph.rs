@@ -98,6 +98,20 @@ pub struct Frame {
     pub(crate) generation: u64,
 }
 
+impl Frame {
+    /// The frame of a call entered at `calltime` that the graph slots in `accepted` took,
+    /// under slot generation `generation` (no child time yet).
+    pub(crate) fn entered(func: usize, calltime: u64, accepted: u32, generation: u64) -> Self {
+        Frame {
+            func,
+            calltime,
+            child_time: 0,
+            accepted,
+            generation,
+        }
+    }
+}
+
 /// A per-thread (or, for replay, per-traced-task) stack of graph-traced calls.
 #[derive(Debug)]
 pub struct ShadowStack {
