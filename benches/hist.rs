@@ -14,14 +14,21 @@
 //! With `HIST_CALLGRIND=<mode> HIST_CALLS=<n>` set, the binary skips criterion and calls one
 //! path `n` times inside `measure_loop`, for `scripts/instructions-hist.sh`: `update` and
 //! `update_in` (64 pre-populated keys, `increment` pinning per call / `update_in` under a
-//! guard held for the loop), `update_64k` (65,536 keys, `update_in`), `insert` (a fresh key
-//! per call into one growing `HashHist`, `increment`; growth amortized), and the same paths
-//! on `Mutex<hashbrown::HashMap>` (`mutex_update`, `mutex_insert`).
+//! guard held for the loop), `update_64k` and `update_64k_pin` (65,536 keys), `shard_64k`
+//! (a `Shard`, 65,536 keys), `insert` and `shard_insert` (a fresh key per call into one
+//! growing `HashHist` / `Shard`; growth amortized), and the same paths on
+//! `Mutex<hashbrown::HashMap>` (`mutex_update`, `mutex_insert`).
 //!
 //! With `HIST_INSERT_CPU=<rounds>` set, it times the one-thread insert build of each
-//! contender (papaya left out: two orders of magnitude slower) as the thread's CPU time,
-//! `rounds` times, and prints the fastest and the median round: on a loaded machine this
-//! moves less than wall time.
+//! contender (papaya left out: two orders of magnitude slower; plus `hashhist_pinned`,
+//! `shard`, and presized `HashHist` and hashbrown builds, which show the cost of growth) as
+//! the thread's CPU time, `rounds` times, and prints the fastest and the median round and
+//! the minor page faults of a build: on a loaded machine this moves less than wall time.
+//! `HIST_INSERT_ONLY=<name>` keeps one contender.
+//!
+//! The binary fixes glibc's malloc thresholds first (`common::steady_malloc`: otherwise a
+//! contender's build may pay page faults that the previous contender's frees left behind);
+//! `HIST_DEFAULT_MALLOC=1` keeps glibc's defaults.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,7 +37,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{env_calls, measure_loop, thread_cpu};
+use common::{env_calls, measure_loop, steady_malloc, thread_cpu, thread_minor_faults};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use hashbrown::DefaultHashBuilder;
 use tracestat::hist::{CellLayout, Guard, HashHist, Key, Shard};
@@ -278,6 +285,56 @@ fn insert(c: &mut Criterion) {
                 })
             });
         }
+        // The same table built under one guard per thread (the batching API).
+        group.bench_function(
+            BenchmarkId::new("hashhist_pinned", format!("{threads}t")),
+            |b| {
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        let h = Arc::new(HashHist::new(CellLayout::counter()).unwrap());
+                        total += timed(
+                            threads,
+                            1,
+                            Arc::new(move |t, _| {
+                                let start = Instant::now();
+                                let guard = crossbeam_epoch::pin();
+                                let per = N / threads;
+                                for i in t * per..(t + 1) * per {
+                                    let k = black_box(i.wrapping_mul(0x100) + 0xffff_0000);
+                                    h.update_in(&guard, Key::one(k), &[]);
+                                }
+                                drop(guard);
+                                start.elapsed()
+                            }),
+                        );
+                    }
+                    total
+                })
+            },
+        );
+        // One single-writer shard per thread, each building its share of the keys.
+        group.bench_function(BenchmarkId::new("shard", format!("{threads}t")), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    total += timed(
+                        threads,
+                        1,
+                        Arc::new(move |t, _| {
+                            let shard = Shard::new(CellLayout::counter()).unwrap();
+                            let start = Instant::now();
+                            let per = N / threads;
+                            for i in t * per..(t + 1) * per {
+                                shard.increment(black_box(i.wrapping_mul(0x100) + 0xffff_0000));
+                            }
+                            start.elapsed()
+                        }),
+                    );
+                }
+                total
+            })
+        });
     }
     group.finish();
 }
@@ -322,6 +379,8 @@ thread_local! {
         }
         shard
     };
+    /// The `shard_insert` mode's growing single-writer shard.
+    static FRESH_SHARD: Shard = Shard::new(CellLayout::counter()).unwrap();
 }
 
 fn populated(keys: u64) -> HashHist {
@@ -351,6 +410,10 @@ fn cg_shard_64k(i: u64) -> u64 {
 fn cg_insert(i: u64) -> u64 {
     u64::from(FRESH.increment(i.wrapping_mul(0x100) + 0xffff_0000))
 }
+fn cg_shard_insert(i: u64) -> u64 {
+    FRESH_SHARD.with(|s| s.increment(i.wrapping_mul(0x100) + 0xffff_0000));
+    0
+}
 fn cg_mutex_update(i: u64) -> u64 {
     MUTEX64.bump(key_at(i, 0, 64));
     0
@@ -369,6 +432,7 @@ fn callgrind(mode: &str) {
         "shard_64k" => cg_shard_64k,
         "update_64k_pin" => cg_update_64k_pin,
         "insert" => cg_insert,
+        "shard_insert" => cg_shard_insert,
         "mutex_update" => cg_mutex_update,
         "mutex_insert" => cg_mutex_insert,
         other => panic!("unknown HIST_CALLGRIND mode {other:?}"),
@@ -392,31 +456,96 @@ fn callgrind(mode: &str) {
 /// median. A steadier figure than wall time on a loaded machine.
 fn insert_cpu(rounds: usize) {
     const N: u64 = 65_536;
-    let mut all: Vec<Contender> = contenders();
-    all.retain(|(name, _)| *name != "papaya");
-    for (name, make) in all {
-        let mut t: Vec<Duration> = (0..rounds)
-            .map(|_| {
+    /// A contender's build: makes the table, hands `run` its per-key update, then drops
+    /// the table (outside `run`, so outside the timed part).
+    type Bump<'a> = &'a mut dyn FnMut(u64);
+    type Build = Box<dyn Fn(&mut dyn FnMut(Bump<'_>))>;
+    let mut all: Vec<(&str, Build)> = contenders()
+        .into_iter()
+        .filter(|(name, _)| *name != "papaya")
+        .map(|(name, make)| {
+            let build: Build = Box::new(move |run| {
                 let map = make();
-                let start = thread_cpu();
-                for i in 0..N {
-                    map.bump(black_box(i.wrapping_mul(0x100) + 0xffff_0000));
-                }
-                let d = thread_cpu() - start;
-                drop(map);
-                d
+                run(&mut |k| map.bump(k));
+            });
+            (name, build)
+        })
+        .collect();
+    all.insert(
+        1,
+        (
+            "hashhist_pinned",
+            Box::new(|run| {
+                let h = HashHist::new(CellLayout::counter()).unwrap();
+                let guard = crossbeam_epoch::pin();
+                run(&mut |k| {
+                    h.update_in(&guard, Key::one(k), &[]);
+                });
+            }),
+        ),
+    );
+    all.insert(
+        2,
+        (
+            "shard",
+            Box::new(|run| {
+                let shard = Shard::new(CellLayout::counter()).unwrap();
+                run(&mut |k| shard.increment(k));
+            }),
+        ),
+    );
+    // Presized: the builds without growth (a table that never has to migrate).
+    all.push((
+        "hashhist_presized",
+        Box::new(|run| {
+            let h = HashHist::builder(CellLayout::counter())
+                .initial_capacity(2 * N as usize)
+                .build()
+                .unwrap();
+            let guard = crossbeam_epoch::pin();
+            run(&mut |k| {
+                h.update_in(&guard, Key::one(k), &[]);
+            });
+        }),
+    ));
+    all.push((
+        "mutex_presized",
+        Box::new(|run| {
+            let m = MutexMap(Mutex::new(hashbrown::HashMap::with_capacity(N as usize)));
+            run(&mut |k| m.bump(k));
+        }),
+    ));
+    let only = std::env::var("HIST_INSERT_ONLY").ok();
+    all.retain(|(name, _)| only.as_deref().is_none_or(|o| o == *name));
+    for (name, build) in all {
+        let mut t: Vec<(Duration, u64)> = (0..rounds)
+            .map(|_| {
+                let mut out = (Duration::ZERO, 0);
+                build(&mut |bump| {
+                    let (start, faults) = (thread_cpu(), thread_minor_faults());
+                    for i in 0..N {
+                        bump(black_box(i.wrapping_mul(0x100) + 0xffff_0000));
+                    }
+                    out = (thread_cpu() - start, thread_minor_faults() - faults);
+                });
+                out
             })
             .collect();
         t.sort_unstable();
         println!(
-            "insert_cpu {name:<16} min {:>6.2} ms  median {:>6.2} ms",
-            t[0].as_secs_f64() * 1e3,
-            t[t.len() / 2].as_secs_f64() * 1e3
+            "insert_cpu {name:<16} min {:>6.2} ms  median {:>6.2} ms  minor faults {:>5}",
+            t[0].0.as_secs_f64() * 1e3,
+            t[t.len() / 2].0.as_secs_f64() * 1e3,
+            t[t.len() / 2].1,
         );
     }
 }
 
 fn main() {
+    // Unless asked to measure glibc's default policy, give every contender the same heap.
+    if std::env::var_os("HIST_DEFAULT_MALLOC").is_none() {
+        steady_malloc();
+    }
     if let Ok(rounds) = std::env::var("HIST_INSERT_CPU") {
         insert_cpu(rounds.parse().unwrap_or(20));
         return;

@@ -7,6 +7,7 @@
 #   shard_64k     Shard::increment (single writer, no recent-key cache), 65,536 present keys
 #   update_64k_pin  HashHist::increment (pins per call) over 65,536 present keys
 #   insert        HashHist::increment of a fresh key (growth from an empty table amortized)
+#   shard_insert  Shard::increment of a fresh key (single writer, growth amortized)
 #   mutex_update  Mutex<hashbrown::HashMap<u64, u64>>, one of 64 present keys
 #   mutex_insert  the same map, a fresh key (its growth amortized)
 #
@@ -22,7 +23,7 @@ cd "$(dirname "$0")/.."
 bin=$(bench_bin hist)
 
 modes=("$@")
-[ ${#modes[@]} -gt 0 ] || modes=(update update_in update_64k update_64k_pin shard_64k insert mutex_update mutex_insert)
+[ ${#modes[@]} -gt 0 ] || modes=(update update_in update_64k update_64k_pin shard_64k insert shard_insert mutex_update mutex_insert)
 printf '%-13s %14s\n' path instr/call
 for mode in "${modes[@]}"; do
     printf '%-13s %14s\n' "$mode" "$(per_call HIST "$bin" "$mode")"
