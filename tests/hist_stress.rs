@@ -144,6 +144,47 @@ fn growing_past_slot_hash_bits_exact() {
     assert!(s.rows.iter().all(|r| r.hits == 2));
 }
 
+/// The same growth in a single-writer shard, whose owner copies a whole table at once
+/// (`Ctx::grow_owned`): past 2^20 slots it re-hashes each entry's key. Every key is
+/// updated twice, once on the way up and once on the way down, with a reader copying the
+/// shard throughout; each key must end in exactly one row with both updates.
+#[test]
+fn shard_growing_past_slot_hash_bits_exact() {
+    const K: u64 = 640 * 1024;
+    let shard = Shard::new(CellLayout::new(1, 1)).unwrap();
+    let reader = shard.reader();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let copier = {
+        let stop = Arc::clone(&stop);
+        thread::spawn(move || {
+            let mut copies = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let s = reader.snapshot();
+                assert!(
+                    s.rows
+                        .iter()
+                        .all(|r| r.vals[0] == r.hits * (r.key.0[0] >> 6))
+                );
+                copies += 1;
+            }
+            copies
+        })
+    };
+    for i in (0..K).chain((0..K).rev()) {
+        shard.update(i * 0x40 + 0xffff_0000, &[i + (0xffff_0000 >> 6)]);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(copier.join().unwrap() > 0);
+    let s = shard.snapshot();
+    assert_eq!(s.len() as u64, K);
+    assert_eq!(s.total_hits(), 2 * K);
+    assert!(
+        s.rows
+            .iter()
+            .all(|r| r.hits == 2 && r.vals[0] == 2 * (r.key.0[0] >> 6))
+    );
+}
+
 #[test]
 fn counter_only_cells_exact() {
     let h = Arc::new(HashHist::new(CellLayout::counter()).unwrap());

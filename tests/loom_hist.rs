@@ -265,3 +265,37 @@ fn loom_shard_owner_and_reader() {
         assert_eq!(s.torn, 0);
     });
 }
+
+/// A shard's owner grows its table (copying it at once, with plain loads and stores) and
+/// installs a second arena chunk while a reader copies the shard: the reader sees each key
+/// at most once, each row consistent, and the owner's own copy afterwards has every key.
+#[test]
+fn loom_shard_growth_racing_reader() {
+    loom::model(|| {
+        let c = Collector::new();
+        // Four slots: the third key outgrows them and the arena's first chunk (two entries).
+        let shard = Shard::build(CellLayout::new(1, 1), 4, Some(c.clone())).unwrap();
+        let reader = shard.reader();
+        let t = thread::spawn(move || {
+            let s = reader.snapshot();
+            let mut keys: Vec<u64> = s.rows.iter().map(|r| r.key.0[0]).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            assert_eq!(keys.len(), s.rows.len(), "a key copied twice");
+            for r in &s.rows {
+                assert!((1..=3).contains(&r.key.0[0]));
+                assert_eq!((r.hits, r.vals[0]), (1, 7));
+            }
+        });
+        for k in 1..=3 {
+            shard.update(Key::one(k), &[7]);
+        }
+        t.join().unwrap();
+        let s = shard.snapshot();
+        assert_eq!(s.len(), 3);
+        assert!(s.rows.iter().all(|r| (r.hits, r.vals[0]) == (1, 7)));
+        // A key present before the growth is found in the grown table, not inserted again.
+        shard.update(Key::one(1), &[7]);
+        assert_eq!(shard.snapshot().get(1).map(|r| r.hits), Some(2));
+    });
+}

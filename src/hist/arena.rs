@@ -289,41 +289,69 @@ impl Arena {
             return None;
         }
         let (c, off) = self.locate(i);
+        let chunk = self.chunk(c)?;
+        Some((self.entry(chunk, off), i))
+    }
+
+    /// [`alloc`](Self::alloc) for an arena with a single writer (a shard's owner, which
+    /// alone allocates from it): the counter is advanced with a load and a store, no
+    /// read-modify-write and no reservation. The store comes after the chunk is
+    /// installed, so a reader that sees the new count finds the chunk.
+    #[inline]
+    pub(crate) fn alloc_owned(&self) -> Option<(EntryRef<'_>, usize)> {
+        let i = self.next.load(Ordering::Relaxed);
+        if i >= self.limit {
+            return None;
+        }
+        let (c, off) = self.locate(i);
+        let chunk = self.chunk(c)?;
+        self.next.store(i + 1, Ordering::Release);
+        Some((self.entry(chunk, off), i))
+    }
+
+    /// Chunk `c`, installed (zeroed) if it is not yet; `None` if `c` is past the last chunk
+    /// or would lie too high in memory for a table slot to name its entries.
+    #[inline]
+    fn chunk(&self, c: usize) -> Option<*mut Line> {
         if c >= MAX_CHUNKS {
             return None;
         }
-        let mut chunk = self.chunks[c].load(Ordering::Acquire);
+        let chunk = self.chunks[c].load(Ordering::Acquire);
         if chunk.is_null() {
-            let lines = self.chunk_lines(c);
-            // SAFETY: a `Line` of zero bytes is eight zero atomics, i.e. `Line::new()`.
-            let fresh = unsafe { zeroed_slice(lines, Line::new) };
-            let end =
-                (fresh.as_ptr() as u64).saturating_add(core::mem::size_of_val(&*fresh) as u64);
-            if end > 1 << ADDR_BITS {
-                // Table slots keep hash bits above `ADDR_BITS` (see `table.rs`): an entry
-                // that high cannot be published, so it is refused like a full arena's
-                // (counted in `dropped`). No supported platform's heap lies there.
-                return None;
-            }
-            let fresh = Box::into_raw(fresh) as *mut Line;
-            match self.chunks[c].compare_exchange(
-                core::ptr::null_mut(),
-                fresh,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => chunk = fresh,
-                Err(winner) => {
-                    // SAFETY: `fresh` came from `Box::into_raw` of a slice of `lines` lines
-                    // just above and was never shared.
-                    drop(unsafe {
-                        Box::from_raw(core::ptr::slice_from_raw_parts_mut(fresh, lines))
-                    });
-                    chunk = winner;
-                }
+            return self.install(c);
+        }
+        Some(chunk)
+    }
+
+    /// Allocates chunk `c` and installs it, or returns the one another thread installed
+    /// first.
+    #[cold]
+    fn install(&self, c: usize) -> Option<*mut Line> {
+        let lines = self.chunk_lines(c);
+        // SAFETY: a `Line` of zero bytes is eight zero atomics, i.e. `Line::new()`.
+        let fresh = unsafe { zeroed_slice(lines, Line::new) };
+        let end = (fresh.as_ptr() as u64).saturating_add(core::mem::size_of_val(&*fresh) as u64);
+        if end > 1 << ADDR_BITS {
+            // Table slots keep hash bits above `ADDR_BITS` (see `table.rs`): an entry
+            // that high cannot be published, so it is refused like a full arena's
+            // (counted in `dropped`). No supported platform's heap lies there.
+            return None;
+        }
+        let fresh = Box::into_raw(fresh) as *mut Line;
+        match self.chunks[c].compare_exchange(
+            core::ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => Some(fresh),
+            Err(winner) => {
+                // SAFETY: `fresh` came from `Box::into_raw` of a slice of `lines` lines just
+                // above and was never shared.
+                drop(unsafe { Box::from_raw(core::ptr::slice_from_raw_parts_mut(fresh, lines)) });
+                Some(winner)
             }
         }
-        Some((self.entry(chunk, off), i))
     }
 
     /// The next index of this thread's reservation, reserving a batch when it is used up:

@@ -43,7 +43,7 @@ use super::cell::{self, Shared as SharedWriter};
 use super::key::Key;
 use super::layout::{CellLayout, LayoutError, Words};
 use super::snapshot::{Row, Snapshot};
-use super::table::{Ctx, Kept, Locate, Padded, Table};
+use super::table::{Ctx, Locate, Padded, Table};
 
 /// The smallest bounded size (as the kernel's hist triggers).
 pub const MIN_BOUNDED_SIZE: usize = 128;
@@ -84,8 +84,6 @@ pub(crate) struct Generation {
     pub(crate) keys: usize,
     pub(crate) dropped: Padded<AtomicU64>,
     pub(crate) bounded: bool,
-    /// Tables a single-writer shard retired (see `Ctx::keep`).
-    pub(crate) kept: Mutex<Vec<Kept>>,
 }
 
 impl Generation {
@@ -102,7 +100,6 @@ impl Generation {
             dropped: Padded(AtomicU64::new(0)),
             bounded: bounded.is_some(),
             keys: words.keys,
-            kept: Mutex::new(Vec::new()),
         }
     }
 
@@ -110,17 +107,18 @@ impl Generation {
     pub(crate) fn ctx<'g>(&'g self, guard: &'g Guard) -> Ctx<'g> {
         Ctx {
             arena: &self.arena,
-            keep: None,
+            owner: false,
             keys: self.keys,
             bounded: self.bounded,
             guard,
         }
     }
 
-    /// The lookup context for a shard's owner (retired tables are kept, see `Ctx::keep`).
+    /// The lookup context for a shard's owner, its tables' single writer (see
+    /// `Ctx::owner`).
     pub(crate) fn owner_ctx<'g>(&'g self, guard: &'g Guard) -> Ctx<'g> {
         Ctx {
-            keep: Some(&self.kept),
+            owner: true,
             ..self.ctx(guard)
         }
     }
@@ -163,10 +161,6 @@ impl Drop for Generation {
                     break;
                 }
                 newest = next;
-            }
-            let kept = self.kept.get_mut().unwrap_or_else(|e| e.into_inner());
-            for Kept(t) in kept.drain(..) {
-                drop(Owned::from_raw(t));
             }
             if !newest.is_null() {
                 let prev = newest.deref().prev.load(Ordering::Relaxed, guard);

@@ -30,10 +30,11 @@
 //! # Invariants
 //!
 //! - Only the owner reads or writes the tables of a shard, so the owner probes them under
-//!   an unprotected guard. Tables it retires while growing are therefore not handed to the
-//!   epoch (an unprotected guard frees at once, while the lookup that retired the table may
-//!   still be reading it): the generation keeps them and frees them when it is dropped (at
-//!   most the size of the current table again).
+//!   an unprotected guard, inserts with plain stores (no CAS: nobody else claims slots) and
+//!   grows a table by copying its slots into one twice the size at once, freeing the old
+//!   one immediately (no epoch: no other thread ever loads a shard's table pointer). So a
+//!   shard's insert, like its update, makes no read-modify-write; the arena's entry
+//!   counter is advanced by a load and a store too.
 //! - Readers reach entries only through a pinned load of the generation pointer.
 //!
 //! ```
