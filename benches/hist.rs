@@ -19,141 +19,25 @@
 //! growing `HashHist` / `Shard`; growth amortized), and the same paths on
 //! `Mutex<hashbrown::HashMap>` (`mutex_update`, `mutex_insert`).
 //!
-//! With `HIST_INSERT_CPU=<rounds>` set, it times the one-thread insert build of each
-//! contender (papaya left out: two orders of magnitude slower; plus `hashhist_pinned`,
-//! `shard`, and presized `HashHist` and hashbrown builds, which show the cost of growth) as
-//! the thread's CPU time, `rounds` times, and prints the fastest and the median round and
-//! the minor page faults of a build: on a loaded machine this moves less than wall time.
-//! `HIST_INSERT_ONLY=<name>` keeps one contender.
+//! Thread-CPU-time figures with the contenders interleaved round by round are in
+//! `benches/hist_rounds.rs`.
 //!
 //! The binary fixes glibc's malloc thresholds first (`common::steady_malloc`: otherwise a
 //! contender's build may pay page faults that the previous contender's frees left behind);
 //! `HIST_DEFAULT_MALLOC=1` keeps glibc's defaults.
 
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Barrier, LazyLock, Mutex, RwLock};
+use std::sync::{Arc, Barrier, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
+#[path = "common/maps.rs"]
+mod maps;
 
-use common::{env_calls, measure_loop, steady_malloc, thread_cpu, thread_minor_faults};
+use common::{env_calls, measure_loop, steady_malloc};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
-use hashbrown::DefaultHashBuilder;
+use maps::{Counter, MutexMap, contenders, key_at};
 use tracestat::hist::{CellLayout, Guard, HashHist, Key, Shard};
-
-/// Key `i` of thread `t`'s pseudo-random walk over `n` keys (a power of two): computed
-/// inline (a multiply and a shift), so every key is touched and no key array competes for
-/// the cache. Keys look like function addresses.
-#[inline]
-fn key_at(i: u64, t: u64, n: u64) -> u64 {
-    let k = (i.wrapping_add(t << 32).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) & (n - 1);
-    k * 0x100 + 0xffff_0000
-}
-
-trait Counter: Send + Sync + 'static {
-    fn populate(&self, k: u64);
-    fn bump(&self, k: u64);
-}
-
-struct Hist(HashHist);
-impl Counter for Hist {
-    fn populate(&self, k: u64) {
-        self.0.increment(k);
-    }
-    fn bump(&self, k: u64) {
-        self.0.increment(k);
-    }
-}
-
-struct MutexMap(Mutex<hashbrown::HashMap<u64, u64>>);
-impl Counter for MutexMap {
-    fn populate(&self, k: u64) {
-        self.0.lock().unwrap().insert(k, 0);
-    }
-    fn bump(&self, k: u64) {
-        *self.0.lock().unwrap().entry(k).or_insert(0) += 1;
-    }
-}
-
-struct RwMap(RwLock<hashbrown::HashMap<u64, AtomicU64>>);
-impl Counter for RwMap {
-    fn populate(&self, k: u64) {
-        self.0.write().unwrap().insert(k, AtomicU64::new(0));
-    }
-    fn bump(&self, k: u64) {
-        if let Some(c) = self.0.read().unwrap().get(&k) {
-            c.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        self.0
-            .write()
-            .unwrap()
-            .entry(k)
-            .or_insert_with(|| AtomicU64::new(0))
-            .fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-struct Dash(dashmap::DashMap<u64, AtomicU64, DefaultHashBuilder>);
-impl Counter for Dash {
-    fn populate(&self, k: u64) {
-        self.0.insert(k, AtomicU64::new(0));
-    }
-    fn bump(&self, k: u64) {
-        if let Some(c) = self.0.get(&k) {
-            c.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        self.0
-            .entry(k)
-            .or_insert_with(|| AtomicU64::new(0))
-            .fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-struct Papaya(papaya::HashMap<u64, AtomicU64, DefaultHashBuilder>);
-impl Counter for Papaya {
-    fn populate(&self, k: u64) {
-        self.0.pin().insert(k, AtomicU64::new(0));
-    }
-    fn bump(&self, k: u64) {
-        let m = self.0.pin();
-        match m.get(&k) {
-            Some(c) => c.fetch_add(1, Ordering::Relaxed),
-            None => m
-                .get_or_insert_with(k, || AtomicU64::new(0))
-                .fetch_add(1, Ordering::Relaxed),
-        };
-    }
-}
-
-/// A contender: its name and how to build an empty one.
-type Contender = (&'static str, fn() -> Arc<dyn Counter>);
-
-fn contenders() -> Vec<Contender> {
-    vec![
-        ("hashhist", || {
-            Arc::new(Hist(HashHist::new(CellLayout::counter()).unwrap()))
-        }),
-        ("mutex_hashbrown", || {
-            Arc::new(MutexMap(Mutex::new(hashbrown::HashMap::new())))
-        }),
-        ("rwlock_hashmap", || {
-            Arc::new(RwMap(RwLock::new(hashbrown::HashMap::new())))
-        }),
-        ("dashmap", || {
-            Arc::new(Dash(dashmap::DashMap::with_hasher(
-                DefaultHashBuilder::default(),
-            )))
-        }),
-        ("papaya", || {
-            Arc::new(Papaya(papaya::HashMap::with_hasher(
-                DefaultHashBuilder::default(),
-            )))
-        }),
-    ]
-}
 
 /// Runs `work(thread, iters)` on `threads` threads at once, started together; each returns
 /// the time of its measured part, and the slowest thread's time is the figure.
@@ -451,104 +335,10 @@ fn callgrind(mode: &str) {
     }
 }
 
-/// `HIST_INSERT_CPU=<rounds>`: the one-thread insert build (65,536 fresh keys) of every
-/// contender, `rounds` times each, as the thread's CPU time: the fastest round and the
-/// median. A steadier figure than wall time on a loaded machine.
-fn insert_cpu(rounds: usize) {
-    const N: u64 = 65_536;
-    /// A contender's build: makes the table, hands `run` its per-key update, then drops
-    /// the table (outside `run`, so outside the timed part).
-    type Bump<'a> = &'a mut dyn FnMut(u64);
-    type Build = Box<dyn Fn(&mut dyn FnMut(Bump<'_>))>;
-    let mut all: Vec<(&str, Build)> = contenders()
-        .into_iter()
-        .filter(|(name, _)| *name != "papaya")
-        .map(|(name, make)| {
-            let build: Build = Box::new(move |run| {
-                let map = make();
-                run(&mut |k| map.bump(k));
-            });
-            (name, build)
-        })
-        .collect();
-    all.insert(
-        1,
-        (
-            "hashhist_pinned",
-            Box::new(|run| {
-                let h = HashHist::new(CellLayout::counter()).unwrap();
-                let guard = crossbeam_epoch::pin();
-                run(&mut |k| {
-                    h.update_in(&guard, Key::one(k), &[]);
-                });
-            }),
-        ),
-    );
-    all.insert(
-        2,
-        (
-            "shard",
-            Box::new(|run| {
-                let shard = Shard::new(CellLayout::counter()).unwrap();
-                run(&mut |k| shard.increment(k));
-            }),
-        ),
-    );
-    // Presized: the builds without growth (a table that never has to migrate).
-    all.push((
-        "hashhist_presized",
-        Box::new(|run| {
-            let h = HashHist::builder(CellLayout::counter())
-                .initial_capacity(2 * N as usize)
-                .build()
-                .unwrap();
-            let guard = crossbeam_epoch::pin();
-            run(&mut |k| {
-                h.update_in(&guard, Key::one(k), &[]);
-            });
-        }),
-    ));
-    all.push((
-        "mutex_presized",
-        Box::new(|run| {
-            let m = MutexMap(Mutex::new(hashbrown::HashMap::with_capacity(N as usize)));
-            run(&mut |k| m.bump(k));
-        }),
-    ));
-    let only = std::env::var("HIST_INSERT_ONLY").ok();
-    all.retain(|(name, _)| only.as_deref().is_none_or(|o| o == *name));
-    for (name, build) in all {
-        let mut t: Vec<(Duration, u64)> = (0..rounds)
-            .map(|_| {
-                let mut out = (Duration::ZERO, 0);
-                build(&mut |bump| {
-                    let (start, faults) = (thread_cpu(), thread_minor_faults());
-                    for i in 0..N {
-                        bump(black_box(i.wrapping_mul(0x100) + 0xffff_0000));
-                    }
-                    out = (thread_cpu() - start, thread_minor_faults() - faults);
-                });
-                out
-            })
-            .collect();
-        t.sort_unstable();
-        println!(
-            "insert_cpu {name:<16} min {:>6.2} ms  median {:>6.2} ms  minor faults {:>5}",
-            t[0].0.as_secs_f64() * 1e3,
-            t[t.len() / 2].0.as_secs_f64() * 1e3,
-            t[t.len() / 2].1,
-        );
-    }
-}
-
 fn main() {
     // Unless asked to measure glibc's default policy, give every contender the same heap.
     if std::env::var_os("HIST_DEFAULT_MALLOC").is_none() {
         steady_malloc();
-    }
-    if let Ok(rounds) = std::env::var("HIST_INSERT_CPU") {
-        insert_cpu(rounds.parse().unwrap_or(20));
-        return;
     }
     if let Ok(mode) = std::env::var("HIST_CALLGRIND") {
         callgrind(&mode);

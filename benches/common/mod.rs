@@ -2,6 +2,7 @@
 
 use criterion::black_box;
 
+#[allow(dead_code)] // not every bench binary uses it
 /// The loop callgrind's `--toggle-collect='*measure_loop*'` isolates: `n` calls of `f`.
 #[inline(never)]
 pub fn measure_loop(f: fn(u64) -> u64, n: u64) -> u64 {
@@ -12,6 +13,7 @@ pub fn measure_loop(f: fn(u64) -> u64, n: u64) -> u64 {
     acc
 }
 
+#[allow(dead_code)] // not every bench binary uses it
 /// The number in environment variable `var`, or `default`.
 pub fn env_calls(var: &str, default: u64) -> u64 {
     std::env::var(var)
