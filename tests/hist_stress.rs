@@ -144,12 +144,14 @@ fn growing_past_slot_hash_bits_exact() {
     assert!(s.rows.iter().all(|r| r.hits == 2));
 }
 
-/// The same growth in a single-writer shard, whose owner copies a whole table at once
-/// (`Ctx::grow_owned`): past 2^20 slots it re-hashes each entry's key. Every key is
-/// updated twice, once on the way up and once on the way down, with a reader copying the
-/// shard throughout; each key must end in exactly one row with both updates.
+/// The same number of keys in a single-writer shard, whose owner copies its whole flat
+/// table into one twice the size at every growth (eighteen growths here) while a reader
+/// copies the shard throughout. Every key is updated twice, once on the way up and once on
+/// the way down (so every key is looked up again after the growths that moved it); each
+/// must end in exactly one row with both updates, and every row a reader copies must be
+/// consistent.
 #[test]
-fn shard_growing_past_slot_hash_bits_exact() {
+fn shard_growing_through_many_tables_exact() {
     const K: u64 = 640 * 1024;
     let shard = Shard::new(CellLayout::new(1, 1)).unwrap();
     let reader = shard.reader();

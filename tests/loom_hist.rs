@@ -266,14 +266,15 @@ fn loom_shard_owner_and_reader() {
     });
 }
 
-/// A shard's owner grows its table (copying it at once, with plain loads and stores) and
-/// installs a second arena chunk while a reader copies the shard: the reader sees each key
-/// at most once, each row consistent, and the owner's own copy afterwards has every key.
+/// A shard's owner grows its flat table (copying it into one twice the size, publishing
+/// that and retiring the old one through the epoch) while a reader copies the shard: the
+/// reader sees each key at most once, each row consistent, and the owner's own copy
+/// afterwards has every key, found again (not inserted twice) in the grown table.
 #[test]
 fn loom_shard_growth_racing_reader() {
     loom::model(|| {
         let c = Collector::new();
-        // Four slots: the third key outgrows them and the arena's first chunk (two entries).
+        // Four slots: the third key makes the table grow.
         let shard = Shard::build(CellLayout::new(1, 1), 4, Some(c.clone())).unwrap();
         let reader = shard.reader();
         let t = thread::spawn(move || {

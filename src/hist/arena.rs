@@ -128,7 +128,8 @@ const FLAT_LINES: bool =
 pub(crate) struct Line([AtomicU64; LINE_WORDS]);
 
 impl Line {
-    fn new() -> Self {
+    /// A line of zeros.
+    pub(crate) fn new() -> Self {
         Line(core::array::from_fn(|_| AtomicU64::new(0)))
     }
 }
@@ -149,6 +150,22 @@ pub(crate) struct EntryRef<'a> {
 }
 
 impl<'a> EntryRef<'a> {
+    /// The entry that starts at word `word` of `lines` (a flat table's slot, `flat.rs`).
+    /// Its words up to the layout's stride must lie inside `lines`, as callers ensure
+    /// (`word` is a slot index times the stride, below the table's length in words).
+    #[inline]
+    pub(crate) fn in_lines(lines: &'a [Line], word: usize) -> Self {
+        debug_assert!(word / LINE_WORDS < lines.len());
+        let line = lines.as_ptr().wrapping_add(word / LINE_WORDS).cast_mut();
+        EntryRef {
+            // SAFETY: derived from a slice's pointer, which is never null; the offset stays
+            // inside the slice (the caller's contract), so no wrapping happens.
+            line: unsafe { NonNull::new_unchecked(line) },
+            first: word % LINE_WORDS,
+            _arena: PhantomData,
+        }
+    }
+
     /// Word `i` of the entry.
     #[inline]
     pub(crate) fn word(self, i: usize) -> &'a AtomicU64 {
@@ -290,22 +307,6 @@ impl Arena {
         }
         let (c, off) = self.locate(i);
         let chunk = self.chunk(c)?;
-        Some((self.entry(chunk, off), i))
-    }
-
-    /// [`alloc`](Self::alloc) for an arena with a single writer (a shard's owner, which
-    /// alone allocates from it): the counter is advanced with a load and a store, no
-    /// read-modify-write and no reservation. The store comes after the chunk is
-    /// installed, so a reader that sees the new count finds the chunk.
-    #[inline]
-    pub(crate) fn alloc_owned(&self) -> Option<(EntryRef<'_>, usize)> {
-        let i = self.next.load(Ordering::Relaxed);
-        if i >= self.limit {
-            return None;
-        }
-        let (c, off) = self.locate(i);
-        let chunk = self.chunk(c)?;
-        self.next.store(i + 1, Ordering::Release);
         Some((self.entry(chunk, off), i))
     }
 

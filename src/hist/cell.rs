@@ -171,3 +171,23 @@ pub(crate) fn read(e: EntryRef<'_>, w: &Words, row: &mut Row) -> Read {
         crate::primitive::spin_hint();
     }
 }
+
+/// Copies the entries `visit` hands over into rows, skipping empty ones: the body of a
+/// snapshot, and how many rows are torn (see [`Read::Torn`]).
+pub(crate) fn copy_rows(
+    w: &Words,
+    visit: impl FnOnce(&mut dyn FnMut(EntryRef<'_>)),
+) -> (Vec<Row>, u64) {
+    let mut rows = Vec::new();
+    let mut torn = 0;
+    let mut row = Row::new(Key::default());
+    visit(&mut |e| match read(e, w, &mut row) {
+        Read::Empty => {}
+        Read::Consistent => rows.push(row.clone()),
+        Read::Torn => {
+            torn += 1;
+            rows.push(row.clone());
+        }
+    });
+    (rows, torn)
+}

@@ -42,7 +42,7 @@ use super::arena::Arena;
 use super::cell::{self, Shared as SharedWriter};
 use super::key::Key;
 use super::layout::{CellLayout, LayoutError, Words};
-use super::snapshot::{Row, Snapshot};
+use super::snapshot::Snapshot;
 use super::table::{Ctx, Locate, Padded, Table};
 
 /// The smallest bounded size (as the kernel's hist triggers).
@@ -107,36 +107,15 @@ impl Generation {
     pub(crate) fn ctx<'g>(&'g self, guard: &'g Guard) -> Ctx<'g> {
         Ctx {
             arena: &self.arena,
-            owner: false,
             keys: self.keys,
             bounded: self.bounded,
             guard,
         }
     }
 
-    /// The lookup context for a shard's owner, its tables' single writer (see
-    /// `Ctx::owner`).
-    pub(crate) fn owner_ctx<'g>(&'g self, guard: &'g Guard) -> Ctx<'g> {
-        Ctx {
-            owner: true,
-            ..self.ctx(guard)
-        }
-    }
-
     /// Copies every key with hits.
     pub(crate) fn snapshot(&self, layout: CellLayout, words: &Words) -> Snapshot {
-        let mut rows = Vec::new();
-        let mut torn = 0;
-        let mut row = Row::new(Key::default());
-        self.arena
-            .for_each(|e| match cell::read(e, words, &mut row) {
-                cell::Read::Empty => {}
-                cell::Read::Consistent => rows.push(row.clone()),
-                cell::Read::Torn => {
-                    torn += 1;
-                    rows.push(row.clone());
-                }
-            });
+        let (rows, torn) = cell::copy_rows(words, |f| self.arena.for_each(f));
         Snapshot {
             layout,
             rows,

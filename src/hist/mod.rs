@@ -7,7 +7,8 @@
 //!   growth by incremental migration (`table.rs`), old tables and generations retired through
 //!   crossbeam-epoch, bounded mode with an exact `dropped` count, reset while writers run.
 //! - [`Shard`] / [`ShardReader`] (`shard.rs`): one writer (relaxed load + store per word),
-//!   concurrent readers; merge per-thread shards with [`Snapshot::merge`].
+//!   concurrent readers; entries kept in the table itself (`flat.rs`), so finding a key
+//!   reads one run of words; merge per-thread shards with [`Snapshot::merge`].
 //! - Cells (`layout.rs`, `cell.rs`, `arena.rs`): hit count, up to three summed values, and
 //!   optionally min, max, sum of squares and a [`BucketSpec`] histogram of one value.
 //! - [`Snapshot`] / [`Row`] (`snapshot.rs`): per-key-consistent copies, sorted by up to two
@@ -20,6 +21,7 @@
 mod arena;
 mod buckets;
 mod cell;
+mod flat;
 mod key;
 mod layout;
 mod map;
@@ -39,7 +41,7 @@ pub use map::{
     DEFAULT_BOUNDED_SIZE, DEFAULT_INITIAL_CAPACITY, HashHist, HistBuilder, HistError,
     MAX_BOUNDED_SIZE, MIN_BOUNDED_SIZE,
 };
-pub use shard::{Shard, ShardReader};
+pub use shard::{DEFAULT_SHARD_CAPACITY, Shard, ShardReader};
 pub use snapshot::{Row, Snapshot, SortField, SortKey, compare};
 pub use spec::{Command, HistSpec, KeyModifier, SpecError, SpecErrorKind};
 pub use stats::{PERCENTILES, Stats, variance};

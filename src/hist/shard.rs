@@ -5,37 +5,40 @@
 //!
 //! The function profiler keeps one shard per thread, keyed by function address. A
 //! [`Shard`] is the owner's handle (`Send`, not `Sync`: exactly one thread writes); a
-//! [`ShardReader`] (`Clone + Send + Sync`) is what the stat file holds. The owner updates
-//! a cell with a relaxed load and a plain store per word (`cell.rs`, bracketed by the
-//! `pending`/`hits` protocol so readers get per-key-consistent copies), and inserts new keys
-//! into its own table, which only it ever probes. Readers never touch the table: they copy
-//! the entries from the generation's arena, whose chunks never move.
+//! [`ShardReader`] (`Clone + Send + Sync`) is what the stat file holds. The owner keeps its
+//! entries in a flat table (`flat.rs`: each slot is an entry, key and cell, so finding a key
+//! reads one run of words), updates a cell with a relaxed load and a plain store per word
+//! (`cell.rs`, bracketed by the `pending`/`hits` protocol so readers get
+//! per-key-consistent copies), and inserts and grows with plain stores: nobody else
+//! writes. Readers copy the current table under an epoch guard.
 //!
 //! **Recent entries** (opt-in, [`Shard::hot_keys`]). The owner can keep a small
-//! direct-mapped cache of the entries it found last (key → arena address, 128 slots), so a
+//! direct-mapped cache of the entries it found last (key → entry address, 128 slots), so a
 //! hot key costs a multiply, a compare and the cell update instead of a table probe (the
 //! function profiler's keys are the few hot ips of a thread). With many random keys the
 //! cache mostly misses and a miss costs a little more than no cache, so it is not the
-//! default. Arena entries never move, so a cached address is good until the owner
-//! swaps the generation, and it clears the cache when it does.
+//! default. An entry moves only when the owner swaps its table (growth or reset), and the
+//! owner clears the cache whenever it does.
 //!
-//! **Reset.** A reader cannot swap the owner's generation under it without making the
-//! owner's updates RMWs, so a reset is a *request*: [`ShardReader::request_reset`] bumps a
+//! **Growth.** When an insert would make the table more than half full, the owner copies
+//! it into one twice the size, publishes that with a release store and retires the old
+//! table through the epoch: readers still copying it see every entry as it was at the
+//! copy, and later updates land in the new table only.
+//!
+//! **Reset.** A reader cannot swap the owner's table under it without making the owner's
+//! updates RMWs, so a reset is a *request*: [`ShardReader::request_reset`] bumps a
 //! counter; the owner sees it (one relaxed load per update, on a line it only reads) and
-//! swaps in a fresh generation before its next update, retiring the old one through the
-//! epoch (readers may still be copying it). The rule: an update lands after a reset iff the
+//! swaps in a fresh table before its next update, retiring the old one through the epoch
+//! (readers may still be copying it). The rule: an update lands after a reset iff the
 //! owner observed the request before making it. While a request is pending, snapshots are
 //! empty, so a reader never sees data from before a reset it asked for.
 //!
 //! # Invariants
 //!
-//! - Only the owner reads or writes the tables of a shard, so the owner probes them under
-//!   an unprotected guard, inserts with plain stores (no CAS: nobody else claims slots) and
-//!   grows a table by copying its slots into one twice the size at once, freeing the old
-//!   one immediately (no epoch: no other thread ever loads a shard's table pointer). So a
-//!   shard's insert, like its update, makes no read-modify-write; the arena's entry
-//!   counter is advanced by a load and a store too.
-//! - Readers reach entries only through a pinned load of the generation pointer.
+//! - Only the owner writes a shard's tables, and only the owner swaps the table pointer,
+//!   so it reads that pointer under an unprotected guard: the table it loads is retired
+//!   only by itself, later, after its last use.
+//! - Readers reach a table only through a pinned load of the table pointer.
 //!
 //! ```
 //! use tracestat::hist::{BucketSpec, CellLayout, Key, Shard, Snapshot};
@@ -61,18 +64,20 @@ use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 
 use super::arena::EntryRef;
 use super::cell::{self, Owned as OwnedWriter};
+use super::flat::Flat;
 use super::key::Key;
 use super::layout::{CellLayout, Words};
-use super::map::{DEFAULT_INITIAL_CAPACITY, Generation, HistError, free_generation};
+use super::map::HistError;
 use super::snapshot::Snapshot;
-use super::table::{Locate, Padded};
+use super::table::Padded;
 
 struct ShardInner {
-    generation: Atomic<Generation>,
+    /// The current table (swapped by the owner only: growth, reset).
+    table: Atomic<Flat>,
     layout: CellLayout,
     words: Words,
     initial: usize,
-    /// The collector generations are retired through (shared by the owner and readers).
+    /// The collector tables are retired through (shared by the owner and readers).
     collector: Collector,
     /// Whether `collector` is the default one (pinned through crossbeam's cached handle).
     global: bool,
@@ -88,12 +93,39 @@ impl ShardInner {
     }
 }
 
-impl Drop for ShardInner {
-    fn drop(&mut self) {
-        // SAFETY: the last handle is gone: nobody can reach the generation.
-        unsafe { free_generation(&self.generation) }
+impl ShardInner {
+    /// Publishes `fresh` as the table (owner only) and retires the old one.
+    fn swap_table(&self, fresh: Flat) {
+        self.with_guard(|guard| {
+            let old = self.table.swap(Owned::new(fresh), Ordering::AcqRel, guard);
+            // SAFETY: `old` is unreachable now; readers that loaded it are pinned and the
+            // epoch frees it after they unpin. The owner no longer uses it (its callers
+            // drop their references to it before calling this).
+            unsafe { guard.defer_destroy(old) };
+        });
     }
 }
+
+impl Drop for ShardInner {
+    fn drop(&mut self) {
+        // SAFETY: the last handle is gone: nobody can reach the table.
+        unsafe {
+            let guard = epoch::unprotected();
+            let table = self.table.load(Ordering::Relaxed, guard);
+            if !table.is_null() {
+                drop(table.into_owned());
+            }
+        }
+    }
+}
+
+/// The first table size of [`Shard::new`], in slots. Smaller than a [`HashHist`]'s
+/// (`DEFAULT_INITIAL_CAPACITY`): a shard's slots are whole entries (a timing cell with
+/// log2 buckets is hundreds of bytes) and there is one shard per thread, while growing
+/// costs its owner only a copy.
+///
+/// [`HashHist`]: super::HashHist
+pub const DEFAULT_SHARD_CAPACITY: usize = 16;
 
 /// Number of slots of the owner's recent-entry cache (a power of two). 128 (4 KiB): replaying
 /// a trace with ≈ 140 functions per CPU, 32 slots missed often enough to cost 35
@@ -101,9 +133,9 @@ impl Drop for ShardInner {
 const RECENT_SLOTS: usize = 128;
 
 /// The owner's cache of entries it found recently: direct-mapped by key, each slot a key
-/// and its entry's arena address (0: empty). Arena entries never move, so an address stays
-/// good for the life of its generation; the owner clears the cache whenever it swaps the
-/// generation (`apply_reset`), the only way a generation ends while the `Shard` lives.
+/// and its entry's address (0: empty). An entry stays where it is for the life of its
+/// table; the owner clears the cache whenever it swaps the table (`grow`, `apply_reset`),
+/// the only ways a table ends while the `Shard` lives.
 ///
 /// A slot is four separate words (three key fields, the address), read and compared one
 /// by one: a copied `(Key, usize)` tuple compiles to 16-byte vector loads of a key the
@@ -188,9 +220,10 @@ impl core::fmt::Debug for ShardReader {
 }
 
 impl Shard {
-    /// A growing shard on the global epoch collector.
+    /// A growing shard on the global epoch collector, with a first table of
+    /// [`DEFAULT_SHARD_CAPACITY`] slots.
     pub fn new(layout: CellLayout) -> Result<Self, HistError> {
-        Self::build(layout, DEFAULT_INITIAL_CAPACITY, None)
+        Self::build(layout, DEFAULT_SHARD_CAPACITY, None)
     }
 
     /// A shard with a first table of `initial` slots, retiring memory through `collector`
@@ -205,7 +238,7 @@ impl Shard {
         let initial = initial.max(4).next_power_of_two();
         Ok(Shard {
             inner: Arc::new(ShardInner {
-                generation: Atomic::new(Generation::new(&words, initial, None)),
+                table: Atomic::new(Flat::new(initial, &words)),
                 layout,
                 words,
                 initial,
@@ -253,9 +286,9 @@ impl Shard {
         if let Some(recent) = &self.recent {
             let slot = recent.slot(&key);
             if let Some(addr) = slot.lookup(&key) {
-                // SAFETY: `addr` is an entry of the current generation (the cache is cleared
-                // whenever the generation is swapped, see `Recent`), which lives as long as
-                // `self.inner` does.
+                // SAFETY: `addr` is an entry of the current table (the cache is cleared
+                // whenever the table is swapped, see `Recent`), which lives until the owner
+                // swaps it.
                 let e = unsafe { EntryRef::from_addr(addr) };
                 cell::apply::<OwnedWriter>(e, &inner.words, vals);
                 return;
@@ -275,9 +308,9 @@ impl Shard {
             && inner.requested.0.load(Ordering::Relaxed) == self.seen.get()
             && let Some(addr) = recent.slot(&key).lookup(&key)
         {
-            // SAFETY: as in `update`: a cached address is an entry of the current
-            // generation (no reset is pending, and the cache is cleared when one is
-            // applied), which lives as long as `self.inner` does.
+            // SAFETY: as in `update`: a cached address is an entry of the current table
+            // (no reset is pending, and the cache is cleared whenever the table is
+            // swapped), which lives until the owner swaps it.
             let e = unsafe { EntryRef::from_addr(addr) };
             let w = &inner.words;
             if w.single {
@@ -300,17 +333,53 @@ impl Shard {
     #[inline(always)]
     fn update_table(&self, key: Key, vals: &[u64], slot: Option<&RecentSlot>) {
         let inner = &*self.inner;
-        // SAFETY: only the owner touches the shard's tables (module invariant), so no
-        // other thread can be reading a table this guard lets growth free at once; the
-        // generation is swapped only by the owner (in `apply_reset`), so it is live.
-        let guard = unsafe { epoch::unprotected() };
-        // SAFETY: as above; the generation pointer is never null.
-        let generation = unsafe { inner.generation.load(Ordering::Relaxed, guard).deref() };
-        if let Locate::Found(e) = generation.owner_ctx(guard).locate(&generation.table, &key) {
-            if let Some(slot) = slot {
-                slot.fill(&key, e.addr());
+        // SAFETY: only the owner swaps the table pointer (module invariant), so the table
+        // it loads stays live until this thread retires it, which `insert` does only after
+        // its last use of it.
+        let table = unsafe {
+            inner
+                .table
+                .load(Ordering::Relaxed, epoch::unprotected())
+                .deref()
+        };
+        let hash = key.hash();
+        let e = match table.find(&key, hash) {
+            Ok(e) => e,
+            Err(i) => self.insert(table, i, &key, hash),
+        };
+        if let Some(slot) = slot {
+            slot.fill(&key, e.addr());
+        }
+        cell::apply::<OwnedWriter>(e, &inner.words, vals);
+    }
+
+    /// A fresh key: written into empty slot `i` of `table`, after growing the table if it
+    /// is full. The caller updates the entry before anything else (see `flat.rs`).
+    #[cold]
+    #[inline(never)]
+    fn insert<'s>(&'s self, table: &'s Flat, i: usize, key: &Key, hash: u64) -> EntryRef<'s> {
+        if !table.is_full() {
+            return table.insert_at(i, key);
+        }
+        let inner = &*self.inner;
+        inner.swap_table(table.grown(&inner.words));
+        if let Some(recent) = &self.recent {
+            recent.clear();
+        }
+        // SAFETY: just published by this thread, the only one that swaps it (see
+        // `update_table`); `table` is not used again.
+        let grown = unsafe {
+            inner
+                .table
+                .load(Ordering::Relaxed, epoch::unprotected())
+                .deref()
+        };
+        match grown.find(key, hash) {
+            Err(j) => grown.insert_at(j, key),
+            Ok(e) => {
+                debug_assert!(false, "a fresh key found after growth");
+                e
             }
-            cell::apply::<OwnedWriter>(e, &inner.words, vals);
         }
     }
 
@@ -329,13 +398,7 @@ impl Shard {
     #[cold]
     fn apply_reset(&self, req: u64) {
         let inner = &*self.inner;
-        let fresh = Owned::new(Generation::new(&inner.words, inner.initial, None));
-        inner.with_guard(|guard| {
-            let old = inner.generation.swap(fresh, Ordering::AcqRel, guard);
-            // SAFETY: `old` is unreachable now; readers that loaded it are pinned and the
-            // epoch frees it after they unpin. The owner no longer uses it.
-            unsafe { guard.defer_destroy(old) };
-        });
+        inner.swap_table(Flat::new(inner.initial, &inner.words));
         if let Some(recent) = &self.recent {
             recent.clear();
         }
@@ -364,9 +427,16 @@ impl ShardReader {
             return Snapshot::empty(inner.layout);
         }
         inner.with_guard(|guard| {
-            // SAFETY: pinned load; generations are retired through the epoch.
-            let generation = unsafe { inner.generation.load(Ordering::Acquire, guard).deref() };
-            generation.snapshot(inner.layout, &inner.words)
+            // SAFETY: pinned load; tables are retired through the epoch, and the pointer is
+            // never null.
+            let table = unsafe { inner.table.load(Ordering::Acquire, guard).deref() };
+            let (rows, torn) = cell::copy_rows(&inner.words, |f| table.for_each(f));
+            Snapshot {
+                layout: inner.layout,
+                rows,
+                dropped: 0,
+                torn,
+            }
         })
     }
 

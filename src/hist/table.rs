@@ -41,12 +41,6 @@
 //! inserter that meets `SEALED` goes to `next`). Since slots never become empty again and
 //! an inserter never passes an `EMPTY` slot, a key beyond a sealed slot cannot exist.
 //!
-//! **Single writer.** A shard's owner (`shard.rs`) is the only thread that ever touches its
-//! generation's tables, so it needs none of the above: it publishes an entry with a plain
-//! store into the `EMPTY` slot its lookup stopped at, and grows by copying every slot into
-//! a table twice the size at once and freeing the old table (`Ctx::insert_owned`). Its
-//! tables are never sealed, never have a `prev`, and are at most half full.
-//!
 //! **Retirement.** The helper whose chunk completes the migration clears the new table's
 //! `prev` and retires the old table through crossbeam-epoch; its slot array is freed once
 //! every thread that could have loaded it is unpinned. Entries belong to the arena, not to
@@ -307,23 +301,14 @@ impl Table {
         if self.mask >> SLOT_HASH_BITS == 0 {
             return self.home(s & !ADDR_MASK);
         }
-        // SAFETY: `s` names an entry of a live table of this generation (the callers hold
-        // its guard, or are its single writer).
+        // SAFETY: `s` names an entry of a live table of this generation (the caller holds
+        // its guard).
         let e = unsafe { entry_of(s) };
         let mut key = Key::default();
         for k in 0..nkeys {
             key.0[k] = e.word(k).load(Ordering::Relaxed);
         }
         self.home(key.hash())
-    }
-
-    /// The first `EMPTY` slot from slot `i` on (single writer only: nobody else can fill
-    /// it before the caller does). Terminates because such a table is at most half full.
-    fn vacant(&self, mut i: usize) -> usize {
-        while self.slots[i].load(Ordering::Relaxed) != EMPTY {
-            i = (i + 1) & self.mask;
-        }
-        i
     }
 
     /// Migrates slot `i` of `self` into `into`. Each slot is migrated once (chunks are
@@ -357,10 +342,6 @@ impl Table {
 /// Everything a lookup needs from its generation.
 pub(crate) struct Ctx<'g> {
     pub arena: &'g Arena,
-    /// Whether the caller is a single-writer shard's owner, the only thread that ever
-    /// touches the generation's tables: it inserts with plain stores and grows by
-    /// migrating the whole table at once (`insert_owned`).
-    pub owner: bool,
     /// Key fields per entry.
     pub keys: usize,
     pub bounded: bool,
@@ -391,9 +372,6 @@ impl<'g> Ctx<'g> {
         hash: u64,
         first: Probe<'g>,
     ) -> Locate<'g> {
-        if self.owner {
-            return self.insert_owned(root, cur, key, hash, first);
-        }
         // The entry allocated for `key` (header written), carried from a table that could
         // not take it to the next one.
         let mut held = None;
@@ -477,71 +455,6 @@ impl<'g> Ctx<'g> {
                 Err(self.bounded)
             }
         }
-    }
-
-    /// The single-writer insert of a shard's owner, the only thread that touches the
-    /// generation's tables: no other thread can claim a slot, seal one or help a migration,
-    /// so the entry is published with a plain store into the `EMPTY` slot the first probe
-    /// stopped at, and a growth migrates the whole table at once with plain loads and
-    /// stores ([`grow_owned`](Self::grow_owned)). An owner's tables are therefore never
-    /// sealed, never have a `prev`, and are at most half full.
-    fn insert_owned(
-        &self,
-        root: &'g Atomic<Table>,
-        cur: Shared<'g, Table>,
-        key: &Key,
-        hash: u64,
-        first: Probe<'g>,
-    ) -> Locate<'g> {
-        let mut from = match first {
-            Probe::Found(e) => return Locate::Found(e),
-            Probe::Absent(from) => from,
-            Probe::Sealed | Probe::Full => {
-                debug_assert!(false, "an owner's table is never sealed or full");
-                return Locate::Dropped;
-            }
-        };
-        let Some((e, index)) = self.arena.alloc_owned() else {
-            return Locate::Dropped;
-        };
-        for k in 0..self.keys {
-            e.word(k).store(key.0[k], Ordering::Relaxed);
-        }
-        // SAFETY: as in `locate`.
-        let mut t = unsafe { cur.deref() };
-        if index >= t.max_index {
-            t = self.grow_owned(root, cur);
-            from = t.vacant(t.home(hash));
-        }
-        t.slots[from].store(encode(e, hash), Ordering::Release);
-        Locate::Found(e)
-    }
-
-    /// Grows an owner's table `cur`: a table twice the size holding every entry of `cur`,
-    /// installed as the root; `cur` is freed at once.
-    #[cold]
-    #[inline(never)]
-    fn grow_owned(&self, root: &'g Atomic<Table>, cur: Shared<'g, Table>) -> &'g Table {
-        // SAFETY: as in `locate`.
-        let old = unsafe { cur.deref() };
-        let grown = Table::new(old.capacity() * GROWTH, false);
-        for slot in old.slots.iter() {
-            let s = slot.load(Ordering::Relaxed);
-            if s != EMPTY {
-                let i = grown.vacant(grown.home_of_slot(s, self.keys));
-                grown.slots[i].store(s, Ordering::Relaxed);
-            }
-        }
-        let grown = Owned::new(grown).into_shared(self.guard);
-        root.store(grown, Ordering::Release);
-        // SAFETY: only the owner ever loads a shard's table pointers (readers copy the
-        // arena; `Generation::drop` has `&mut`), `cur` was the root and is linked from no
-        // other table (an owner's tables have no `prev`), and the owner's only use of it,
-        // this insert, is done with it: no reference to it outlives this call.
-        drop(unsafe { cur.into_owned() });
-        // SAFETY: just installed; only this thread can free it (by a later growth or a
-        // reset, neither of which can happen while `'g` lasts).
-        unsafe { grown.deref() }
     }
 
     /// The table after `cur`, growing `cur` if it has none yet.
