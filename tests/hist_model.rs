@@ -193,3 +193,40 @@ fn shard_grows_through_many_tables() {
         );
     }
 }
+
+/// A shard grows by copying whole entries, with a copy loop specialised per entry size
+/// (`flat.rs`): layouts of two, four and eight words and a larger one each go through
+/// many growths, and every key must keep its exact hits and sums.
+#[test]
+fn shard_growth_keeps_every_entry_size() {
+    let layouts = [
+        CellLayout::counter(),                              // key, hits: 2 words
+        CellLayout::new(1, 1),                              // key, hits, pending, 1 value: 4
+        CellLayout::new(1, 3),                              // 6 words, padded to 8
+        CellLayout::new(3, 3).with_extrema().with_sum_sq(), // larger than a line
+    ];
+    for layout in layouts {
+        let s = Shard::build(layout, 4, None).unwrap();
+        const KEYS: u64 = 3_000;
+        for round in 0..3u64 {
+            for k in 0..KEYS {
+                // Key fields beyond the layout's arity must be zero.
+                let key = match layout.keys {
+                    1 => Key::one(k),
+                    _ => Key::three(k, k + 1, k + 2),
+                };
+                s.update(key, &[k, round, 1]);
+            }
+        }
+        let snap = s.snapshot();
+        assert_eq!(snap.len() as u64, KEYS, "{layout:?}");
+        for r in &snap.rows {
+            let k = r.key.0[0];
+            assert_eq!(r.hits, 3, "{layout:?} key {k}");
+            let vals = [3 * k, 3, 3];
+            for (i, v) in vals.iter().enumerate().take(usize::from(layout.vals)) {
+                assert_eq!(r.vals[i], *v, "{layout:?} key {k} value {i}");
+            }
+        }
+    }
+}
