@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use loom::thread;
-use tracestat::hist::{CellLayout, Collector, HashHist, Key, Shard};
+use tracestat::hist::{CellLayout, Collector, HashHist, Key, Shard, ShardReader};
 
 fn hist(collector: &Collector, layout: CellLayout) -> Arc<HashHist> {
     Arc::new(
@@ -236,12 +236,18 @@ fn loom_retire_and_free_racing_reader() {
     });
 }
 
+/// A shard of four slots (a third key makes it grow) on the model's own collector, with
+/// a reader handle.
+fn small_shard() -> (Shard, ShardReader) {
+    let shard = Shard::build(CellLayout::new(1, 1), 4, Some(Collector::new())).unwrap();
+    let reader = shard.reader();
+    (shard, reader)
+}
+
 #[test]
 fn loom_shard_owner_and_reader() {
     loom::model(|| {
-        let c = Collector::new();
-        let shard = Shard::build(CellLayout::new(1, 1), 4, Some(c.clone())).unwrap();
-        let reader = shard.reader();
+        let (shard, reader) = small_shard();
         let t = thread::spawn(move || {
             let s = reader.snapshot();
             for r in &s.rows {
@@ -273,10 +279,7 @@ fn loom_shard_owner_and_reader() {
 #[test]
 fn loom_shard_growth_racing_reader() {
     loom::model(|| {
-        let c = Collector::new();
-        // Four slots: the third key makes the table grow.
-        let shard = Shard::build(CellLayout::new(1, 1), 4, Some(c.clone())).unwrap();
-        let reader = shard.reader();
+        let (shard, reader) = small_shard();
         let t = thread::spawn(move || {
             let s = reader.snapshot();
             let mut keys: Vec<u64> = s.rows.iter().map(|r| r.key.0[0]).collect();
