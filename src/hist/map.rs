@@ -317,7 +317,7 @@ impl HashHist {
     /// arrives in registers. Inlined into a caller that wrote the key to its stack with
     /// stores of one width (`Key::one`: 8 bytes, then 16 bytes of zeros), the pinned body
     /// read it back with a 16-byte load across both, a failed store-to-load forward on
-    /// every call: 21 ns instead of 11 at 64 keys, 55 instead of 25 at 65,536
+    /// every call: 21.8 ns instead of 12.1 at 64 keys, 54.9 instead of 31.7 at 65,536
     /// (`benches/hist_rounds.rs` through `dyn Counter`, BENCHMARKS.md).
     #[inline(never)]
     fn update_words(&self, a: u64, b: u64, c: u64, vals: &[u64]) -> bool {

@@ -91,16 +91,32 @@ impl ShardInner {
     fn with_guard<R>(&self, f: impl FnOnce(&Guard) -> R) -> R {
         epoch::with_pinned(&self.collector, self.global, f)
     }
-}
 
-impl ShardInner {
+    /// The current table, for its owner.
+    ///
+    /// # Safety
+    ///
+    /// Owner only, and the reference must not be used once the owner has swapped the
+    /// table ([`swap_table`](Self::swap_table)), which retires it.
+    #[inline]
+    unsafe fn current_table(&self) -> &Flat {
+        // SAFETY: only the owner swaps the table pointer (module invariant), so the table
+        // it loads stays live until the owner itself retires it, which the caller's
+        // contract puts after its last use; the pointer is never null.
+        unsafe {
+            self.table
+                .load(Ordering::Relaxed, epoch::unprotected())
+                .deref()
+        }
+    }
+
     /// Publishes `fresh` as the table (owner only) and retires the old one.
     fn swap_table(&self, fresh: Flat) {
         self.with_guard(|guard| {
             let old = self.table.swap(Owned::new(fresh), Ordering::AcqRel, guard);
             // SAFETY: `old` is unreachable now; readers that loaded it are pinned and the
-            // epoch frees it after they unpin. The owner no longer uses it (its callers
-            // drop their references to it before calling this).
+            // epoch frees it after they unpin. The owner does not use it again (see
+            // `current_table`).
             unsafe { guard.defer_destroy(old) };
         });
     }
@@ -333,19 +349,12 @@ impl Shard {
     #[inline(always)]
     fn update_table(&self, key: Key, vals: &[u64], slot: Option<&RecentSlot>) {
         let inner = &*self.inner;
-        // SAFETY: only the owner swaps the table pointer (module invariant), so the table
-        // it loads stays live until this thread retires it, which `insert` does only after
-        // its last use of it.
-        let table = unsafe {
-            inner
-                .table
-                .load(Ordering::Relaxed, epoch::unprotected())
-                .deref()
-        };
+        // SAFETY: the owner's call; `table` is not used after `insert`, which may swap it.
+        let table = unsafe { inner.current_table() };
         let hash = key.hash();
         let e = match table.find(&key, hash) {
             Ok(e) => e,
-            Err(i) => self.insert(table, i, &key, hash),
+            Err(i) => self.insert(i, &key, hash),
         };
         if let Some(slot) = slot {
             slot.fill(&key, e.addr());
@@ -353,27 +362,26 @@ impl Shard {
         cell::apply::<OwnedWriter>(e, &inner.words, vals);
     }
 
-    /// A fresh key: written into empty slot `i` of `table`, after growing the table if it
-    /// is full. The caller updates the entry before anything else (see `flat.rs`).
+    /// A fresh key: written into empty slot `i` of the current table (where its lookup
+    /// stopped), after growing the table if it is full. The caller updates the entry
+    /// before anything else (see `flat.rs`). The table is reloaded here rather than
+    /// passed in: a reference argument would stay live across the swap that retires it.
     #[cold]
     #[inline(never)]
-    fn insert<'s>(&'s self, table: &'s Flat, i: usize, key: &Key, hash: u64) -> EntryRef<'s> {
+    fn insert(&self, i: usize, key: &Key, hash: u64) -> EntryRef<'_> {
+        let inner = &*self.inner;
+        // SAFETY: the owner's call; `table` is not used after the swap below.
+        let table = unsafe { inner.current_table() };
         if !table.is_full() {
             return table.insert_at(i, key);
         }
-        let inner = &*self.inner;
         inner.swap_table(table.grown(&inner.words));
         if let Some(recent) = &self.recent {
             recent.clear();
         }
-        // SAFETY: just published by this thread, the only one that swaps it (see
-        // `update_table`); `table` is not used again.
-        let grown = unsafe {
-            inner
-                .table
-                .load(Ordering::Relaxed, epoch::unprotected())
-                .deref()
-        };
+        // SAFETY: the owner's call; the entry returned lives until the next swap, after
+        // which the owner uses no entry of this table (the recent cache is cleared then).
+        let grown = unsafe { inner.current_table() };
         match grown.find(key, hash) {
             Err(j) => grown.insert_at(j, key),
             Ok(e) => {
