@@ -41,11 +41,7 @@ use tracestat::hist::{CellLayout, Guard, HashHist, Key, Shard};
 
 /// Runs `work(thread, iters)` on `threads` threads at once, started together; each returns
 /// the time of its measured part, and the slowest thread's time is the figure.
-fn timed(
-    threads: u64,
-    iters: u64,
-    work: Arc<dyn Fn(u64, u64) -> Duration + Send + Sync>,
-) -> Duration {
+fn timed(threads: u64, iters: u64, work: Work) -> Duration {
     if threads == 1 {
         return work(0, iters);
     }
@@ -141,86 +137,79 @@ fn count(c: &mut Criterion) {
     group.finish();
 }
 
+/// The work of one thread in one run: `(thread, iters)` to its measured time.
+type Work = Arc<dyn Fn(u64, u64) -> Duration + Send + Sync>;
+
+/// Keys of the insert builds.
+const BUILD_KEYS: u64 = 65_536;
+
+/// Thread `t`'s share of the build's keys (of `threads`), as they are inserted.
+fn build_share(t: u64, threads: u64) -> impl Iterator<Item = u64> {
+    let per = BUILD_KEYS / threads;
+    (t * per..(t + 1) * per).map(|i| black_box(i.wrapping_mul(0x100) + 0xffff_0000))
+}
+
+/// Times `iters` builds, each on `threads` threads running the work `fresh` returns (a
+/// fresh table per build: made outside the timed part, dropped after it).
+fn time_builds(iters: u64, threads: u64, fresh: impl Fn() -> Work) -> Duration {
+    (0..iters).map(|_| timed(threads, 1, fresh())).sum()
+}
+
 fn insert(c: &mut Criterion) {
-    const N: u64 = 65_536;
     let mut group = c.benchmark_group("insert");
-    group.throughput(Throughput::Elements(N));
+    group.throughput(Throughput::Elements(BUILD_KEYS));
     for threads in [1u64, 2] {
+        let id = |name| BenchmarkId::new(name, format!("{threads}t"));
         for (name, make) in contenders() {
-            group.bench_function(BenchmarkId::new(name, format!("{threads}t")), |b| {
+            group.bench_function(id(name), |b| {
                 b.iter_custom(|iters| {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iters {
+                    time_builds(iters, threads, || {
                         let map = make();
-                        total += timed(
-                            threads,
-                            1,
-                            Arc::new(move |t, _| {
-                                let start = Instant::now();
-                                let per = N / threads;
-                                for i in t * per..(t + 1) * per {
-                                    map.bump(black_box(i.wrapping_mul(0x100) + 0xffff_0000));
-                                }
-                                start.elapsed()
-                            }),
-                        );
-                    }
-                    total
+                        Arc::new(move |t, _| {
+                            let start = Instant::now();
+                            for k in build_share(t, threads) {
+                                map.bump(k);
+                            }
+                            start.elapsed()
+                        })
+                    })
                 })
             });
         }
         // The same table built under a guard per batch of 4,096 keys (the batching API; a
         // guard held for the whole build would keep every retired table from being freed).
-        group.bench_function(
-            BenchmarkId::new("hashhist_pinned", format!("{threads}t")),
-            |b| {
-                b.iter_custom(|iters| {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iters {
-                        let h = Arc::new(HashHist::new(CellLayout::counter()).unwrap());
-                        total += timed(
-                            threads,
-                            1,
-                            Arc::new(move |t, _| {
-                                let start = Instant::now();
-                                let mut guard = crossbeam_epoch::pin();
-                                let per = N / threads;
-                                for i in t * per..(t + 1) * per {
-                                    let k = black_box(i.wrapping_mul(0x100) + 0xffff_0000);
-                                    h.update_in(&guard, Key::one(k), &[]);
-                                    if i % 4096 == 4095 {
-                                        guard.repin();
-                                    }
-                                }
-                                drop(guard);
-                                start.elapsed()
-                            }),
-                        );
-                    }
-                    total
-                })
-            },
-        );
-        // One single-writer shard per thread, each building its share of the keys.
-        group.bench_function(BenchmarkId::new("shard", format!("{threads}t")), |b| {
+        group.bench_function(id("hashhist_pinned"), |b| {
             b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    total += timed(
-                        threads,
-                        1,
-                        Arc::new(move |t, _| {
-                            let shard = Shard::new(CellLayout::counter()).unwrap();
-                            let start = Instant::now();
-                            let per = N / threads;
-                            for i in t * per..(t + 1) * per {
-                                shard.increment(black_box(i.wrapping_mul(0x100) + 0xffff_0000));
+                time_builds(iters, threads, || {
+                    let h = Arc::new(HashHist::new(CellLayout::counter()).unwrap());
+                    Arc::new(move |t, _| {
+                        let start = Instant::now();
+                        let mut guard = crossbeam_epoch::pin();
+                        for (n, k) in build_share(t, threads).enumerate() {
+                            h.update_in(&guard, Key::one(k), &[]);
+                            if n % 4096 == 4095 {
+                                guard.repin();
                             }
-                            start.elapsed()
-                        }),
-                    );
-                }
-                total
+                        }
+                        drop(guard);
+                        start.elapsed()
+                    })
+                })
+            })
+        });
+        // One single-writer shard per thread, each building its share of the keys.
+        group.bench_function(id("shard"), |b| {
+            b.iter_custom(|iters| {
+                time_builds(iters, threads, || {
+                    Arc::new(move |t, _| {
+                        let shard = Shard::new(CellLayout::counter()).unwrap();
+                        let start = Instant::now();
+                        for k in build_share(t, threads) {
+                            shard.increment(k);
+                        }
+                        start.elapsed()
+                    })
+                })
             })
         });
     }
