@@ -1,5 +1,5 @@
 //! Cost of a profiled function with the function profiler, side by side with what users
-//! have instead (issue 5, item 7). Every benchmark calls the same `#[inline(never)]` body,
+//! have instead. Every benchmark calls the same `#[inline(never)]` body,
 //! `x.wrapping_mul(3) ^ (x >> 7)`, plus whatever records the call:
 //!
 //! - group `profiler/count` (hits only): the body uninstrumented; a `#[traced]` function no
