@@ -7,13 +7,28 @@
 //! to the end of the body (the function-graph return hook runs when it drops, including
 //! during unwinding).
 //!
+//! The function's own statements follow that first statement in the same block, unchanged:
+//! nothing wraps the body in a block of its own, so a single-expression body gets no
+//! `unused_braces` warning, and the guard, declared first, drops after every local of the
+//! body. The guard's binding uses mixed-site hygiene, so no name in the body can shadow or
+//! reach it.
+//!
+//! Any function with a body can be instrumented: free functions, methods (with any
+//! receiver), trait default methods, generic functions (one site for all instances, as the
+//! kernel has one record per function), `impl Trait` and `!` returns, `unsafe fn` and
+//! `extern "C" fn`. Refused, with a message naming why: `const fn` (a call site is a runtime
+//! hook), `async fn` (the guard would pop the polling thread's shadow stack, and a future
+//! may resume on another thread), a function without a body, anything that is not a
+//! function, and an argument that is not one string literal.
+//!
 //! The expansion names `::tracestat` and `::tracestat::linkme` only, so a crate that uses the
 //! attribute needs no direct dependency on `linkme`.
 #![deny(missing_docs)]
 
 use proc_macro::TokenStream;
+use proc_macro2::Span;
 use quote::{quote, quote_spanned};
-use syn::{ItemFn, LitStr, parse_macro_input};
+use syn::{Ident, ItemFn, LitStr, TraitItemFn};
 
 /// Instruments a function with a `tracestat` call site.
 ///
@@ -26,29 +41,73 @@ use syn::{ItemFn, LitStr, parse_macro_input};
 /// `#[tracestat::traced("parse_header")]`. `const fn` and `async fn` cannot be instrumented.
 #[proc_macro_attribute]
 pub fn traced(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let mut func = parse_macro_input!(item as ItemFn);
-    let name = if attr.is_empty() {
-        LitStr::new(&func.sig.ident.to_string(), func.sig.ident.span())
-    } else {
-        parse_macro_input!(attr as LitStr)
-    };
+    match expand(attr.into(), item.into()) {
+        Ok(tokens) => tokens.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+fn site_name(attr: proc_macro2::TokenStream, func: &ItemFn) -> syn::Result<LitStr> {
+    if attr.is_empty() {
+        let ident = &func.sig.ident;
+        // A raw identifier (`r#match`) names the function `match`.
+        let name = ident.to_string();
+        let name = name.strip_prefix("r#").unwrap_or(&name);
+        return Ok(LitStr::new(name, ident.span()));
+    }
+    syn::parse2::<LitStr>(attr.clone()).map_err(|_| {
+        syn::Error::new_spanned(
+            attr,
+            "#[traced] takes no argument or one string literal, the site's name: \
+             #[traced(\"parse_header\")]",
+        )
+    })
+}
+
+fn parse_fn(item: proc_macro2::TokenStream) -> syn::Result<ItemFn> {
+    match syn::parse2::<ItemFn>(item.clone()) {
+        Ok(func) => Ok(func),
+        Err(e) => match syn::parse2::<TraitItemFn>(item) {
+            Ok(decl) if decl.default.is_none() => Err(syn::Error::new_spanned(
+                &decl.sig,
+                "#[traced] needs a function body: instrument the implementations, \
+                 or give the trait method a default body",
+            )),
+            _ => Err(syn::Error::new(
+                e.span(),
+                format!("#[traced] applies to functions with a body ({e})"),
+            )),
+        },
+    }
+}
+
+fn expand(
+    attr: proc_macro2::TokenStream,
+    item: proc_macro2::TokenStream,
+) -> syn::Result<proc_macro2::TokenStream> {
+    let mut func = parse_fn(item)?;
+    let name = site_name(attr, &func)?;
     if let Some(c) = func.sig.constness {
-        return syn::Error::new_spanned(c, "#[traced] cannot instrument a const fn")
-            .to_compile_error()
-            .into();
+        return Err(syn::Error::new_spanned(
+            c,
+            "#[traced] cannot instrument a const fn: a call site is a runtime hook",
+        ));
     }
     if let Some(a) = func.sig.asyncness {
         // The scope guard pops the entering thread's shadow stack, and a future may resume
-        // on another thread: instrumenting async fns needs per-task stacks (not done yet).
-        return syn::Error::new_spanned(a, "#[traced] cannot instrument an async fn yet")
-            .to_compile_error()
-            .into();
+        // on another thread: instrumenting async fns needs per-task stacks.
+        return Err(syn::Error::new_spanned(
+            a,
+            "#[traced] cannot instrument an async fn: its calls would be timed per poll \
+             on the polling thread's stack",
+        ));
     }
     let span = func.sig.ident.span();
     let line = quote_spanned!(span=> ::core::line!());
-    let body = &func.block;
-    let new_body: syn::Block = syn::parse_quote!({
-        let __tracestat_scope = {
+    let scope = Ident::new("__tracestat_scope", Span::mixed_site());
+    let stmts = std::mem::take(&mut func.block.stmts);
+    let enter: syn::Stmt = syn::parse_quote! {
+        let #scope = {
             static __TRACESTAT_SITE: ::tracestat::profile::Site = ::tracestat::profile::Site::new(
                 #name,
                 ::core::module_path!(),
@@ -60,8 +119,7 @@ pub fn traced(attr: TokenStream, item: TokenStream) -> TokenStream {
             static __TRACESTAT_SITE_REF: &::tracestat::profile::Site = &__TRACESTAT_SITE;
             __TRACESTAT_SITE.enter()
         };
-        #body
-    });
-    *func.block = new_body;
-    quote!(#func).into()
+    };
+    func.block.stmts = std::iter::once(enter).chain(stmts).collect();
+    Ok(quote!(#func))
 }

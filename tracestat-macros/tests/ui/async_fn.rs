@@ -1,0 +1,8 @@
+#[tracestat::traced]
+async fn fetch() -> u32 {
+    1
+}
+
+fn main() {
+    let _ = fetch();
+}
