@@ -72,7 +72,7 @@ impl Counter {
     }
 
     #[tracestat::traced]
-    fn by_value(self: Box<Self>) -> u32 {
+    fn by_value(self) -> u32 {
         self.0
     }
 
@@ -95,7 +95,7 @@ impl Greeter for Counter {}
 #[tracestat::traced]
 fn shadows_guard_name() -> u32 {
     let __tracestat_scope = 5u32;
-    __tracestat_scope
+    __tracestat_scope + 1
 }
 
 fn recording_ops() -> Arc<FtraceOps> {
@@ -137,8 +137,8 @@ fn every_kind_of_function_is_instrumented_once_per_call() {
     c.by_mut();
     assert_eq!(c.by_ref(), 1);
     assert_eq!(c.default_greeting(), "hello");
-    assert_eq!(Box::new(c).by_value(), 1);
-    assert_eq!(shadows_guard_name(), 5);
+    assert_eq!(c.by_value(), 1);
+    assert_eq!(shadows_guard_name(), 6);
 
     f.unregister(&ops).unwrap();
     let mut seen: Vec<String> = ops
