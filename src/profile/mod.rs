@@ -50,6 +50,7 @@
 //! # Ok::<(), tracestat::Error>(())
 //! ```
 
+mod barrier;
 pub mod branch;
 pub mod control;
 pub mod dispatch;
@@ -68,6 +69,7 @@ pub(crate) mod thread;
 #[cfg(feature = "tracing")]
 pub mod tracing_layer;
 
+pub use barrier::ReadSideBarrier;
 pub use control::install;
 pub use dispatch::ScopeGuard;
 pub use filter::{FilterError, FilterHash, Hashes};

@@ -16,17 +16,20 @@
 //! ```text
 //! reader (outermost lock)          writer (synchronize)
 //!   seq = seq + 1   (odd, relaxed)   unpublish (store pointers)
-//!   fence(SeqCst)                    fence(SeqCst)
+//!   light()                          heavy()
 //!   load published pointers          for each slot: s = seq (acquire)
 //!   ... callbacks ...                  if s is odd: spin until seq != s
 //!   seq = seq + 1   (even, release)  free what was unpublished
 //! ```
 //!
-//! The two SeqCst fences order the reader's "I am inside" store before its pointer loads and
-//! the writer's unpublish before its scan: either the writer sees the odd sequence and waits
-//! for that section to end, or the reader's loads see the unpublished state. The releasing
-//! store at unlock pairs with the writer's acquiring load, so everything the callback did
-//! happens before the writer frees anything.
+//! `light()` and `heavy()` are an asymmetric fence pair (`barrier.rs`): with Linux's
+//! `membarrier`, the reader's half is a compiler fence and the writer's a system call that
+//! runs a full barrier on every thread of the process; without it, both are `SeqCst`
+//! fences. Either way they act as two SeqCst fences: they order the reader's "I am inside"
+//! store before its pointer loads and the writer's unpublish before its scan, so either the
+//! writer sees the odd sequence and waits for that section to end, or the reader's loads
+//! see the unpublished state. The releasing store at unlock pairs with the writer's
+//! acquiring load, so everything the callback did happens before the writer frees anything.
 //!
 //! Domains are values (one per [`Ftrace`](super::Ftrace)), so a loom model builds a fresh one
 //! per iteration. A thread finds its slot for a domain in its thread-local state by domain
@@ -41,8 +44,9 @@
 
 use core::sync::atomic::AtomicU64 as StdAtomicU64;
 
+use super::barrier;
 use crate::primitive::spin_hint;
-use crate::primitive::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
+use crate::primitive::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::primitive::sync::{Arc, Mutex};
 
 /// A grace-period domain.
@@ -67,6 +71,8 @@ static NEXT_ID: StdAtomicU64 = StdAtomicU64::new(1);
 
 impl Rcu {
     pub(crate) fn new() -> Self {
+        // The fence mode is decided before the domain has any reader.
+        barrier::decide();
         Self {
             id: NEXT_ID.fetch_add(1, core::sync::atomic::Ordering::Relaxed),
             readers: Mutex::new(Vec::new()),
@@ -94,7 +100,7 @@ impl Rcu {
     /// Waits for a grace period: every read-side section open when this is called has
     /// closed when it returns.
     pub(crate) fn synchronize(&self) {
-        fence(Ordering::SeqCst);
+        barrier::heavy();
         let readers: Vec<Arc<ReaderSlot>> = self
             .readers
             .lock()
@@ -121,7 +127,7 @@ impl ReaderSlot {
             let seq = self.seq.load(Ordering::Relaxed);
             self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
             #[cfg(not(tracestat_loom_negative))]
-            fence(Ordering::SeqCst);
+            barrier::light();
         }
     }
 
