@@ -11,12 +11,15 @@
 //! | `set_ftrace_filter`          | 0644 | the global filter; `#### all functions enabled ####` when empty |
 //! | `set_ftrace_notrace`         | 0644 | the global notrace hash                              |
 //! | `set_ftrace_pid`             | 0644 | thread ids, one a line; `no pid` when empty          |
+//! | `trace_clock`                | 0644 | the clocks, current in brackets: `[x86-tsc] mono mono_raw boot` |
 //!
 //! Writes use the kernel's syntax (see [`filter`](super::filter) and [`pid`](super::pid)),
 //! `>` replacing and `>>` appending; a refused write returns
 //! [`InputError::Rejected`] with the typed [`FilterError`](super::FilterError) or
 //! [`PidError`](super::PidError) (or the commit's [`Error::Busy`]) inside,
-//! and changes nothing.
+//! and changes nothing. `trace_clock` selects the process-wide [`TraceClock`]; a switch is
+//! refused with [`Error::Busy`] while an ops of this instance is active (no timed call may
+//! straddle it), and a name the machine cannot provide with a typed [`ClockError`](super::ClockError).
 //!
 //! # Invariants
 //!
@@ -26,12 +29,14 @@ use crate::error::{Error, InputError};
 use crate::primitive::sync::Arc;
 use crate::stat::{ControlFile, Mode, ReadOnlyFile, Tracefs, WriteMode, as_text};
 
+use super::clock::{self, TraceClock};
 use super::ftrace::{Ftrace, Which};
 
 /// The writable files, by what they write.
 enum Target {
     Hash(Which),
     Pid,
+    Clock,
 }
 
 struct HookFile {
@@ -63,6 +68,7 @@ impl ControlFile for HookFile {
                     pids.iter().map(|p| format!("{p}\n")).collect()
                 }
             }
+            Target::Clock => TraceClock::listing(),
         }
     }
 
@@ -71,6 +77,19 @@ impl ControlFile for HookFile {
         match self.target {
             Target::Hash(which) => self.ftrace.set_global_hash(which, text, mode),
             Target::Pid => self.ftrace.set_pids(text, mode),
+            Target::Clock => {
+                let clock = clock::parse(text)?;
+                if clock == TraceClock::current() {
+                    return Ok(());
+                }
+                if self.ftrace.has_active_ops() {
+                    return Err(InputError::Rejected(Box::new(Error::Busy {
+                        path: "trace_clock".to_owned(),
+                        reason: "an ops is active: disable tracing and profiling first".to_owned(),
+                    })));
+                }
+                clock.select()
+            }
         }
         .map_err(to_input)
     }
@@ -93,6 +112,7 @@ pub fn install(ftrace: &Arc<Ftrace>, fs: &Tracefs) -> Result<(), Error> {
         ("set_ftrace_filter", Target::Hash(Which::Filter)),
         ("set_ftrace_notrace", Target::Hash(Which::Notrace)),
         ("set_ftrace_pid", Target::Pid),
+        ("trace_clock", Target::Clock),
     ] {
         fs.add_file(
             path,

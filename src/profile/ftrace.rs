@@ -273,6 +273,9 @@ impl Ftrace {
     pub fn register(&self, ops: &Arc<FtraceOps>) -> Result<(), Error> {
         const PATH: &str = "register_ftrace_function";
         self.check_not_in_callback(PATH)?;
+        // The trace clock calibrates once per process (milliseconds): here, on a control
+        // path, rather than in the first timed call.
+        super::clock::init();
         let mut st = self.lock();
         if ops
             .owner

@@ -32,8 +32,6 @@
 //!   explicit return), unless its ops was unregistered in between.
 //! - A thread's stack is allocated once (capacity `SHADOW_STACK_DEPTH`) and never grows.
 
-use std::sync::OnceLock;
-
 /// The most graph ops registered at once in one [`Ftrace`](super::Ftrace).
 pub const GRAPH_SLOTS: usize = 16;
 
@@ -181,29 +179,10 @@ impl ShadowStack {
     }
 }
 
-/// The graph clock: nanoseconds since the first call in this process (monotonic).
-///
-/// `CLOCK_MONOTONIC`, the clock `Instant` reads, read directly: `Instant::elapsed` spends
-/// about 60 instructions on `Duration` arithmetic per read, a third of a timed call's
-/// overhead over its two clock reads (see BENCHMARKS.md).
+/// The graph clock: nanoseconds since the process's trace-clock anchor, read from the
+/// selected [`TraceClock`](super::TraceClock) (the invariant TSC where there is one, else
+/// `CLOCK_MONOTONIC`; see the `trace_clock` control file).
 #[inline]
 pub fn now_ns() -> u64 {
-    static ANCHOR: OnceLock<u64> = OnceLock::new();
-    let anchor = *ANCHOR.get_or_init(monotonic_ns);
-    monotonic_ns().saturating_sub(anchor)
-}
-
-/// `CLOCK_MONOTONIC` in nanoseconds (vDSO, no system call).
-#[inline]
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec and CLOCK_MONOTONIC exists on every
-    // Linux; clock_gettime writes only through the pointer it is given.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
+    super::clock::now_ns()
 }

@@ -52,6 +52,7 @@
 
 mod barrier;
 pub mod branch;
+mod clock;
 pub mod control;
 pub mod dispatch;
 pub mod filter;
@@ -70,6 +71,7 @@ pub(crate) mod thread;
 pub mod tracing_layer;
 
 pub use barrier::ReadSideBarrier;
+pub use clock::{ClockError, TraceClock};
 pub use control::install;
 pub use dispatch::ScopeGuard;
 pub use filter::{FilterError, FilterHash, Hashes};

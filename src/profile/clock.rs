@@ -1,0 +1,393 @@
+//! The trace clock: what graph entry and return hooks read, selectable like the kernel's
+//! `trace_clock` file.
+//!
+//! # Design
+//!
+//! A timed call reads the clock twice, so the read is on the hot path. Linux's vDSO
+//! `clock_gettime(CLOCK_MONOTONIC)` costs ≈ 22 ns on the hosts measured (it reads the TSC
+//! too, then converts under a sequence lock); reading the TSC directly and converting with
+//! one multiply and one shift costs about half of that. So:
+//!
+//! - [`TraceClock::X86Tsc`] (the default where usable): `rdtsc`, converted to nanoseconds
+//!   as `(tsc − base) · mult >> 32`. `mult` is calibrated once against `CLOCK_MONOTONIC`
+//!   over a few milliseconds (each sample brackets the monotonic read between two TSC
+//!   reads and keeps the tightest of several). Usable only where the TSC is *invariant*
+//!   (CPUID `0x8000_0007` EDX bit 8, what Linux shows as `constant_tsc` + `nonstop_tsc`):
+//!   it then ticks at one rate on every CPU, in every power state.
+//! - [`TraceClock::Mono`] (the default elsewhere), [`TraceClock::MonoRaw`],
+//!   [`TraceClock::Boot`]: `clock_gettime` on `CLOCK_MONOTONIC`, `CLOCK_MONOTONIC_RAW`,
+//!   `CLOCK_BOOTTIME`.
+//!
+//! Every clock reads as nanoseconds since one process-wide anchor instant, taken for all of
+//! them together at initialization. A call whose entry and return straddle a switch of clock
+//! therefore sees a duration off by the clocks' divergence since the anchor (calibration
+//! error and NTP slewing: parts per million), never a jump by their epochs; durations are
+//! computed with saturating subtraction. The control file still refuses a switch while an
+//! ops is active, as the kernel resets its buffers on one.
+//!
+//! # Invariants
+//!
+//! - The calibration and anchors are written before the mode that uses them is published
+//!   (release store; the reader's load acquires), and never change afterwards.
+//! - The mode only moves between clocks [`TraceClock::available`] lists.
+
+use core::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::fmt;
+use std::sync::Once;
+
+use crate::error::{Error, InputError};
+
+/// A clock the hook layer can time calls with (the kernel's `trace_clock` names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TraceClock {
+    /// The invariant TSC, calibrated against `CLOCK_MONOTONIC` (`x86-tsc`).
+    X86Tsc,
+    /// `CLOCK_MONOTONIC` (`mono`).
+    Mono,
+    /// `CLOCK_MONOTONIC_RAW`, not slewed by NTP (`mono_raw`).
+    MonoRaw,
+    /// `CLOCK_BOOTTIME`, which also counts time suspended (`boot`).
+    Boot,
+}
+
+const ALL: [TraceClock; 4] = [
+    TraceClock::X86Tsc,
+    TraceClock::Mono,
+    TraceClock::MonoRaw,
+    TraceClock::Boot,
+];
+
+impl TraceClock {
+    /// The name in the `trace_clock` file.
+    pub fn name(self) -> &'static str {
+        match self {
+            TraceClock::X86Tsc => "x86-tsc",
+            TraceClock::Mono => "mono",
+            TraceClock::MonoRaw => "mono_raw",
+            TraceClock::Boot => "boot",
+        }
+    }
+
+    /// The clock named `name` (as listed in the `trace_clock` file), if this process can use
+    /// it.
+    pub fn from_name(name: &str) -> Option<TraceClock> {
+        Self::available().into_iter().find(|c| c.name() == name)
+    }
+
+    /// The clocks this process can use, in the `trace_clock` file's order: `x86-tsc` only
+    /// where the TSC is invariant.
+    pub fn available() -> Vec<TraceClock> {
+        ALL.into_iter()
+            .filter(|c| *c != TraceClock::X86Tsc || tsc::invariant())
+            .collect()
+    }
+
+    /// The clock timed calls read now.
+    pub fn current() -> TraceClock {
+        init();
+        from_code(MODE.load(Ordering::Acquire))
+    }
+
+    /// Makes `self` the clock timed calls read. Refused with [`Error::InvalidInput`] when
+    /// this process cannot use it. (The `trace_clock` control file also refuses a switch
+    /// while an ops is active; this call leaves that to the caller.)
+    pub fn select(self) -> Result<(), Error> {
+        init();
+        if !Self::available().contains(&self) {
+            return Err(Error::InvalidInput {
+                path: "trace_clock".to_owned(),
+                reason: InputError::Rejected(Box::new(ClockError::Unavailable(self.name()))),
+            });
+        }
+        MODE.store(code(self), Ordering::Release);
+        Ok(())
+    }
+
+    /// The `trace_clock` file's content: every available clock, the current one in
+    /// brackets (`[x86-tsc] mono mono_raw boot`).
+    pub fn listing() -> String {
+        let current = Self::current();
+        let mut out = String::new();
+        for (i, c) in Self::available().into_iter().enumerate() {
+            if i > 0 {
+                out.push(' ');
+            }
+            if c == current {
+                out.push('[');
+                out.push_str(c.name());
+                out.push(']');
+            } else {
+                out.push_str(c.name());
+            }
+        }
+        out.push('\n');
+        out
+    }
+}
+
+impl fmt::Display for TraceClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why a clock name was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClockError {
+    /// No clock has this name.
+    Unknown(String),
+    /// A known clock this machine cannot provide (`x86-tsc` without an invariant TSC).
+    Unavailable(&'static str),
+}
+
+impl fmt::Display for ClockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = TraceClock::available()
+            .into_iter()
+            .map(TraceClock::name)
+            .collect();
+        match self {
+            ClockError::Unknown(name) => write!(
+                f,
+                "unknown clock {name:?}: expected one of {}",
+                names.join(", ")
+            ),
+            ClockError::Unavailable(name) => write!(
+                f,
+                "clock {name:?} is not available here (no invariant TSC): expected one of {}",
+                names.join(", ")
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ClockError {}
+
+/// Parses a `trace_clock` write: one clock name, surrounding whitespace ignored.
+pub(crate) fn parse(text: &str) -> Result<TraceClock, InputError> {
+    let name = text.trim();
+    if name.is_empty() {
+        return Err(InputError::Empty);
+    }
+    match ALL.into_iter().find(|c| c.name() == name) {
+        Some(c) if TraceClock::available().contains(&c) => Ok(c),
+        Some(c) => Err(InputError::Rejected(Box::new(ClockError::Unavailable(
+            c.name(),
+        )))),
+        None => Err(InputError::Rejected(Box::new(ClockError::Unknown(
+            name.to_owned(),
+        )))),
+    }
+}
+
+const UNSET: u8 = 0;
+
+fn code(c: TraceClock) -> u8 {
+    match c {
+        TraceClock::X86Tsc => 1,
+        TraceClock::Mono => 2,
+        TraceClock::MonoRaw => 3,
+        TraceClock::Boot => 4,
+    }
+}
+
+fn from_code(c: u8) -> TraceClock {
+    match c {
+        1 => TraceClock::X86Tsc,
+        3 => TraceClock::MonoRaw,
+        4 => TraceClock::Boot,
+        _ => TraceClock::Mono,
+    }
+}
+
+/// The selected clock; [`UNSET`] until [`init`] ran.
+static MODE: AtomicU8 = AtomicU8::new(UNSET);
+/// Each `clock_gettime` clock's reading at the anchor instant, by code − 2.
+static ANCHORS: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+static INIT: Once = Once::new();
+
+/// Anchors every clock, calibrates the TSC where it is invariant, and publishes the default
+/// clock. Idempotent; the first call takes a few milliseconds (the TSC calibration).
+pub(crate) fn init() {
+    INIT.call_once(|| {
+        let tsc_ok = tsc::invariant() && tsc::calibrate();
+        let mono = sys::read(sys::MONO);
+        ANCHORS[0].store(mono, Ordering::Relaxed);
+        ANCHORS[1].store(sys::read(sys::MONO_RAW), Ordering::Relaxed);
+        ANCHORS[2].store(sys::read(sys::BOOT), Ordering::Relaxed);
+        if tsc_ok {
+            tsc::anchor(mono);
+        }
+        let default = if tsc_ok {
+            TraceClock::X86Tsc
+        } else {
+            TraceClock::Mono
+        };
+        MODE.store(code(default), Ordering::Release);
+    });
+}
+
+/// The selected clock, in nanoseconds since the anchor instant.
+#[inline]
+pub(crate) fn now_ns() -> u64 {
+    match MODE.load(Ordering::Acquire) {
+        1 => tsc::now_ns(),
+        2 => since(0, sys::MONO),
+        3 => since(1, sys::MONO_RAW),
+        4 => since(2, sys::BOOT),
+        _ => {
+            init();
+            now_ns()
+        }
+    }
+}
+
+#[inline]
+fn since(anchor: usize, clock: libc::clockid_t) -> u64 {
+    sys::read(clock).saturating_sub(ANCHORS[anchor].load(Ordering::Relaxed))
+}
+
+mod sys {
+    pub(super) const MONO: libc::clockid_t = libc::CLOCK_MONOTONIC;
+    pub(super) const MONO_RAW: libc::clockid_t = libc::CLOCK_MONOTONIC_RAW;
+    pub(super) const BOOT: libc::clockid_t = libc::CLOCK_BOOTTIME;
+
+    /// `clock` in nanoseconds (vDSO for the monotonic clocks: no system call).
+    #[inline]
+    pub(super) fn read(clock: libc::clockid_t) -> u64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec and the three clocks used here exist on
+        // every Linux since 2.6.39; clock_gettime writes only through the pointer it is
+        // given.
+        unsafe { libc::clock_gettime(clock, &mut ts) };
+        (ts.tv_sec as u64)
+            .wrapping_mul(1_000_000_000)
+            .wrapping_add(ts.tv_nsec as u64)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod tsc {
+    //! The invariant TSC: detection, calibration, conversion.
+
+    use core::sync::atomic::{AtomicU64, Ordering};
+
+    use super::sys;
+
+    static BASE_TSC: AtomicU64 = AtomicU64::new(0);
+    /// Nanoseconds per tick, as a 32.32 fixed-point number.
+    static MULT: AtomicU64 = AtomicU64::new(0);
+    /// `CLOCK_MONOTONIC` − anchor at `BASE_TSC` (a few ns: the samples are taken apart).
+    static BASE_NS: AtomicU64 = AtomicU64::new(0);
+
+    #[inline]
+    fn rdtsc() -> u64 {
+        // SAFETY: `rdtsc` exists on every x86_64 CPU and has no memory effects.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+
+    /// Whether the TSC ticks at a constant rate in every P-, C- and T-state (CPUID
+    /// `0x8000_0007` EDX bit 8).
+    pub(super) fn invariant() -> bool {
+        static RESULT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *RESULT.get_or_init(|| {
+            // Leaf 0x8000_0000 reports the highest extended leaf, so 0x8000_0007 is only
+            // read when it exists.
+            let max = core::arch::x86_64::__cpuid(0x8000_0000).eax;
+            if max < 0x8000_0007 {
+                return false;
+            }
+            let edx = core::arch::x86_64::__cpuid(0x8000_0007).edx;
+            edx & (1 << 8) != 0
+        })
+    }
+
+    /// One (tsc, monotonic ns) pair: the monotonic read bracketed by two TSC reads, the
+    /// tightest of several tries, the TSC taken at the bracket's middle.
+    fn sample() -> (u64, u64) {
+        let mut best = (u64::MAX, 0, 0);
+        for _ in 0..16 {
+            let t0 = rdtsc();
+            let ns = sys::read(sys::MONO);
+            let t1 = rdtsc();
+            let width = t1.wrapping_sub(t0);
+            if width < best.0 {
+                best = (width, t0 + width / 2, ns);
+            }
+        }
+        (best.1, best.2)
+    }
+
+    /// Measures the TSC's rate against `CLOCK_MONOTONIC` over ≈ 10 ms. False (and no TSC
+    /// clock) when the measurement makes no sense (a TSC that went backwards or stood
+    /// still, a rate outside 10 MHz..100 GHz).
+    pub(super) fn calibrate() -> bool {
+        let (t0, n0) = sample();
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        let (t1, n1) = sample();
+        let (dt, dn) = (t1.wrapping_sub(t0), n1.saturating_sub(n0));
+        if t1 <= t0 || dn == 0 {
+            return false;
+        }
+        let mult = ((u128::from(dn) << 32) / u128::from(dt)) as u64;
+        // 10 MHz .. 100 GHz: 100 .. 0.01 ns per tick.
+        if !((1u64 << 32) / 100..=100 << 32).contains(&mult) {
+            return false;
+        }
+        MULT.store(mult, Ordering::Relaxed);
+        true
+    }
+
+    /// Ties the TSC to the anchor instant whose `CLOCK_MONOTONIC` reading is `mono`.
+    pub(super) fn anchor(mono: u64) {
+        let (t, n) = sample();
+        BASE_TSC.store(t, Ordering::Relaxed);
+        BASE_NS.store(n.saturating_sub(mono), Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(super) fn now_ns() -> u64 {
+        let ticks = rdtsc().saturating_sub(BASE_TSC.load(Ordering::Relaxed));
+        let ns = (u128::from(ticks) * u128::from(MULT.load(Ordering::Relaxed))) >> 32;
+        (ns as u64).wrapping_add(BASE_NS.load(Ordering::Relaxed))
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+mod tsc {
+    //! No TSC on this architecture.
+    pub(super) fn invariant() -> bool {
+        false
+    }
+    pub(super) fn calibrate() -> bool {
+        false
+    }
+    pub(super) fn anchor(_: u64) {}
+    pub(super) fn now_ns() -> u64 {
+        0
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_bad_names_are_typed_errors() {
+        for c in TraceClock::available() {
+            assert_eq!(parse(&format!("{}\n", c.name())).unwrap(), c);
+            assert_eq!(TraceClock::from_name(c.name()), Some(c));
+        }
+        assert!(matches!(parse(" \n"), Err(InputError::Empty)));
+        let err = parse("local").unwrap_err();
+        assert!(err.to_string().contains("unknown clock \"local\""), "{err}");
+        let listing = TraceClock::listing();
+        assert!(listing.contains(&format!("[{}]", TraceClock::current().name())));
+        assert!(listing.ends_with("mono mono_raw boot\n") || listing.ends_with("boot\n"));
+    }
+}
