@@ -93,10 +93,10 @@ pub fn naive_event_counts(text: &str) -> BTreeMap<String, u64> {
 pub fn naive_event_hits(text: &str, event: &str, key_field: &str) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     for ev in text.lines().filter_map(event_line) {
-        if ev.name == event {
-            if let Some(key) = ev.field(key_field) {
-                *out.entry(key).or_default() += 1;
-            }
+        if ev.name == event
+            && let Some(key) = ev.field(key_field)
+        {
+            *out.entry(key).or_default() += 1;
         }
     }
     out
