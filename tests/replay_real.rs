@@ -175,15 +175,18 @@ fn graph_cpu(head: &str) -> Option<&str> {
 }
 
 /// The context switch of a graph trace: `0)  bash-2794  =>  <idle>-0` → (cpu, prev, next).
+/// Task names may hold spaces (`CPU 0/K-26296`).
 fn context_switch(line: &str) -> Option<(&str, &str, &str)> {
     let t = line.trim();
     if t.contains('|') {
         return None;
     }
-    let words: Vec<&str> = t.split_whitespace().collect();
-    let cpu = words.first()?.strip_suffix(')')?;
-    let i = words.iter().position(|w| *w == "=>")?;
-    Some((cpu, words.get(i.checked_sub(1)?)?, words.get(i + 1)?))
+    let (cpu, rest) = t.split_once(')')?;
+    if cpu.is_empty() || !cpu.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let (prev, next) = rest.split_once("=>")?;
+    Some((cpu, prev.trim(), next.trim()))
 }
 
 /// A function tracer line: the word before ` <-` (not ` <- `, which is a probe's return),
@@ -466,6 +469,8 @@ real_traces! {
     #[ignore = "replay disagrees with the naive count"]
     real_perf_tools_uprobe => "real/perf-tools-uprobe.txt",
     #[ignore = "replay disagrees with the naive count"]
+    real_perf_ftrace_graph_irq_switch => "real/perf-ftrace-graph-irq-switch.txt",
+    #[ignore = "replay disagrees with the naive count"]
     real_timerlat => "real/timerlat.txt",
     #[ignore = "replay disagrees with the naive count"]
     real_trace_cmd_report_events => "real/trace-cmd-report-events.txt",
@@ -473,6 +478,9 @@ real_traces! {
     real_trace_cmd_report_wakeup => "real/trace-cmd-report-wakeup.txt",
     #[ignore = "replay disagrees with the naive count"]
     real_uprobetracer => "real/uprobetracer.txt",
+    real_vhost_graph_abstime => "real/vhost-graph-abstime.txt",
+    #[ignore = "replay disagrees with the naive count"]
+    real_vhost_graph_abstime_switch => "real/vhost-graph-abstime-switch.txt",
 }
 
 /// No trace file is left without its test.
