@@ -487,6 +487,10 @@ real_traces! {
     #[ignore = "replay disagrees with the naive count"]
     real_timerlat => "real/timerlat.txt",
     #[ignore = "replay disagrees with the naive count"]
+    real_trace_cmd_record_events => "real/trace-cmd-record-events.txt",
+    real_trace_cmd_record_function_sched => "real/trace-cmd-record-function-sched.txt",
+    real_trace_cmd_record_graph_irq => "real/trace-cmd-record-graph-irq.txt",
+    #[ignore = "replay disagrees with the naive count"]
     real_trace_cmd_report_events => "real/trace-cmd-report-events.txt",
     #[ignore = "replay disagrees with the naive count"]
     real_trace_cmd_report_wakeup => "real/trace-cmd-report-wakeup.txt",
