@@ -1,5 +1,5 @@
 //! The naive event counter of `tests/common_naive` on hand-made lines with known answers, and
-//! on real event traces whose counts were checked by reading them: the reference that the
+//! on real event traces whose counts were cross-checked with grep: the reference that the
 //! offline histogram tests compare `tracestat hist` with must itself be right.
 
 mod common_naive;
@@ -7,7 +7,10 @@ mod common_naive;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common_naive::{EventLine, event_line, naive_event_counts, naive_event_hits, naive_event_sum};
+use common_naive::{
+    EventLine, event_line, naive_event_counts, naive_event_hits, naive_event_latency_us,
+    naive_event_sum, timestamp_us,
+};
 
 fn map(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
     pairs.iter().map(|&(k, v)| (k.to_owned(), v)).collect()
@@ -146,4 +149,41 @@ fn real_event_traces() {
         naive_event_sum(&kmem, "kmalloc", "comm", "bytes_alloc"),
         map(&[("<idle>", 4096), ("trace-cmd", 32)])
     );
+}
+
+#[test]
+fn timestamps_in_microseconds() {
+    assert_eq!(timestamp_us("309.873611"), Some(309_873_611));
+    assert_eq!(timestamp_us("22.976"), Some(22_976_000));
+    assert_eq!(timestamp_us("7269912.982162"), Some(7_269_912_982_162));
+    assert_eq!(timestamp_us("1.1234567"), None);
+}
+
+/// Wakeup latency (`sched_waking.pid` to `sched_switch.next_pid`), worked out by hand from
+/// the timestamps of the kernel documentation's snapshot.
+#[test]
+fn wakeup_latency_per_pid() {
+    let text = real("real/histogram-onmax-snapshot.txt");
+    let lat = naive_event_latency_us(&text, ("sched_waking", "pid"), ("sched_switch", "next_pid"));
+    let expected: BTreeMap<String, Vec<u64>> = [
+        ("1699", vec![9]),
+        ("2102", vec![5, 9]),
+        ("2103", vec![572]),
+        ("9", vec![7]),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(lat, expected);
+
+    // Read once: a second end with no new start is not a latency; a new start replaces a
+    // pending one.
+    let text = "\
+ a-1 [000] d... 1.000000: start: id=7
+ a-1 [000] d... 1.000010: start: id=7
+ a-1 [000] d... 1.000015: end: id=7
+ a-1 [000] d... 1.000020: end: id=7
+";
+    let lat = naive_event_latency_us(text, ("start", "id"), ("end", "id"));
+    assert_eq!(lat, [("7".to_owned(), vec![5])].into_iter().collect());
 }

@@ -13,6 +13,10 @@
 //! `comm` (the task name as printed, `<...>` included), `common_pid` and `cpu` (as decimal
 //! numbers without leading zeros). A line of the event that lacks the key field is not
 //! counted.
+//!
+//! What it computes: lines per event (`trace_stat/events`), hits and sums per key (a hist
+//! trigger's `hitcount` and `vals=`), and latencies between two events matched on a field
+//! (`sched_waking.pid` → `sched_switch.next_pid`), from the printed timestamps in µs.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -79,6 +83,15 @@ pub fn event_line(line: &str) -> Option<EventLine<'_>> {
     })
 }
 
+/// `SECS.USECS` → microseconds: `309.873611` → 309_873_611; `22.976` → 22_976_000.
+pub fn timestamp_us(ts: &str) -> Option<u64> {
+    let (secs, frac) = ts.split_once('.').unwrap_or((ts, ""));
+    if frac.len() > 6 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(secs.parse::<u64>().ok()? * 1_000_000 + format!("{frac:0<6}").parse::<u64>().ok()?)
+}
+
 /// How many lines of each event the trace holds (a `trace_stat/events`-style table).
 pub fn naive_event_counts(text: &str) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
@@ -128,6 +141,37 @@ pub fn naive_event_sum(
         }
         .unwrap_or_else(|e| panic!("{event}: {val_field}={raw} is not a number: {e}"));
         *out.entry(key).or_default() += val;
+    }
+    out
+}
+
+/// Latencies in microseconds between a `start` event and the next `end` event that carries
+/// the same value (`start_field` of the start, `end_field` of the end), per value, in trace
+/// order: the kernel's `onmatch` with a per-key timestamp variable, read once. A later start
+/// with the same value replaces a pending one; an end without a pending start is not a
+/// latency.
+pub fn naive_event_latency_us(
+    text: &str,
+    start: (&str, &str),
+    end: (&str, &str),
+) -> BTreeMap<String, Vec<u64>> {
+    let mut pending: BTreeMap<String, u64> = BTreeMap::new();
+    let mut out: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for ev in text.lines().filter_map(event_line) {
+        let ts = timestamp_us(ev.timestamp)
+            .unwrap_or_else(|| panic!("timestamp {:?} is not SECS.USECS", ev.timestamp));
+        // One line can be both (an event paired with itself): the end is read first.
+        if ev.name == end.0
+            && let Some(key) = ev.field(end.1)
+            && let Some(t0) = pending.remove(&key)
+        {
+            out.entry(key).or_default().push(ts - t0);
+        }
+        if ev.name == start.0
+            && let Some(key) = ev.field(start.1)
+        {
+            pending.insert(key, ts);
+        }
     }
     out
 }
