@@ -22,6 +22,9 @@
 //!   exit in the trace names its function, else only for functions that never appear as an
 //!   entry (leaves and named exit-only calls). A raw exit whose `rettime` is below its
 //!   `calltime` leaves its function's time unchecked.
+//! - **Open at the end**: the entries still on a stack when the trace ends, per function;
+//!   compared with the JSON's `open_at_end` when the document has that field and no entry in
+//!   the trace was left without its exit (then the count would be ambiguous).
 //!
 //! Each trace is its own test. The traces on which replay does not follow these rules yet are
 //! marked `#[ignore]` with that reason; `cargo test --test replay_real -- --include-ignored`
@@ -38,6 +41,9 @@ struct Naive {
     hits: BTreeMap<String, u64>,
     /// Time per function in ns, for the functions whose time is checked.
     time: BTreeMap<String, u128>,
+    /// Calls still open at the end, per function; `None` where an entry was left without its
+    /// exit inside the trace (lost events, elisions), which makes that count ambiguous.
+    open: Option<BTreeMap<String, u64>>,
 }
 
 struct Open {
@@ -52,6 +58,7 @@ struct Reader {
     entries: BTreeSet<String>,
     unchecked: BTreeSet<String>,
     anonymous_exits: bool,
+    abandoned: bool,
     stacks: HashMap<String, Vec<Open>>,
 }
 
@@ -70,11 +77,20 @@ impl Reader {
         }
     }
 
+    /// The open entries of `key`, without those `keep` rejects: a line at some depth closes
+    /// what is deeper, and an entry closed that way never had its exit.
+    fn keep_open(&mut self, key: &str, keep: impl Fn(&Open) -> bool) -> &mut Vec<Open> {
+        let stack = self.stacks.entry(key.to_owned()).or_default();
+        let before = stack.len();
+        stack.retain(keep);
+        self.abandoned |= stack.len() != before;
+        stack
+    }
+
     fn entry(&mut self, key: &str, name: &str, depth: u64) {
         self.hit(name);
         self.entries.insert(name.to_owned());
-        let stack = self.stacks.entry(key.to_owned()).or_default();
-        stack.retain(|o| o.depth < depth);
+        let stack = self.keep_open(key, |o| o.depth < depth);
         stack.push(Open {
             name: name.to_owned(),
             depth,
@@ -84,25 +100,23 @@ impl Reader {
     fn leaf(&mut self, key: &str, name: &str, depth: u64, ns: Option<u128>) {
         self.hit(name);
         self.add_time(name, ns);
-        let stack = self.stacks.entry(key.to_owned()).or_default();
-        stack.retain(|o| o.depth < depth);
+        self.keep_open(key, |o| o.depth < depth);
     }
 
     fn exit(&mut self, key: &str, named: Option<&str>, depth: u64, ns: Option<u128>) {
-        let stack = self.stacks.entry(key.to_owned()).or_default();
-        stack.retain(|o| o.depth <= depth);
-        let closes = stack
-            .last()
-            .is_some_and(|o| o.depth == depth && named.is_none_or(|n| n == o.name));
         if named.is_none() {
             self.anonymous_exits = true;
         }
+        let stack = self.keep_open(key, |o| o.depth <= depth);
+        let closes = stack
+            .last()
+            .is_some_and(|o| o.depth == depth && named.is_none_or(|n| n == o.name));
         if closes {
             let open = stack.pop().unwrap();
             self.add_time(&open.name, ns);
         } else if let Some(name) = named {
             // The entry lies before the window (or was lost): an exit-only call.
-            stack.retain(|o| o.depth < depth);
+            self.keep_open(key, |o| o.depth < depth);
             self.hit(name);
             self.add_time(name, ns);
         }
@@ -115,12 +129,21 @@ impl Reader {
             entries,
             unchecked,
             anonymous_exits,
-            ..
+            abandoned,
+            stacks,
         } = self;
         time.retain(|name, _| {
             !unchecked.contains(name) && (!anonymous_exits || !entries.contains(name))
         });
-        Naive { hits, time }
+        let mut open = BTreeMap::new();
+        for o in stacks.values().flatten() {
+            *open.entry(o.name.clone()).or_default() += 1;
+        }
+        Naive {
+            hits,
+            time,
+            open: (!abandoned).then_some(open),
+        }
     }
 }
 
@@ -316,10 +339,15 @@ fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
 }
 
-/// Hits, and time (`null` in function tracer mode), per function.
-type Replayed = (BTreeMap<String, u64>, BTreeMap<String, Option<u128>>);
+/// What `tracestat replay FILE --format json` reports per function.
+struct Replayed {
+    hits: BTreeMap<String, u64>,
+    /// `None` where the JSON has `null` (function tracer mode).
+    time: BTreeMap<String, Option<u128>>,
+    /// `open_at_end` per function (absent reads as 0), when the document reports it at all.
+    open: Option<BTreeMap<String, u64>>,
+}
 
-/// What `tracestat replay FILE --format json` reports.
 fn replayed(path: &Path) -> Result<Replayed, String> {
     let out = Command::new(env!("CARGO_BIN_EXE_tracestat"))
         .arg("replay")
@@ -336,17 +364,30 @@ fn replayed(path: &Path) -> Result<Replayed, String> {
     }
     let doc: serde_json::Value =
         serde_json::from_slice(&out.stdout).map_err(|e| format!("not one JSON object: {e}"))?;
-    let mut hits = BTreeMap::new();
-    let mut time = BTreeMap::new();
-    for f in doc["functions"].as_array().ok_or("no `functions` array")? {
+    let functions = doc["functions"].as_array().ok_or("no `functions` array")?;
+    let mut got = Replayed {
+        hits: BTreeMap::new(),
+        time: BTreeMap::new(),
+        open: functions
+            .iter()
+            .any(|f| f.get("open_at_end").is_some())
+            .then(BTreeMap::new),
+    };
+    for f in functions {
         let name = f["name"]
             .as_str()
             .ok_or("a function without a name")?
             .to_owned();
-        hits.insert(name.clone(), f["hits"].as_u64().ok_or("hits not a number")?);
-        time.insert(name, f["time_ns"].as_u64().map(u128::from));
+        let hits = f["hits"].as_u64().ok_or("hits not a number")?;
+        got.hits.insert(name.clone(), hits);
+        got.time
+            .insert(name.clone(), f["time_ns"].as_u64().map(u128::from));
+        let open = f["open_at_end"].as_u64().unwrap_or(0);
+        if let Some(map) = got.open.as_mut().filter(|_| open > 0) {
+            map.insert(name, open);
+        }
     }
-    Ok((hits, time))
+    Ok(got)
 }
 
 /// Every disagreement between the naive count and replay on one trace, one line each.
@@ -354,23 +395,35 @@ fn mismatches(rel: &str) -> Vec<String> {
     let path = data_dir().join(rel);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{rel}: {e}"));
     let exp = naive(&text);
-    let (hits, time) = match replayed(&path) {
+    let got = match replayed(&path) {
         Ok(got) => got,
         Err(e) => return vec![format!("{rel}: {e}")],
     };
     let mut out = Vec::new();
-    let names: BTreeSet<&String> = exp.hits.keys().chain(hits.keys()).collect();
+    let names: BTreeSet<&String> = exp.hits.keys().chain(got.hits.keys()).collect();
     for name in names {
-        let (e, g) = (exp.hits.get(name), hits.get(name));
+        let (e, g) = (exp.hits.get(name), got.hits.get(name));
         if e != g {
             out.push(format!("{rel}: {name}: hits expected {e:?}, got {g:?}"));
         }
     }
     for (name, e) in &exp.time {
-        match time.get(name) {
+        match got.time.get(name) {
             Some(Some(g)) if g == e => {}
             Some(g) => out.push(format!("{rel}: {name}: time_ns expected {e}, got {g:?}")),
             None => {} // already reported as a hits mismatch
+        }
+    }
+    // Calls open at the end: compared where both sides define them.
+    if let (Some(e), Some(g)) = (&exp.open, &got.open) {
+        let names: BTreeSet<&String> = e.keys().chain(g.keys()).collect();
+        for name in names {
+            let (e, g) = (e.get(name), g.get(name));
+            if e != g {
+                out.push(format!(
+                    "{rel}: {name}: open_at_end expected {e:?}, got {g:?}"
+                ));
+            }
         }
     }
     out
@@ -555,6 +608,7 @@ fn naive_counts_a_graph_by_the_rules() {
     );
     // An anonymous `}` is in the trace: functions seen as entries have no checked time.
     assert_eq!(n.time, map(&[("lost_entry", 2000), ("leaf", 1750)]));
+    assert_eq!(n.open, Some(map(&[("outer", 1), ("sleeper", 1)])));
 
     // Every exit named: all time is checked, and an exit of another name at the same depth is
     // a call of its own.
@@ -567,6 +621,8 @@ fn naive_counts_a_graph_by_the_rules() {
     let n = naive(text);
     assert_eq!(n.hits, map(&[("a", 1), ("b", 1), ("c", 1)]));
     assert_eq!(n.time, map(&[("a", 4000), ("c", 5000)]));
+    // `b` ended without its exit: how many calls are open at the end is then ambiguous.
+    assert_eq!(n.open, None);
 }
 
 /// Stacks follow the task: its TASK/PID column, or the context-switch lines (the lines
