@@ -520,6 +520,7 @@ real_traces! {
     real_kprobetrace => "real/kprobetrace.txt",
     #[ignore = "replay disagrees with the naive count"]
     real_lkml_graph_migration => "real/lkml-graph-migration.txt",
+    real_lkml_graph_abstime_proc_wrapped => "real/lkml-graph-abstime-proc-wrapped.txt",
     #[ignore = "replay disagrees with the naive count"]
     real_osnoise => "real/osnoise.txt",
     #[ignore = "replay disagrees with the naive count"]
