@@ -271,8 +271,11 @@ fn naive(text: &str) -> Naive {
         let raw_entry = t.contains("funcgraph_entry:") && t.contains(" func=");
         if raw_entry || (t.contains("funcgraph_exit:") && t.contains(" func=")) {
             let key = prefix_key.unwrap_or_default();
-            let func = field(t, "func").unwrap();
-            let depth: u64 = field(t, "depth").unwrap().parse().unwrap();
+            let (Some(func), Some(Ok(depth))) =
+                (field(t, "func"), field(t, "depth").map(str::parse::<u64>))
+            else {
+                continue;
+            };
             if raw_entry {
                 r.entry(&key, func, depth);
             } else {
@@ -309,12 +312,12 @@ fn naive(text: &str) -> Naive {
         let Some(cpu) = graph_cpu(head).map(str::to_owned) else {
             continue;
         };
-        // The TASK/PID column: the words after `CPU)` in the same field.
+        // The TASK/PID column: the rest of the field that starts with `CPU)` (names may hold
+        // spaces: `CPU 0/K-26296`).
         let column_key = head
             .split('|')
             .find(|f| f.trim_start().starts_with(&format!("{cpu})")))
-            .and_then(|f| f.trim_start()[cpu.len() + 1..].split_whitespace().next())
-            .and_then(|task| task_key(task, &cpu));
+            .and_then(|f| task_key(&f.trim_start()[cpu.len() + 1..], &cpu));
         let key = prefix_key
             .or(column_key)
             .or_else(|| running.get(&cpu).cloned())
@@ -636,10 +639,16 @@ fn naive_keeps_a_stack_per_task() {
  0)  kworker-12   |               |  worker() {
  0)  Xorg-1758    | ! 250.000 us  |  } /* _cond_resched */
  0)  kworker-12   |   1.000 us    |  }
+ 3)  CPU 0/K-26296 |               |  vcpu_run() {
+ 1)  CPU 0/K-26296 |   3.000 us    |  } /* vcpu_run */
 ";
     let n = naive(by_column);
-    // Keyed by CPU, the exit on CPU 0 would meet `worker` and count `_cond_resched` twice.
-    assert_eq!(n.hits, map(&[("_cond_resched", 1), ("worker", 1)]));
+    // Keyed by CPU, the exit on CPU 0 would meet `worker` and count `_cond_resched` twice;
+    // a task name with a space is still one task.
+    assert_eq!(
+        n.hits,
+        map(&[("_cond_resched", 1), ("worker", 1), ("vcpu_run", 1)])
+    );
 
     let by_switch = "\
  0)               |  first() {
