@@ -9,11 +9,15 @@
 //! (acquire), the data words, an acquire fence, then `pending`: if `pending == hits`, no
 //! update was in flight while the data was read, so the copy is exactly the state after
 //! `hits` updates (the fence pair makes any data write the reader saw imply that the
-//! reader also sees its `pending` bump). Otherwise the reader retries, up to
-//! [`READ_RETRIES`] times; a key hammered so hard that every retry overlaps a write is
-//! returned from the last attempt, whose values may then include parts of the updates in
-//! flight (never lost ones: every completed update is in it), and the snapshot counts it in
-//! [`Snapshot::torn`](super::Snapshot::torn).
+//! reader also sees its `pending` bump). Otherwise the reader retries: [`READ_RETRIES`]
+//! times spinning (an update takes nanoseconds), then yielding, then sleeping with a
+//! doubling pause, about 13 ms in all, because a writer preempted between its `pending`
+//! and its `hits` store (on a loaded machine, for a whole time slice) keeps the key
+//! inconsistent until it runs again. A key that is still inconsistent then (hammered so
+//! hard that every retry overlaps a write, or a writer descheduled for longer) is returned
+//! from the last attempt, whose values may include parts of the updates in flight (never
+//! lost ones: every completed update is in it), and the snapshot counts it in
+//! [`Snapshot::torn`](super::Snapshot::torn). Waiting is the reader's: writers never wait.
 //!
 //! Single-word cells (hit count only) skip `pending`: one word is always consistent.
 //!
@@ -34,8 +38,38 @@ use super::key::Key;
 use super::layout::Words;
 use super::snapshot::Row;
 
-/// How often a reader retries a key whose update overlapped its read.
+/// How often a reader retries a key whose update overlapped its read by spinning, before it
+/// yields and then sleeps between attempts (see the module docs).
 pub const READ_RETRIES: usize = 64;
+
+/// Attempts that yield the CPU, after the spinning ones.
+const YIELD_RETRIES: usize = 64;
+
+/// Pauses that sleep, after the yielding attempts: 100 µs doubling, 12.7 ms in all.
+const SLEEP_RETRIES: usize = 7;
+
+/// Waits before attempt `attempt + 1` at an inconsistent key; false when no attempt is left.
+fn backoff(attempt: usize) -> bool {
+    if attempt < READ_RETRIES {
+        crate::primitive::spin_hint();
+        return true;
+    }
+    // Under loom every wait is a yield, and the spinning attempts are all it gets: longer
+    // waits only multiply the schedules to explore.
+    if cfg!(loom) {
+        return false;
+    }
+    if attempt < READ_RETRIES + YIELD_RETRIES {
+        crate::primitive::thread::yield_now();
+        return true;
+    }
+    let k = attempt - READ_RETRIES - YIELD_RETRIES;
+    if k < SLEEP_RETRIES {
+        std::thread::sleep(std::time::Duration::from_micros(100 << k));
+        return true;
+    }
+    false
+}
 
 /// How a cell word is added to.
 pub(crate) trait Writer {
@@ -161,14 +195,13 @@ pub(crate) fn read(e: EntryRef<'_>, w: &Words, row: &mut Row) -> Read {
         }
         fence(Ordering::Acquire);
         let pending = e.word(w.pending).load(Ordering::Relaxed);
-        attempt += 1;
         if pending == hits {
             return Read::Consistent;
         }
-        if attempt >= READ_RETRIES {
+        if !backoff(attempt) {
             return Read::Torn;
         }
-        crate::primitive::spin_hint();
+        attempt += 1;
     }
 }
 

@@ -149,9 +149,10 @@ pub struct Snapshot {
     pub rows: Vec<Row>,
     /// Updates refused because a bounded table was full.
     pub dropped: u64,
-    /// Rows whose copy overlapped a concurrent update on every one of
-    /// [`READ_RETRIES`](super::READ_RETRIES) attempts: they hold every completed update and
-    /// possibly parts of those in flight. Zero when writers are quiet or single-word cells.
+    /// Rows whose copy overlapped a concurrent update on every attempt (spinning
+    /// [`READ_RETRIES`](super::READ_RETRIES) times, then yielding, then sleeping about
+    /// 13 ms): they hold every completed update and possibly parts of those in flight. Zero
+    /// when writers are quiet or single-word cells.
     pub torn: u64,
 }
 
