@@ -25,6 +25,8 @@ mod flat;
 mod key;
 mod layout;
 mod map;
+#[cfg(not(loom))]
+pub mod offline;
 pub mod render;
 mod shard;
 mod snapshot;

@@ -297,7 +297,7 @@ impl HistTrigger {
     }
 }
 
-fn write_bucket_block(
+pub(crate) fn write_bucket_block(
     out: &mut dyn Write,
     layout: &CellLayout,
     spec: &BucketSpec,

@@ -19,6 +19,8 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Parser, Subcommand, ValueEnum};
+
+mod hist;
 use tracestat::demo::{Hackbench, run_profiled};
 use tracestat::export::{self, Format, Profile};
 use tracestat::replay::{Reader, Replay, ReplayOptions, ReplaySummary, Sort, TraceMode};
@@ -49,6 +51,9 @@ enum Command {
     /// Replay an ftrace function or function_graph trace and print trace_stat/functions
     /// (function traces: Hit; function_graph traces: Hit, Time, Avg, s^2).
     Replay(ReplayArgs),
+    /// Kernel hist-trigger specs and latency histograms over the event lines of a saved
+    /// trace, printed as the kernel's hist file.
+    Hist(hist::HistArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -112,6 +117,13 @@ fn main() -> ExitCode {
             fds: fds.into(),
             loops: loops as usize,
         }),
+        Command::Hist(args) => match hist::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(msg) => {
+                eprintln!("tracestat hist: {msg}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Replay(args) => match replay(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {
