@@ -116,7 +116,14 @@ pub fn write_key(out: &mut dyn Write, name: &str, m: KeyModifier, v: KeyValue<'_
     match (m, v) {
         (_, KeyValue::Exec(pid, comm)) => write!(out, "{name}: {comm:<16}[{pid:>10}]"),
         (KeyModifier::Sym, KeyValue::Str(s)) => {
-            let bare = s.split_once('+').map_or(s, |(f, _)| f);
+            // `func+0x1c/0x60 [mod]` → `func [mod]`.
+            let bare = match s.split_once('+') {
+                Some((f, rest)) => match rest.find(' ') {
+                    Some(sp) => format!("{f}{}", &rest[sp..]),
+                    None => f.to_owned(),
+                },
+                None => s.to_owned(),
+            };
             write!(out, "{name}: {bare:<45}")
         }
         (KeyModifier::SymOffset, KeyValue::Str(s)) => write!(out, "{name}: {s:<55}"),

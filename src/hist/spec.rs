@@ -5,7 +5,7 @@
 //! ```text
 //! spec    := ["hist:"] clause (":" clause)* ["\n"]
 //! clause  := ("keys" | "key") "=" key ("," key)*          1 to 3 keys
-//!          | ("vals" | "values") "=" field ("," field)*  0 to 3 values; "hitcount" is implied
+//!          | ("vals" | "val" | "values") "=" field ("," field)*  0 to 3 values; "hitcount" is implied
 //!          | "sort=" sortkey ("," sortkey)*              at most 2
 //!          | "size=" N                                    power of two in 128..=131072
 //!          | "name=" ident                                share one table between definitions
@@ -423,7 +423,7 @@ impl HistSpec {
                         spec.keys.push(key(item, p)?);
                     }
                 }
-                ("vals" | "values", Some(v)) => {
+                ("vals" | "val" | "values", Some(v)) => {
                     once(1)?;
                     for (item, p) in split(v, vpos, ',') {
                         let f = field(item, p)?;
