@@ -52,6 +52,7 @@
 
 pub mod branch;
 pub mod control;
+pub mod diff;
 pub mod dispatch;
 pub mod filter;
 pub mod format;
@@ -69,6 +70,7 @@ pub(crate) mod thread;
 pub mod tracing_layer;
 
 pub use control::install;
+pub use diff::{DiffRow, DiffSort, FunctionSnapshot, ProfileDiff, RunStats, diff};
 pub use dispatch::ScopeGuard;
 pub use filter::{FilterError, FilterHash, Hashes};
 pub use ftrace::Ftrace;

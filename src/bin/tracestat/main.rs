@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+mod diff;
 mod hist;
 use tracestat::demo::{Hackbench, run_profiled};
 use tracestat::export::{self, Format, Profile};
@@ -54,6 +55,9 @@ enum Command {
     /// Kernel hist-trigger specs and latency histograms over the event lines of a saved
     /// trace, printed as the kernel's hist file.
     Hist(hist::HistArgs),
+    /// Per-function changes between two runs (traces, tracestat JSON, or trace_stat/functions
+    /// text): hits, time and average in both, the change and the change in percent.
+    Diff(diff::DiffArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -117,6 +121,13 @@ fn main() -> ExitCode {
             fds: fds.into(),
             loops: loops as usize,
         }),
+        Command::Diff(args) => match diff::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(msg) => {
+                eprintln!("tracestat diff: {msg}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Hist(args) => match hist::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {
