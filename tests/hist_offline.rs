@@ -831,3 +831,61 @@ fn cli_text_json_and_errors() {
     assert_eq!(code, 1);
     assert!(err.contains("cannot read /nonexistent/trace"), "{err}");
 }
+
+// ---- no panic on arbitrary input ---------------------------------------------------------
+
+mod arbitrary {
+    use proptest::prelude::*;
+    use tracestat::hist::offline::OfflineHist;
+
+    const SAMPLES: &[&str] = &[
+        "     kworker/0:1-59    [000] d..3   136.677025: sched_switch: prev_comm=kworker/0:1 prev_pid=59 prev_prio=120 prev_state=S ==> next_comm=bash next_pid=1998 next_prio=120",
+        "  <idle>-0       2d.h4    1us : sched_waking: comm=sleep pid=5882 prio=94 success=1 target_cpu=002",
+        "bash-1234  [001]  1234.567890: sched_switch: bash:1234 [120] S ==> swapper/1:0 [120]",
+        "           cksum-12994 [000] d... 7269913.317924: block_rq_issue: 202,1 R 0 () 9357056 + 72 [cksum]",
+        "       trace-cmd-16131 [000] 158126.498411: kmalloc: call_site=811223c5 ptr=0xffff88003ecf2b40 bytes_req=272",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        /// Sample lines with bytes replaced, inserted or cut, through every spec kind.
+        #[test]
+        fn mutated_lines_never_panic(
+            picks in proptest::collection::vec((0..SAMPLES.len(), 0usize..200, any::<u8>(), 0u8..3), 1..20),
+            spec in "[a-z_=:.,0-9]{0,40}",
+            latency in "[a-z_=.]{0,30}",
+        ) {
+            let mut trace = Vec::new();
+            for (i, at, byte, op) in picks {
+                let mut line = SAMPLES[i].as_bytes().to_vec();
+                let at = at.min(line.len());
+                match op {
+                    0 => line.insert(at, byte),
+                    1 if at < line.len() => line[at] = byte,
+                    _ => line.truncate(at),
+                }
+                trace.extend(line);
+                trace.push(b'\n');
+            }
+            let mut h = OfflineHist::new();
+            let _ = h.add_spec(&format!("sched_switch:{spec}"));
+            let _ = h.add_spec("sched_switch:keys=next_comm.sym,prev_pid.execname:vals=next_prio");
+            let _ = h.add_spec("kmalloc:keys=call_site.sym-offset,bytes_req.log2:vals=bytes_req");
+            let _ = h.add_spec("block_rq_issue:keys=dev,rwbs:vals=nr_sector:size=128");
+            let _ = h.add_latency(&latency, 128);
+            let _ = h.add_latency("sched_waking.pid=sched_switch.next_pid", 128);
+            h.read(&trace[..], || false).unwrap();
+            let l = h.lines();
+            prop_assert_eq!(l.lines, l.comments + l.events + l.other + l.too_long + l.not_utf8);
+            let mut s = String::new();
+            h.render(&mut s).unwrap();
+            for t in h.tables() {
+                let (rows, (hits, entries, dropped)) = t.rows();
+                prop_assert_eq!(rows.len(), entries);
+                let sk = t.skipped();
+                prop_assert_eq!(hits + dropped + sk.missing_field + sk.not_numeric, t.events());
+            }
+        }
+    }
+}
