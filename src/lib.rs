@@ -24,7 +24,7 @@
 //!   the function and branch profilers on it. Instrument a function with
 //!   `#[tracestat::traced]` (or a block with [`traced_block!`]); register an
 //!   [`profile::FtraceOps`] on [`profile::Ftrace::global`]. Compare two runs with
-//!   [`profile::FunctionProfiler::snapshot`] and [`profile::diff`].
+//!   [`profile::FunctionProfiler::snapshot`] and [`profile::diff()`].
 //!
 //! ## Your own stat file in a few lines
 //!

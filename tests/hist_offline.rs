@@ -16,7 +16,10 @@ use tracestat::hist::offline::{KeyText, OfflineHist, OfflineSpecError};
 /// ends with `:`; the cpu is the `[NNN]` token, else the leading digits of the token before
 /// the timestamp. Fields are `name=value` tokens, a value running on over tokens without
 /// `=` up to `==>`.
-fn naive_line(line: &str) -> Option<(u64, String, Vec<(String, String)>)> {
+/// `name=value` pairs of one line.
+type NaiveFields = Vec<(String, String)>;
+
+fn naive_line(line: &str) -> Option<(u64, String, NaiveFields)> {
     if line.trim_start().starts_with('#') {
         return None;
     }
@@ -147,7 +150,7 @@ fn every_event_trace_matches_a_naive_count() {
     for path in data_files() {
         let text = fs::read_to_string(&path).unwrap_or_default();
         // event -> field -> values in order.
-        let mut events: BTreeMap<String, Vec<(u64, Vec<(String, String)>)>> = BTreeMap::new();
+        let mut events: BTreeMap<String, Vec<(u64, NaiveFields)>> = BTreeMap::new();
         for line in text.lines() {
             if let Some((cpu, ev, fields)) = naive_line(line) {
                 events.entry(ev).or_default().push((cpu, fields));

@@ -6,7 +6,7 @@
 //! [`OfflineHist`] holds one [`Table`] per `EVENT:spec` and one [`Latency`] per latency
 //! spec. Each line is classified once (`line.rs`: comment, event, or other); an event
 //! line's body is split into fields only when some table or latency wants that event, into
-//! one reused buffer. Tables reuse the live triggers' pieces: [`HistSpec`] parsing and
+//! one reused buffer. Tables reuse the live triggers' pieces: [`HistSpec`](super::HistSpec) parsing and
 //! binding, the bounded [`HashHist`](super::HashHist), and the hist-file renderer, so the
 //! text is the kernel's `hist` file byte for byte (`# event histogram`, `# trigger info:`,
 //! rows, `Totals:`, `Hits:`, `Entries:`, `Dropped:`); several tables are separated by two
