@@ -1,7 +1,7 @@
 //! `tracestat diff A B`: per-function changes between two runs.
 
 use std::fs::File;
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use clap::ValueEnum;
@@ -149,14 +149,8 @@ pub fn run(args: &DiffArgs) -> Result<(), String> {
     if let Some(dir) = &args.pprof {
         write_pprof(dir, &before, &after)?;
     }
-    let mut out = io::BufWriter::new(io::stdout().lock());
-    let written = match args.format {
-        DiffFormat::Text => {
-            let mut text = String::new();
-            d.render(&mut text)
-                .map_err(|_| "cannot format the output".to_owned())?;
-            out.write_all(text.as_bytes())
-        }
+    super::hist::write_stdout(|out| match args.format {
+        DiffFormat::Text => super::hist::write_text(out, |s| d.render(s)),
         #[cfg(feature = "json")]
         DiffFormat::Json => {
             #[derive(serde::Serialize)]
@@ -166,27 +160,19 @@ pub fn run(args: &DiffArgs) -> Result<(), String> {
                 #[serde(flatten)]
                 diff: &'a tracestat::profile::ProfileDiff,
             }
-            serde_json::to_writer(
-                &mut out,
-                &Doc {
-                    schema: "tracestat.diff",
-                    version: tracestat::export::SCHEMA_VERSION,
-                    diff: &d,
-                },
-            )
-            .map_err(io::Error::from)
-            .and_then(|()| out.write_all(b"\n"))
+            let doc = Doc {
+                schema: "tracestat.diff",
+                version: tracestat::export::SCHEMA_VERSION,
+                diff: &d,
+            };
+            serde_json::to_writer(&mut *out, &doc).map_err(io::Error::from)?;
+            out.write_all(b"\n")
         }
         #[cfg(not(feature = "json"))]
-        DiffFormat::Json => {
-            return Err("this build has no json output (its cargo feature is off)".into());
-        }
-    };
-    match written.and_then(|()| out.flush()) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(format!("cannot write the output: {e}")),
-    }
+        DiffFormat::Json => Err(io::Error::other(
+            "this build has no json output (its cargo feature is off)",
+        )),
+    })
 }
 
 #[cfg(feature = "pprof")]

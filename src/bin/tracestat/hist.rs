@@ -84,26 +84,15 @@ pub fn run(args: &HistArgs) -> Result<(), String> {
         hist.read(BufReader::with_capacity(1 << 16, file), stop)
     };
     read.map_err(|e| format!("cannot read {name}: {e}"))?;
-    let mut out = io::BufWriter::new(io::stdout().lock());
-    let written = match args.format {
-        HistFormat::Text => {
-            let mut text = String::new();
-            hist.render(&mut text)
-                .map_err(|_| "cannot format the output".to_owned())?;
-            out.write_all(text.as_bytes())
-        }
+    write_stdout(|out| match args.format {
+        HistFormat::Text => write_text(out, |s| hist.render(s)),
         #[cfg(feature = "json")]
-        HistFormat::Json => tracestat::hist::offline::write_json(&hist, &mut out),
+        HistFormat::Json => tracestat::hist::offline::write_json(&hist, out),
         #[cfg(not(feature = "json"))]
-        HistFormat::Json => {
-            return Err("this build has no json output (its cargo feature is off)".into());
-        }
-    };
-    match written.and_then(|()| out.flush()) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
-        Err(e) => return Err(format!("cannot write the output: {e}")),
-    }
+        HistFormat::Json => Err(io::Error::other(
+            "this build has no json output (its cargo feature is off)",
+        )),
+    })?;
     if !args.quiet {
         eprintln!("tracestat hist: {name}: {}", hist.report());
     }
@@ -111,4 +100,25 @@ pub fn run(args: &HistArgs) -> Result<(), String> {
         return Err(format!("{name}: no event lines ({})", hist.report()));
     }
     Ok(())
+}
+
+/// Renders text with `render` and writes it to `out`.
+pub fn write_text(
+    out: &mut dyn Write,
+    render: impl FnOnce(&mut String) -> std::fmt::Result,
+) -> io::Result<()> {
+    let mut text = String::new();
+    render(&mut text).map_err(|_| io::Error::other("cannot format the output"))?;
+    out.write_all(text.as_bytes())
+}
+
+/// Runs `write` on buffered standard output and flushes it; a closed pipe
+/// (`tracestat ... | head`) is not an error of ours.
+pub fn write_stdout(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), String> {
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    match write(&mut out).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(format!("cannot write the output: {e}")),
+    }
 }
