@@ -892,3 +892,37 @@ mod arbitrary {
         }
     }
 }
+
+#[test]
+fn string_sort_keys_and_bucket_histograms() {
+    let data = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/ftrace-events-instances.txt"
+    );
+    let text = fs::read_to_string(data).unwrap();
+    let h = run(
+        &text,
+        &[
+            "sched_switch:keys=prev_state:sort=prev_state.descending".into(),
+            "sched_wakeup:keys=target_cpu:vals=prio:hist=prio.lhist(0,200,50):sort=target_cpu"
+                .into(),
+        ],
+    );
+    let out = render(&h);
+    let rows: Vec<&str> = out.lines().filter(|l| l.starts_with('{')).collect();
+    assert_eq!(
+        rows,
+        [
+            format!("{{ prev_state: {:<50} }} hitcount:          2", "S"),
+            format!("{{ prev_state: {:<50} }} hitcount:          1", "R+"),
+            format!("{{ prev_state: {:<50} }} hitcount:          1", "R"),
+            "{ target_cpu:          0 } hitcount:          4  prio:        480".into(),
+            "{ target_cpu:          1 } hitcount:          1  prio:        120".into(),
+            "{ target_cpu:          3 } hitcount:          1  prio:        120".into(),
+        ]
+    );
+    assert!(
+        out.contains(&format!("[100, 150){:>14} |{}|\n", 4, "@".repeat(52))),
+        "{out}"
+    );
+}

@@ -89,6 +89,21 @@ fn tokens(s: &str) -> impl Iterator<Item = (usize, &str)> {
     })
 }
 
+/// The most tokens a positional form has (the block layer's, with room for later columns).
+const MAX_POSITIONAL: usize = 16;
+
+/// Up to [`MAX_POSITIONAL`] tokens of `s` in a fixed array (no allocation), and how many;
+/// `None` when there are more.
+fn few_tokens(s: &str) -> Option<([(usize, &str); MAX_POSITIONAL], usize)> {
+    let mut out = [(0, ""); MAX_POSITIONAL];
+    let mut n = 0;
+    for t in tokens(s) {
+        *out.get_mut(n)? = t;
+        n += 1;
+    }
+    Some((out, n))
+}
+
 fn is_ident(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
@@ -329,10 +344,16 @@ impl Fields {
         let Some(arrow) = body.find(" ==> ") else {
             return;
         };
-        let left: Vec<(usize, &str)> = tokens(&body[..arrow]).collect();
+        let Some((left, nl)) = few_tokens(&body[..arrow]) else {
+            return;
+        };
+        let left = &left[..nl];
         let right_at = arrow + 5;
-        let right: Vec<(usize, &str)> = tokens(&body[right_at..]).collect();
-        let ok = match left.as_slice() {
+        let Some((right, nr)) = few_tokens(&body[right_at..]) else {
+            return;
+        };
+        let right = &right[..nr];
+        let ok = match left {
             [(a, c), (b, p), rest @ ..] if rest.len() <= 1 => {
                 let ok =
                     self.comm_pid(*a, c, "prev_comm", "prev_pid") && self.prio(*b, p, "prev_prio");
@@ -344,7 +365,7 @@ impl Fields {
             _ => false,
         };
         let ok = ok
-            && match right.as_slice() {
+            && match right {
                 [(a, c), (b, p)] => {
                     self.comm_pid(right_at + a, c, "next_comm", "next_pid")
                         && self.prio(right_at + b, p, "next_prio")
@@ -358,8 +379,11 @@ impl Fields {
 
     /// trace-cmd: `comm:pid [prio] [success=1] CPU:NNN`.
     fn wakeup(&mut self, body: &str) {
-        let toks: Vec<(usize, &str)> = tokens(body).collect();
-        let ok = match toks.as_slice() {
+        let Some((toks, n)) = few_tokens(body) else {
+            return;
+        };
+        let toks = &toks[..n];
+        let ok = match toks {
             [(a, c), (b, p), .., (z, cpu)] => {
                 let ok = self.comm_pid(*a, c, "comm", "pid") && self.prio(*b, p, "prio");
                 if let Some(&(at, t)) = toks.iter().find(|(_, t)| t.starts_with("success=")) {
@@ -381,7 +405,10 @@ impl Fields {
 
     /// `dev rwbs [bytes] (cmd) sector + nr_sector [comm or error]`.
     fn block_rq(&mut self, body: &str) {
-        let toks: Vec<(usize, &str)> = tokens(body).collect();
+        let Some((toks, n)) = few_tokens(body) else {
+            return;
+        };
+        let toks = &toks[..n];
         let Some(plus) = toks.iter().position(|&(_, t)| t == "+") else {
             return;
         };

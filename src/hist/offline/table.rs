@@ -115,6 +115,20 @@ impl Strings {
     }
 }
 
+/// `n` in decimal, written into `buf` (no allocation).
+fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &str {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    core::str::from_utf8(&buf[i..]).unwrap_or("")
+}
+
 /// Cuts `s` to at most [`MAX_KEY_STR`] bytes at a character boundary.
 fn cut(s: &str) -> &str {
     if s.len() <= MAX_KEY_STR {
@@ -315,7 +329,8 @@ impl Table {
                     id
                 }
                 (Kind::Str, _, Value::Num(n)) => {
-                    let (id, new) = strings.intern(&n.to_string());
+                    let mut buf = [0u8; 20];
+                    let (id, new) = strings.intern(decimal(n, &mut buf));
                     fresh += usize::from(new);
                     id
                 }
@@ -462,5 +477,21 @@ impl Table {
         }
         let hits = rows.iter().map(|r| r.hits).fold(0, u64::wrapping_add);
         render::write_totals(out, hits, rows.len(), dropped)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal_and_cut() {
+        let mut b = [0u8; 20];
+        assert_eq!(decimal(0, &mut b), "0");
+        assert_eq!(decimal(1998, &mut b), "1998");
+        assert_eq!(decimal(u64::MAX, &mut b), "18446744073709551615");
+        let long = "é".repeat(200);
+        assert_eq!(cut(&long).len(), 256);
+        assert_eq!(cut("bash"), "bash");
     }
 }
