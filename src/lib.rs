@@ -15,14 +15,16 @@
 //!   `trace_stat/<name>` through the tracefs-like [`stat::Tracefs`], beside control files
 //!   that take `echo 1 > file`-style writes with the kernel's parsing rules.
 //! - [`hist`] — the generic histogram behind every provider: a lock-free, epoch-reclaimed
-//!   hash table from keys to per-key statistics.
+//!   hash table from keys to per-key statistics; hist-trigger specs live on event sources,
+//!   or offline over a saved trace's event lines (`hist::offline`).
 //! - [`export`] — stats leave the process: JSON (versioned schema), pprof, folded stacks for
 //!   flame graphs, OpenMetrics / Prometheus text, all written from one neutral data model,
 //!   [`export::Profile`].
 //! - [`profile`] — the ftrace-compatible hook interface (call sites, ops, filter hashes) and
 //!   the function and branch profilers on it. Instrument a function with
 //!   `#[tracestat::traced]` (or a block with [`traced_block!`]); register an
-//!   [`profile::FtraceOps`] on [`profile::Ftrace::global`].
+//!   [`profile::FtraceOps`] on [`profile::Ftrace::global`]. Compare two runs with
+//!   [`profile::FunctionProfiler::snapshot`] and [`profile::diff()`].
 //!
 //! ## Your own stat file in a few lines
 //!

@@ -52,7 +52,7 @@ fn append_adds_replace_replaces_and_commands_apply() {
     assert_eq!(src.triggers().len(), 2);
     // The same table again is refused, and changes nothing.
     let e = spec_error(fs.append(path, b"keys=call_site").unwrap_err());
-    assert_eq!(e.kind, SpecErrorKind::Duplicate);
+    assert_eq!(e.kind, SpecErrorKind::Exists);
     assert_eq!(src.triggers().len(), 2);
     src.record(&[1, 1000, 1024]);
     fs.append(path, b"keys=call_site:pause").unwrap();
@@ -75,7 +75,11 @@ fn append_adds_replace_replaces_and_commands_apply() {
         text.contains("{ bytes_req: ~ 2^9  } hitcount:          3\n"),
         "{text}"
     );
-    fs.append(path, b"!keys=bytes_req.log2").unwrap();
+    // Removal names the trigger as it was written (the kernel matches the sort keys too).
+    let e = spec_error(fs.append(path, b"!keys=bytes_req.log2").unwrap_err());
+    assert_eq!((e.kind, e.pos), (SpecErrorKind::NoSuchTrigger, 1));
+    fs.append(path, b"!keys=bytes_req.log2:sort=bytes_req")
+        .unwrap();
     assert_eq!(src.triggers().len(), 1);
     let e = spec_error(fs.append(path, b"!keys=bytes_req.log2").unwrap_err());
     assert_eq!((e.kind, e.pos), (SpecErrorKind::NoSuchTrigger, 1));
@@ -105,7 +109,7 @@ fn bad_specs_are_typed_positioned_and_change_nothing() {
             40,
         ),
         ("keys=call_site:size=100", SpecErrorKind::BadSize, 20),
-        ("keys=call_site.hex", SpecErrorKind::BadModifier, 15),
+        ("keys=call_site.frob", SpecErrorKind::BadModifier, 15),
         ("keys=call_site:frob", SpecErrorKind::UnknownClause, 15),
     ] {
         let e = spec_error(fs.write(path, spec.as_bytes()).unwrap_err());
@@ -197,5 +201,60 @@ fn plain_table_as_stat_file() {
 { key0:          1, key1:          2 } hitcount:          2  val0:         20\n"
         ),
         "{text}"
+    );
+}
+
+#[test]
+fn triggers_differing_only_in_sort_or_modifiers_are_distinct() {
+    let (fs, src) = setup();
+    let path = "events/kmem/kmalloc/hist";
+    fs.write(path, b"hist:keys=call_site:vals=bytes_req:sort=bytes_req")
+        .unwrap();
+    // Another sort order is another trigger (the kernel's hist_trigger_match).
+    fs.append(
+        path,
+        b"hist:keys=call_site:vals=bytes_req:sort=hitcount.descending",
+    )
+    .unwrap();
+    // So is another key modifier.
+    fs.append(
+        path,
+        b"hist:keys=call_site.hex:vals=bytes_req:sort=bytes_req",
+    )
+    .unwrap();
+    assert_eq!(src.triggers().len(), 3);
+    // The same trigger again (sort=hitcount is the default sort) is refused as existing.
+    fs.append(path, b"hist:keys=bytes_req").unwrap();
+    let e = spec_error(
+        fs.append(path, b"hist:keys=bytes_req:sort=hitcount")
+            .unwrap_err(),
+    );
+    assert_eq!(e.kind, SpecErrorKind::Exists);
+    assert_eq!(
+        e.to_string().split('\'').next(),
+        Some("hist trigger already exists ")
+    );
+    assert_eq!(src.triggers().len(), 4);
+    // Removal matches on the sort too: the descending one goes, the others stay.
+    fs.append(
+        path,
+        b"!hist:keys=call_site:vals=bytes_req:sort=hitcount.descending",
+    )
+    .unwrap();
+    let infos: Vec<String> = src.triggers().iter().map(|t| t.def().info()).collect();
+    assert_eq!(
+        infos,
+        [
+            "hist:keys=call_site:vals=hitcount,bytes_req:sort=bytes_req:size=2048",
+            "hist:keys=call_site.hex:vals=hitcount,bytes_req:sort=bytes_req:size=2048",
+            "hist:keys=bytes_req:vals=hitcount:sort=hitcount:size=2048",
+        ]
+    );
+    src.record(&[0xffff_8800_1234, 7, 8]);
+    let mut s = String::new();
+    src.triggers()[1].render(&mut s).unwrap();
+    assert!(
+        s.contains("{ call_site: ffff88001234 } hitcount:          1  bytes_req:          7\n"),
+        "{s}"
     );
 }

@@ -17,6 +17,8 @@
 //! - [`HistSpec`] (`spec.rs`): the hist-trigger spec language with typed, positioned errors.
 //! - [`EventSource`] / [`HistTrigger`] (`trigger.rs`): histograms created from specs on an
 //!   event source, its `hist` control file, and their stat files; text in `render.rs`.
+//! - [`offline`]: the same specs over the event lines of a saved trace (`tracestat hist`),
+//!   string keys interned per table, and latency histograms between two events.
 
 mod arena;
 mod buckets;
@@ -25,6 +27,8 @@ mod flat;
 mod key;
 mod layout;
 mod map;
+#[cfg(not(loom))]
+pub mod offline;
 pub mod render;
 mod shard;
 mod snapshot;

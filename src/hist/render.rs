@@ -90,13 +90,64 @@ pub fn write_row(
         if i > 0 {
             out.write_str(", ")?;
         }
-        let v = row.key.0[i];
-        match m {
-            KeyModifier::None => write!(out, "{name}: {v:>10}")?,
-            KeyModifier::Log2 => write!(out, "{name}: ~ 2^{v:<2}")?,
-            KeyModifier::Buckets(n) => write!(out, "{name}: ~ {v}-{}", v.saturating_add(n - 1))?,
+        write_key(out, name, *m, KeyValue::Num(row.key.0[i]))?;
+    }
+    write_counts(out, vals, row)
+}
+
+/// What a key field holds, for [`write_key`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyValue<'a> {
+    /// A number (after the modifier was applied).
+    Num(u64),
+    /// A string field's text, or a symbol known only by its text.
+    Str(&'a str),
+    /// A pid with the command name that `.execname` shows.
+    Exec(u64, &'a str),
+}
+
+/// One `name: value` key in the kernel's layout for its modifier: `%10llu` plain numbers,
+/// `%-50s` strings, `%llx` for `.hex`, `[%llx] %-45ps` for `.sym` (`%-55pS` for
+/// `.sym-offset`; with no symbol table the symbol is `0x` and the address, as the kernel
+/// prints an address it cannot resolve), `%-16s[%10llu]` for `.execname`, `~ 2^%-2llu`
+/// for `.log2`, `~ lo-hi` for `.buckets=N`. A symbol known only by its text (a trace
+/// prints `call_site=func+0x1c/0x60`) is shown as that text, without the address.
+pub fn write_key(out: &mut dyn Write, name: &str, m: KeyModifier, v: KeyValue<'_>) -> fmt::Result {
+    match (m, v) {
+        (_, KeyValue::Exec(pid, comm)) => write!(out, "{name}: {comm:<16}[{pid:>10}]"),
+        (KeyModifier::Sym, KeyValue::Str(s)) => {
+            // `func+0x1c/0x60 [mod]` → `func [mod]`.
+            let bare = match s.split_once('+') {
+                Some((f, rest)) => match rest.find(' ') {
+                    Some(sp) => format!("{f}{}", &rest[sp..]),
+                    None => f.to_owned(),
+                },
+                None => s.to_owned(),
+            };
+            write!(out, "{name}: {bare:<45}")
+        }
+        (KeyModifier::SymOffset, KeyValue::Str(s)) => write!(out, "{name}: {s:<55}"),
+        (_, KeyValue::Str(s)) => write!(out, "{name}: {s:<50}"),
+        (KeyModifier::Log2, KeyValue::Num(v)) => write!(out, "{name}: ~ 2^{v:<2}"),
+        (KeyModifier::Buckets(n), KeyValue::Num(v)) => {
+            write!(out, "{name}: ~ {v}-{}", v.saturating_add(n - 1))
+        }
+        (KeyModifier::Hex, KeyValue::Num(v)) => write!(out, "{name}: {v:x}"),
+        (KeyModifier::Sym, KeyValue::Num(v)) => {
+            write!(out, "{name}: [{v:x}] {:<45}", format!("0x{v:x}"))
+        }
+        (KeyModifier::SymOffset, KeyValue::Num(v)) => {
+            write!(out, "{name}: [{v:x}] {:<55}", format!("0x{v:x}"))
+        }
+        (KeyModifier::Execname, KeyValue::Num(v)) => write!(out, "{name}: {:<16}[{v:>10}]", ""),
+        (KeyModifier::None | KeyModifier::Usecs, KeyValue::Num(v)) => {
+            write!(out, "{name}: {v:>10}")
         }
     }
+}
+
+/// The part of a row after the key: ` } hitcount: %10llu` then `  <val>: %10llu` per value.
+pub fn write_counts(out: &mut dyn Write, vals: &[&str], row: &Row) -> fmt::Result {
     write!(out, " }} hitcount: {:>10}", row.hits)?;
     for (i, name) in vals.iter().enumerate() {
         write!(out, "  {name}: {:>10}", row.vals[i])?;

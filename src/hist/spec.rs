@@ -5,13 +5,14 @@
 //! ```text
 //! spec    := ["hist:"] clause (":" clause)* ["\n"]
 //! clause  := ("keys" | "key") "=" key ("," key)*          1 to 3 keys
-//!          | ("vals" | "values") "=" field ("," field)*  0 to 3 values; "hitcount" is implied
+//!          | ("vals" | "val" | "values") "=" field ("," field)*  0 to 3 values; "hitcount" is implied
 //!          | "sort=" sortkey ("," sortkey)*              at most 2
 //!          | "size=" N                                    power of two in 128..=131072
 //!          | "name=" ident                                share one table between definitions
 //!          | "hist=" field "." bucket                     a bucket histogram of one value
 //!          | "pause" | "cont" | "continue" | "clear"
-//! key     := ident ("." ("log2" | "buckets=" N))?
+//! key     := ident ("." modifier)?
+//! modifier:= "log2" | "buckets=" N | "hex" | "sym" | "sym-offset" | "execname" | "usecs"
 //! sortkey := ident ("." ("ascending" | "descending"))?
 //! bucket  := "log2" | "log2(" K ")" | "lhist(" MIN "," MAX "," STEP ")"
 //! ident   := [A-Za-z_][A-Za-z0-9_]*
@@ -42,6 +43,16 @@ pub enum KeyModifier {
     Log2,
     /// `.buckets=N`: `value / N * N`, shown as `~ lo-hi`.
     Buckets(u64),
+    /// `.hex`: the value itself, shown in hexadecimal.
+    Hex,
+    /// `.sym`: an address, shown as `[addr] symbol` (the symbol without its offset).
+    Sym,
+    /// `.sym-offset`: an address, shown as `[addr] symbol+offset/size`.
+    SymOffset,
+    /// `.execname`: a pid, shown with the command name of the task that created the entry.
+    Execname,
+    /// `.usecs`: a nanosecond timestamp (`common_timestamp`) in microseconds.
+    Usecs,
 }
 
 impl KeyModifier {
@@ -52,6 +63,26 @@ impl KeyModifier {
             KeyModifier::None => v,
             KeyModifier::Log2 => u64::from(v.checked_ilog2().unwrap_or(0)),
             KeyModifier::Buckets(n) => v / n * n,
+            KeyModifier::Usecs => v / 1000,
+            KeyModifier::Hex
+            | KeyModifier::Sym
+            | KeyModifier::SymOffset
+            | KeyModifier::Execname => v,
+        }
+    }
+
+    /// The modifier as the spec writes it after the field name (`.log2`, `.buckets=10`, ...;
+    /// empty for none).
+    pub fn suffix(&self) -> String {
+        match *self {
+            KeyModifier::None => String::new(),
+            KeyModifier::Log2 => ".log2".to_owned(),
+            KeyModifier::Buckets(n) => format!(".buckets={n}"),
+            KeyModifier::Hex => ".hex".to_owned(),
+            KeyModifier::Sym => ".sym".to_owned(),
+            KeyModifier::SymOffset => ".sym-offset".to_owned(),
+            KeyModifier::Execname => ".execname".to_owned(),
+            KeyModifier::Usecs => ".usecs".to_owned(),
         }
     }
 }
@@ -156,6 +187,8 @@ pub enum SpecErrorKind {
     Incompatible,
     /// A `!spec` removal that matches no attached trigger.
     NoSuchTrigger,
+    /// A trigger with the same keys, values, sort keys, modifiers and name is attached.
+    Exists,
 }
 
 impl SpecErrorKind {
@@ -181,6 +214,7 @@ impl SpecErrorKind {
             SpecErrorKind::BadSortField => "sort key is not hitcount, a key or a value",
             SpecErrorKind::Incompatible => "named histogram has other keys or values",
             SpecErrorKind::NoSuchTrigger => "no such hist trigger",
+            SpecErrorKind::Exists => "hist trigger already exists",
         }
     }
 }
@@ -273,8 +307,17 @@ fn key(item: &str, pos: usize) -> Result<KeySpec, SpecError> {
         None => (item, KeyModifier::None),
         Some((name, m)) => {
             let mpos = pos + name.len() + 1;
-            let modifier = if m == "log2" {
-                KeyModifier::Log2
+            let modifier = match m {
+                "log2" => KeyModifier::Log2,
+                "hex" => KeyModifier::Hex,
+                "sym" => KeyModifier::Sym,
+                "sym-offset" => KeyModifier::SymOffset,
+                "execname" => KeyModifier::Execname,
+                "usecs" => KeyModifier::Usecs,
+                _ => KeyModifier::None,
+            };
+            let modifier = if modifier != KeyModifier::None {
+                modifier
             } else if let Some(n) = m.strip_prefix("buckets=") {
                 match number(n, mpos + 8)? {
                     0 => return Err(SpecError::new(SpecErrorKind::BadNumber, n, mpos + 8)),
@@ -380,7 +423,7 @@ impl HistSpec {
                         spec.keys.push(key(item, p)?);
                     }
                 }
-                ("vals" | "values", Some(v)) => {
+                ("vals" | "val" | "values", Some(v)) => {
                     once(1)?;
                     for (item, p) in split(v, vpos, ',') {
                         let f = field(item, p)?;
@@ -457,11 +500,7 @@ impl HistSpec {
         let keys: Vec<String> = self
             .keys
             .iter()
-            .map(|k| match k.modifier {
-                KeyModifier::None => k.field.name.clone(),
-                KeyModifier::Log2 => format!("{}.log2", k.field.name),
-                KeyModifier::Buckets(n) => format!("{}.buckets={n}", k.field.name),
-            })
+            .map(|k| format!("{}{}", k.field.name, k.modifier.suffix()))
             .collect();
         s += &format!("keys={}:vals=hitcount", keys.join(","));
         for v in &self.vals {

@@ -13,8 +13,9 @@
 //! The control surface: [`EventSource::attach`] adds `events/<source>/hist` to a
 //! [`Tracefs`]. A `>` write replaces all triggers of the source with the new spec (an empty
 //! `>` write removes them all); a `>>` write adds one, or, when a trigger with the same keys,
-//! values and name exists, applies the spec's `pause`/`cont`/`clear` to it; a `!spec` write
-//! removes the matching trigger. Reads show every trigger in the hist-trigger format. The
+//! values, sort keys, modifiers and name exists (the kernel's `hist_trigger_match`), applies
+//! the spec's `pause`/`cont`/`clear` to it, and refuses a spec without a command as
+//! [`SpecErrorKind::Exists`]; a `!spec` write removes the matching trigger. Reads show every trigger in the hist-trigger format. The
 //! same text is the stat file `trace_stat/<source>.hist` ([`HistStat`], registered by
 //! `attach`; any single trigger or histogram can be registered on its own too).
 //!
@@ -152,9 +153,17 @@ impl HistDef {
         self.spec.canonical(self.size)
     }
 
-    /// Whether two definitions describe the same table (same keys, values and name).
-    fn same_table(&self, other: &HistDef) -> bool {
-        self.keys == other.keys && self.vals == other.vals && self.spec.name == other.spec.name
+    /// Whether two definitions are the same trigger, as the kernel's `hist_trigger_match`
+    /// decides: the same keys with the same modifiers, the same values, the same sort keys
+    /// in the same directions, and the same name (the size and commands do not count).
+    /// `sort=hitcount` and no `sort=` are the same sort.
+    fn same_trigger(&self, other: &HistDef) -> bool {
+        self.keys == other.keys
+            && self.vals == other.vals
+            && self.sort == other.sort
+            && self.spec.name == other.spec.name
+            && self.layout.buckets == other.layout.buckets
+            && self.layout.stat_val == other.layout.stat_val
     }
 }
 
@@ -288,7 +297,7 @@ impl HistTrigger {
     }
 }
 
-fn write_bucket_block(
+pub(crate) fn write_bucket_block(
     out: &mut dyn Write,
     layout: &CellLayout,
     spec: &BucketSpec,
@@ -417,7 +426,7 @@ impl EventSource {
                 })?;
             let keep: Vec<_> = current
                 .iter()
-                .filter(|t| !t.def.same_table(&def))
+                .filter(|t| !t.def.same_trigger(&def))
                 .cloned()
                 .collect();
             if keep.len() == current.len() {
@@ -434,7 +443,7 @@ impl EventSource {
                 .cloned()
         } else {
             let def = spec.bind(&fields)?;
-            current.iter().find(|t| t.def.same_table(&def)).cloned()
+            current.iter().find(|t| t.def.same_trigger(&def)).cloned()
         };
         if mode == WriteMode::Append
             && let Some(t) = existing
@@ -443,7 +452,7 @@ impl EventSource {
                 Some(Command::Pause) => t.pause(),
                 Some(Command::Cont) => t.cont(),
                 Some(Command::Clear) => t.clear(),
-                None => return Err(SpecError::new(SpecErrorKind::Duplicate, line, 0)),
+                None => return Err(SpecError::new(SpecErrorKind::Exists, line, 0)),
             }
             return Ok(Some(t));
         }

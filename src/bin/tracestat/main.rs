@@ -19,6 +19,9 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Parser, Subcommand, ValueEnum};
+
+mod diff;
+mod hist;
 use tracestat::demo::{Hackbench, run_profiled};
 use tracestat::export::{self, Format, Profile};
 use tracestat::replay::{Reader, Replay, ReplayOptions, ReplaySummary, Sort, TraceMode};
@@ -49,6 +52,12 @@ enum Command {
     /// Replay an ftrace function or function_graph trace and print trace_stat/functions
     /// (function traces: Hit; function_graph traces: Hit, Time, Avg, s^2).
     Replay(ReplayArgs),
+    /// Kernel hist-trigger specs and latency histograms over the event lines of a saved
+    /// trace, printed as the kernel's hist file.
+    Hist(hist::HistArgs),
+    /// Per-function changes between two runs (traces, tracestat JSON, or trace_stat/functions
+    /// text): hits, time and average in both, the change and the change in percent.
+    Diff(diff::DiffArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -112,6 +121,20 @@ fn main() -> ExitCode {
             fds: fds.into(),
             loops: loops as usize,
         }),
+        Command::Diff(args) => match diff::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(msg) => {
+                eprintln!("tracestat diff: {msg}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Hist(args) => match hist::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(msg) => {
+                eprintln!("tracestat hist: {msg}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Replay(args) => match replay(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {

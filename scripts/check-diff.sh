@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Checks that `tracestat diff --pprof DIR` writes profiles that `go tool pprof -diff_base`
+# reads as the same difference `tracestat diff --format json` reports: per function, the
+# flat calls and time pprof shows equal our hits and time changes, and its "accounting
+# for" totals equal the sums of our changes. Pairs: two real function_graph traces, a
+# trace against itself (no change), and two synthetic JSON profiles with known changes.
+#
+# Installs golang-go when missing; SKIPS loudly when it cannot (never silently).
+# Usage: scripts/check-diff.sh [OUTPUT_DIR]     (default target/diff-check)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-target/diff-check}
+have() { command -v "$1" >/dev/null 2>&1; }
+if ! have go && have apt-get; then
+  (nice apt-get update -q && DEBIAN_FRONTEND=noninteractive nice apt-get install -y -q \
+    --no-install-recommends golang-go) >/dev/null 2>&1 || true
+fi
+if ! have go || ! have python3; then
+  echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+  echo "!!! SKIPPED: tracestat diff against go tool pprof -diff_base"
+  echo "!!! because: go or python3 is not installed and could not be installed"
+  echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+  exit 0
+fi
+rm -rf "$OUT" && mkdir -p "$OUT"
+cargo build -q --bin tracestat || exit 1
+BIN=target/debug/tracestat
+
+cat >"$OUT/a.json" <<'JSON'
+{"schema":"tracestat.profile","version":1,"functions":[
+ {"name":"vfs_read","hits":100,"time_ns":500000,"time_sq_ns2":0},
+ {"name":"vfs_write","hits":10,"time_ns":90000,"time_sq_ns2":0},
+ {"name":"only_in_a","hits":3,"time_ns":3000,"time_sq_ns2":0},
+ {"name":"same","hits":7,"time_ns":7000,"time_sq_ns2":0}]}
+JSON
+cat >"$OUT/b.json" <<'JSON'
+{"schema":"tracestat.profile","version":1,"functions":[
+ {"name":"vfs_read","hits":150,"time_ns":450000,"time_sq_ns2":0},
+ {"name":"vfs_write","hits":10,"time_ns":190000,"time_sq_ns2":0},
+ {"name":"only_in_b","hits":5,"time_ns":25000,"time_sq_ns2":0},
+ {"name":"same","hits":7,"time_ns":7000,"time_sq_ns2":0}]}
+JSON
+
+failed=0
+check() {
+  local name=$1 a=$2 b=$3 dir="$OUT/$1"
+  mkdir -p "$dir"
+  if ! "$BIN" diff "$a" "$b" --format json --pprof "$dir" >"$dir/diff.json"; then
+    echo "FAIL: $name: tracestat diff failed"; failed=1; return
+  fi
+  for idx in calls time; do
+    go tool pprof -top -nodefraction=0 -nodecount=1000000 -sample_index=$idx -unit=ns \
+      -diff_base "$dir/before.pb.gz" "$dir/after.pb.gz" >"$dir/top-$idx.txt" 2>&1
+  done
+  if python3 - "$dir" "$name" <<'PY'
+import json, re, sys
+d, name = sys.argv[1], sys.argv[2]
+diff = json.load(open(f"{d}/diff.json"))
+want = {"calls": {r["name"]: r["hits_change"] for r in diff["rows"]},
+        "time": {r["name"]: r["time_change_ns"] for r in diff["rows"]}}
+ok = True
+for idx in ("calls", "time"):
+    text = open(f"{d}/top-{idx}.txt").read()
+    got = {}
+    for line in text.splitlines():
+        m = re.match(r"^\s*(-?\d+)(?:ns)?\s+\S+%\s+\S+%\s+-?\d+(?:ns)?\s+\S+%\s+(\S.*)$", line)
+        if m:
+            got[m.group(2)] = int(m.group(1))
+    got = {k: v for k, v in got.items() if v != 0}
+    exp = {k: v for k, v in want[idx].items() if v != 0}
+    m = re.search(r"accounting for (-?\d+)(?:ns)?,", text)
+    total = int(m.group(1)) if m else 0
+    same = got == exp and total == sum(exp.values())
+    print(f"  {name} {idx}: pprof {len(got)} functions, total {total}; "
+          f"ours {len(exp)}, total {sum(exp.values())} -> {'equal' if same else 'DIFFERENT'}")
+    if not same:
+        print(f"    pprof: {got}\n    ours:  {exp}\n{text}")
+        ok = False
+sys.exit(0 if ok else 1)
+PY
+  then echo "PASS: $name"; else echo "FAIL: $name"; failed=1; fi
+}
+check real-traces tests/data/ftrace-graph.txt tests/data/ftrace-graph-proc.txt
+check self tests/data/ftrace-graph-do-fault.txt tests/data/ftrace-graph-do-fault.txt
+check synthetic "$OUT/a.json" "$OUT/b.json"
+# The synthetic pair's changes are known: check ours exactly too.
+python3 - "$OUT/synthetic/diff.json" <<'PY' || failed=1
+import json, sys
+rows = {r["name"]: (r["hits_change"], r["time_change_ns"]) for r in json.load(open(sys.argv[1]))["rows"]}
+want = {"vfs_write": (0, 100000), "vfs_read": (50, -50000), "only_in_b": (5, 25000), "only_in_a": (-3, -3000)}
+print("  synthetic known changes:", "equal" if rows == want else f"DIFFERENT {rows}")
+sys.exit(0 if rows == want else 1)
+PY
+[ "$failed" = 0 ] && echo "check-diff: all passed" || { echo "check-diff: FAILED"; exit 1; }

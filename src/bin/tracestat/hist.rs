@@ -1,0 +1,124 @@
+//! `tracestat hist`: hist-trigger specs and latency histograms over a saved trace.
+
+use std::fs::File;
+use std::io::{self, BufReader, Write};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+use clap::ValueEnum;
+use tracestat::hist::offline::{OfflineHist, OfflineSpecError};
+
+/// Arguments of `tracestat hist`.
+#[derive(Debug, clap::Args)]
+pub struct HistArgs {
+    /// The trace: a file, or - for standard input (kernel `trace` text or `trace-cmd report`).
+    pub file: PathBuf,
+    /// EVENT:keys=...[:vals=...][:sort=...][:size=N], the kernel's hist-trigger syntax
+    /// (one table per --spec).
+    #[arg(long = "spec", value_name = "EVENT:SPEC")]
+    pub specs: Vec<String>,
+    /// START_EVENT.FIELD=END_EVENT.FIELD: a log2 histogram of the time from each start to
+    /// the next end with the same field value, per value, in microseconds
+    /// (e.g. sched_waking.pid=sched_switch.next_pid).
+    #[arg(long = "latency", value_name = "A.FIELD=B.FIELD")]
+    pub latencies: Vec<String>,
+    /// Entries of each latency histogram, and starts that may wait for their end
+    /// (a power of two in 128..=131072).
+    #[arg(long, value_name = "N", default_value_t = 2048)]
+    pub latency_size: usize,
+    /// Output format: text is the kernel's hist file.
+    #[arg(long, value_enum, default_value_t = HistFormat::Text)]
+    pub format: HistFormat,
+    /// Do not print the line summary on standard error.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// Output formats of `tracestat hist`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HistFormat {
+    /// The kernel's `hist` file.
+    Text,
+    /// The `tracestat.hist` JSON document.
+    Json,
+}
+
+fn spec_error(spec: &str, e: &OfflineSpecError) -> String {
+    match e {
+        OfflineSpecError::Spec(inner) => format!("bad --spec: {e}\n{}", inner.caret(spec)),
+        _ => format!("bad --spec: {e}"),
+    }
+}
+
+/// Runs `tracestat hist`; the error is the message to print.
+pub fn run(args: &HistArgs) -> Result<(), String> {
+    if args.specs.is_empty() && args.latencies.is_empty() {
+        return Err("give at least one --spec EVENT:keys=... or --latency A.FIELD=B.FIELD".into());
+    }
+    let mut hist = OfflineHist::new();
+    for s in &args.specs {
+        hist.add_spec(s).map_err(|e| spec_error(s, &e))?;
+    }
+    for l in &args.latencies {
+        hist.add_latency(l, args.latency_size)
+            .map_err(|e| format!("bad --latency: {e}"))?;
+    }
+    let stdin = args.file.as_os_str() == "-";
+    let name = if stdin {
+        "standard input".to_owned()
+    } else {
+        args.file.display().to_string()
+    };
+    super::stop_on_sigint();
+    let stop = || super::STOP.load(Ordering::Relaxed);
+    let read = if stdin {
+        hist.read(
+            BufReader::with_capacity(1 << 16, super::Interruptible(io::stdin())),
+            stop,
+        )
+    } else {
+        let file = File::open(&args.file).map_err(|e| format!("cannot read {name}: {e}"))?;
+        if file.metadata().is_ok_and(|m| m.is_dir()) {
+            return Err(format!("cannot read {name}: it is a directory"));
+        }
+        hist.read(BufReader::with_capacity(1 << 16, file), stop)
+    };
+    read.map_err(|e| format!("cannot read {name}: {e}"))?;
+    write_stdout(|out| match args.format {
+        HistFormat::Text => write_text(out, |s| hist.render(s)),
+        #[cfg(feature = "json")]
+        HistFormat::Json => tracestat::hist::offline::write_json(&hist, out),
+        #[cfg(not(feature = "json"))]
+        HistFormat::Json => Err(io::Error::other(
+            "this build has no json output (its cargo feature is off)",
+        )),
+    })?;
+    if !args.quiet {
+        eprintln!("tracestat hist: {name}: {}", hist.report());
+    }
+    if hist.lines().events == 0 {
+        return Err(format!("{name}: no event lines ({})", hist.report()));
+    }
+    Ok(())
+}
+
+/// Renders text with `render` and writes it to `out`.
+pub fn write_text(
+    out: &mut dyn Write,
+    render: impl FnOnce(&mut String) -> std::fmt::Result,
+) -> io::Result<()> {
+    let mut text = String::new();
+    render(&mut text).map_err(|_| io::Error::other("cannot format the output"))?;
+    out.write_all(text.as_bytes())
+}
+
+/// Runs `write` on buffered standard output and flushes it; a closed pipe
+/// (`tracestat ... | head`) is not an error of ours.
+pub fn write_stdout(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), String> {
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    match write(&mut out).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(format!("cannot write the output: {e}")),
+    }
+}

@@ -1,0 +1,381 @@
+//! Hist triggers over saved traces: the kernel's hist-trigger specs applied, after the fact,
+//! to the event lines of a `trace` file or `trace-cmd report` output.
+//!
+//! # Design
+//!
+//! [`OfflineHist`] holds one [`Table`] per `EVENT:spec` and one [`Latency`] per latency
+//! spec. Each line is classified once (`line.rs`: comment, event, or other); an event
+//! line's body is split into fields only when some table or latency wants that event, into
+//! one reused buffer. Tables reuse the live triggers' pieces: [`HistSpec`](super::HistSpec) parsing and
+//! binding, the bounded [`HashHist`](super::HashHist), and the hist-file renderer, so the
+//! text is the kernel's `hist` file byte for byte (`# event histogram`, `# trigger info:`,
+//! rows, `Totals:`, `Hits:`, `Entries:`, `Dropped:`); several tables are separated by two
+//! blank lines, as the kernel separates several triggers of one event.
+//!
+//! # Invariants
+//!
+//! - Nothing panics on any input; every line is counted in exactly one of
+//!   [`LineStats`]' `comments`, `events`, `other`, `too_long`, `not_utf8`.
+//! - Memory is bounded by the specs' `size=` (tables, their strings and the latency
+//!   specs' waiting starts) and by [`MAX_LINE`] (one line buffer); what a full table
+//!   refused is its exact `Dropped`.
+//! - Every event of a table's event is either counted, dropped (a full table), or skipped
+//!   and counted in that table's [`Skipped`].
+
+mod latency;
+mod line;
+mod table;
+
+use core::fmt::{self, Write};
+use std::io::{self, BufRead};
+
+pub use latency::{Latency, LatencyCounts, LatencySpecError};
+pub use line::{Fields, Head, LineClass, classify, number};
+pub use table::{KeyText, MAX_KEY_STR, Skipped, Table, TableRow};
+
+use super::spec::{SpecError, SpecErrorKind};
+
+/// The longest line read, in bytes; longer lines are skipped and counted in `too_long`.
+pub const MAX_LINE: usize = 64 * 1024;
+
+/// The most tables plus latency specs one [`OfflineHist`] takes.
+pub const MAX_TABLES: usize = 64;
+
+/// How the lines of the input were classified.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LineStats {
+    /// Lines read.
+    pub lines: u64,
+    /// Empty lines and `#` comment or header lines.
+    pub comments: u64,
+    /// Event lines (`task-pid [cpu] ... ts: event: fields`), wanted or not.
+    pub events: u64,
+    /// Lines that are neither (function tracer lines, graph lines, unparsable text).
+    pub other: u64,
+    /// Lines longer than [`MAX_LINE`], skipped.
+    pub too_long: u64,
+    /// Lines that are not UTF-8, skipped.
+    pub not_utf8: u64,
+}
+
+/// A spec given to [`OfflineHist::add_spec`] that is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OfflineSpecError {
+    /// No `EVENT:` before the spec.
+    NoEvent(String),
+    /// The spec itself; positions are byte offsets in the whole `EVENT:spec` text.
+    Spec(SpecError),
+    /// More than [`MAX_TABLES`] specs.
+    TooMany,
+}
+
+impl fmt::Display for OfflineSpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OfflineSpecError::NoEvent(s) => write!(
+                f,
+                "'{s}' names no event: write EVENT:keys=... (e.g. sched_switch:keys=next_comm)"
+            ),
+            OfflineSpecError::Spec(e) => e.fmt(f),
+            OfflineSpecError::TooMany => write!(f, "more than {MAX_TABLES} specs"),
+        }
+    }
+}
+
+impl std::error::Error for OfflineSpecError {}
+
+/// Several histograms over one trace (see the module docs).
+#[derive(Debug, Default)]
+pub struct OfflineHist {
+    tables: Vec<Table>,
+    latencies: Vec<Latency>,
+    lines: LineStats,
+    fields: Fields,
+}
+
+/// Splits `EVENT:spec` (also `system/EVENT:spec`, `system:EVENT:hist:spec`) into the event
+/// and the spec with the spec's byte offset.
+fn split_event(text: &str) -> Result<(&str, &str, usize), OfflineSpecError> {
+    let no_event = || OfflineSpecError::NoEvent(text.chars().take(64).collect());
+    let (first, rest) = text.split_once(':').ok_or_else(no_event)?;
+    let is_clause = |s: &str| {
+        s == "hist" || s.contains('=') || matches!(s, "pause" | "cont" | "continue" | "clear")
+    };
+    if is_clause(first) {
+        return Err(no_event());
+    }
+    // `sched:sched_switch:keys=...`: a system before the event.
+    let (event, spec, at) = match rest.split_once(':') {
+        Some((second, spec)) if !is_clause(second) => {
+            (second, spec, first.len() + second.len() + 2)
+        }
+        _ => (first, rest, first.len() + 1),
+    };
+    let event = event.rsplit('/').next().unwrap_or(event);
+    if event.is_empty()
+        || !event
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'_')
+    {
+        return Err(no_event());
+    }
+    Ok((event, spec, at))
+}
+
+impl OfflineHist {
+    /// No tables yet.
+    pub fn new() -> Self {
+        OfflineHist::default()
+    }
+
+    /// Adds a table for `EVENT:keys=...:vals=...:sort=...:size=...` (a `hist:` after the
+    /// event is allowed). Refused specs change nothing.
+    pub fn add_spec(&mut self, text: &str) -> Result<(), OfflineSpecError> {
+        if self.tables.len() + self.latencies.len() >= MAX_TABLES {
+            return Err(OfflineSpecError::TooMany);
+        }
+        let text = text.strip_suffix('\n').unwrap_or(text);
+        let (event, spec, at) = split_event(text)?;
+        if spec.trim().is_empty() {
+            return Err(OfflineSpecError::Spec(SpecError::new(
+                SpecErrorKind::Empty,
+                "",
+                at,
+            )));
+        }
+        let table = Table::new(event, spec, at).map_err(OfflineSpecError::Spec)?;
+        self.tables.push(table);
+        Ok(())
+    }
+
+    /// Adds a latency histogram `START.FIELD=END.FIELD` bounded by `size`.
+    pub fn add_latency(&mut self, spec: &str, size: usize) -> Result<(), LatencySpecError> {
+        if self.tables.len() + self.latencies.len() >= MAX_TABLES {
+            return Err(LatencySpecError {
+                reason: "too many specs at",
+                token: spec.chars().take(64).collect(),
+            });
+        }
+        self.latencies.push(Latency::new(spec, size)?);
+        Ok(())
+    }
+
+    /// The tables, in the order added.
+    pub fn tables(&self) -> &[Table] {
+        &self.tables
+    }
+
+    /// The latency histograms, in the order added.
+    pub fn latencies(&self) -> &[Latency] {
+        &self.latencies
+    }
+
+    /// How the lines were classified.
+    pub fn lines(&self) -> LineStats {
+        self.lines
+    }
+
+    /// Feeds one line (without its newline).
+    pub fn line(&mut self, line: &str) {
+        self.lines.lines += 1;
+        let head = match classify(line) {
+            LineClass::Comment => {
+                self.lines.comments += 1;
+                return;
+            }
+            LineClass::Other => {
+                self.lines.other += 1;
+                return;
+            }
+            LineClass::Event(h) => h,
+        };
+        self.lines.events += 1;
+        let wanted = self.tables.iter().any(|t| t.event() == head.event)
+            || self.latencies.iter().any(|l| {
+                let (a, b) = l.events();
+                a == head.event || b == head.event
+            });
+        if !wanted {
+            return;
+        }
+        self.fields.parse(head.event, head.body);
+        for t in &mut self.tables {
+            if t.event() == head.event {
+                t.record(&head, &self.fields);
+            }
+        }
+        for l in &mut self.latencies {
+            let (a, b) = l.events();
+            if a == head.event || b == head.event {
+                l.record(&head, &self.fields);
+            }
+        }
+    }
+
+    /// Reads every line of `input` (bytes; lines over [`MAX_LINE`] and lines that are not
+    /// UTF-8 are counted and skipped). `stop` is asked before each line; `true` ends the
+    /// read early (Ctrl-C).
+    pub fn read(&mut self, mut input: impl BufRead, stop: impl Fn() -> bool) -> io::Result<()> {
+        let mut buf: Vec<u8> = Vec::with_capacity(1024);
+        let mut long = false;
+        loop {
+            if stop() {
+                return Ok(());
+            }
+            let chunk = match input.fill_buf() {
+                Ok(c) => c,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if chunk.is_empty() {
+                if !buf.is_empty() || long {
+                    self.finish_line(&buf, long);
+                }
+                return Ok(());
+            }
+            let (take, end) = match chunk.iter().position(|&b| b == b'\n') {
+                Some(i) => (i, true),
+                None => (chunk.len(), false),
+            };
+            if !long {
+                if buf.len() + take > MAX_LINE {
+                    long = true;
+                    buf.clear();
+                } else {
+                    buf.extend_from_slice(&chunk[..take]);
+                }
+            }
+            input.consume(take + usize::from(end));
+            if end {
+                self.finish_line(&buf, long);
+                buf.clear();
+                long = false;
+            }
+        }
+    }
+
+    fn finish_line(&mut self, bytes: &[u8], long: bool) {
+        if long {
+            self.lines.lines += 1;
+            self.lines.too_long += 1;
+            return;
+        }
+        let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+        match core::str::from_utf8(bytes) {
+            Ok(s) => self.line(s),
+            Err(_) => {
+                self.lines.lines += 1;
+                self.lines.not_utf8 += 1;
+            }
+        }
+    }
+
+    /// Writes every table in the kernel's `hist` file format, then every latency histogram.
+    pub fn render(&self, out: &mut dyn Write) -> fmt::Result {
+        let mut first = true;
+        let mut sep = |out: &mut dyn Write| {
+            if !core::mem::replace(&mut first, false) {
+                out.write_str("\n\n")?;
+            }
+            Ok::<(), fmt::Error>(())
+        };
+        for t in &self.tables {
+            sep(out)?;
+            t.render(out)?;
+        }
+        for l in &self.latencies {
+            sep(out)?;
+            l.render(out)?;
+        }
+        Ok(())
+    }
+
+    /// A one-line summary of what was read and skipped, for standard error.
+    pub fn report(&self) -> String {
+        let l = self.lines;
+        let mut s = format!(
+            "{} lines: {} events, {} comments, {} other",
+            l.lines, l.events, l.comments, l.other
+        );
+        if l.too_long > 0 {
+            s += &format!(", {} too long", l.too_long);
+        }
+        if l.not_utf8 > 0 {
+            s += &format!(", {} not UTF-8", l.not_utf8);
+        }
+        for t in &self.tables {
+            let k = t.skipped();
+            if t.events() == 0 {
+                s += &format!("; {}: no events", t.event());
+            } else if k.missing_field + k.not_numeric > 0 {
+                s += &format!(
+                    "; {}: {} events, {} without a spec field, {} not numeric",
+                    t.event(),
+                    t.events(),
+                    k.missing_field,
+                    k.not_numeric
+                );
+            }
+        }
+        for lat in &self.latencies {
+            let c = lat.counts();
+            s += &format!(
+                "; latency {}: {} matched, {} ends without a start, {} starts dropped, {} negative, {} without the field",
+                lat.spec(),
+                c.matched,
+                c.unmatched_ends,
+                c.starts_dropped,
+                c.negative,
+                c.bad_field
+            );
+        }
+        s
+    }
+}
+
+#[cfg(feature = "json")]
+mod json;
+#[cfg(feature = "json")]
+pub use json::{HIST_SCHEMA, write_json};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_event_forms() {
+        assert_eq!(
+            split_event("sched_switch:keys=a").unwrap(),
+            ("sched_switch", "keys=a", 13)
+        );
+        assert_eq!(
+            split_event("sched/sched_switch:hist:keys=a").unwrap(),
+            ("sched_switch", "hist:keys=a", 19)
+        );
+        assert_eq!(
+            split_event("sched:sched_switch:keys=a").unwrap(),
+            ("sched_switch", "keys=a", 19)
+        );
+        assert!(split_event("hist:keys=a").is_err());
+        assert!(split_event("keys=a").is_err());
+        assert!(split_event("a b:keys=x").is_err());
+    }
+
+    #[test]
+    fn read_counts_every_line_once() {
+        let mut h = OfflineHist::new();
+        h.add_spec("e:keys=x").unwrap();
+        let mut input = b"# c\n\n  a-1 [000] 1.000001: e: x=1\n".to_vec();
+        input.extend(vec![b'a'; MAX_LINE + 1]);
+        input.extend(b"\n\xff\xfe\nfoo\n  a-1 [000] 1.000002: e: x=2");
+        h.read(&input[..], || false).unwrap();
+        let l = h.lines();
+        assert_eq!(
+            (
+                l.lines, l.comments, l.events, l.other, l.too_long, l.not_utf8
+            ),
+            (7, 2, 2, 1, 1, 1)
+        );
+        assert_eq!(h.tables()[0].rows().1, (2, 2, 0));
+    }
+}

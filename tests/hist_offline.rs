@@ -1,0 +1,928 @@
+//! Offline hist triggers (`tracestat hist`): every event trace in tests/data against a naive
+//! counter written here, the kernel documentation's examples byte for byte, latency
+//! histograms, bounded tables with exact `Dropped`, and refused input.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use tracestat::hist::offline::{KeyText, OfflineHist, OfflineSpecError};
+
+// ---- a deliberately naive reference ------------------------------------------------------
+
+/// One event line, naively: (cpu, event, fields). The timestamp is the first token that is
+/// `digits.digits:` (or `NNus` followed by a lone `:`); the event is the next token, which
+/// ends with `:`; the cpu is the `[NNN]` token, else the leading digits of the token before
+/// the timestamp. Fields are `name=value` tokens, a value running on over tokens without
+/// `=` up to `==>`.
+/// `name=value` pairs of one line.
+type NaiveFields = Vec<(String, String)>;
+
+fn naive_line(line: &str) -> Option<(u64, String, NaiveFields)> {
+    if line.trim_start().starts_with('#') {
+        return None;
+    }
+    let toks: Vec<&str> = line.split_whitespace().collect();
+    let is_ts = |t: &str| {
+        let t = t.trim_end_matches(':');
+        let mut parts = t.split('.');
+        matches!((parts.next(), parts.next(), parts.next()), (Some(a), Some(b), None)
+            if !a.is_empty() && !b.is_empty() && a.chars().chain(b.chars()).all(|c| c.is_ascii_digit()))
+    };
+    let mut cpu = None;
+    let mut i = 0;
+    let ev_at = loop {
+        let t = *toks.get(i)?;
+        if t.starts_with('[') && t.ends_with(']') && t.len() > 2 {
+            cpu = t[1..t.len() - 1].parse().ok();
+        } else if i > 0 && is_ts(t) && t.ends_with(':') && cpu.is_some() {
+            break i + 1;
+        } else if i > 1 && t.ends_with("us") && toks.get(i + 1) == Some(&":") && cpu.is_none() {
+            let d: String = toks[i - 1]
+                .chars()
+                .take_while(|c| c.is_ascii_digit())
+                .collect();
+            cpu = d.parse().ok();
+            break i + 2;
+        }
+        i += 1;
+    };
+    let ev = toks.get(ev_at)?.strip_suffix(':')?;
+    if ev.is_empty() || !ev.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return None;
+    }
+    // The task-pid must end in -digits.
+    if !toks[0].contains('-') {
+        return None;
+    }
+    let mut fields: Vec<(String, String)> = Vec::new();
+    let mut open = false;
+    for t in &toks[ev_at + 1..] {
+        if *t == "==>" {
+            open = false;
+        } else if let Some((n, v)) = t.split_once('=')
+            && !n.is_empty()
+            && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !n.starts_with(|c: char| c.is_ascii_digit())
+        {
+            fields.push((n.to_owned(), v.to_owned()));
+            open = true;
+        } else if open {
+            let last = fields.last_mut().unwrap();
+            last.1.push(' ');
+            last.1.push_str(t);
+        }
+    }
+    Some((cpu?, ev.to_owned(), fields))
+}
+
+/// A value as the crate's documented typing reads it.
+fn naive_number(name: &str, v: &str) -> Option<u64> {
+    if let Some(h) = v.strip_prefix("0x") {
+        return u64::from_str_radix(h, 16).ok();
+    }
+    if let Some(d) = v.strip_prefix('-') {
+        return d.parse::<i64>().ok().map(|n| (-n) as u64);
+    }
+    let hexy = [
+        "call_site",
+        "ptr",
+        "skbaddr",
+        "hrtimer",
+        "timer",
+        "function",
+        "work",
+        "page",
+        "addr",
+        "ip",
+        "caller",
+    ];
+    if hexy.contains(&name)
+        || (v.chars().any(|c| c.is_ascii_alphabetic()) && v.chars().all(|c| c.is_ascii_hexdigit()))
+    {
+        return u64::from_str_radix(v, 16).ok();
+    }
+    v.parse().ok()
+}
+
+fn key_string(k: &KeyText) -> String {
+    match k {
+        KeyText::Num(n) => n.to_string(),
+        KeyText::Str(s) => s.clone(),
+        KeyText::Exec(p, c) => format!("{c}[{p}]"),
+    }
+}
+
+fn data_files() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "txt") {
+                out.push(p);
+            }
+        }
+    }
+    let mut v = Vec::new();
+    walk(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data"),
+        &mut v,
+    );
+    v.sort();
+    v
+}
+
+fn run(text: &str, specs: &[String]) -> OfflineHist {
+    let mut h = OfflineHist::new();
+    for s in specs {
+        h.add_spec(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+    }
+    h.read(text.as_bytes(), || false).unwrap();
+    h
+}
+
+#[test]
+fn every_event_trace_matches_a_naive_count() {
+    let mut checked_files = 0;
+    let mut checked_tables = 0;
+    for path in data_files() {
+        let text = fs::read_to_string(&path).unwrap_or_default();
+        // event -> field -> values in order.
+        let mut events: BTreeMap<String, Vec<(u64, NaiveFields)>> = BTreeMap::new();
+        for line in text.lines() {
+            if let Some((cpu, ev, fields)) = naive_line(line) {
+                events.entry(ev).or_default().push((cpu, fields));
+            }
+        }
+        if events.values().all(|v| v.iter().all(|(_, f)| f.is_empty())) {
+            continue;
+        }
+        checked_files += 1;
+        for (ev, lines) in &events {
+            let mut names: Vec<String> = Vec::new();
+            for (_, f) in lines {
+                for (n, _) in f {
+                    // Names of the common fields fall back to the line's head where an
+                    // event line lacks them: not what this naive counter models.
+                    let common = [
+                        "comm",
+                        "common_comm",
+                        "cpu",
+                        "common_cpu",
+                        "common_pid",
+                        "common_timestamp",
+                    ];
+                    if !names.contains(n) && !common.contains(&n.as_str()) {
+                        names.push(n.clone());
+                    }
+                }
+            }
+            // Hit counts per key value, and per-cpu sums of each field.
+            let mut specs = Vec::new();
+            for n in &names {
+                specs.push(format!("{ev}:keys={n}:size=131072"));
+                specs.push(format!("{ev}:keys=cpu:vals={n}:size=131072"));
+            }
+            for chunk in specs.chunks(60) {
+                let h = run(&text, chunk);
+                for (spec, table) in chunk.iter().zip(h.tables()) {
+                    let field = spec.split(['=', ':']).nth(2).unwrap();
+                    let field = if field == "cpu" {
+                        spec.split("vals=")
+                            .nth(1)
+                            .unwrap()
+                            .split(':')
+                            .next()
+                            .unwrap()
+                    } else {
+                        field
+                    };
+                    let summing = spec.contains("vals=");
+                    // The naive side: the field's kind is what its first value is.
+                    let values: Vec<(u64, Option<&str>)> = lines
+                        .iter()
+                        .map(|(cpu, f)| {
+                            (
+                                *cpu,
+                                f.iter().find(|(n, _)| n == field).map(|(_, v)| v.as_str()),
+                            )
+                        })
+                        .collect();
+                    let first = values.iter().find_map(|(_, v)| *v);
+                    let numeric = !field.ends_with("comm")
+                        && first.is_some_and(|v| naive_number(field, v).is_some());
+                    let mut want: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+                    let (mut missing, mut not_numeric) = (0, 0);
+                    for (cpu, v) in &values {
+                        let Some(v) = v else {
+                            missing += 1;
+                            continue;
+                        };
+                        if summing {
+                            match naive_number(field, v) {
+                                Some(n) => {
+                                    let e = want.entry(cpu.to_string()).or_default();
+                                    e.0 += 1;
+                                    e.1 = e.1.wrapping_add(n);
+                                }
+                                None => not_numeric += 1,
+                            }
+                        } else if numeric {
+                            match naive_number(field, v) {
+                                Some(n) => want.entry(n.to_string()).or_default().0 += 1,
+                                None => not_numeric += 1,
+                            }
+                        } else {
+                            let v: String = v.chars().take(256).collect();
+                            want.entry(v).or_default().0 += 1;
+                        }
+                    }
+                    let (rows, (hits, entries, dropped)) = table.rows();
+                    let got: BTreeMap<String, (u64, u64)> = rows
+                        .iter()
+                        .map(|r| {
+                            (
+                                key_string(&r.key[0]),
+                                (r.hits, r.vals.first().copied().unwrap_or(0)),
+                            )
+                        })
+                        .collect();
+                    let ctx = format!("{}: {spec}", path.display());
+                    assert_eq!(got, want, "{ctx}");
+                    assert_eq!(entries, want.len(), "{ctx}");
+                    assert_eq!(hits, want.values().map(|v| v.0).sum::<u64>(), "{ctx}");
+                    assert_eq!(dropped, 0, "{ctx}");
+                    let sk = table.skipped();
+                    assert_eq!(
+                        (sk.missing_field, sk.not_numeric),
+                        (missing, not_numeric),
+                        "{ctx}"
+                    );
+                    checked_tables += 1;
+                }
+            }
+        }
+    }
+    assert!(checked_files >= 2, "event traces found: {checked_files}");
+    assert!(checked_tables >= 20, "tables checked: {checked_tables}");
+}
+
+// ---- the kernel documentation's examples -------------------------------------------------
+
+/// Rows of Documentation/trace/histogram.rst (kernel 6.x), "hist trigger examples": the
+/// `call_site.hex` table, the `common_pid.execname` table and the plain `call_site` table
+/// (rows as printed; the elided middle of each table left out).
+const DOC_HEX: &str = "\
+{ call_site: ffffffffa026b291 } hitcount:          1  bytes_req:        433
+{ call_site: ffffffffa07186ff } hitcount:          1  bytes_req:        176
+{ call_site: ffffffff811ae721 } hitcount:          1  bytes_req:      16384
+{ call_site: ffffffff811c5134 } hitcount:          1  bytes_req:          8
+{ call_site: ffffffffa04a9ebb } hitcount:          1  bytes_req:        511
+{ call_site: ffffffff8122e0a6 } hitcount:          1  bytes_req:         12
+{ call_site: ffffffff8107da84 } hitcount:          1  bytes_req:        152
+{ call_site: ffffffff812d8246 } hitcount:          1  bytes_req:         24
+{ call_site: ffffffff811dc1e5 } hitcount:          3  bytes_req:        144
+{ call_site: ffffffffa02515e8 } hitcount:          3  bytes_req:        648
+{ call_site: ffffffff81258159 } hitcount:          3  bytes_req:        144
+{ call_site: ffffffff811c80f4 } hitcount:          4  bytes_req:        544
+{ call_site: ffffffffa06c7646 } hitcount:        106  bytes_req:       8024
+{ call_site: ffffffffa06cb246 } hitcount:        132  bytes_req:      31680
+{ call_site: ffffffffa06cef7a } hitcount:        132  bytes_req:       2112
+{ call_site: ffffffff8137e399 } hitcount:        132  bytes_req:      23232
+{ call_site: ffffffffa06c941c } hitcount:        185  bytes_req:     171360
+{ call_site: ffffffffa06f2a66 } hitcount:        185  bytes_req:      26640
+{ call_site: ffffffffa036a70e } hitcount:        265  bytes_req:      10600
+{ call_site: ffffffff81325447 } hitcount:        292  bytes_req:        584
+{ call_site: ffffffffa072da3c } hitcount:        446  bytes_req:      60656
+{ call_site: ffffffffa036b1f2 } hitcount:        526  bytes_req:      29456
+{ call_site: ffffffffa0099c06 } hitcount:       1780  bytes_req:      35600
+";
+
+const DOC_EXECNAME: &str = "\
+{ common_pid: gnome-terminal  [      3196] } hitcount:        280  count:    1093512
+{ common_pid: Xorg            [      1309] } hitcount:        525  count:     256640
+{ common_pid: compiz          [      2889] } hitcount:         59  count:     254400
+{ common_pid: bash            [      8710] } hitcount:          3  count:      66369
+{ common_pid: dbus-daemon-lau [      8703] } hitcount:         49  count:      47739
+{ common_pid: irqbalance      [      1252] } hitcount:         27  count:      27648
+{ common_pid: 01ifupdown      [      8705] } hitcount:          3  count:      17216
+{ common_pid: dbus-daemon     [       772] } hitcount:         10  count:      12396
+{ common_pid: Socket Thread   [      8342] } hitcount:         11  count:      11264
+{ common_pid: nm-dhcp-client. [      8701] } hitcount:          6  count:       7424
+{ common_pid: gmain           [      1315] } hitcount:         18  count:       6336
+{ common_pid: postgres        [      1892] } hitcount:          2  count:         32
+{ common_pid: postgres        [      1891] } hitcount:          2  count:         32
+{ common_pid: gmain           [      8704] } hitcount:          2  count:         32
+{ common_pid: upstart-dbus-br [      2740] } hitcount:         21  count:         21
+{ common_pid: nm-dispatcher.a [      8696] } hitcount:          1  count:         16
+{ common_pid: indicator-datet [      2904] } hitcount:          1  count:         16
+{ common_pid: gdbus           [      2998] } hitcount:          1  count:         16
+{ common_pid: rtkit-daemon    [      2052] } hitcount:          1  count:          8
+{ common_pid: init            [         1] } hitcount:          2  count:          2
+";
+
+const DOC_PLAIN: &str = "\
+{ call_site: 18446744072106379007 } hitcount:          1  bytes_req:        176
+{ call_site: 18446744071579557049 } hitcount:          1  bytes_req:       1024
+{ call_site: 18446744071580608289 } hitcount:          1  bytes_req:      16384
+{ call_site: 18446744072106047046 } hitcount:         69  bytes_req:       5576
+{ call_site: 18446744071582116407 } hitcount:         73  bytes_req:       2336
+{ call_site: 18446744072099568646 } hitcount:       1676  bytes_req:      33520
+";
+
+/// Parses `{ name: KEY } hitcount: N  val: M` rows back into (key text, hits, sum).
+fn doc_rows(doc: &str) -> Vec<(String, u64, u64)> {
+    doc.lines()
+        .map(|l| {
+            let key = l[l.find(": ").unwrap() + 2..l.find(" } ").unwrap()]
+                .trim()
+                .to_owned();
+            let nums: Vec<u64> = l[l.find(" } ").unwrap()..]
+                .split_whitespace()
+                .filter_map(|t| t.parse().ok())
+                .collect();
+            (key, nums[0], nums[1])
+        })
+        .collect()
+}
+
+/// Event lines that produce `rows`: `hits` events per key, their values summing to `sum`.
+fn lines_for(rows: &[(String, u64, u64)], line: impl Fn(&str, u64) -> String) -> String {
+    let mut s = String::from("# tracer: nop\n#\n");
+    for (key, hits, sum) in rows {
+        for i in 0..*hits {
+            let v = if i == 0 {
+                sum - (hits - 1) * (sum / hits)
+            } else {
+                sum / hits
+            };
+            s += &line(key, v);
+            s.push('\n');
+        }
+    }
+    s
+}
+
+/// Checks the body rows equal the documentation's as a set, in non-decreasing (or
+/// non-increasing) order of the sort column, under the kernel's header and with its totals.
+fn check_doc(out: &str, info: &str, doc: &str, sort_col: usize, descending: bool) {
+    let header = format!("# event histogram\n#\n# trigger info: {info} [active]\n#\n\n");
+    assert!(out.starts_with(&header), "{out}");
+    let body: Vec<&str> = out[header.len()..]
+        .split("\n\nTotals:")
+        .next()
+        .unwrap()
+        .lines()
+        .collect();
+    let mut got = body.clone();
+    got.sort_unstable();
+    let mut want: Vec<&str> = doc.lines().collect();
+    want.sort_unstable();
+    assert_eq!(got, want);
+    let col = |l: &str| -> u64 {
+        l[l.find(" } ").unwrap()..]
+            .split_whitespace()
+            .filter_map(|t| t.parse().ok())
+            .nth(sort_col)
+            .unwrap()
+    };
+    for w in body.windows(2) {
+        let (a, b) = (col(w[0]), col(w[1]));
+        assert!(
+            if descending { a >= b } else { a <= b },
+            "{} / {}",
+            w[0],
+            w[1]
+        );
+    }
+    let rows = doc_rows(doc);
+    let totals = format!(
+        "\n\nTotals:\n    Hits: {}\n    Entries: {}\n    Dropped: 0\n",
+        rows.iter().map(|r| r.1).sum::<u64>(),
+        rows.len()
+    );
+    assert!(out.ends_with(&totals), "{out}");
+}
+
+fn render(h: &OfflineHist) -> String {
+    let mut s = String::new();
+    h.render(&mut s).unwrap();
+    s
+}
+
+#[test]
+fn kernel_doc_examples_reproduced() {
+    // key=call_site.hex:val=bytes_req over kmalloc lines as a 4.x kernel printed them.
+    let rows = doc_rows(DOC_HEX);
+    let trace = lines_for(&rows, |k, v| {
+        format!(
+            "            Xorg-1309  [002] .... 1234.000001: kmalloc: call_site={k} ptr=ffff880036a17000 bytes_req={v} bytes_alloc=1024 gfp_flags=GFP_KERNEL"
+        )
+    });
+    let h = run(
+        &trace,
+        &["kmalloc:hist:key=call_site.hex:val=bytes_req".into()],
+    );
+    check_doc(
+        &render(&h),
+        "hist:keys=call_site.hex:vals=hitcount,bytes_req:sort=hitcount:size=2048",
+        DOC_HEX,
+        0,
+        false,
+    );
+    // The same addresses without .hex print as the kernel's %10llu.
+    let rows = doc_rows(DOC_PLAIN);
+    let trace = lines_for(&rows, |k, v| {
+        let addr: u64 = k.parse().unwrap();
+        format!("  cc1-4242  [000] d... 99.5: kmalloc: call_site={addr:x} ptr=0x0 bytes_req={v}")
+    });
+    let h = run(
+        &trace,
+        &["kmem/kmalloc:hist:key=call_site:val=bytes_req".into()],
+    );
+    check_doc(
+        &render(&h),
+        "hist:keys=call_site:vals=hitcount,bytes_req:sort=hitcount:size=2048",
+        DOC_PLAIN,
+        0,
+        false,
+    );
+    // key=common_pid.execname:val=count:sort=count.descending over sys_enter_read.
+    let rows = doc_rows(DOC_EXECNAME);
+    let trace = lines_for(&rows, |k, v| {
+        let (comm, pid) = k.rsplit_once('[').unwrap();
+        let pid = pid.trim_end_matches(']').trim();
+        format!(
+            "{:>16}-{pid:<6} [001] ...1 5000.123456: sys_enter_read: fd: 0x00000004, buf: 0x7ffd, count={v}",
+            comm.trim_end()
+        )
+    });
+    let h = run(
+        &trace,
+        &["sys_enter_read:hist:key=common_pid.execname:val=count:sort=count.descending".into()],
+    );
+    check_doc(
+        &render(&h),
+        "hist:keys=common_pid.execname:vals=hitcount,count:sort=count.descending:size=2048",
+        DOC_EXECNAME,
+        1,
+        true,
+    );
+}
+
+#[test]
+fn kernel_doc_specs_are_accepted() {
+    // Specs from Documentation/trace/histogram.rst that use no kernel-only feature.
+    for spec in [
+        "kmalloc:hist:key=call_site:val=bytes_req",
+        "kmalloc:hist:key=call_site.hex:val=bytes_req",
+        "kmalloc:hist:key=call_site.sym:val=bytes_req",
+        "kmalloc:hist:key=call_site.sym:val=bytes_req:sort=bytes_req.descending",
+        "kmalloc:hist:key=call_site.sym-offset:val=bytes_req:sort=bytes_req.descending",
+        "kmalloc:hist:keys=call_site.sym:values=bytes_req,bytes_alloc:sort=bytes_alloc.descending",
+        "sys_enter_read:hist:key=common_pid.execname:val=count:sort=count.descending",
+        "kmalloc:hist:keys=common_pid.execname,gfp_flags:vals=bytes_alloc",
+        "netif_receive_skb:hist:key=len.log2:sort=len",
+        "kmalloc:hist:key=bytes_req.buckets=32:val=hitcount:sort=bytes_req",
+        "sched_waking:hist:keys=pid:vals=hitcount:sort=hitcount.descending:size=4096",
+        "sched_switch:hist:keys=next_pid,common_timestamp.usecs",
+    ] {
+        let mut h = OfflineHist::new();
+        h.add_spec(spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+    }
+}
+
+#[test]
+fn sym_and_string_keys_use_the_kernel_widths() {
+    let trace = "\
+  bash-10  [000] .... 1.000001: kmalloc: call_site=__kmalloc+0x191/0x1b0 ptr=0 bytes_req=8
+  bash-10  [000] .... 1.000002: kmalloc: call_site=hid_report_raw_event+0x3ea/0x440 [hid] ptr=0 bytes_req=7
+  bash-10  [000] .... 1.000003: kmalloc: call_site=ffffffff811ae8e1 ptr=0 bytes_req=1
+";
+    let h = run(
+        trace,
+        &[
+            "kmalloc:keys=call_site.sym:vals=bytes_req:sort=bytes_req".into(),
+            "kmalloc:keys=call_site.sym-offset:vals=bytes_req:sort=bytes_req".into(),
+            "kmalloc:keys=comm".into(),
+        ],
+    );
+    let out = render(&h);
+    let rows: Vec<&str> = out.lines().filter(|l| l.starts_with('{')).collect();
+    assert_eq!(
+        rows,
+        [
+            // A symbol known only by its text is shown without an address.
+            format!(
+                "{{ call_site: {:<45} }} hitcount:          1  bytes_req:          1",
+                "ffffffff811ae8e1"
+            ),
+            format!(
+                "{{ call_site: {:<45} }} hitcount:          1  bytes_req:          7",
+                "hid_report_raw_event [hid]"
+            ),
+            format!(
+                "{{ call_site: {:<45} }} hitcount:          1  bytes_req:          8",
+                "__kmalloc"
+            ),
+            format!(
+                "{{ call_site: {:<55} }} hitcount:          1  bytes_req:          1",
+                "ffffffff811ae8e1"
+            ),
+            format!(
+                "{{ call_site: {:<55} }} hitcount:          1  bytes_req:          7",
+                "hid_report_raw_event+0x3ea/0x440 [hid]"
+            ),
+            format!(
+                "{{ call_site: {:<55} }} hitcount:          1  bytes_req:          8",
+                "__kmalloc+0x191/0x1b0"
+            ),
+            format!("{{ comm: {:<50} }} hitcount:          3", "bash"),
+        ]
+    );
+    // Tables are separated as the kernel separates the triggers of one event.
+    assert_eq!(out.matches("\n\n\n# event histogram\n").count(), 2);
+}
+
+#[test]
+fn numeric_address_keys_with_sym_show_the_address() {
+    let trace =
+        "  bash-10  [000] .... 1.000001: kmalloc: call_site=0xffffffff811ae8e1 bytes_req=8\n";
+    let h = run(trace, &["kmalloc:keys=call_site.sym".into()]);
+    assert!(
+        render(&h).contains(&format!(
+            "{{ call_site: [ffffffff811ae8e1] {:<45} }} hitcount:          1\n",
+            "0xffffffff811ae8e1"
+        )),
+        "{}",
+        render(&h)
+    );
+}
+
+#[test]
+fn log2_buckets_usecs_and_compound_keys() {
+    let mut trace = String::new();
+    for (i, len) in [1u64, 2, 3, 60, 64, 100, 1500, 0].iter().enumerate() {
+        trace += &format!(
+            "  ksoftirqd/1-16  [001] ..s1 10.{:06}: netif_receive_skb: dev=eth0 skbaddr=ffff8800abcd{i:04x} len={len}\n",
+            500_000 + i * 1500
+        );
+    }
+    let h = run(
+        &trace,
+        &[
+            "netif_receive_skb:keys=len.log2:sort=len".into(),
+            "netif_receive_skb:keys=len.buckets=64:vals=len:sort=len".into(),
+            "netif_receive_skb:keys=common_timestamp.usecs:sort=common_timestamp".into(),
+            "netif_receive_skb:keys=dev,cpu,common_pid:vals=len".into(),
+        ],
+    );
+    let out = render(&h);
+    let rows: Vec<&str> = out.lines().filter(|l| l.starts_with('{')).collect();
+    assert_eq!(
+        &rows[..7],
+        [
+            "{ len: ~ 2^0  } hitcount:          2",
+            "{ len: ~ 2^1  } hitcount:          2",
+            "{ len: ~ 2^5  } hitcount:          1",
+            "{ len: ~ 2^6  } hitcount:          2",
+            "{ len: ~ 2^10 } hitcount:          1",
+            "{ len: ~ 0-63 } hitcount:          5  len:         66",
+            "{ len: ~ 64-127 } hitcount:          2  len:        164",
+        ]
+    );
+    assert_eq!(
+        rows[7],
+        "{ len: ~ 1472-1535 } hitcount:          1  len:       1500"
+    );
+    assert_eq!(
+        rows[8],
+        "{ common_timestamp:   10500000 } hitcount:          1"
+    );
+    assert_eq!(
+        rows[15],
+        "{ common_timestamp:   10510500 } hitcount:          1"
+    );
+    assert_eq!(
+        rows[16],
+        format!(
+            "{{ dev: {:<50}, cpu:          1, common_pid:         16 }} hitcount:          8  len:       1730",
+            "eth0"
+        )
+    );
+}
+
+// ---- latency -------------------------------------------------------------------------------
+
+#[test]
+fn wakeup_latency_per_pid_is_exact() {
+    let trace = "\
+  bash-1  [000] d... 100.000000: sched_waking: comm=a pid=10 prio=120 target_cpu=000
+  bash-1  [000] d... 100.000003: sched_waking: comm=b pid=20 prio=120 target_cpu=001
+  <idle>-0  [001] d... 100.000013: sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=b next_pid=20 next_prio=120
+  <idle>-0  [000] d... 100.000100: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=a next_pid=10 next_prio=120
+  a-10  [000] d... 100.000200: sched_switch: prev_comm=a prev_pid=10 prev_prio=120 prev_state=S ==> next_comm=c next_pid=30 next_prio=120
+  bash-1  [000] d... 100.001000: sched_waking: comm=a pid=10 prio=120 target_cpu=000
+  bash-1  [000] d... 100.001001: sched_waking: comm=a pid=10 prio=120 target_cpu=000
+  <idle>-0  [000] d... 100.001005: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=a next_pid=10 next_prio=120
+";
+    let mut h = OfflineHist::new();
+    h.add_latency("sched/sched_waking.pid=sched_switch.next_pid", 2048)
+        .unwrap();
+    h.read(trace.as_bytes(), || false).unwrap();
+    let lat = &h.latencies()[0];
+    let c = lat.counts();
+    // pid 10: 100 us, then 4 us (the later waking replaced the earlier); pid 20: 10 us;
+    // pid 30 was switched in without a waking.
+    assert_eq!(
+        (c.matched, c.unmatched_ends, c.starts_dropped, c.negative),
+        (3, 1, 0, 0)
+    );
+    let snap = lat.trigger().snapshot();
+    let got: Vec<(u64, u64, u64, u64, u64)> = snap
+        .rows
+        .iter()
+        .map(|r| (r.key.0[0], r.hits, r.vals[0], r.min, r.max))
+        .collect();
+    assert_eq!(got, [(20, 1, 10, 10, 10), (10, 2, 104, 4, 100)]);
+    let out = render(&h);
+    assert!(out.starts_with(
+        "# latency: sched/sched_waking.pid=sched_switch.next_pid (usecs)\n# event histogram\n#\n# trigger info: hist:keys=next_pid:vals=hitcount,lat_us:sort=hitcount:hist=lat_us.log2:size=2048 [active]\n"
+    ), "{out}");
+    assert!(out.contains("[64, 128)              1 |"), "{out}");
+    assert!(out.contains("[4, 8)                 1 |"), "{out}");
+}
+
+#[test]
+fn latency_starts_are_bounded() {
+    let mut trace = String::new();
+    for pid in 0..200 {
+        trace += &format!("  bash-1  [000] d... 1.{pid:06}: sched_waking: pid={pid}\n");
+    }
+    for pid in 0..200 {
+        trace += &format!("  bash-1  [000] d... 2.{pid:06}: sched_switch: next_pid={pid}\n");
+    }
+    let mut h = OfflineHist::new();
+    h.add_latency("sched_waking.pid=sched_switch.next_pid", 128)
+        .unwrap();
+    h.read(trace.as_bytes(), || false).unwrap();
+    let c = h.latencies()[0].counts();
+    assert_eq!(
+        (c.matched, c.starts_dropped, c.unmatched_ends),
+        (128, 72, 72)
+    );
+    assert_eq!(h.latencies()[0].trigger().snapshot().len(), 128);
+}
+
+// ---- bounds and bad input -------------------------------------------------------------------
+
+#[test]
+fn a_full_table_drops_exactly_and_keeps_strings_bounded() {
+    let mut trace = String::new();
+    for i in 0..1000u64 {
+        // 300 distinct names, each seen at least three times.
+        trace += &format!(
+            "  t-{i}  [000] .... 1.{i:06}: sched_switch: prev_comm=x prev_pid=1 next_comm=task{} next_pid={i}\n",
+            i % 300
+        );
+    }
+    let h = run(&trace, &["sched_switch:keys=next_comm:size=128".into()]);
+    let (rows, (hits, entries, dropped)) = h.tables()[0].rows();
+    assert_eq!(entries, 128);
+    assert_eq!(hits + dropped, 1000);
+    // Each kept name got every one of its events: naive count per kept name.
+    for r in &rows {
+        let KeyText::Str(name) = &r.key[0] else {
+            panic!()
+        };
+        let n: u64 = name[4..].parse().unwrap();
+        let want = (0..1000u64).filter(|i| i % 300 == n).count() as u64;
+        assert_eq!(r.hits, want, "{name}");
+    }
+    let out = render(&h);
+    assert!(out.ends_with(&format!(
+        "    Hits: {hits}\n    Entries: 128\n    Dropped: {dropped}\n"
+    )));
+}
+
+#[test]
+fn bad_specs_are_typed_and_change_nothing() {
+    let mut h = OfflineHist::new();
+    h.add_spec("sched_switch:keys=next_pid").unwrap();
+    for (spec, want) in [
+        ("keys=next_pid", "names no event"),
+        ("hist:keys=next_pid", "names no event"),
+        ("sched_switch:", "empty hist spec"),
+        (
+            "sched_switch:keys=next_pid.frob",
+            "invalid modifier 'frob' at byte 27",
+        ),
+        (
+            "sched_switch:keys=next_pid:size=100",
+            "size must be a power of two",
+        ),
+        (
+            "sched_switch:keys=next_pid:sort=nope",
+            "sort key is not hitcount",
+        ),
+        (
+            "sched_switch:keys=next_pid.usecs",
+            "invalid modifier 'usecs' at byte 27",
+        ),
+        ("sched_switch:keys=next_pid:pause", "unknown clause 'pause'"),
+        ("a b:keys=x", "names no event"),
+    ] {
+        let e = h.add_spec(spec).unwrap_err();
+        assert!(e.to_string().contains(want), "{spec}: {e}");
+        if let OfflineSpecError::Spec(inner) = &e {
+            assert!(inner.pos <= spec.len(), "{spec}");
+        }
+    }
+    assert_eq!(h.tables().len(), 1);
+    for bad in [
+        "",
+        "a.b",
+        "a.b=c",
+        "a=b.c",
+        ".x=y.z",
+        "a.b=c.d-e",
+        "a b.c=d.e",
+    ] {
+        assert!(h.add_latency(bad, 2048).is_err(), "{bad}");
+    }
+    assert!(h.add_latency("a.b=c.d", 100).is_err());
+    assert!(h.latencies().is_empty());
+}
+
+// ---- the command line ----------------------------------------------------------------------
+
+fn tracestat(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tracestat"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn cli_text_json_and_errors() {
+    let data = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/ftrace-events-instances.txt"
+    );
+    let (code, out, err) = tracestat(&[
+        "hist",
+        "--spec",
+        "sched_switch:keys=next_comm:sort=hitcount.descending",
+        data,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("# event histogram\n#\n# trigger info: hist:keys=next_comm:vals=hitcount:sort=hitcount.descending:size=2048 [active]\n#\n\n"));
+    assert!(
+        out.ends_with("\nTotals:\n    Hits: 4\n    Entries: 4\n    Dropped: 0\n"),
+        "{out}"
+    );
+    assert!(err.contains("10 events"), "{err}");
+    #[cfg(feature = "json")]
+    {
+        let (code, out, _) = tracestat(&[
+            "hist",
+            "--format",
+            "json",
+            "--spec",
+            "sched_wakeup:keys=comm,target_cpu:vals=prio",
+            "--latency",
+            "sched_wakeup.pid=sched_switch.next_pid",
+            data,
+        ]);
+        assert_eq!(code, 0);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["schema"], "tracestat.hist");
+        let t = &v["tables"][0];
+        assert_eq!(t["keys"][0]["field"], "comm");
+        assert_eq!(t["totals"]["hits"], 6);
+        let bash = t["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["key"][0] == "bash")
+            .unwrap();
+        assert_eq!(
+            (bash["key"][1].as_u64(), bash["hitcount"].as_u64()),
+            (Some(0), Some(2))
+        );
+        assert_eq!(bash["vals"][0], 240);
+        assert_eq!(v["latency"][0]["matched"], 3);
+        assert_eq!(v["lines"]["events"], 10);
+    }
+    let (code, _, err) = tracestat(&["hist", "--spec", "sched_switch:keys=x.nope", data]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("invalid modifier 'nope'") && err.contains("^"),
+        "{err}"
+    );
+    let (code, _, err) = tracestat(&["hist", data]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--spec"), "{err}");
+    let (code, _, err) = tracestat(&["hist", "--spec", "e:keys=x", "/nonexistent/trace"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("cannot read /nonexistent/trace"), "{err}");
+}
+
+// ---- no panic on arbitrary input ---------------------------------------------------------
+
+mod arbitrary {
+    use proptest::prelude::*;
+    use tracestat::hist::offline::OfflineHist;
+
+    const SAMPLES: &[&str] = &[
+        "     kworker/0:1-59    [000] d..3   136.677025: sched_switch: prev_comm=kworker/0:1 prev_pid=59 prev_prio=120 prev_state=S ==> next_comm=bash next_pid=1998 next_prio=120",
+        "  <idle>-0       2d.h4    1us : sched_waking: comm=sleep pid=5882 prio=94 success=1 target_cpu=002",
+        "bash-1234  [001]  1234.567890: sched_switch: bash:1234 [120] S ==> swapper/1:0 [120]",
+        "           cksum-12994 [000] d... 7269913.317924: block_rq_issue: 202,1 R 0 () 9357056 + 72 [cksum]",
+        "       trace-cmd-16131 [000] 158126.498411: kmalloc: call_site=811223c5 ptr=0xffff88003ecf2b40 bytes_req=272",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        /// Sample lines with bytes replaced, inserted or cut, through every spec kind.
+        #[test]
+        fn mutated_lines_never_panic(
+            picks in proptest::collection::vec((0..SAMPLES.len(), 0usize..200, any::<u8>(), 0u8..3), 1..20),
+            spec in "[a-z_=:.,0-9]{0,40}",
+            latency in "[a-z_=.]{0,30}",
+        ) {
+            let mut trace = Vec::new();
+            for (i, at, byte, op) in picks {
+                let mut line = SAMPLES[i].as_bytes().to_vec();
+                let at = at.min(line.len());
+                match op {
+                    0 => line.insert(at, byte),
+                    1 if at < line.len() => line[at] = byte,
+                    _ => line.truncate(at),
+                }
+                trace.extend(line);
+                trace.push(b'\n');
+            }
+            let mut h = OfflineHist::new();
+            let _ = h.add_spec(&format!("sched_switch:{spec}"));
+            let _ = h.add_spec("sched_switch:keys=next_comm.sym,prev_pid.execname:vals=next_prio");
+            let _ = h.add_spec("kmalloc:keys=call_site.sym-offset,bytes_req.log2:vals=bytes_req");
+            let _ = h.add_spec("block_rq_issue:keys=dev,rwbs:vals=nr_sector:size=128");
+            let _ = h.add_latency(&latency, 128);
+            let _ = h.add_latency("sched_waking.pid=sched_switch.next_pid", 128);
+            h.read(&trace[..], || false).unwrap();
+            let l = h.lines();
+            prop_assert_eq!(l.lines, l.comments + l.events + l.other + l.too_long + l.not_utf8);
+            let mut s = String::new();
+            h.render(&mut s).unwrap();
+            for t in h.tables() {
+                let (rows, (hits, entries, dropped)) = t.rows();
+                prop_assert_eq!(rows.len(), entries);
+                let sk = t.skipped();
+                prop_assert_eq!(hits + dropped + sk.missing_field + sk.not_numeric, t.events());
+            }
+        }
+    }
+}
+
+#[test]
+fn string_sort_keys_and_bucket_histograms() {
+    let data = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/ftrace-events-instances.txt"
+    );
+    let text = fs::read_to_string(data).unwrap();
+    let h = run(
+        &text,
+        &[
+            "sched_switch:keys=prev_state:sort=prev_state.descending".into(),
+            "sched_wakeup:keys=target_cpu:vals=prio:hist=prio.lhist(0,200,50):sort=target_cpu"
+                .into(),
+        ],
+    );
+    let out = render(&h);
+    let rows: Vec<&str> = out.lines().filter(|l| l.starts_with('{')).collect();
+    assert_eq!(
+        rows,
+        [
+            format!("{{ prev_state: {:<50} }} hitcount:          2", "S"),
+            format!("{{ prev_state: {:<50} }} hitcount:          1", "R+"),
+            format!("{{ prev_state: {:<50} }} hitcount:          1", "R"),
+            "{ target_cpu:          0 } hitcount:          4  prio:        480".into(),
+            "{ target_cpu:          1 } hitcount:          1  prio:        120".into(),
+            "{ target_cpu:          3 } hitcount:          1  prio:        120".into(),
+        ]
+    );
+    assert!(
+        out.contains(&format!("[100, 150){:>14} |{}|\n", 4, "@".repeat(52))),
+        "{out}"
+    );
+}
