@@ -200,15 +200,31 @@ fn errors_and_exit_codes() {
     let none = tracestat(&["replay"], None);
     assert_eq!(none.status.code(), Some(2));
 
-    let empty = tracestat(&["replay", "-"], Some(b""));
-    assert_eq!(empty.status.code(), Some(1));
-    assert!(text(&empty.stderr).contains("no function or function_graph events"));
-    assert!(empty.stdout.is_empty());
+    // Input in which no line is ftrace output is not a trace: empty input, a lone `}`,
+    // random bytes.
+    let mut noise = Vec::new();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..200_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        noise.push(x as u8);
+    }
+    for input in [&b""[..], b"}\n", b"}\n}\n  }\n", &noise] {
+        let out = tracestat(&["replay", "-"], Some(input));
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+        assert!(text(&out.stderr).contains("not an ftrace trace"));
+        assert!(out.stdout.is_empty());
+    }
 
+    // A trace of events only is a trace: an empty function table and the events table.
     let events = data("ftrace-events-instances.txt").display().to_string();
-    let only_events = tracestat(&["replay", &events], None);
-    assert_eq!(only_events.status.code(), Some(1));
-    assert!(text(&only_events.stderr).contains("trace_event 10"));
+    let only_events = ok(&["replay", &events]);
+    assert_eq!(
+        text(&only_events.stdout),
+        "==> trace_stat/functions <==\n  Function                               Hit\n  --------                               ---\n\n==> trace_stat/events <==\n  Event                                Count\n  -----                                -----\n  sched_wakeup                             6\n  sched_switch                             4\n"
+    );
+    assert!(text(&only_events.stderr).contains("10 event lines"));
 }
 
 #[test]

@@ -76,11 +76,21 @@ impl Names {
 /// assert_ne!(i.intern(Symbol { name: "vfs_read", module: Some("ext4") }), a);
 /// assert_eq!(i.names().get(a).as_deref(), Some("vfs_read"));
 /// ```
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Interner {
     map: HashMap<Owned, usize>,
     names: Names,
     recent: Recent,
+    /// Distinct names kept; further names map to `other`.
+    limit: usize,
+    /// The ip of [`OTHER`](super::OTHER), once a name was folded into it (0 before).
+    other: usize,
+}
+
+impl Default for Interner {
+    fn default() -> Self {
+        Interner::with_limit(usize::MAX)
+    }
 }
 
 /// A name of 1 to 32 bytes as its length and four words: bytes `0..8`, `8..16` and
@@ -155,6 +165,46 @@ impl Interner {
         Self::default()
     }
 
+    /// An empty interner that keeps at most `limit` distinct names: every further name gets
+    /// the ip of one [`OTHER`](super::OTHER) name, so memory stays bounded on any input.
+    ///
+    /// ```
+    /// use tracestat::replay::{Interner, OTHER, Symbol};
+    ///
+    /// let mut i = Interner::with_limit(1);
+    /// let a = i.intern(Symbol::new("a"));
+    /// let b = i.intern(Symbol::new("b"));
+    /// assert_eq!(i.intern(Symbol::new("c")), b);
+    /// assert!(i.is_other(b) && !i.is_other(a));
+    /// assert_eq!(i.names().get(b).as_deref(), Some(OTHER));
+    /// ```
+    pub fn with_limit(limit: usize) -> Self {
+        Interner {
+            map: HashMap::new(),
+            names: Names::default(),
+            recent: Recent::default(),
+            limit,
+            other: 0,
+        }
+    }
+
+    /// Whether `ip` is the [`OTHER`](super::OTHER) name that names beyond the limit fold
+    /// into.
+    pub fn is_other(&self, ip: usize) -> bool {
+        ip != 0 && ip == self.other
+    }
+
+    /// Heap bytes held by the table and the names (capacities and string bytes; a lower
+    /// bound of what the allocator holds).
+    pub fn heap_bytes(&self) -> usize {
+        let names = self.names.0.read().unwrap_or_else(PoisonError::into_inner);
+        let strings: usize = names.iter().map(|n| n.len()).sum();
+        // Each name's text is held twice: in the table's key and in the shared names.
+        names.capacity() * size_of::<Box<str>>()
+            + self.map.capacity() * (size_of::<(Owned, usize)>() + 1)
+            + 2 * strings
+    }
+
     /// The ip of `sym`, interning it on first sight.
     pub fn intern(&mut self, sym: Symbol<'_>) -> usize {
         let Some(fp) = sym
@@ -184,6 +234,17 @@ impl Interner {
         if let Some(&ip) = self.map.get(&key) {
             return ip;
         }
+        if self.map.len() >= self.limit.saturating_add(usize::from(self.other != 0)) {
+            if self.other == 0 {
+                self.other = self.insert(Symbol::new(super::OTHER));
+            }
+            return self.other;
+        }
+        self.insert(sym)
+    }
+
+    /// Interns `sym`, known not to be interned yet.
+    fn insert(&mut self, sym: Symbol<'_>) -> usize {
         let mut names = self.names.0.write().unwrap_or_else(PoisonError::into_inner);
         names.push(sym.to_string().into_boxed_str());
         let ip = names.len();
@@ -196,6 +257,15 @@ impl Interner {
             ip,
         );
         ip
+    }
+
+    /// The ip of a display name (`name` or `name [module]`) already interned.
+    pub(crate) fn lookup_existing(&self, display: &str) -> Option<usize> {
+        let (name, module) = match display.strip_suffix(']').and_then(|d| d.rsplit_once(" [")) {
+            Some((n, m)) => (n, Some(m)),
+            None => (display, None),
+        };
+        self.map.get(&Borrowed { name, module }).copied()
     }
 
     /// How many distinct symbols were interned.

@@ -82,6 +82,7 @@ mod kind;
 mod lex;
 mod parse;
 mod reader;
+mod table;
 // Replay drives the hook layer from one thread with std types; it is in no loom model.
 #[cfg(not(loom))]
 mod replayer;
@@ -95,6 +96,10 @@ pub use reader::Reader;
 pub use replayer::write_json;
 #[cfg(not(loom))]
 pub use replayer::{
-    MAX_CPUS, MAX_OPEN, MAX_PARKED, REPLAY_SCHEMA, Replay, ReplayOptions, ReplaySummary, Sort,
-    TraceMode, Unmatched, render_functions, sort_functions,
+    DEFAULT_MAX_FUNCTIONS, EVENTS_HEADER, FunctionRow, MAX_CPUS, MAX_OPEN, MAX_TASKS,
+    REPLAY_SCHEMA, Replay, ReplayOptions, ReplaySummary, Sort, TraceMode, Unmatched,
+    render_functions, sort_functions,
 };
+
+/// The row that function names beyond [`ReplayOptions::max_functions`] are folded into.
+pub const OTHER: &str = "[other]";
