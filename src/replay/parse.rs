@@ -151,7 +151,19 @@ fn classify(line: &str) -> Classified<'_> {
     if let Some(c) = function_layout(line) {
         return c;
     }
-    graph::parse(line)
+    match graph::parse(line) {
+        // `options/context-info` off: a function tracer line is `func <-parent` alone.
+        Parsed::Skipped(LineKind::Unrecognized) => match function_payload(Context::default(), body)
+        {
+            Some(
+                ev @ Event::Function {
+                    parent: Some(_), ..
+                },
+            ) => Parsed::Event(ev),
+            _ => skipped(LineKind::Unrecognized),
+        },
+        parsed => parsed,
+    }
 }
 
 /// `##### CPU 2 buffer started ####`
