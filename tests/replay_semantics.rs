@@ -285,5 +285,6 @@ fn a_dropped_replay_gives_its_memory_back() {
     drop(replay);
     let (replay, s) = Replay::run(&b" 0)   1.000 us    |  g();\n"[..], opts()).unwrap();
     assert_eq!(s.functions, 1);
-    assert!(replay.heap_bytes() < 4096, "{}", replay.heap_bytes());
+    // One chunk of rows (64 KiB) and the first chunk of names.
+    assert!(replay.heap_bytes() < 128 << 10, "{}", replay.heap_bytes());
 }

@@ -512,35 +512,96 @@ impl Replay {
         self.events.sorted()
     }
 
-    /// The rows of all CPUs (`None`) or of one, threshold applied, in `sort` order.
-    pub fn functions(&self, cpu: Option<u32>, sort: Sort) -> Vec<FunctionRow> {
-        let table = match cpu {
-            None => &self.table,
-            Some(c) => match self.cpu_tables.get(c as usize) {
-                Some(Some(t)) => t,
-                _ => return Vec::new(),
-            },
-        };
+    /// The table of all CPUs (`None`) or of one.
+    fn table(&self, cpu: Option<u32>) -> Option<&Table> {
+        match cpu {
+            None => Some(&self.table),
+            Some(c) => self.cpu_tables.get(c as usize)?.as_ref(),
+        }
+    }
+
+    /// The ips of `table`'s shown rows (threshold applied) in `sort` order: 4 bytes a row,
+    /// what the writers sort instead of whole rows.
+    fn order(&self, table: &Table, sort: Sort) -> Vec<u32> {
         let timed = self.timed();
         let thresh_ns = u128::from(self.opts.threshold_us).saturating_mul(1000);
-        let names = self.interner.names();
-        let mut rows: Vec<FunctionRow> = table
+        let mut ips: Vec<u32> = table
             .rows()
             .filter(|(_, r)| {
                 !timed
                     || thresh_ns == 0
                     || r.time_ns.checked_div(u128::from(r.hits)).unwrap_or(0) >= thresh_ns
             })
+            // Ips are below the interner's limit, which fits a `u32`.
+            .map(|(ip, _)| ip as u32)
+            .collect();
+        let name = |ip: u32| self.interner.name(ip as usize).unwrap_or_default();
+        let key = |ip: u32| {
+            let r = table.get(ip as usize);
+            (sort_key(sort, r.hits, timed.then_some(r.time_ns)), r.hits)
+        };
+        ips.sort_unstable_by(|&a, &b| {
+            key(b)
+                .cmp(&key(a))
+                .then_with(|| name(a).cmp(name(b)))
+                .then(a.cmp(&b))
+        });
+        ips
+    }
+
+    /// The rows of all CPUs (`None`) or of one, threshold applied, in `sort` order.
+    pub fn functions(&self, cpu: Option<u32>, sort: Sort) -> Vec<FunctionRow> {
+        let Some(table) = self.table(cpu) else {
+            return Vec::new();
+        };
+        let timed = self.timed();
+        self.order(table, sort)
+            .into_iter()
+            .map(|ip| (ip as usize, table.get(ip as usize)))
             .map(|(ip, r)| FunctionRow {
-                name: names.get(ip).unwrap_or_default(),
+                name: self.interner.name(ip).unwrap_or_default().to_owned(),
                 hits: r.hits,
                 open_at_end: r.open_at_end,
                 time_ns: timed.then_some(r.time_ns),
                 time_sq_ns2: timed.then_some(r.time_sq),
             })
-            .collect();
-        sort_rows(&mut rows, sort, |r| (r.hits, r.time_ns, &r.name));
-        rows
+            .collect()
+    }
+
+    /// Writes the stat file ([`Replay::render`]) to `w` without building it in memory: the
+    /// rows are sorted as `(ip, row)` pairs and written one at a time, names borrowed.
+    pub fn write_text(
+        &self,
+        cpu: Option<u32>,
+        sort: Sort,
+        w: &mut dyn io::Write,
+    ) -> io::Result<()> {
+        let timed = self.timed();
+        w.write_all(
+            if timed {
+                format::FUNCTION_HEADER_TIMED
+            } else {
+                format::FUNCTION_HEADER_HITS
+            }
+            .as_bytes(),
+        )?;
+        let Some(table) = self.table(cpu) else {
+            return Ok(());
+        };
+        let mut line = String::with_capacity(128);
+        for ip in self.order(table, sort) {
+            let (ip, r) = (ip as usize, table.get(ip as usize));
+            line.clear();
+            let timing = timed.then_some(RowTiming {
+                time_ns: r.time_ns,
+                time_sq: r.time_sq,
+            });
+            let name = self.interner.name(ip).unwrap_or_default();
+            // Writing to a String cannot fail.
+            let _ = format::write_function_row(&mut line, name, r.hits, timing);
+            w.write_all(line.as_bytes())?;
+        }
+        Ok(())
     }
 
     /// The rows of all CPUs (`None`) or of one, threshold applied, in `sort` order, as an
@@ -553,7 +614,7 @@ impl Replay {
         if cpu.is_none() && timed && self.opts.latency {
             for (ip, r) in self.table.rows() {
                 if let Some(counts) = self.table.latency(ip) {
-                    let name = self.interner.names().get(ip).unwrap_or_default();
+                    let name = self.interner.name(ip).unwrap_or_default().to_owned();
                     let labels = [("function".to_owned(), name)].into();
                     let mut h = BucketHistogram::from_buckets(
                         "function_latency",
@@ -569,13 +630,12 @@ impl Replay {
         }
         let mut paths = Vec::new();
         if let (None, Some(trie)) = (cpu, &self.paths) {
-            let names = self.interner.names();
             for node in trie.paths() {
                 paths.push(PathStats {
                     frames: trie
                         .frames(node)
                         .into_iter()
-                        .map(|ip| names.get(ip).unwrap_or_default())
+                        .map(|ip| self.interner.name(ip).unwrap_or_default().to_owned())
                         .collect(),
                     hits: node.hits,
                     self_time_ns: timed.then_some(node.self_ns),
@@ -603,7 +663,10 @@ impl Replay {
     /// The stat file text (`trace_stat/functions`, or `function<cpu>`): the kernel's header
     /// and rows, in `sort` order.
     pub fn render(&self, cpu: Option<u32>, sort: Sort) -> String {
-        render_functions(&self.profile(cpu, sort).functions, self.timed())
+        let mut out = Vec::new();
+        // Writing to a Vec cannot fail.
+        let _ = self.write_text(cpu, sort, &mut out);
+        String::from_utf8(out).unwrap_or_default()
     }
 
     /// The events table: `Event` and `Count` columns in the stat files' layout, most
@@ -922,22 +985,13 @@ pub const EVENTS_HEADER: &str = concat!(
     "  -----                                -----\n"
 );
 
-/// Sorts descending by `sort`'s key, then by hits, ties by name; `key` gives a row's hits,
-/// time and name.
-fn sort_rows<T>(rows: &mut [T], sort: Sort, key: impl Fn(&T) -> (u64, Option<u128>, &String)) {
-    let k = |r: &T| -> u128 {
-        let (hits, time, _) = key(r);
-        match sort {
-            Sort::Hits => u128::from(hits),
-            Sort::Time => time.unwrap_or(0),
-            Sort::Avg => time.unwrap_or(0).checked_div(u128::from(hits)).unwrap_or(0),
-        }
-    };
-    rows.sort_by(|a, b| {
-        k(b).cmp(&k(a))
-            .then(key(b).0.cmp(&key(a).0))
-            .then_with(|| key(a).2.cmp(key(b).2))
-    });
+/// The value rows are ordered by (descending).
+fn sort_key(sort: Sort, hits: u64, time: Option<u128>) -> u128 {
+    match sort {
+        Sort::Hits => u128::from(hits),
+        Sort::Time => time.unwrap_or(0),
+        Sort::Avg => time.unwrap_or(0).checked_div(u128::from(hits)).unwrap_or(0),
+    }
 }
 
 impl ReplaySummary {
@@ -1062,7 +1116,12 @@ impl ReplaySummary {
 
 /// Sorts rows descending by `sort`'s key, then by hits, ties by name.
 pub fn sort_functions(rows: &mut [FunctionStats], sort: Sort) {
-    sort_rows(rows, sort, |r| (r.hits, r.time_ns, &r.name));
+    rows.sort_by(|a, b| {
+        sort_key(sort, b.hits, b.time_ns)
+            .cmp(&sort_key(sort, a.hits, a.time_ns))
+            .then(b.hits.cmp(&a.hits))
+            .then_with(|| a.name.cmp(&b.name))
+    });
 }
 
 /// The kernel's function stat file for `rows` in their order: header (with the timing
@@ -1124,10 +1183,45 @@ pub fn write_json(
     use serde::Serialize;
     use std::collections::BTreeMap;
 
+    /// A row with its name borrowed from the interner.
     #[derive(Serialize)]
-    struct Cpu {
+    struct RowRef<'a> {
+        name: &'a str,
+        hits: u64,
+        open_at_end: u64,
+        time_ns: Option<u128>,
+        time_sq_ns2: Option<u128>,
+    }
+    /// The rows of a table, serialised one at a time (never all built at once).
+    struct Rows<'a> {
+        replay: &'a Replay,
+        cpu: Option<u32>,
+        sort: Sort,
+    }
+    impl Serialize for Rows<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let r = self.replay;
+            let timed = r.timed();
+            let Some(table) = r.table(self.cpu) else {
+                return s.collect_seq(std::iter::empty::<RowRef<'_>>());
+            };
+            let order = r.order(table, self.sort);
+            s.collect_seq(order.into_iter().map(|ip| {
+                let row = table.get(ip as usize);
+                RowRef {
+                    name: r.interner.name(ip as usize).unwrap_or_default(),
+                    hits: row.hits,
+                    open_at_end: row.open_at_end,
+                    time_ns: timed.then_some(row.time_ns),
+                    time_sq_ns2: timed.then_some(row.time_sq),
+                }
+            }))
+        }
+    }
+    #[derive(Serialize)]
+    struct Cpu<'a> {
         cpu: u32,
-        functions: Vec<FunctionRow>,
+        functions: Rows<'a>,
     }
     #[derive(Serialize)]
     struct EventCount {
@@ -1151,9 +1245,9 @@ pub fn write_json(
         graph_time: bool,
         threshold_us: u64,
         max_functions: usize,
-        functions: Vec<FunctionRow>,
+        functions: Rows<'a>,
         #[serde(skip_serializing_if = "Option::is_none")]
-        cpus: Option<Vec<Cpu>>,
+        cpus: Option<Vec<Cpu<'a>>>,
         events: Vec<EventCount>,
         lines: Lines,
         calls: u64,
@@ -1168,14 +1262,22 @@ pub fn write_json(
         graph_time: replay.opts.graph_time,
         threshold_us: replay.opts.threshold_us,
         max_functions: replay.opts.max_functions,
-        functions: replay.functions(None, sort),
+        functions: Rows {
+            replay,
+            cpu: None,
+            sort,
+        },
         cpus: per_cpu.then(|| {
             summary
                 .cpus
                 .iter()
                 .map(|&cpu| Cpu {
                     cpu,
-                    functions: replay.functions(Some(cpu), sort),
+                    functions: Rows {
+                        replay,
+                        cpu: Some(cpu),
+                        sort,
+                    },
                 })
                 .collect()
         }),

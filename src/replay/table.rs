@@ -3,12 +3,14 @@
 //!
 //! # Design
 //!
-//! The interner hands out ips `1..=n` densely, so a table is a `Vec` indexed by `ip - 1`: one
-//! bounds check and a few adds per recorded call, no hashing, no lock, no allocation except
-//! when a new function grows the vector (amortised). A [`Row`] is 64 bytes: hits, calls still
-//! open at the end, and for timed calls the sum, sum of squares, minimum and maximum. The
-//! log2 latency histogram (2 KiB a function) is kept only when asked for, in a parallel
-//! vector of its own, so the common case pays nothing for it.
+//! The interner hands out ips `1..=n` densely, so a table is indexed by `ip - 1`: two bounds
+//! checks and a few adds per recorded call, no hashing, no lock, no allocation except when a
+//! new function needs a new chunk. Rows live in chunks of [`ROWS_PER_CHUNK`] that never move,
+//! so there is no doubling slack: a table of `n` functions holds at most one partly used
+//! chunk. A [`Row`] is 64 bytes: hits, calls still open at the end, and for timed calls the
+//! sum, sum of squares, minimum and maximum. The log2 latency histogram (2 KiB a function) is
+//! kept only when asked for, in a parallel vector of its own, so the common case pays
+//! nothing for it.
 //!
 //! A replay keeps one merged table, and per-CPU tables only when per-CPU output is asked
 //! for. All of it is owned by the [`Replay`](super::Replay): dropping the replay frees it, and
@@ -58,10 +60,13 @@ impl Row {
     };
 }
 
+/// Rows in one chunk of a [`Table`].
+pub(crate) const ROWS_PER_CHUNK: usize = 1024;
+
 /// Rows by `ip - 1`, and optionally a latency histogram per function.
 #[derive(Debug, Default)]
 pub(crate) struct Table {
-    rows: Vec<Row>,
+    chunks: Vec<Box<[Row; ROWS_PER_CHUNK]>>,
     /// `Some` when latency histograms are kept: counts per [`LATENCY_BUCKETS`] bucket, one
     /// boxed slice per function, allocated on its first timed call.
     latency: Option<Vec<Option<Box<[u64]>>>>,
@@ -71,7 +76,7 @@ impl Table {
     /// A table; `latency` keeps a histogram per function.
     pub(crate) fn new(latency: bool) -> Self {
         Table {
-            rows: Vec::new(),
+            chunks: Vec::new(),
             latency: latency.then(Vec::new),
         }
     }
@@ -79,10 +84,18 @@ impl Table {
     #[inline]
     fn row(&mut self, ip: usize) -> &mut Row {
         let i = ip.wrapping_sub(1);
-        if i >= self.rows.len() {
-            self.rows.resize(i + 1, Row::EMPTY);
+        let (c, k) = (i / ROWS_PER_CHUNK, i % ROWS_PER_CHUNK);
+        if c >= self.chunks.len() {
+            self.grow(c);
         }
-        &mut self.rows[i]
+        &mut self.chunks[c][k]
+    }
+
+    #[cold]
+    fn grow(&mut self, c: usize) {
+        while self.chunks.len() <= c {
+            self.chunks.push(Box::new([Row::EMPTY; ROWS_PER_CHUNK]));
+        }
     }
 
     /// A call of `ip` entered.
@@ -118,10 +131,18 @@ impl Table {
         r.open_at_end = r.open_at_end.saturating_add(1);
     }
 
+    /// The row of `ip` (an empty one if it has none).
+    pub(crate) fn get(&self, ip: usize) -> &Row {
+        let i = ip.wrapping_sub(1);
+        self.chunks
+            .get(i / ROWS_PER_CHUNK)
+            .map_or(&Row::EMPTY, |c| &c[i % ROWS_PER_CHUNK])
+    }
+
     /// `(ip, row)` of every function with a hit.
     pub(crate) fn rows(&self) -> impl Iterator<Item = (usize, &Row)> {
         (1..)
-            .zip(&self.rows)
+            .zip(self.chunks.iter().flat_map(|c| c.iter()))
             .filter(|(_, r)| r.hits > 0 || r.timed > 0)
     }
 
@@ -137,7 +158,9 @@ impl Table {
 
     /// Forgets every record (the `--reset-each` interval boundary), keeping the capacity.
     pub(crate) fn clear(&mut self) {
-        self.rows.iter_mut().for_each(|r| *r = Row::EMPTY);
+        for c in &mut self.chunks {
+            c.fill(Row::EMPTY);
+        }
         if let Some(lat) = &mut self.latency {
             lat.iter_mut().flatten().for_each(|h| h.fill(0));
         }
@@ -145,7 +168,8 @@ impl Table {
 
     /// Bytes held (capacity), for memory reports.
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.rows.capacity() * size_of::<Row>()
+        self.chunks.len() * size_of::<[Row; ROWS_PER_CHUNK]>()
+            + self.chunks.capacity() * size_of::<usize>()
             + self.latency.as_ref().map_or(0, |l| {
                 l.capacity() * size_of::<Option<Box<[u64]>>>()
                     + l.iter().flatten().map(|h| h.len() * 8).sum::<usize>()

@@ -274,14 +274,14 @@ fn write_output(
             if args.per_cpu {
                 for &cpu in &summary.cpus {
                     writeln!(out, "==> trace_stat/function{cpu} <==")?;
-                    out.write_all(replay.render(Some(cpu), sort).as_bytes())?;
+                    replay.write_text(Some(cpu), sort, out)?;
                     writeln!(out)?;
                 }
             }
             if several {
                 writeln!(out, "==> trace_stat/functions <==")?;
             }
-            out.write_all(replay.render(None, sort).as_bytes())?;
+            replay.write_text(None, sort, out)?;
             if latency {
                 writeln!(out, "\n==> trace_stat/function_latency <==")?;
                 out.write_all(replay.render_latency(sort).as_bytes())?;
