@@ -369,6 +369,9 @@ fn is_marker<T: std::error::Error + 'static>(e: &io::Error) -> bool {
 struct Ticks {
     every: Option<Duration>,
     next: Option<Instant>,
+    /// A print was just due: the next interval starts when reading resumes (after the
+    /// print), so a print slower than the interval cannot starve the reading.
+    rearm: bool,
 }
 
 impl Ticks {
@@ -376,6 +379,7 @@ impl Ticks {
         Ticks {
             every,
             next: every.map(|d| Instant::now() + d),
+            rearm: false,
         }
     }
 }
@@ -398,18 +402,19 @@ impl<R> Stoppable<R> {
         let (Some(every), Some(next)) = (self.ticks.every, self.ticks.next) else {
             return Ok(());
         };
+        let mut next = next;
+        if self.ticks.rearm {
+            self.ticks.rearm = false;
+            next = Instant::now() + every;
+            self.ticks.next = Some(next);
+        }
         loop {
             if STOP.load(Ordering::Relaxed) {
                 return Err(io::Error::other(Stopped));
             }
             let now = Instant::now();
             if now >= next {
-                // The next print is one interval after this one (skipping missed ones).
-                let mut n = next + every;
-                while n <= now {
-                    n += every;
-                }
-                self.ticks.next = Some(n);
+                self.ticks.rearm = true;
                 return Err(io::Error::other(Tick));
             }
             let ms = (next - now).as_millis().clamp(1, i32::MAX as u128) as i32;
