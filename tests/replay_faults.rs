@@ -218,7 +218,10 @@ fn sigint_mid_line_does_not_replay_the_partial_line() {
         .iter()
         .map(|f| f["name"].as_str().unwrap())
         .collect();
-    assert!(!names.contains(&"partial_12"), "the partial line was replayed");
+    assert!(
+        !names.contains(&"partial_12"),
+        "the partial line was replayed"
+    );
     assert_eq!(names.len(), 5000);
 }
 
