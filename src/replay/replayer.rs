@@ -196,7 +196,7 @@ pub struct ReplaySummary {
     pub folded: u64,
     /// Trace event lines (`sched_switch: ...`), all names together.
     pub events: u64,
-    /// Whether any line was recognisably ftrace output (see [`Replay::is_trace`]).
+    /// Whether any line was recognisably ftrace output (see [`ReplaySummary::is_trace`]).
     pub recognised: bool,
     /// The CPUs that recorded calls, ascending (empty unless per-CPU tables are kept).
     pub cpus: Vec<u32>,
