@@ -266,13 +266,12 @@ fn every_graph_column_combination_counts_the_same() {
                 let o = GraphOpts {
                     context_info: true,
                     abstime: b(0),
-                    cpu: b(1) || lines.iter().all(|l| l.cpu == lines[0].cpu),
+                    cpu: b(1),
                     proc_: b(2),
                     latency,
                     overhead: b(3),
                     duration: b(4),
                     tail: b(5),
-                    ..base
                 };
                 let o = if b(6) {
                     // context-info off: the body alone (then only one CPU's lines make sense).
