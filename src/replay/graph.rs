@@ -142,19 +142,27 @@ fn flags_then_duration(cell: &str) -> Option<u64> {
 /// not recognised.)
 fn strip_bare_flags(s: &str) -> Option<&str> {
     let t = trim_start(s);
-    let (flags, _) = split_first_token(t);
+    // A flags word is 3 to 7 bytes and a space follows it: look no further than that.
+    let b = t.as_bytes();
+    let len = b.iter().take(8).position(|&c| c == b' ')?;
+    let flags = &t[..len];
     if !is_flags(flags) {
         return None;
     }
-    let after = &t[flags.len()..];
     // A body never starts with a flags word followed by a space: `d..1 {` is not a call.
-    after.starts_with(' ').then_some(after)
+    Some(&t[len..])
 }
 
 fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) -> Classified<'a> {
-    let (s, base) = match strip_bare_flags(s) {
-        Some(rest) if duration.is_none() => (rest, 0),
-        _ => (s, base),
+    // Bare flags come only where no duration cell (blank or not) was read.
+    let bare = if base < 2 && duration.is_none() {
+        strip_bare_flags(s)
+    } else {
+        None
+    };
+    let (s, base) = match bare {
+        Some(rest) => (rest, 0),
+        None => (s, base),
     };
     let b = trim_start(s);
     let indent = s.len() - b.len();
