@@ -200,6 +200,15 @@ fn errors_and_exit_codes() {
     let none = tracestat(&["replay"], None);
     assert_eq!(none.status.code(), Some(2));
 
+    for bad in [
+        &["replay", "x", "--max-functions", "0"][..],
+        &["replay", "x", "--reset-each"],
+        &["replay", "x", "--interval", "0"],
+        &["replay", "x", "--interval", "soon"],
+    ] {
+        assert_eq!(tracestat(bad, None).status.code(), Some(2), "{bad:?}");
+    }
+
     // Input in which no line is ftrace output is not a trace: empty input, a lone `}`,
     // random bytes.
     let mut noise = Vec::new();
@@ -225,6 +234,27 @@ fn errors_and_exit_codes() {
         "==> trace_stat/functions <==\n  Function                               Hit\n  --------                               ---\n\n==> trace_stat/events <==\n  Event                                Count\n  -----                                -----\n  sched_wakeup                             6\n  sched_switch                             4\n"
     );
     assert!(text(&only_events.stderr).contains("10 event lines"));
+}
+
+#[test]
+fn latency_and_events_tables() {
+    let out = ok(&["replay", &graph(), "--latency", "--events"]);
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("==> trace_stat/functions <==\n  Function"));
+    assert!(
+        stdout.contains("\n==> trace_stat/function_latency <==\n@__do_fault:\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\n==> trace_stat/events <==\n  Event"),
+        "{stdout}"
+    );
+    // One function beyond the limit: the rest is one [other] row.
+    let out = ok(&["replay", &graph(), "--max-functions", "1", "--sort", "hits"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(stdout.lines().count(), 4, "{stdout}");
+    assert!(stdout.contains("  [other]  "), "{stdout}");
+    assert!(text(&out.stderr).contains("beyond --max-functions in [other]"));
 }
 
 #[test]

@@ -50,6 +50,13 @@ fn calls_open_at_the_end_are_hits_without_time() {
     assert_eq!(r["getname"], (1, 0, 7_876));
     assert_eq!(r["__might_sleep"], (2, 0, 1_382 + 1_389));
     assert_eq!(r.values().map(|v| v.0).sum::<u64>(), 12);
+    let (_, s) = Replay::run(read("ftrace-graph.txt").as_bytes(), opts()).unwrap();
+    assert!(
+        s.report()
+            .contains("(3 still open at the end: alloc_fd, do_sys_open, sys_open)"),
+        "{}",
+        s.report()
+    );
     // Idle loops and calls that never return: entered, so counted.
     let trace = "\
  1)               |  do_idle() {

@@ -78,6 +78,8 @@ pub const MAX_TASKS: usize = 1 << 16;
 /// Open calls one task's stack tracks; deeper entries still count a hit, are not timed, and
 /// are counted as overruns.
 pub const MAX_OPEN: usize = 4096;
+/// How many functions with calls open at the end [`ReplaySummary`] lists by name.
+pub const OPEN_LISTED: usize = 8;
 /// The default of [`ReplayOptions::max_functions`].
 pub const DEFAULT_MAX_FUNCTIONS: usize = 1_000_000;
 
@@ -198,6 +200,9 @@ pub struct ReplaySummary {
     pub events: u64,
     /// Whether any line was recognisably ftrace output (see [`ReplaySummary::is_trace`]).
     pub recognised: bool,
+    /// The functions with calls still open at the end, most first (at most
+    /// [`OPEN_LISTED`]), with how many; every function's count is in its row.
+    pub open_functions: Vec<(String, u64)>,
     /// The CPUs that recorded calls, ascending (empty unless per-CPU tables are kept).
     pub cpus: Vec<u32>,
 }
@@ -448,8 +453,25 @@ impl Replay {
             folded: self.folded,
             events: self.event_lines,
             recognised: self.recognised || headed,
+            open_functions: self.open_functions(),
             cpus: self.cpus(),
         }
+    }
+
+    /// The functions with calls open at the end, most first, ties by name; at most
+    /// [`OPEN_LISTED`].
+    fn open_functions(&self) -> Vec<(String, u64)> {
+        let mut open: Vec<(u64, &str)> = self
+            .table
+            .rows()
+            .filter(|(_, r)| r.open_at_end > 0)
+            .map(|(ip, r)| (r.open_at_end, self.interner.name(ip).unwrap_or_default()))
+            .collect();
+        open.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        open.into_iter()
+            .take(OPEN_LISTED)
+            .map(|(n, name)| (name.to_owned(), n))
+            .collect()
     }
 
     /// Forgets the counts (functions, events, calls, unmatched), keeping the calls open now
@@ -1080,7 +1102,30 @@ impl ReplaySummary {
         }
         let _ = write!(s, "; {} calls of {} functions", self.calls, self.functions);
         if self.unmatched.open_at_eof > 0 {
-            let _ = write!(s, " ({} still open at the end)", self.unmatched.open_at_eof);
+            let listed: Vec<String> = self
+                .open_functions
+                .iter()
+                .map(|(name, n)| {
+                    if *n == 1 {
+                        name.clone()
+                    } else {
+                        format!("{name} x{n}")
+                    }
+                })
+                .collect();
+            let more = if self.unmatched.open_at_eof
+                > self.open_functions.iter().map(|f| f.1).sum::<u64>()
+            {
+                ", ..."
+            } else {
+                ""
+            };
+            let _ = write!(
+                s,
+                " ({} still open at the end: {}{more})",
+                self.unmatched.open_at_eof,
+                listed.join(", ")
+            );
         }
         if self.folded > 0 {
             let _ = write!(
