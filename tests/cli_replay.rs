@@ -200,15 +200,61 @@ fn errors_and_exit_codes() {
     let none = tracestat(&["replay"], None);
     assert_eq!(none.status.code(), Some(2));
 
-    let empty = tracestat(&["replay", "-"], Some(b""));
-    assert_eq!(empty.status.code(), Some(1));
-    assert!(text(&empty.stderr).contains("no function or function_graph events"));
-    assert!(empty.stdout.is_empty());
+    for bad in [
+        &["replay", "x", "--max-functions", "0"][..],
+        &["replay", "x", "--reset-each"],
+        &["replay", "x", "--interval", "0"],
+        &["replay", "x", "--interval", "soon"],
+    ] {
+        assert_eq!(tracestat(bad, None).status.code(), Some(2), "{bad:?}");
+    }
 
+    // Input in which no line is ftrace output is not a trace: empty input, a lone `}`,
+    // random bytes.
+    let mut noise = Vec::new();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..200_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        noise.push(x as u8);
+    }
+    for input in [&b""[..], b"}\n", b"}\n}\n  }\n", &noise] {
+        let out = tracestat(&["replay", "-"], Some(input));
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+        assert!(text(&out.stderr).contains("not an ftrace trace"));
+        assert!(out.stdout.is_empty());
+    }
+
+    // A trace of events only is a trace: an empty function table and the events table.
     let events = data("ftrace-events-instances.txt").display().to_string();
-    let only_events = tracestat(&["replay", &events], None);
-    assert_eq!(only_events.status.code(), Some(1));
-    assert!(text(&only_events.stderr).contains("trace_event 10"));
+    let only_events = ok(&["replay", &events]);
+    assert_eq!(
+        text(&only_events.stdout),
+        "==> trace_stat/functions <==\n  Function                               Hit\n  --------                               ---\n\n==> trace_stat/events <==\n  Event                                Count\n  -----                                -----\n  sched_wakeup                             6\n  sched_switch                             4\n"
+    );
+    assert!(text(&only_events.stderr).contains("10 event lines"));
+}
+
+#[test]
+fn latency_and_events_tables() {
+    let out = ok(&["replay", &graph(), "--latency", "--events"]);
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("==> trace_stat/functions <==\n  Function"));
+    assert!(
+        stdout.contains("\n==> trace_stat/function_latency <==\n@__do_fault:\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\n==> trace_stat/events <==\n  Event"),
+        "{stdout}"
+    );
+    // One function beyond the limit: the rest is one [other] row.
+    let out = ok(&["replay", &graph(), "--max-functions", "1", "--sort", "hits"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(stdout.lines().count(), 4, "{stdout}");
+    assert!(stdout.contains("  [other]  "), "{stdout}");
+    assert!(text(&out.stderr).contains("beyond --max-functions in [other]"));
 }
 
 #[test]

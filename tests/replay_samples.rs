@@ -25,12 +25,18 @@ struct Expected {
 
 impl Expected {
     fn add(&mut self, cpu: u32, name: &str, time: u128) {
-        let e = self.all.entry(name.to_owned()).or_default();
-        e.0 += 1;
-        e.1 += time;
-        let e = self.cpus.entry((cpu, name.to_owned())).or_default();
-        e.0 += 1;
-        e.1 += time;
+        self.add_hit(cpu, name);
+        self.add_time(cpu, name, time);
+    }
+
+    fn add_hit(&mut self, cpu: u32, name: &str) {
+        self.all.entry(name.to_owned()).or_default().0 += 1;
+        self.cpus.entry((cpu, name.to_owned())).or_default().0 += 1;
+    }
+
+    fn add_time(&mut self, cpu: u32, name: &str, time: u128) {
+        self.all.entry(name.to_owned()).or_default().1 += time;
+        self.cpus.entry((cpu, name.to_owned())).or_default().1 += time;
     }
 }
 
@@ -115,10 +121,35 @@ struct Open {
     child: u128,
 }
 
+/// The task a graph line's `|`-separated prefix fields name (`bash-1507`, `<idle>-0`): the
+/// last word of a field that ends in `-digits`.
+fn naive_task(fields: &[&str]) -> Option<u32> {
+    fields.iter().find_map(|f| {
+        let word = f.split_whitespace().last()?;
+        let (comm, pid) = word.rsplit_once('-')?;
+        if comm.is_empty() || pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        pid.parse().ok()
+    })
+}
+
+/// The kernel profiler's counting, written out naively: a hit for every entry and leaf line
+/// and for every exit that names a function and closes no open entry; the time of a call
+/// from its exit's (or leaf's) duration column. Stacks are per task: the TASK/PID column,
+/// else the task the `=>` lines say runs on the CPU (lines before a CPU's first switch
+/// belong to its outgoing task), else the CPU; PID 0 is a per-CPU idle task.
 fn naive_graph(text: &str, graph_time: bool) -> Expected {
     let mut exp = Expected::default();
-    let mut stacks: HashMap<u32, Vec<Open>> = HashMap::new();
-    let mut parked: HashMap<(u32, String), Vec<Open>> = HashMap::new();
+    let mut stacks: HashMap<String, Vec<Open>> = HashMap::new();
+    let mut running: HashMap<u32, String> = HashMap::new();
+    let key = |cpu: u32, pid: u32| {
+        if pid == 0 {
+            format!("idle {cpu}")
+        } else {
+            format!("pid {pid}")
+        }
+    };
     for line in text.lines() {
         let t = line.trim();
         if t.is_empty() || t.starts_with('#') || t.starts_with("=>") {
@@ -137,17 +168,28 @@ fn naive_graph(text: &str, graph_time: bool) -> Expected {
         if !t.contains('|') {
             // A context switch: `0)  bash-2794  =>  <idle>-0`.
             if let Some(i) = words.iter().position(|w| *w == "=>") {
-                let (prev, next) = (words[i - 1].to_owned(), words[i + 1].to_owned());
-                let cur = stacks.remove(&cpu).unwrap_or_default();
-                parked.insert((cpu, prev), cur);
-                let restored = parked.remove(&(cpu, next)).unwrap_or_default();
-                stacks.insert(cpu, restored);
+                let pid = |w: &str| w.rsplit_once('-').unwrap().1.parse::<u32>().unwrap();
+                let (prev, next) = (key(cpu, pid(words[i - 1])), key(cpu, pid(words[i + 1])));
+                if !running.contains_key(&cpu) {
+                    let before = stacks.remove(&format!("cpu {cpu}")).unwrap_or_default();
+                    if stacks.get(&prev).is_none_or(Vec::is_empty) {
+                        stacks.insert(prev, before);
+                    }
+                }
+                running.insert(cpu, next);
             }
             continue;
         }
         let fields: Vec<&str> = t.split('|').collect();
         let raw = fields[fields.len() - 1];
         let dur = naive_duration(fields[fields.len() - 2]);
+        let task = match naive_task(&fields[..fields.len() - 1]) {
+            Some(pid) => key(cpu, pid),
+            None => running
+                .get(&cpu)
+                .cloned()
+                .unwrap_or_else(|| format!("cpu {cpu}")),
+        };
         let depth = raw.len() - raw.trim_start().len();
         let body = raw.trim();
         let (code, comment) = match body.find("/*") {
@@ -157,14 +199,14 @@ fn naive_graph(text: &str, graph_time: bool) -> Expected {
             ),
             None => (body, None),
         };
-        let stack = stacks.entry(cpu).or_default();
-        let mut record = |stack: &mut Vec<Open>, name: &str, total: u128, child: u128| {
+        let stack = stacks.entry(task).or_default();
+        let time = |exp: &mut Expected, stack: &mut Vec<Open>, name: &str, total, child| {
             let time = if graph_time {
                 total
             } else {
-                total.saturating_sub(child)
+                u128::saturating_sub(total, child)
             };
-            exp.add(cpu, name, time);
+            exp.add_time(cpu, name, time);
             if let Some(parent) = stack.last_mut() {
                 parent.child += total;
             }
@@ -179,15 +221,21 @@ fn naive_graph(text: &str, graph_time: bool) -> Expected {
                 .is_some_and(|o| o.depth == depth && named.as_ref().is_none_or(|n| *n == o.name));
             if top_matches {
                 let o = stack.pop().unwrap();
-                record(stack, &o.name, dur.unwrap_or(0), o.child);
-            } else if let (Some(n), Some(d)) = (named, dur) {
-                record(stack, &n, d, 0);
+                if let Some(d) = dur {
+                    time(&mut exp, stack, &o.name, d, o.child);
+                }
+            } else if let Some(n) = named {
+                exp.add_hit(cpu, &n);
+                if let Some(d) = dur {
+                    time(&mut exp, stack, &n, d, 0);
+                }
             }
         } else if let Some(head) = code.strip_suffix('{') {
             while stack.last().is_some_and(|o| o.depth >= depth) {
                 stack.pop();
             }
             let name = head.split('(').next().unwrap().trim();
+            exp.add_hit(cpu, name);
             stack.push(Open {
                 name: name.to_owned(),
                 depth,
@@ -198,7 +246,10 @@ fn naive_graph(text: &str, graph_time: bool) -> Expected {
                 stack.pop();
             }
             let name = head.split('(').next().unwrap().trim();
-            record(stack, name, dur.unwrap_or(0), 0);
+            exp.add_hit(cpu, name);
+            if let Some(d) = dur {
+                time(&mut exp, stack, name, d, 0);
+            }
         }
     }
     exp
@@ -207,6 +258,7 @@ fn naive_graph(text: &str, graph_time: bool) -> Expected {
 fn replayed(text: &str, graph_time: bool) -> (Replay, Expected, tracestat::replay::ReplaySummary) {
     let opts = ReplayOptions {
         graph_time,
+        per_cpu: true,
         ..Default::default()
     };
     let (replay, summary) = Replay::run(text.as_bytes(), opts).unwrap();
@@ -298,14 +350,16 @@ CPU:0 [LOST 7 EVENTS]
     let (replay, s) = Replay::run(trace.as_bytes(), ReplayOptions::default()).unwrap();
     assert_eq!(s.unmatched.dropped_at_resync, 3);
     assert_eq!(s.unmatched.exits, 1);
-    assert_eq!(s.calls, 1);
+    // a, b and c were entered: hits without time; d is a whole call.
+    assert_eq!(s.calls, 4);
     assert_eq!(s.lines.lost_events(), 7);
     let p = replay.profile(None, Sort::Time);
-    assert_eq!(p.functions.len(), 1);
-    assert_eq!(
-        (p.functions[0].name.as_str(), p.functions[0].hits),
-        ("d", 1)
-    );
+    let rows: Vec<(&str, u64, u128)> = p
+        .functions
+        .iter()
+        .map(|f| (f.name.as_str(), f.hits, f.time_ns.unwrap()))
+        .collect();
+    assert_eq!(rows, [("d", 1, 500), ("a", 1, 0), ("b", 1, 0), ("c", 1, 0)]);
 }
 
 #[test]
@@ -414,7 +468,7 @@ mod fuzzish {
             graph_time in any::<bool>(),
         ) {
             let text = lines.join("\n");
-            let opts = ReplayOptions { graph_time, ..Default::default() };
+            let opts = ReplayOptions { graph_time, per_cpu: true, ..Default::default() };
             let (replay, s) = Replay::run(text.as_bytes(), opts).unwrap();
             let hits: u64 = replay.profile(None, Sort::Hits).functions.iter().map(|f| f.hits).sum();
             prop_assert_eq!(hits, s.calls);

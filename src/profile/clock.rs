@@ -237,11 +237,18 @@ pub(crate) fn now_ns() -> u64 {
         2 => since(0, sys::MONO),
         3 => since(1, sys::MONO_RAW),
         4 => since(2, sys::BOOT),
-        _ => {
-            init();
-            now_ns()
-        }
+        _ => now_ns_first(),
     }
+}
+
+/// The first read in a process whose hook layer never registered an ops (the clock is
+/// initialized at the first registration): initializes, then reads. Out of line, so that
+/// [`now_ns`] is not recursive and inlines into the hooks.
+#[cold]
+#[inline(never)]
+fn now_ns_first() -> u64 {
+    init();
+    now_ns()
 }
 
 #[inline]

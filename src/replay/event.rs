@@ -121,6 +121,14 @@ pub enum Event<'a> {
         /// The task switched in, as `comm-pid` text.
         next: &'a str,
     },
+    /// A trace event, `sched_switch: prev_comm=bash ...` (any event that is not a function
+    /// tracer or function_graph line): counted by name for the events table.
+    TraceEvent {
+        /// CPU, task, PID and timestamp.
+        ctx: Context<'a>,
+        /// The event's name, as printed before its `:`.
+        name: &'a str,
+    },
     /// `##### CPU 2 buffer started ####`: the earliest line of this CPU's buffer follows; the
     /// CPU's older history was overwritten.
     BufferStarted {
@@ -145,7 +153,8 @@ impl<'a> Event<'a> {
             | Event::GraphExit { ctx, .. }
             | Event::GraphLeaf { ctx, .. }
             | Event::IrqEnter { ctx }
-            | Event::IrqExit { ctx } => ctx.cpu,
+            | Event::IrqExit { ctx }
+            | Event::TraceEvent { ctx, .. } => ctx.cpu,
             Event::ContextSwitch { cpu, .. } => *cpu,
             Event::BufferStarted { cpu } | Event::Lost { cpu, .. } => Some(*cpu),
         }

@@ -92,7 +92,7 @@ pub(super) fn cells<'a>(mut s: &'a str, mut ctx: Context<'a>, mut base: usize) -
             base = 2;
             break;
         }
-        if let Some(d) = parse_duration_cell(cell) {
+        if let Some(d) = parse_duration_cell(cell).or_else(|| flags_then_duration(cell)) {
             duration = Some(d);
             s = &s[bar + 1..];
             base = 2;
@@ -122,7 +122,48 @@ pub(super) fn cells<'a>(mut s: &'a str, mut ctx: Context<'a>, mut base: usize) -
     body(s, ctx, base, duration)
 }
 
+/// Older kernels print the latency-format flags without a closing `|`, so they share the
+/// duration's cell: `d...  0.040 us`, `d.h1 + 10.512 us`.
+/// The overhead mark may be glued to them: `d..1# 1837.709 us`.
+fn flags_then_duration(cell: &str) -> Option<u64> {
+    let (flags, rest) = split_first_token(cell);
+    let flags = flags
+        .strip_suffix(['+', '!', '#', '*', '@', '$'])
+        .unwrap_or(flags);
+    if !is_flags(flags) || rest.is_empty() {
+        return None;
+    }
+    parse_duration_cell(rest)
+}
+
+/// The same flags before a body when no `|` cell follows them (no duration column):
+/// ` 0)  d...    func() {` (depth 2). Returns the rest after the flags, where the
+/// indentation starts. (At depth 0 such kernels glue the name to the flags; that form is
+/// not recognised.)
+fn strip_bare_flags(s: &str) -> Option<&str> {
+    let t = trim_start(s);
+    // A flags word is 3 to 7 bytes and a space follows it: look no further than that.
+    let b = t.as_bytes();
+    let len = b.iter().take(8).position(|&c| c == b' ')?;
+    let flags = &t[..len];
+    if !is_flags(flags) {
+        return None;
+    }
+    // A body never starts with a flags word followed by a space: `d..1 {` is not a call.
+    Some(&t[len..])
+}
+
 fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) -> Classified<'a> {
+    // Bare flags come only where no duration cell (blank or not) was read.
+    let bare = if base < 2 && duration.is_none() {
+        strip_bare_flags(s)
+    } else {
+        None
+    };
+    let (s, base) = match bare {
+        Some(rest) => (rest, 0),
+        None => (s, base),
+    };
     let b = trim_start(s);
     let indent = s.len() - b.len();
     let depth = u16::try_from(indent.saturating_sub(base) / 2).unwrap_or(u16::MAX);

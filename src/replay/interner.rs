@@ -2,12 +2,21 @@
 //!
 //! # Design
 //!
-//! Replay needs an ip per function for the hook interface. The interner maps each distinct
-//! `(name, module)` pair to `1 + its index` (0 stays "no parent"), so memory grows with the
-//! number of distinct functions, never with the trace's length. Looking a name up borrows the
-//! line's text and allocates nothing; only a name seen for the first time is copied, once.
-//! The names live in a shared [`Names`] table that the profiler's symbolizer reads when rows
-//! are built; it is written under a lock only when a new name arrives.
+//! Replay needs a small integer per function. The interner maps each distinct
+//! `(name, module)` pair to `1 + its index` (0 stays "no function"), so memory grows with the
+//! number of distinct functions, never with the trace's length, and a limit
+//! ([`Interner::with_limit`]) bounds it whatever the input: further names all get the ip of
+//! one [`OTHER`](super::OTHER) name.
+//!
+//! Memory per name is its bytes once plus 16 bytes of span and a few bytes of hash table:
+//! - the names' text lives in an arena of chunks (4 KiB doubling up to 1 MiB) that are
+//!   filled and never reallocated (no copying, no allocation per name);
+//! - a name's span (chunk, offset, length, and where the bare name ends) is 16 bytes;
+//! - the hash table ([`hashbrown::HashTable`]) holds the 4-byte index and 32 bits of the
+//!   name's hash: a lookup hashes the borrowed `(name, module)`, compares the stored hash
+//!   bits first and the arena's text only when they agree, and growth rehashes from the
+//!   stored bits without touching the names (a cache miss each otherwise). Looking a name up
+//!   allocates nothing.
 //!
 //! Most lines name functions seen a few lines before, so a small direct-mapped cache of
 //! recent symbols sits in front of the table: a name of 1 to 32 bytes without a module is
@@ -16,50 +25,120 @@
 //! needs no hashing of the text and no string compare. The cache only remembers ips the
 //! table handed out; a miss goes to the table and refills the slot.
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::hash::BuildHasher;
+use std::sync::Arc;
 
-use hashbrown::{Equivalent, HashMap};
+use hashbrown::{DefaultHashBuilder, HashTable};
 
 use super::event::Symbol;
 
-/// An owned interned symbol; hashes exactly like [`Borrowed`] (derived, same field types up
-/// to `Box<str>` ~ `&str`), so lookups need no allocation.
-#[derive(PartialEq, Eq, Hash)]
-struct Owned {
-    name: Box<str>,
-    module: Option<Box<str>>,
+/// Bytes of the largest arena chunk: chunks start at [`FIRST_CHUNK`] and double up to this
+/// (a longer name gets a chunk of its own size).
+const CHUNK: usize = 1 << 20;
+/// Bytes of the first arena chunk.
+const FIRST_CHUNK: usize = 4 << 10;
+
+/// Where one name lies in the arena.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    chunk: u32,
+    start: u32,
+    len: u32,
+    /// The length of the bare name: the display text is `name` or `name [module]`.
+    name_len: u32,
 }
 
-#[derive(Hash)]
-struct Borrowed<'a> {
-    name: &'a str,
-    module: Option<&'a str>,
+/// The interned names' text, in chunks that never move once written.
+#[derive(Debug, Default, Clone)]
+struct Arena {
+    chunks: Vec<String>,
+    spans: Vec<Span>,
 }
 
-impl Equivalent<Owned> for Borrowed<'_> {
-    fn equivalent(&self, key: &Owned) -> bool {
-        *self.name == *key.name && self.module == key.module.as_deref()
+impl Arena {
+    /// Appends `sym`'s display text (`name` or `name [module]`); its index.
+    fn push(&mut self, sym: Symbol<'_>) -> usize {
+        let len = sym.name.len() + sym.module.map_or(0, |m| m.len() + 3);
+        let fits = self
+            .chunks
+            .last()
+            .is_some_and(|c| c.capacity() - c.len() >= len);
+        if !fits {
+            let size = self
+                .chunks
+                .last()
+                .map_or(FIRST_CHUNK, |c| (c.capacity() * 2).min(CHUNK));
+            self.chunks.push(String::with_capacity(size.max(len)));
+        }
+        let chunk = self.chunks.len() - 1;
+        let c = &mut self.chunks[chunk];
+        let start = c.len();
+        c.push_str(sym.name);
+        if let Some(m) = sym.module {
+            c.push_str(" [");
+            c.push_str(m);
+            c.push(']');
+        }
+        // Names come from lines of at most a few MiB; a chunk holds less than 4 GiB.
+        let u = |x: usize| u32::try_from(x).unwrap_or(u32::MAX);
+        self.spans.push(Span {
+            chunk: u(chunk),
+            start: u(start),
+            len: u(len),
+            name_len: u(sym.name.len()),
+        });
+        self.spans.len() - 1
+    }
+
+    /// The display text of name `i`.
+    fn get(&self, i: usize) -> Option<&str> {
+        let s = self.spans.get(i)?;
+        let start = s.start as usize;
+        self.chunks
+            .get(s.chunk as usize)?
+            .get(start..start + s.len as usize)
+    }
+
+    /// Name `i` as `(name, module)`.
+    fn split(&self, i: usize) -> (&str, Option<&str>) {
+        let (Some(text), Some(s)) = (self.get(i), self.spans.get(i)) else {
+            return ("", None);
+        };
+        let n = s.name_len as usize;
+        match text.get(n + 2..text.len().saturating_sub(1)) {
+            Some(m) if text.len() > n => (&text[..n], Some(m)),
+            _ => (text, None),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.chunks.iter().map(String::capacity).sum::<usize>()
+            + self.chunks.capacity() * size_of::<String>()
+            + self.spans.capacity() * size_of::<Span>()
     }
 }
 
-/// The table of interned names, shared with the profiler's symbolizer: entry `ip - 1` is the
-/// display name (`name` or `name [module]`) of `ip`.
+/// A snapshot of the interned names: entry `ip - 1` is the display name (`name` or
+/// `name [module]`) of `ip`. Taken by [`Interner::names`]; it does not see later names.
 #[derive(Debug, Clone, Default)]
-pub struct Names(Arc<RwLock<Vec<Box<str>>>>);
+pub struct Names(Arc<Arena>);
 
 impl Names {
-    /// The name of `ip`, if it was interned.
+    /// The name of `ip`, if it was interned when the snapshot was taken.
     pub fn get(&self, ip: usize) -> Option<String> {
-        let names = self.0.read().unwrap_or_else(PoisonError::into_inner);
-        names.get(ip.checked_sub(1)?).map(|s| s.to_string())
+        self.0.get(ip.checked_sub(1)?).map(str::to_owned)
     }
 
-    /// How many names are interned.
+    /// How many names the snapshot holds.
     pub fn len(&self) -> usize {
-        self.0.read().unwrap_or_else(PoisonError::into_inner).len()
+        self.0.len()
     }
 
-    /// Whether no name is interned.
+    /// Whether the snapshot holds no name.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -76,11 +155,23 @@ impl Names {
 /// assert_ne!(i.intern(Symbol { name: "vfs_read", module: Some("ext4") }), a);
 /// assert_eq!(i.names().get(a).as_deref(), Some("vfs_read"));
 /// ```
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Interner {
-    map: HashMap<Owned, usize>,
-    names: Names,
+    /// Arena indices with 32 bits of their name's hash, hashed by `(name, module)`.
+    table: HashTable<(u32, u32)>,
+    hasher: DefaultHashBuilder,
+    arena: Arena,
     recent: Recent,
+    /// Distinct names kept; further names map to `other`.
+    limit: usize,
+    /// The ip of [`OTHER`](super::OTHER), once a name was folded into it (0 before).
+    other: usize,
+}
+
+impl Default for Interner {
+    fn default() -> Self {
+        Interner::with_limit(usize::MAX)
+    }
 }
 
 /// A name of 1 to 32 bytes as its length and four words: bytes `0..8`, `8..16` and
@@ -143,16 +234,47 @@ impl Default for Recent {
     }
 }
 
-impl std::fmt::Debug for Owned {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.name)
-    }
-}
-
 impl Interner {
     /// An empty interner.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty interner that keeps at most `limit` distinct names: every further name gets
+    /// the ip of one [`OTHER`](super::OTHER) name, so memory stays bounded on any input.
+    ///
+    /// ```
+    /// use tracestat::replay::{Interner, OTHER, Symbol};
+    ///
+    /// let mut i = Interner::with_limit(1);
+    /// let a = i.intern(Symbol::new("a"));
+    /// let b = i.intern(Symbol::new("b"));
+    /// assert_eq!(i.intern(Symbol::new("c")), b);
+    /// assert!(i.is_other(b) && !i.is_other(a));
+    /// assert_eq!(i.names().get(b).as_deref(), Some(OTHER));
+    /// ```
+    pub fn with_limit(limit: usize) -> Self {
+        Interner {
+            table: HashTable::new(),
+            hasher: DefaultHashBuilder::default(),
+            arena: Arena::default(),
+            recent: Recent::default(),
+            // Ips are `u32` indices plus one.
+            limit: limit.min(u32::MAX as usize - 1),
+            other: 0,
+        }
+    }
+
+    /// Whether `ip` is the [`OTHER`](super::OTHER) name that names beyond the limit fold
+    /// into.
+    pub fn is_other(&self, ip: usize) -> bool {
+        ip != 0 && ip == self.other
+    }
+
+    /// Heap bytes held by the table and the names (capacities; a lower bound of what the
+    /// allocator holds).
+    pub fn heap_bytes(&self) -> usize {
+        self.table.capacity() * (size_of::<(u32, u32)>() + 1) + self.arena.heap_bytes()
     }
 
     /// The ip of `sym`, interning it on first sight.
@@ -175,56 +297,85 @@ impl Interner {
         ip
     }
 
+    /// 32 bits of the hash of `(name, module)`: what the table keeps.
+    fn hash32(hasher: &DefaultHashBuilder, name: &str, module: Option<&str>) -> u32 {
+        (hasher.hash_one((name, module)) >> 32) as u32
+    }
+
+    /// The table's hash of an entry, from its 32 stored bits (spread over all 64 bits: the
+    /// table takes its bucket from the low bits and its tag from the top ones).
+    #[inline]
+    fn spread(h: u32) -> u64 {
+        u64::from(h).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(h)
+    }
+
     /// The ip of `sym` from the table, interning it on first sight.
     fn lookup(&mut self, sym: Symbol<'_>) -> usize {
-        let key = Borrowed {
-            name: sym.name,
-            module: sym.module,
-        };
-        if let Some(&ip) = self.map.get(&key) {
-            return ip;
+        let h = Self::hash32(&self.hasher, sym.name, sym.module);
+        let arena = &self.arena;
+        let found = self.table.find(Self::spread(h), |&(i, hi)| {
+            hi == h && arena.split(i as usize) == (sym.name, sym.module)
+        });
+        if let Some(&(i, _)) = found {
+            return i as usize + 1;
         }
-        let mut names = self.names.0.write().unwrap_or_else(PoisonError::into_inner);
-        names.push(sym.to_string().into_boxed_str());
-        let ip = names.len();
-        drop(names);
-        self.map.insert(
-            Owned {
-                name: sym.name.into(),
-                module: sym.module.map(Into::into),
-            },
-            ip,
-        );
-        ip
+        if self.arena.len() >= self.limit.saturating_add(usize::from(self.other != 0)) {
+            if self.other == 0 {
+                self.other = self.insert(Symbol::new(super::OTHER));
+            }
+            return self.other;
+        }
+        self.insert(sym)
+    }
+
+    /// Interns `sym`, known not to be interned yet; its ip.
+    fn insert(&mut self, sym: Symbol<'_>) -> usize {
+        let h = Self::hash32(&self.hasher, sym.name, sym.module);
+        let i = self.arena.push(sym);
+        // `i` is below the limit, which fits a `u32`.
+        self.table
+            .insert_unique(Self::spread(h), (i as u32, h), |&(_, h)| Self::spread(h));
+        i + 1
+    }
+
+    /// The display name (`name` or `name [module]`) of `ip`.
+    pub fn name(&self, ip: usize) -> Option<&str> {
+        self.arena.get(ip.checked_sub(1)?)
+    }
+
+    /// The ip of a display name (`name` or `name [module]`) already interned.
+    pub(crate) fn lookup_existing(&self, display: &str) -> Option<usize> {
+        let (name, module) = match display.strip_suffix(']').and_then(|d| d.rsplit_once(" [")) {
+            Some((n, m)) => (n, Some(m)),
+            None => (display, None),
+        };
+        let h = Self::hash32(&self.hasher, name, module);
+        self.table
+            .find(Self::spread(h), |&(i, hi)| {
+                hi == h && self.arena.split(i as usize) == (name, module)
+            })
+            .map(|&(i, _)| i as usize + 1)
     }
 
     /// How many distinct symbols were interned.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.arena.len()
     }
 
     /// Whether nothing was interned.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.arena.len() == 0
     }
 
-    /// The shared name table (what the profiler's symbolizer reads).
+    /// A snapshot of the names interned so far (a copy: O(names)).
     pub fn names(&self) -> Names {
-        self.names.clone()
+        Names(Arc::new(self.arena.clone()))
     }
 }
 
-// `Owned` and `Borrowed` must hash alike for `Equivalent` lookups; this checks the claim.
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::hash::{Hash, Hasher};
-
-    fn h(x: impl Hash) -> u64 {
-        let mut s = std::collections::hash_map::DefaultHasher::new();
-        x.hash(&mut s);
-        s.finish()
-    }
 
     #[test]
     fn the_cache_never_confuses_names() {
@@ -243,7 +394,7 @@ mod tests {
         for _ in 0..2 {
             for (n, &ip) in names.iter().zip(&ips) {
                 assert_eq!(i.intern(Symbol::new(n)), ip, "{n:?}");
-                assert_eq!(i.names().get(ip).as_deref(), Some(n.as_str()));
+                assert_eq!(i.name(ip), Some(n.as_str()));
                 let m = i.intern(Symbol {
                     name: n,
                     module: Some("m"),
@@ -252,18 +403,5 @@ mod tests {
             }
         }
         assert_eq!(i.len(), names.len() * 2);
-    }
-
-    #[test]
-    fn owned_and_borrowed_hash_alike() {
-        for (n, m) in [("a", None), ("vfs_read", Some("ext4")), ("", Some(""))] {
-            let o = Owned {
-                name: n.into(),
-                module: m.map(Into::into),
-            };
-            let b = Borrowed { name: n, module: m };
-            assert_eq!(h(&o), h(&b));
-            assert!(b.equivalent(&o));
-        }
     }
 }

@@ -66,9 +66,9 @@ line_kinds! {
     StackFrame => "stack_frame", yields: false;
     /// A `trace_printk()` or `trace_marker` line (`func: text` without `=` fields).
     Printk => "printk", yields: false;
-    /// An ordinary trace event (`sched_wakeup: comm=sleep pid=5882 ...`), or another
-    /// tracer's entry (`hwlat`'s `#1 inner/outer(us): ...`, syscalls' `sys_dup2(...)`).
-    TraceEvent => "trace_event", yields: false;
+    /// An ordinary trace event (`sched_wakeup: comm=sleep pid=5882 ...`), counted by name,
+    /// or another tracer's entry (`hwlat`'s `#1 inner/outer(us): ...`, syscalls' `sys_dup2(...)`).
+    TraceEvent => "trace_event", yields: true;
     /// A scheduler switch or wakeup entry of the latency tracers
     /// (`0:120:R ==> [003] 312:100:R kworker/3:1H`).
     SchedSwitch => "sched_switch", yields: false;

@@ -1,19 +1,26 @@
-//! Replay of real ftrace text traces: the streaming parser, and [`Replay`], which drives
-//! the parsed events through the hook interface into the function profiler.
+//! Replay of real ftrace text traces: the streaming parser, and [`Replay`], which counts the
+//! parsed events as the kernel's function profiler counts calls (its module docs state the
+//! counting semantics: hits at entry, calls open at the end, exit-only calls, stacks per
+//! task).
 //!
 //! Most kernels are built without `CONFIG_FUNCTION_PROFILER` but with the function tracer,
 //! and often the function_graph tracer. This module turns their text output — the `trace`
-//! and `trace_pipe` files, `trace-cmd report`, and tools that print the same format, like
-//! perf-tools' `funcgraph` — into a stream of typed [`Event`]s that replay feeds into the
-//! hook interface.
+//! and `trace_pipe` files, `trace-cmd report` (also `-R`), and tools that print the same
+//! format, like perf-tools' `funcgraph` — into a stream of typed [`Event`]s that replay
+//! turns into `trace_stat/functions`.
 //!
 //! # Design
 //!
-//! - **Line at a time, context free.** [`Parser::parse_line`] classifies each line on its
-//!   own; the parser's only state is its [`LineCounts`]. Output options change the columns
-//!   (irq-info, latency-format, record-tgid, funcgraph-cpu/-proc/-abstime/-duration/
-//!   -overhead/-tail/-retval, ...) and each line is recognised by its own columns, so a
-//!   stream can start anywhere and layouts may mix. Headers are counted, not needed.
+//! - **Line at a time, context free: columns by detection.** [`Parser::parse_line`]
+//!   classifies each line on its own; the parser's only state is its [`LineCounts`]. Output
+//!   options change the columns (irq-info, latency-format, record-tgid, context-info,
+//!   funcgraph-cpu/-proc/-abstime/-duration/-overhead/-tail/-retval, display-graph, ...)
+//!   and each line is recognised by detecting its own columns, each by its form (a
+//!   `12345.678901 |` time, a `3)` CPU, a `comm-pid |` task, a flags word with or without
+//!   its own `|`, a `+ 1.234 us |` duration), in any combination and order the kernel prints
+//!   them, so a stream can start anywhere, layouts may mix, and no header is needed (the
+//!   header, when there is one, is counted). `tests/replay_columns.rs` renders real samples
+//!   in every combination and checks that the counts do not change.
 //! - **Borrowed, not allocated.** Events borrow task and function names from the line;
 //!   parsing allocates nothing and runs no regular expression. [`Reader`] reuses one line
 //!   buffer whose size is capped ([`Reader::DEFAULT_MAX_LINE`]), so memory does not grow
@@ -30,11 +37,12 @@
 //!   `trace_printk` output, ordinary events, graph `/* comments */`, ...) are counted so a
 //!   report can list them, and unknown text is [`LineKind::Unrecognized`], never an error.
 //! - **Nesting is left to the consumer.** A function_graph `}` names its function only
-//!   with funcgraph-tail, on exit-only output (`tracing_thresh`), or with funcgraph-retval.
-//!   Otherwise [`Event::GraphExit::func`](Event::GraphExit) is `None` and the consumer
-//!   matches the exit with a call stack per CPU (or per task after a
-//!   [`Event::ContextSwitch`]); every graph event carries the `depth` its indentation shows,
-//!   which lets the consumer resynchronise after [`Event::Lost`] or a missing entry.
+//!   with funcgraph-tail, on exit-only output (`tracing_thresh`), with funcgraph-retval, or
+//!   in a raw `funcgraph_exit` event. Otherwise [`Event::GraphExit::func`](Event::GraphExit)
+//!   is `None` and the consumer matches the exit with a call stack per task ([`Replay`]:
+//!   the TASK/PID column, else the [`Event::ContextSwitch`] lines, else the CPU); every graph
+//!   event carries the `depth` its indentation shows, which lets the consumer resynchronise
+//!   after [`Event::Lost`] or a missing entry.
 //!
 //! # Names
 //!
@@ -65,7 +73,16 @@
 //!  0)   ==========> |
 //!  0)  platfor-3210  =>  vmstat-2854
 //!    bash-6376  [001]   371.402809: funcgraph_entry:                   |  zfs_read() {
+//! 4666591.247912 |     0)  d...  0.040 us    |        _raw_spin_lock();
 //! ```
+//! `trace-cmd report -R` raw events (durations `rettime - calltime`, names as printed):
+//! ```text
+//!   bash-1977  [002]  1000.000100: funcgraph_entry:       func=0xffffffffba5ddc00 depth=0
+//!   bash-1977  [002]  1000.000400: funcgraph_exit:        func=0xffffffffba5ddc00 overrun=0x0 calltime=0x0 rettime=0x1388 depth=0
+//!   bash-1977  [002]  1000.000100: function:             ip=0xffffffff8100a2b0 parent_ip=0xffffffff81000000
+//! ```
+//! With `options/context-info` off a function tracer line is `func <-parent` alone. Other
+//! trace events (`sched_switch: prev_comm=...`) yield [`Event::TraceEvent`], counted by name.
 //! plus `##### CPU 2 buffer started ####` and `CPU:2 [LOST 11745 EVENTS]`, which yield
 //! events, and the skipped kinds listed in [`LineKind`].
 //!
@@ -82,6 +99,7 @@ mod kind;
 mod lex;
 mod parse;
 mod reader;
+mod table;
 // Replay drives the hook layer from one thread with std types; it is in no loom model.
 #[cfg(not(loom))]
 mod replayer;
@@ -95,6 +113,10 @@ pub use reader::Reader;
 pub use replayer::write_json;
 #[cfg(not(loom))]
 pub use replayer::{
-    MAX_CPUS, MAX_OPEN, MAX_PARKED, REPLAY_SCHEMA, Replay, ReplayOptions, ReplaySummary, Sort,
-    TraceMode, Unmatched, render_functions, sort_functions,
+    DEFAULT_MAX_FUNCTIONS, EVENTS_HEADER, FunctionRow, MAX_CPUS, MAX_OPEN, MAX_TASKS, OPEN_LISTED,
+    REPLAY_SCHEMA, Replay, ReplayOptions, ReplaySummary, Sort, TraceMode, Unmatched,
+    render_functions, sort_functions,
 };
+
+/// The row that function names beyond [`ReplayOptions::max_functions`] are folded into.
+pub const OTHER: &str = "[other]";

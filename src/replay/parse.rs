@@ -49,6 +49,7 @@ impl Event<'_> {
             Event::ContextSwitch { .. } => LineKind::ContextSwitch,
             Event::BufferStarted { .. } => LineKind::BufferStarted,
             Event::Lost { .. } => LineKind::LostEvents,
+            Event::TraceEvent { .. } => LineKind::TraceEvent,
         }
     }
 }
@@ -145,12 +146,49 @@ fn classify(line: &str) -> Classified<'_> {
         b'c' | b'v' if body.starts_with("cpus=") || body.starts_with("version = ") => {
             return skipped(LineKind::Header);
         }
+        // A trace dumped through the console (`ftrace_dump_on_oops`, a mailed log): each
+        // line behind the printk timestamp, `[  210.222389] `.
+        b'[' => {
+            if let Some(rest) = printk_time(body) {
+                return classify(rest);
+            }
+        }
+        // Raw events quoted without their head (`funcgraph_entry: func=0x... depth=0`).
+        b'f' if body.starts_with("funcgraph_entry:") || body.starts_with("funcgraph_exit:") => {
+            if let c @ Parsed::Event(_) = payload(Context::default(), body) {
+                return c;
+            }
+        }
         _ => {}
     }
     if let Some(c) = function_layout(line) {
         return c;
     }
-    graph::parse(line)
+    match graph::parse(line) {
+        // `options/context-info` off: a function tracer line is `func <-parent` alone.
+        Parsed::Skipped(LineKind::Unrecognized) => match function_payload(Context::default(), body)
+        {
+            Some(
+                ev @ Event::Function {
+                    parent: Some(_), ..
+                },
+            ) => Parsed::Event(ev),
+            _ => skipped(LineKind::Unrecognized),
+        },
+        parsed => parsed,
+    }
+}
+
+/// The line after a printk timestamp `[ SECONDS.MICROS] `, if `body` starts with one.
+fn printk_time(body: &str) -> Option<&str> {
+    let inner = body.strip_prefix('[')?;
+    let close = inner.find(']')?;
+    let (secs, micros) = inner[..close].trim_start_matches(' ').split_once('.')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(secs) || !digits(micros) {
+        return None;
+    }
+    inner[close + 1..].strip_prefix(' ')
 }
 
 /// `##### CPU 2 buffer started ####`
@@ -296,16 +334,30 @@ fn payload<'a>(ctx: Context<'a>, p: &'a str) -> Classified<'a> {
         }
         Some(b'f') => {
             if let Some(rest) = p.strip_prefix("function:") {
+                // trace-cmd report -R: `function: ip=0xffffffff8100a2b0 parent_ip=0x...`
+                let mut raw = raw_fields(rest);
+                if let Some(("ip", v)) = raw.next()
+                    && let Some(func) = parse_symbol(v)
+                {
+                    let parent = raw
+                        .find(|(k, _)| *k == "parent_ip")
+                        .and_then(|(_, v)| parse_symbol(v));
+                    return Parsed::Event(Event::Function { ctx, func, parent });
+                }
                 // trace-cmd report: `function:             do_splice_to <-- sys_splice`
                 return match function_payload(ctx, trim_start(rest)) {
                     Some(ev) => Parsed::Event(ev),
                     None => skipped(LineKind::Unrecognized),
                 };
             }
-            if let Some(rest) = p
-                .strip_prefix("funcgraph_entry:")
-                .or_else(|| p.strip_prefix("funcgraph_exit:"))
-            {
+            let (entry, exit) = (
+                p.strip_prefix("funcgraph_entry:"),
+                p.strip_prefix("funcgraph_exit:"),
+            );
+            if let Some(rest) = entry.or(exit) {
+                if let Some(ev) = raw_graph(ctx, rest, entry.is_some()) {
+                    return Parsed::Event(ev);
+                }
                 return graph::cells(rest, ctx, 0);
             }
         }
@@ -326,9 +378,63 @@ fn payload<'a>(ctx: Context<'a>, p: &'a str) -> Classified<'a> {
             if name == "tracing_mark_write" || name == "bputs" || !rest.contains('=') {
                 return skipped(LineKind::Printk);
             }
+            return Parsed::Event(Event::TraceEvent { ctx, name });
         }
     }
-    skipped(LineKind::TraceEvent)
+    // Another tracer's entry (`sys_dup2(oldfd: 0xa, ...)`, `#1 inner/outer(us): ...`): named
+    // by its leading symbol, else by its first word.
+    let end = match symbol_len(p.as_bytes()) {
+        0 => find_byte(p, 0, b' ').unwrap_or(p.len()),
+        n => n,
+    };
+    let name = if end == 0 { "[unnamed]" } else { &p[..end] };
+    Parsed::Event(Event::TraceEvent { ctx, name })
+}
+
+/// `trace-cmd report -R` raw fields, `key=value` (or `key:value`) separated by spaces.
+fn raw_fields(s: &str) -> impl Iterator<Item = (&str, &str)> {
+    s.split_ascii_whitespace().filter_map(|t| {
+        let i = t.find(['=', ':'])?;
+        Some((&t[..i], &t[i + 1..]))
+    })
+}
+
+/// A raw number: `0x` hex or decimal.
+fn raw_number(v: &str) -> Option<u64> {
+    match v.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => parse_u64(v),
+    }
+}
+
+/// A raw function_graph event of `trace-cmd report -R`:
+/// `funcgraph_entry: func=0xffffffffba5ddc00 depth=0`, or
+/// `funcgraph_exit: func=0x... overrun=0x0 calltime=0x... rettime=0x... depth=1`. The name is
+/// kept as printed (an address stays an address); an exit's duration is
+/// `rettime - calltime`. `None` when `rest` holds no `func=` field.
+fn raw_graph<'a>(ctx: Context<'a>, rest: &'a str, entry: bool) -> Option<Event<'a>> {
+    let (mut func, mut depth, mut calltime, mut rettime) = (None, None, None, None);
+    for (k, v) in raw_fields(rest) {
+        match k {
+            "func" => func = Some(parse_symbol(v)?),
+            "depth" => depth = Some(raw_number(v)?),
+            "calltime" => calltime = Some(raw_number(v)?),
+            "rettime" => rettime = Some(raw_number(v)?),
+            _ => {}
+        }
+    }
+    let func = func?;
+    let depth = u16::try_from(depth.unwrap_or(0)).unwrap_or(u16::MAX);
+    Some(if entry {
+        Event::GraphEntry { ctx, depth, func }
+    } else {
+        Event::GraphExit {
+            ctx,
+            depth,
+            func: Some(func),
+            duration_ns: rettime.zip(calltime).map(|(r, c)| r.saturating_sub(c)),
+        }
+    })
 }
 
 /// `func <-parent` (kernel), `func <-- parent` (trace-cmd), or `func` alone (noprint-parent).
@@ -379,6 +485,25 @@ fn general_function_payload<'a>(ctx: Context<'a>, p: &'a str) -> Option<Event<'a
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_printk_timestamp_is_skipped_and_nothing_else_is() {
+        assert_eq!(
+            printk_time("[  210.222389]  4)   0.119 us    |  f();"),
+            Some(" 4)   0.119 us    |  f();")
+        );
+        assert_eq!(printk_time("[0.5] x"), Some("x"));
+        for not in [
+            "[LOST 3 EVENTS]",
+            "[000] x",
+            "[ 1.] x",
+            "[.5] x",
+            "[1.5]x",
+            "[1.5",
+        ] {
+            assert_eq!(printk_time(not), None, "{not}");
+        }
+    }
 
     /// Every line of the samples, and each with a few bytes deleted, replaced or inserted
     /// (deterministically), as test input.

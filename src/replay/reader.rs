@@ -258,6 +258,11 @@ impl<R: BufRead> Reader<R> {
         self.parser.counts()
     }
 
+    /// Sets the counts back to zero (live output that reports each interval on its own).
+    pub fn reset_counts(&mut self) {
+        self.parser = Parser::new();
+    }
+
     /// The underlying reader. Bytes the reader read ahead and has not returned as lines are
     /// not in it.
     pub fn into_inner(self) -> R {

@@ -1,84 +1,87 @@
-//! [`Replay`]: parsed trace events driven through the hook interface into a
-//! [`FunctionProfiler`], so a trace gives `trace_stat/functions` and `function<cpu>`.
+//! [`Replay`]: parsed trace events counted the way the kernel's function profiler counts
+//! them, so a trace gives `trace_stat/functions` and `function<cpu>`.
 //!
-//! # Design
+//! # Counting semantics (the kernel's)
 //!
-//! A `Replay` owns a hook-layer instance with no sites ([`Ftrace::new`]`([])`) and a
-//! [`FunctionProfiler`] on it whose symbolizer reads the [`Interner`]'s names: every ip
-//! the trace mentions is one of no site, so it reaches every registered ops — the profiler.
+//! The kernel's profiler counts a **hit when a function is entered** and adds the call's
+//! **time when it returns**. Replay does the same with what the trace shows:
 //!
-//! - **Mode.** The first function event decides: a function-tracer line makes the profiler
-//!   count hits only (`function-profile-timing` 0: Hit column); a function_graph line makes
-//!   it time calls (Hit, Time, Avg, s^2), with `graph-time` as asked. Events of the other
-//!   family met later are counted in [`Unmatched::ignored`] and not replayed.
-//! - **Function tracer.** `func <-parent` becomes
-//!   [`Ftrace::dispatch_ip`]`(ip(func), ip(parent))` (parent ip 0 when not printed).
-//! - **function_graph.** Each CPU (the trace's CPU column; lines without one are CPU 0) has
-//!   a [`ShadowStack`] driven by [`Ftrace::graph_entry_at`] / [`Ftrace::graph_return_at`],
-//!   plus a mirror of the open entries with their indentation depth. The parent ip is the
-//!   enclosing open entry. Times come from the trace: an entry's call time is its
-//!   timestamp, or the CPU's replay clock (the latest time seen on that CPU) when the line
-//!   has none; an exit returns at `calltime + duration` when the line shows a duration (so
-//!   the profiler's time is the trace's duration exactly), else at its timestamp, else at the
-//!   call time (duration 0). A leaf `func();` is an entry and a return `duration` later.
-//!   With `graph-time` off the profiler subtracts the children's time from the nesting
-//!   (the shadow stack's child time), as the kernel does.
-//! - **Context switches.** After ` bash-2794 => <idle>-0 ` on a CPU, the lines belong to
-//!   the next task: the open entries of the task switched out are parked (at most
-//!   [`MAX_PARKED`] tasks per CPU) and the switched-in task's parked entries, if any, are
-//!   restored.
-//! - **Per-CPU files.** Before recording for CPU `n` the replay calls
-//!   [`FunctionProfiler::record_into`]`(n)`, so `rows(Some(n))` / `function<n>` is CPU `n`.
+//! - **Hit** counts every call whose entry is in the trace (`func() {` or a leaf `func();`,
+//!   or a function tracer line), plus every **exit-only** call: an exit that names its
+//!   function (`} /* func */`, funcgraph-tail or funcgraph-retval) and finds no open entry
+//!   for it, because its entry lies before the window (all of `tracing_thresh` output is
+//!   like that). One call is never counted twice: an exit that closes an open entry adds
+//!   time only.
+//! - **Time** adds the durations the trace gives: the duration column of a leaf or an exit;
+//!   without one, the difference of the exit's and the entry's timestamps; with neither, no
+//!   time (the hit stays). With `graph-time` off, a call's time is its duration less the
+//!   durations of the calls made from it (self time), as the kernel's `graph-time` option.
+//! - Calls **still open at the end** of the trace (the roots of a truncated trace,
+//!   `do_idle`, a task asleep in `schedule()`, `do_task_dead`) are hits without time;
+//!   [`Replay`] counts them per function ([`FunctionRow::open_at_end`], JSON
+//!   `open_at_end`) and in the summary.
+//! - Entries whose exit is missing (a later line of the same task at the same depth or
+//!   shallower, a `[LOST N EVENTS]` or `buffer started` line of their CPU) were entered:
+//!   hits without time, counted in [`Unmatched`]. An exit with no open entry and no name
+//!   cannot be attributed: counted in [`Unmatched::exits`], no hit.
 //!
-//! # Counting unmatched entries and exits
+//! # Call stacks belong to tasks
 //!
-//! A call is counted (a hit, and with graph traces its time) when both its ends are known:
-//! a leaf line; an entry line closed by its exit line; or an exit-only line
-//! `} /* func */` with a duration (`tracing_thresh` output), whose call time is
-//! `rettime - duration`. Everything else is counted in [`Unmatched`], never guessed:
+//! A task that sleeps in a call may wake on another CPU, and tasks interleave on one CPU at
+//! context switches. So open calls are kept on a stack **per task**: keyed by the TASK/PID
+//! column where the line has one (PID 0, the per-CPU idle tasks, is keyed by CPU too);
+//! otherwise by the task that the function_graph context-switch lines (`CPU) prev => next`)
+//! say runs on the line's CPU — the lines before a CPU's first switch belong to that
+//! switch's outgoing task; otherwise by the CPU. Nesting depth comes from the indentation:
+//! an exit closes the open entry at its depth. The per-CPU tables (`--per-cpu`) go by the
+//! CPU column of each line: a hit to the CPU of its entry, time to the CPU of its exit.
 //!
-//! - an **exit** closes the innermost open entry on its CPU (or task) at the same depth;
-//!   open entries deeper than the exit are first discarded as [`Unmatched::abandoned`] (their
-//!   exits are not in the trace). An exit that finds no open entry at its depth, or whose
-//!   `/* name */` differs from that entry's, counts as an [`Unmatched::exits`] — unless it
-//!   names its function and shows a duration, then it is an [`Unmatched::exit_only`] call
-//!   (counted as a call, reported so the reader knows where it came from);
-//! - an **entry** or **leaf** at depth `d` first discards open entries at depth `>= d` as
-//!   abandoned (a line at that depth means they returned unseen);
-//! - entries still open at the end of the input are [`Unmatched::open_at_eof`];
-//! - `CPU:N [LOST M EVENTS]` and `##### CPU N buffer started ####` discard every open entry
-//!   of CPU `N` (current task and parked ones) as [`Unmatched::dropped_at_resync`];
-//! - an entry deeper than the stack can hold ([`SHADOW_STACK_DEPTH`]) is not timed and its
-//!   exit is consumed: [`Unmatched::overruns`].
+//! # Mode
 //!
-//! Discarded entries get no hit and no time: their duration is unknown. The profiler is not
-//! told about them (its sleep-time-on graph ops keeps no per-frame state).
+//! The first function event decides: a function-tracer line makes the replay count hits only
+//! (the Hit column); a function_graph line makes it time calls (Hit, Time, Avg, s^2). Events
+//! of the other family met later are counted in [`Unmatched::ignored`].
 //!
 //! # Memory
 //!
-//! The interner grows with the number of distinct functions; the per-CPU state is bounded by
-//! [`MAX_CPUS`], [`MAX_PARKED`] and [`MAX_OPEN`] (open entries per stack; deeper entries are
-//! overruns); the profiler's shards grow with distinct functions per CPU. Nothing grows with
-//! the number of lines.
+//! Everything is owned by the `Replay` (dropping it frees it all; nothing is kept in
+//! thread-locals or epoch-reclaimed memory) and bounded whatever the input:
+//!
+//! - functions: [`ReplayOptions::max_functions`] distinct names (default
+//!   [`DEFAULT_MAX_FUNCTIONS`]); names beyond it are folded into one [`OTHER`](super::OTHER) row. A
+//!   function costs one 64-byte row plus its interned name (see BENCHMARKS.md for measured
+//!   figures); the latency histogram (2 KiB a function) only with
+//!   [`ReplayOptions::latency`], per-CPU tables only with [`ReplayOptions::per_cpu`];
+//! - tasks: [`MAX_TASKS`] stacks of at most [`MAX_OPEN`] open calls each; CPUs below
+//!   [`MAX_CPUS`]; call paths and event names have bounds of their own.
+//!
+//! Nothing grows with the number of lines.
 
+use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::io::{self, BufRead};
-use std::sync::Arc;
 
-use super::event::{Context, Event, Symbol};
+use super::event::{Context, Event};
 use super::interner::Interner;
 use super::kind::LineCounts;
+use super::lex::task_pid;
 use super::reader::Reader;
-use crate::export::{Counter, FunctionStats, Profile};
+use super::table::{Events, PathTrie, Table};
+use crate::export::{BucketHistogram, Counter, FunctionStats, PathStats, Profile};
 use crate::profile::format::{self, RowTiming};
-use crate::profile::{Ftrace, FunctionProfiler, ProfileOptions, SHADOW_STACK_DEPTH, ShadowStack};
 
 /// CPUs above this number (a garbled CPU column) are not replayed: counted as ignored.
 pub const MAX_CPUS: u32 = 4096;
-/// Tasks whose open entries one CPU keeps across context switches; the oldest beyond this
-/// are discarded (counted as abandoned).
-pub const MAX_PARKED: usize = 64;
-/// Open entries one stack tracks; deeper entries are overruns.
+/// Task stacks kept at once; when full, empty stacks are forgotten first, then the events of
+/// further new tasks are counted as ignored.
+pub const MAX_TASKS: usize = 1 << 16;
+/// Open calls one task's stack tracks; deeper entries still count a hit, are not timed, and
+/// are counted as overruns.
 pub const MAX_OPEN: usize = 4096;
+/// How many functions with calls open at the end [`ReplaySummary`] lists by name.
+pub const OPEN_LISTED: usize = 8;
+/// The default of [`ReplayOptions::max_functions`].
+pub const DEFAULT_MAX_FUNCTIONS: usize = 1_000_000;
 
 /// Options of a replay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,9 +90,15 @@ pub struct ReplayOptions {
     pub graph_time: bool,
     /// `tracing_thresh` in µs: timed rows whose average is below it are not shown.
     pub threshold_us: u64,
-    /// Record per call path too (graph traces), from the nesting of each CPU's calls: what
+    /// Record per call path too (graph traces), from the nesting of each task's calls: what
     /// pprof stacks and folded flame-graph input are made of.
     pub call_paths: bool,
+    /// Keep a table per CPU (the `function<cpu>` files). Off: only the merged table.
+    pub per_cpu: bool,
+    /// Keep a log2 latency histogram per function (timed traces; 2 KiB a function).
+    pub latency: bool,
+    /// Distinct function names kept; further names are folded into one [`OTHER`](super::OTHER) row.
+    pub max_functions: usize,
 }
 
 impl Default for ReplayOptions {
@@ -98,6 +107,9 @@ impl Default for ReplayOptions {
             graph_time: true,
             threshold_us: 0,
             call_paths: false,
+            per_cpu: false,
+            latency: false,
+            max_functions: DEFAULT_MAX_FUNCTIONS,
         }
     }
 }
@@ -128,26 +140,44 @@ pub enum Sort {
     Avg,
 }
 
-/// What could not be paired, and the calls made from exits alone (module docs).
+/// Calls whose two ends were not both in the trace, and events not replayed (module docs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "json", derive(serde::Serialize))]
 pub struct Unmatched {
-    /// Exits that closed no open entry and could not stand alone.
+    /// Exits that closed no open entry and named no function: not counted.
     pub exits: u64,
-    /// Exit-only lines (`} /* func */` with a duration, no open entry) counted as calls.
+    /// Exit-only calls (`} /* func */` with no open entry): counted as hits, with time when
+    /// the line shows a duration.
     pub exit_only: u64,
-    /// Entries still open at the end of the input.
+    /// Entries still open at the end of the input: hits without time.
     pub open_at_eof: u64,
-    /// Open entries discarded at `LOST EVENTS` or `buffer started` lines of their CPU.
+    /// Open entries given up at `LOST EVENTS` or `buffer started` lines of their CPU: hits
+    /// without time.
     pub dropped_at_resync: u64,
-    /// Open entries discarded because a later line on their stack was at their depth or
-    /// shallower (or their parked task was evicted).
+    /// Open entries given up because a later line of their task was at their depth or
+    /// shallower: hits without time.
     pub abandoned: u64,
-    /// Entries deeper than the stack holds: not timed.
+    /// Entries deeper than a stack holds ([`MAX_OPEN`]): hits without time.
     pub overruns: u64,
-    /// Events not replayed: the other tracer's lines than the trace's mode, or a CPU
-    /// number of [`MAX_CPUS`] or more.
+    /// Events not replayed: the other tracer's lines than the trace's mode, a CPU number of
+    /// [`MAX_CPUS`] or more, or a new task beyond [`MAX_TASKS`].
     pub ignored: u64,
+}
+
+/// One function's totals as the replay counted them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "json", derive(serde::Serialize))]
+pub struct FunctionRow {
+    /// The function's name (`name` or `name [module]`), or [`OTHER`](super::OTHER).
+    pub name: String,
+    /// Calls counted (module docs).
+    pub hits: u64,
+    /// Of the hits, calls still open at the end of the trace.
+    pub open_at_end: u64,
+    /// Summed durations (ns); `None` for function traces.
+    pub time_ns: Option<u128>,
+    /// Summed squared durations (ns²); `None` for function traces.
+    pub time_sq_ns2: Option<u128>,
 }
 
 /// What a replay read and did: the line counts and the pairing counts.
@@ -155,22 +185,849 @@ pub struct Unmatched {
 pub struct ReplaySummary {
     /// Lines by kind, as the parser counted them.
     pub lines: LineCounts,
-    /// The trace's mode; `None` when it held no function event.
+    /// The trace's mode; `None` when no function event was read.
     pub mode: Option<TraceMode>,
-    /// Calls recorded (function hits, or completed graph calls).
+    /// Calls counted (the sum of all hits).
     pub calls: u64,
-    /// Pairing counts (module docs).
+    /// Unpaired entries and exits.
     pub unmatched: Unmatched,
-    /// Distinct functions seen (callees and parents).
+    /// Distinct functions seen (names folded into [`OTHER`](super::OTHER) count once).
     pub functions: usize,
-    /// The CPUs that recorded calls, ascending.
+    /// Hits of names folded into [`OTHER`](super::OTHER) because [`ReplayOptions::max_functions`] was
+    /// reached.
+    pub folded: u64,
+    /// Trace event lines (`sched_switch: ...`), all names together.
+    pub events: u64,
+    /// Whether any line was recognisably ftrace output (see [`ReplaySummary::is_trace`]).
+    pub recognised: bool,
+    /// The functions with calls still open at the end, most first (at most
+    /// [`OPEN_LISTED`]), with how many; every function's count is in its row.
+    pub open_functions: Vec<(String, u64)>,
+    /// The CPUs that recorded calls, ascending (empty unless per-CPU tables are kept).
     pub cpus: Vec<u32>,
+}
+
+/// Whose stack a call goes on (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum TaskKey {
+    /// A task by PID.
+    Pid(u32),
+    /// The idle task (PID 0) of a CPU: every CPU has its own.
+    Idle(u32),
+    /// A CPU, when the trace says nothing about tasks.
+    Cpu(u32),
+}
+
+impl TaskKey {
+    fn of(cpu: u32, pid: u32) -> TaskKey {
+        if pid == 0 {
+            TaskKey::Idle(cpu)
+        } else {
+            TaskKey::Pid(pid)
+        }
+    }
+}
+
+/// One open entry as the trace showed it.
+#[derive(Debug, Clone, Copy)]
+struct Open {
+    ip: usize,
+    depth: u16,
+    /// The CPU of the entry line (where its hit went).
+    cpu: u32,
+    /// The entry's timestamp, when the line had one.
+    calltime: Option<u64>,
+    /// Summed durations of the calls made from it that returned (ns).
+    child: u64,
+    /// Its call path, when paths are recorded and the trie had room.
+    path: Option<u32>,
+}
+
+/// One task's open calls.
+#[derive(Debug, Default)]
+struct TaskStack {
+    open: Vec<Open>,
+    /// The CPU of the task's latest line.
+    cpu: u32,
+}
+
+/// Replays parsed events into the replay's own tables (see the module docs).
+///
+/// ```
+/// use tracestat::replay::{Replay, ReplayOptions, Sort};
+///
+/// let trace = "\
+///  0)               |  sys_open() {
+///  0)   0.500 us    |    getname();
+///  0)   2.000 us    |  }
+///  0)               |  sys_read() {
+/// ";
+/// let (replay, summary) = Replay::run(trace.as_bytes(), ReplayOptions::default())?;
+/// assert_eq!(summary.calls, 3);
+/// assert_eq!(summary.unmatched.open_at_eof, 1);
+/// let rows = replay.functions(None, Sort::Time);
+/// assert_eq!((rows[0].name.as_str(), rows[0].time_ns), ("sys_open", Some(2_000)));
+/// assert_eq!((rows[2].name.as_str(), rows[2].hits, rows[2].open_at_end), ("sys_read", 1, 1));
+/// assert!(replay.render(None, Sort::Time).starts_with("  Function"));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct Replay {
+    interner: Interner,
+    opts: ReplayOptions,
+    mode: Option<TraceMode>,
+    table: Table,
+    /// Per-CPU tables (only with `per_cpu`), by CPU.
+    cpu_tables: Vec<Option<Table>>,
+    paths: Option<PathTrie>,
+    events: Events,
+    event_lines: u64,
+    tasks: HashMap<TaskKey, usize>,
+    stacks: Vec<TaskStack>,
+    /// The task looked up last, and its stack.
+    last: Option<(TaskKey, usize)>,
+    /// The task that context-switch lines say runs on each CPU.
+    cpu_task: Vec<Option<TaskKey>>,
+    calls: u64,
+    folded: u64,
+    unmatched: Unmatched,
+    recognised: bool,
+    finished: bool,
+}
+
+impl std::fmt::Debug for Replay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replay")
+            .field("mode", &self.mode)
+            .field("calls", &self.calls)
+            .field("unmatched", &self.unmatched)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Replay {
+    /// A replay with nothing read yet.
+    pub fn new(opts: ReplayOptions) -> Self {
+        Self {
+            interner: Interner::with_limit(opts.max_functions),
+            opts,
+            mode: None,
+            table: Table::new(opts.latency),
+            cpu_tables: Vec::new(),
+            paths: opts.call_paths.then(PathTrie::default),
+            events: Events::default(),
+            event_lines: 0,
+            tasks: HashMap::new(),
+            stacks: Vec::new(),
+            last: None,
+            cpu_task: Vec::new(),
+            calls: 0,
+            folded: 0,
+            unmatched: Unmatched::default(),
+            recognised: false,
+            finished: false,
+        }
+    }
+
+    /// Reads `input` to its end through a [`Reader`] and replays it: the convenience for
+    /// the whole job. I/O errors end the replay early and are returned.
+    pub fn run(input: impl BufRead, opts: ReplayOptions) -> io::Result<(Replay, ReplaySummary)> {
+        let mut replay = Replay::new(opts);
+        let mut reader = Reader::new(input);
+        replay.read(&mut reader)?;
+        let summary = replay.finish(reader.counts());
+        Ok((replay, summary))
+    }
+
+    /// Replays every remaining line of `reader`. On an error, what was read before it stays
+    /// replayed: [`Replay::finish`] still gives its summary.
+    pub fn read<R: BufRead>(&mut self, reader: &mut Reader<R>) -> io::Result<()> {
+        while let Some(parsed) = reader.next_line()? {
+            if let Some(ev) = parsed.event() {
+                self.event(ev);
+            }
+        }
+        Ok(())
+    }
+
+    /// Replays one event.
+    pub fn event(&mut self, ev: Event<'_>) {
+        if self.finished {
+            return;
+        }
+        match ev {
+            Event::Function { ctx, func, .. } => {
+                self.recognised = true;
+                let Some(cpu) = self.start(TraceMode::Function, ctx) else {
+                    return;
+                };
+                let ip = self.interner.intern(func);
+                self.hit(cpu, ip);
+            }
+            Event::GraphEntry { ctx, depth, func } => {
+                self.recognised = true;
+                if let Some(cpu) = self.start(TraceMode::FunctionGraph, ctx) {
+                    let ip = self.interner.intern(func);
+                    self.entry(cpu, ctx, depth, ip, None);
+                }
+            }
+            Event::GraphLeaf {
+                ctx,
+                depth,
+                func,
+                duration_ns,
+            } => {
+                self.recognised = true;
+                if let Some(cpu) = self.start(TraceMode::FunctionGraph, ctx) {
+                    let ip = self.interner.intern(func);
+                    self.entry(cpu, ctx, depth, ip, Some(duration_ns));
+                }
+            }
+            Event::GraphExit {
+                ctx,
+                depth,
+                func,
+                duration_ns,
+            } => {
+                // A bare `}` alone is not evidence of a trace; with a column it is.
+                let columns = ctx != Context::default() || duration_ns.is_some();
+                self.recognised |= columns || func.is_some();
+                if let Some(cpu) = self.start(TraceMode::FunctionGraph, ctx) {
+                    let named = func.map(|f| self.interner.intern(f));
+                    self.exit(cpu, ctx, depth, named, duration_ns);
+                }
+            }
+            Event::ContextSwitch { cpu, prev, next } => {
+                self.recognised = true;
+                self.switch(cpu.unwrap_or(0), prev, next);
+            }
+            Event::BufferStarted { cpu } | Event::Lost { cpu, .. } => {
+                self.recognised = true;
+                self.resync(cpu);
+            }
+            Event::TraceEvent { name, .. } => {
+                self.recognised = true;
+                self.events.add(name);
+                self.event_lines += 1;
+            }
+            Event::IrqEnter { .. } | Event::IrqExit { .. } => self.recognised = true,
+        }
+    }
+
+    /// Ends the replay: calls still open become hits without time ([`Unmatched::open_at_eof`]
+    /// and each function's `open_at_end`). Returns the summary; later events are ignored.
+    /// `lines` are the reader's counts ([`Reader::counts`]).
+    pub fn finish(&mut self, lines: &LineCounts) -> ReplaySummary {
+        if !self.finished {
+            self.finished = true;
+            for st in &mut self.stacks {
+                for o in st.open.drain(..) {
+                    self.unmatched.open_at_eof += 1;
+                    self.table.open_at_end(o.ip);
+                    if let Some(Some(t)) = self.cpu_tables.get_mut(o.cpu as usize) {
+                        t.open_at_end(o.ip);
+                    }
+                }
+            }
+        }
+        self.summary(lines)
+    }
+
+    /// The summary so far, without ending the replay (live output): calls open now are not
+    /// yet counted as open at the end.
+    pub fn summary(&self, lines: &LineCounts) -> ReplaySummary {
+        use super::kind::LineKind;
+        // Lines with a `task-pid [cpu] ts:` head that yield no event are ftrace output too.
+        let headed = [
+            LineKind::Printk,
+            LineKind::SchedSwitch,
+            LineKind::StackTrace,
+        ]
+        .iter()
+        .any(|&k| lines.get(k) > 0);
+        ReplaySummary {
+            lines: lines.clone(),
+            mode: self.mode,
+            calls: self.calls,
+            unmatched: self.unmatched,
+            functions: self.interner.len(),
+            folded: self.folded,
+            events: self.event_lines,
+            recognised: self.recognised || headed,
+            open_functions: self.open_functions(),
+            cpus: self.cpus(),
+        }
+    }
+
+    /// The functions with calls open at the end, most first, ties by name; at most
+    /// [`OPEN_LISTED`].
+    fn open_functions(&self) -> Vec<(String, u64)> {
+        let mut open: Vec<(u64, &str)> = self
+            .table
+            .rows()
+            .filter(|(_, r)| r.open_at_end > 0)
+            .map(|(ip, r)| (r.open_at_end, self.interner.name(ip).unwrap_or_default()))
+            .collect();
+        open.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        open.into_iter()
+            .take(OPEN_LISTED)
+            .map(|(n, name)| (name.to_owned(), n))
+            .collect()
+    }
+
+    /// Forgets the counts (functions, events, calls, unmatched), keeping the calls open now
+    /// and the names: what `--reset-each` does between two prints.
+    pub fn reset_counts(&mut self) {
+        self.table.clear();
+        for t in self.cpu_tables.iter_mut().flatten() {
+            t.clear();
+        }
+        if let Some(p) = &mut self.paths {
+            p.clear();
+        }
+        self.events.clear();
+        self.event_lines = 0;
+        self.calls = 0;
+        self.folded = 0;
+        self.unmatched = Unmatched::default();
+    }
+
+    /// The trace's mode, once a function event was seen.
+    pub fn mode(&self) -> Option<TraceMode> {
+        self.mode
+    }
+
+    /// The options the replay runs with.
+    pub fn options(&self) -> ReplayOptions {
+        self.opts
+    }
+
+    /// The CPUs that recorded calls, ascending (empty unless [`ReplayOptions::per_cpu`]).
+    pub fn cpus(&self) -> Vec<u32> {
+        (0u32..)
+            .zip(&self.cpu_tables)
+            .filter(|(_, t)| t.is_some())
+            .map(|(c, _)| c)
+            .collect()
+    }
+
+    /// Heap bytes of the tables, the names and the stacks (capacities; a lower bound of
+    /// what the allocator holds).
+    pub fn heap_bytes(&self) -> usize {
+        self.table.heap_bytes()
+            + self
+                .cpu_tables
+                .iter()
+                .flatten()
+                .map(Table::heap_bytes)
+                .sum::<usize>()
+            + self.interner.heap_bytes()
+            + self.stacks.capacity() * size_of::<TaskStack>()
+            + self
+                .stacks
+                .iter()
+                .map(|s| s.open.capacity() * size_of::<Open>())
+                .sum::<usize>()
+    }
+
+    /// Trace events by name, most frequent first: the `trace_stat/events` table.
+    pub fn events(&self) -> Vec<(String, u64)> {
+        self.events.sorted()
+    }
+
+    /// The table of all CPUs (`None`) or of one.
+    fn table(&self, cpu: Option<u32>) -> Option<&Table> {
+        match cpu {
+            None => Some(&self.table),
+            Some(c) => self.cpu_tables.get(c as usize)?.as_ref(),
+        }
+    }
+
+    /// The ips of `table`'s shown rows (threshold applied) in `sort` order: 4 bytes a row,
+    /// what the writers sort instead of whole rows.
+    fn order(&self, table: &Table, sort: Sort) -> Vec<u32> {
+        let timed = self.timed();
+        let thresh_ns = u128::from(self.opts.threshold_us).saturating_mul(1000);
+        let mut ips: Vec<u32> = table
+            .rows()
+            .filter(|(_, r)| {
+                !timed
+                    || thresh_ns == 0
+                    || r.time_ns.checked_div(u128::from(r.hits)).unwrap_or(0) >= thresh_ns
+            })
+            // Ips are below the interner's limit, which fits a `u32`.
+            .map(|(ip, _)| ip as u32)
+            .collect();
+        let name = |ip: u32| self.interner.name(ip as usize).unwrap_or_default();
+        let key = |ip: u32| {
+            let r = table.get(ip as usize);
+            (sort_key(sort, r.hits, timed.then_some(r.time_ns)), r.hits)
+        };
+        ips.sort_unstable_by(|&a, &b| {
+            key(b)
+                .cmp(&key(a))
+                .then_with(|| name(a).cmp(name(b)))
+                .then(a.cmp(&b))
+        });
+        ips
+    }
+
+    /// The rows of all CPUs (`None`) or of one, threshold applied, in `sort` order.
+    pub fn functions(&self, cpu: Option<u32>, sort: Sort) -> Vec<FunctionRow> {
+        let Some(table) = self.table(cpu) else {
+            return Vec::new();
+        };
+        let timed = self.timed();
+        self.order(table, sort)
+            .into_iter()
+            .map(|ip| (ip as usize, table.get(ip as usize)))
+            .map(|(ip, r)| FunctionRow {
+                name: self.interner.name(ip).unwrap_or_default().to_owned(),
+                hits: r.hits,
+                open_at_end: r.open_at_end,
+                time_ns: timed.then_some(r.time_ns),
+                time_sq_ns2: timed.then_some(r.time_sq),
+            })
+            .collect()
+    }
+
+    /// Writes the stat file ([`Replay::render`]) to `w` without building it in memory: the
+    /// rows are sorted as `(ip, row)` pairs and written one at a time, names borrowed.
+    pub fn write_text(
+        &self,
+        cpu: Option<u32>,
+        sort: Sort,
+        w: &mut dyn io::Write,
+    ) -> io::Result<()> {
+        let timed = self.timed();
+        w.write_all(
+            if timed {
+                format::FUNCTION_HEADER_TIMED
+            } else {
+                format::FUNCTION_HEADER_HITS
+            }
+            .as_bytes(),
+        )?;
+        let Some(table) = self.table(cpu) else {
+            return Ok(());
+        };
+        let mut line = String::with_capacity(128);
+        for ip in self.order(table, sort) {
+            let (ip, r) = (ip as usize, table.get(ip as usize));
+            line.clear();
+            let timing = timed.then_some(RowTiming {
+                time_ns: r.time_ns,
+                time_sq: r.time_sq,
+            });
+            let name = self.interner.name(ip).unwrap_or_default();
+            // Writing to a String cannot fail.
+            let _ = format::write_function_row(&mut line, name, r.hits, timing);
+            w.write_all(line.as_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// The rows of all CPUs (`None`) or of one, threshold applied, in `sort` order, as an
+    /// exporter [`Profile`]: with call paths when recorded, and per-function latency
+    /// histograms when kept (merged only).
+    pub fn profile(&self, cpu: Option<u32>, sort: Sort) -> Profile {
+        let rows = self.functions(cpu, sort);
+        let timed = self.timed();
+        let mut histograms = Vec::new();
+        if cpu.is_none() && timed && self.opts.latency {
+            for (ip, r) in self.table.rows() {
+                if let Some(counts) = self.table.latency(ip) {
+                    let name = self.interner.name(ip).unwrap_or_default().to_owned();
+                    let labels = [("function".to_owned(), name)].into();
+                    let mut h = BucketHistogram::from_buckets(
+                        "function_latency",
+                        labels,
+                        Table::latency_spec(),
+                        counts,
+                        r.time_ns,
+                    );
+                    h.help = "Call latency per function (ns)".to_owned();
+                    histograms.push(h);
+                }
+            }
+        }
+        let mut paths = Vec::new();
+        if let (None, Some(trie)) = (cpu, &self.paths) {
+            for node in trie.paths() {
+                paths.push(PathStats {
+                    frames: trie
+                        .frames(node)
+                        .into_iter()
+                        .map(|ip| self.interner.name(ip).unwrap_or_default().to_owned())
+                        .collect(),
+                    hits: node.hits,
+                    self_time_ns: timed.then_some(node.self_ns),
+                    total_time_ns: timed.then_some(node.total_ns),
+                });
+            }
+            paths.sort_by(|a, b| a.frames.cmp(&b.frames));
+        }
+        Profile {
+            functions: rows
+                .into_iter()
+                .map(|r| FunctionStats {
+                    name: r.name,
+                    hits: r.hits,
+                    time_ns: r.time_ns,
+                    time_sq_ns2: r.time_sq_ns2,
+                })
+                .collect(),
+            paths,
+            histograms,
+            ..Profile::default()
+        }
+    }
+
+    /// The stat file text (`trace_stat/functions`, or `function<cpu>`): the kernel's header
+    /// and rows, in `sort` order.
+    pub fn render(&self, cpu: Option<u32>, sort: Sort) -> String {
+        let mut out = Vec::new();
+        // Writing to a Vec cannot fail.
+        let _ = self.write_text(cpu, sort, &mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    /// The events table: `Event` and `Count` columns in the stat files' layout, most
+    /// frequent first.
+    pub fn render_events(&self) -> String {
+        let mut out = String::from(EVENTS_HEADER);
+        for (name, n) in self.events() {
+            // Writing to a String cannot fail.
+            let _ = format::write_function_row(&mut out, &name, n, None);
+        }
+        out
+    }
+
+    /// The per-function latency histograms ([`ReplayOptions::latency`], timed traces), in
+    /// bpftrace's layout: `@name:` then one line per bucket (ns), in `sort` order. Empty
+    /// when none were kept.
+    pub fn render_latency(&self, sort: Sort) -> String {
+        let mut out = String::new();
+        if !self.timed() {
+            return out;
+        }
+        for row in self.functions(None, sort) {
+            let ip = self.interner.lookup_existing(&row.name);
+            if let Some(counts) = ip.and_then(|ip| self.table.latency(ip)) {
+                // Writing to a String cannot fail.
+                let _ = writeln!(out, "@{}:", row.name);
+                let _ = crate::hist::render::write_buckets(&mut out, Table::latency_spec(), counts);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    fn timed(&self) -> bool {
+        self.mode == Some(TraceMode::FunctionGraph)
+    }
+
+    /// Settles the mode on the first function event and returns the event's CPU, or `None`
+    /// (counted) if the event is not replayed.
+    fn start(&mut self, mode: TraceMode, ctx: Context<'_>) -> Option<u32> {
+        match self.mode {
+            Some(m) if m == mode => {}
+            Some(_) => {
+                self.unmatched.ignored += 1;
+                return None;
+            }
+            None => self.mode = Some(mode),
+        }
+        let cpu = ctx.cpu.unwrap_or(0);
+        if cpu >= MAX_CPUS {
+            self.unmatched.ignored += 1;
+            return None;
+        }
+        Some(cpu)
+    }
+
+    /// CPU `cpu`'s table, created on first use (`cpu < MAX_CPUS`); `None` without per-CPU
+    /// tables.
+    fn cpu_table(&mut self, cpu: u32) -> Option<&mut Table> {
+        if !self.opts.per_cpu {
+            return None;
+        }
+        let i = cpu as usize;
+        if self.cpu_tables.len() <= i {
+            self.cpu_tables.resize_with(i + 1, || None);
+        }
+        Some(self.cpu_tables[i].get_or_insert_with(|| Table::new(false)))
+    }
+
+    /// A call of `ip` entered on `cpu`.
+    fn hit(&mut self, cpu: u32, ip: usize) {
+        self.calls += 1;
+        self.table.hit(ip);
+        if self.interner.is_other(ip) {
+            self.folded += 1;
+        }
+        if let Some(t) = self.cpu_table(cpu) {
+            t.hit(ip);
+        }
+    }
+
+    /// A call of `ip` returned on `cpu` after `total` ns, `child` of them in its callees.
+    fn time(&mut self, cpu: u32, ip: usize, total: u64, child: u64, path: Option<u32>) {
+        let t = if self.opts.graph_time {
+            total
+        } else {
+            total.saturating_sub(child)
+        };
+        self.table.time(ip, t);
+        if let Some(tab) = self.cpu_table(cpu) {
+            tab.time(ip, t);
+        }
+        if let Some(p) = &mut self.paths {
+            p.time(path, total, total.saturating_sub(child));
+        }
+    }
+
+    /// The stack of the task a line belongs to (module docs); `None` (counted as ignored)
+    /// when no more tasks fit.
+    fn stack(&mut self, cpu: u32, ctx: &Context<'_>) -> Option<usize> {
+        let key = match ctx.pid {
+            Some(pid) => TaskKey::of(cpu, pid),
+            None => self
+                .cpu_task
+                .get(cpu as usize)
+                .copied()
+                .flatten()
+                .unwrap_or(TaskKey::Cpu(cpu)),
+        };
+        let i = self.stack_of(key);
+        match i {
+            Some(i) => self.stacks[i].cpu = cpu,
+            None => self.unmatched.ignored += 1,
+        }
+        i
+    }
+
+    fn stack_of(&mut self, key: TaskKey) -> Option<usize> {
+        if let Some((k, i)) = self.last
+            && k == key
+        {
+            return Some(i);
+        }
+        let i = match self.tasks.get(&key) {
+            Some(&i) => i,
+            None => {
+                if self.stacks.len() >= MAX_TASKS {
+                    self.forget_empty_stacks();
+                    if self.stacks.len() >= MAX_TASKS {
+                        return None;
+                    }
+                }
+                self.stacks.push(TaskStack::default());
+                let i = self.stacks.len() - 1;
+                self.tasks.insert(key, i);
+                i
+            }
+        };
+        self.last = Some((key, i));
+        Some(i)
+    }
+
+    /// Drops the stacks with no open call (and stacks no task maps to).
+    fn forget_empty_stacks(&mut self) {
+        let old = std::mem::take(&mut self.stacks);
+        let mut keep: Vec<Option<TaskStack>> = old.into_iter().map(Some).collect();
+        let mut tasks = HashMap::new();
+        for (&key, &i) in &self.tasks {
+            if let Some(st) = keep[i].take()
+                && !st.open.is_empty()
+            {
+                self.stacks.push(st);
+                tasks.insert(key, self.stacks.len() - 1);
+            }
+        }
+        self.tasks = tasks;
+        self.last = None;
+    }
+
+    /// The call path of `ip` called from the top of stack `s` (paths recorded only).
+    fn path(&mut self, s: usize, ip: usize) -> Option<u32> {
+        let trie = self.paths.as_mut()?;
+        let parent = match self.stacks[s].open.last() {
+            Some(o) => o.path,
+            None => Some(super::table::ROOT),
+        };
+        trie.child(parent, ip)
+    }
+
+    /// An entry `func() {` (`leaf: None`), or a leaf `func();` with its duration.
+    fn entry(
+        &mut self,
+        cpu: u32,
+        ctx: Context<'_>,
+        depth: u16,
+        ip: usize,
+        leaf: Option<Option<u64>>,
+    ) {
+        let Some(s) = self.stack(cpu, &ctx) else {
+            return;
+        };
+        // A line at this depth means the open entries at it or deeper returned unseen.
+        let st = &mut self.stacks[s];
+        let keep = st.open.iter().take_while(|o| o.depth < depth).count();
+        self.unmatched.abandoned += (st.open.len() - keep) as u64;
+        st.open.truncate(keep);
+        let path = self.path(s, ip);
+        self.hit(cpu, ip);
+        if let Some(p) = &mut self.paths {
+            p.hit(path);
+        }
+        match leaf {
+            Some(duration) => {
+                if let Some(d) = duration {
+                    self.time(cpu, ip, d, 0, path);
+                    self.add_child(s, d);
+                }
+            }
+            None => {
+                let st = &mut self.stacks[s];
+                if st.open.len() >= MAX_OPEN {
+                    self.unmatched.overruns += 1;
+                    return;
+                }
+                st.open.push(Open {
+                    ip,
+                    depth,
+                    cpu,
+                    calltime: ctx.ts_ns,
+                    child: 0,
+                    path,
+                });
+            }
+        }
+    }
+
+    /// Adds a returned call's duration to the child time of the open call on top of stack
+    /// `s`.
+    fn add_child(&mut self, s: usize, d: u64) {
+        if let Some(parent) = self.stacks[s].open.last_mut() {
+            parent.child = parent.child.saturating_add(d);
+        }
+    }
+
+    fn exit(
+        &mut self,
+        cpu: u32,
+        ctx: Context<'_>,
+        depth: u16,
+        named: Option<usize>,
+        duration: Option<u64>,
+    ) {
+        let Some(s) = self.stack(cpu, &ctx) else {
+            return;
+        };
+        // Entries deeper than this exit returned unseen.
+        let st = &mut self.stacks[s];
+        let keep = st.open.iter().take_while(|o| o.depth <= depth).count();
+        self.unmatched.abandoned += (st.open.len() - keep) as u64;
+        st.open.truncate(keep);
+        let top = st.open.last().copied();
+        match top {
+            Some(o) if o.depth == depth && named.is_none_or(|ip| ip == o.ip) => {
+                st.open.pop();
+                let total = duration.or_else(|| ctx.ts_ns?.checked_sub(o.calltime?));
+                if let Some(total) = total {
+                    self.time(cpu, o.ip, total, o.child, o.path);
+                    self.add_child(s, total);
+                }
+            }
+            _ => match named {
+                Some(ip) => {
+                    // Exit-only: the call's entry lies before the window.
+                    self.unmatched.exit_only += 1;
+                    let path = self.path(s, ip);
+                    self.hit(cpu, ip);
+                    if let Some(p) = &mut self.paths {
+                        p.hit(path);
+                    }
+                    if let Some(d) = duration {
+                        self.time(cpu, ip, d, 0, path);
+                        self.add_child(s, d);
+                    }
+                }
+                None => self.unmatched.exits += 1,
+            },
+        }
+    }
+
+    /// ` cpu) prev-PID => next-PID `: the lines after it on `cpu` belong to `next`; the
+    /// lines before the CPU's first switch belonged to `prev`.
+    fn switch(&mut self, cpu: u32, prev: &str, next: &str) {
+        if cpu >= MAX_CPUS {
+            self.unmatched.ignored += 1;
+            return;
+        }
+        let key = |s: &str| task_pid(s).map(|(_, pid)| TaskKey::of(cpu, pid));
+        let i = cpu as usize;
+        if self.cpu_task.len() <= i {
+            self.cpu_task.resize(i + 1, None);
+        }
+        if self.cpu_task[i].is_none()
+            && let Some(prev) = key(prev)
+            && let Some(&s) = self.tasks.get(&TaskKey::Cpu(cpu))
+        {
+            let taken = self
+                .tasks
+                .get(&prev)
+                .is_some_and(|&p| !self.stacks[p].open.is_empty());
+            if !taken {
+                self.tasks.remove(&TaskKey::Cpu(cpu));
+                self.tasks.insert(prev, s);
+            }
+        }
+        self.cpu_task[i] = key(next);
+        self.last = None;
+    }
+
+    /// `[LOST N EVENTS]` or `buffer started` on `cpu`: the open calls of the tasks last seen
+    /// there may have lost their exits.
+    fn resync(&mut self, cpu: u32) {
+        let mut dropped = 0;
+        for st in &mut self.stacks {
+            if st.cpu == cpu {
+                dropped += st.open.len() as u64;
+                st.open.clear();
+            }
+        }
+        self.unmatched.dropped_at_resync += dropped;
+    }
+}
+
+/// The header of the events table ([`Replay::render_events`]).
+pub const EVENTS_HEADER: &str = concat!(
+    "  Event                                Count\n",
+    "  -----                                -----\n"
+);
+
+/// The value rows are ordered by (descending).
+fn sort_key(sort: Sort, hits: u64, time: Option<u128>) -> u128 {
+    match sort {
+        Sort::Hits => u128::from(hits),
+        Sort::Time => time.unwrap_or(0),
+        Sort::Avg => time.unwrap_or(0).checked_div(u128::from(hits)).unwrap_or(0),
+    }
 }
 
 impl ReplaySummary {
     /// Whether the input held no function event (nothing to profile): an error for a CLI.
     pub fn is_empty(&self) -> bool {
         self.mode.is_none()
+    }
+
+    /// Whether the input was recognisably ftrace output: some line was a function or graph
+    /// call, a trace event, a context switch, a `LOST EVENTS`/`buffer started` marker, or
+    /// another line with a `task-pid [cpu] timestamp:` head. Random bytes, or a lone `}`,
+    /// are not a trace.
+    pub fn is_trace(&self) -> bool {
+        self.recognised
     }
 
     /// The counts as exporter counters: `replay_lines{kind}` for every kind that occurred,
@@ -244,6 +1101,43 @@ impl ReplaySummary {
             let _ = write!(s, " ({})", kinds.join(", "));
         }
         let _ = write!(s, "; {} calls of {} functions", self.calls, self.functions);
+        if self.unmatched.open_at_eof > 0 {
+            let listed: Vec<String> = self
+                .open_functions
+                .iter()
+                .map(|(name, n)| {
+                    if *n == 1 {
+                        name.clone()
+                    } else {
+                        format!("{name} x{n}")
+                    }
+                })
+                .collect();
+            let more = if self.unmatched.open_at_eof
+                > self.open_functions.iter().map(|f| f.1).sum::<u64>()
+            {
+                ", ..."
+            } else {
+                ""
+            };
+            let _ = write!(
+                s,
+                " ({} still open at the end: {}{more})",
+                self.unmatched.open_at_eof,
+                listed.join(", ")
+            );
+        }
+        if self.folded > 0 {
+            let _ = write!(
+                s,
+                "; {} calls of functions beyond --max-functions in {}",
+                self.folded,
+                super::OTHER
+            );
+        }
+        if self.events > 0 {
+            let _ = write!(s, "; {} event lines", self.events);
+        }
         let u = &self.unmatched;
         if *u != Unmatched::default() {
             let _ = write!(
@@ -265,490 +1159,11 @@ impl ReplaySummary {
     }
 }
 
-/// One open entry as the trace showed it.
-#[derive(Debug, Clone, Copy)]
-struct Open {
-    ip: usize,
-    depth: u16,
-    calltime: u64,
-    /// Whether the shadow stack holds a frame for it (false: overrun).
-    pushed: bool,
-}
-
-/// One task's open entries on one CPU.
-#[derive(Debug, Default)]
-struct TaskStack {
-    shadow: ShadowStack,
-    open: Vec<Open>,
-}
-
-#[derive(Debug, Default)]
-struct CpuState {
-    cur: TaskStack,
-    /// Parked tasks' stacks, oldest first.
-    parked: Vec<(Box<str>, TaskStack)>,
-    /// The latest time seen on this CPU (ns).
-    clock: u64,
-}
-
-/// Replays parsed events into a function profiler (see the module docs).
-///
-/// ```
-/// use tracestat::replay::{Replay, ReplayOptions, Sort};
-///
-/// let trace = "\
-///  0)               |  sys_open() {
-///  0)   0.500 us    |    getname();
-///  0)   2.000 us    |  }
-/// ";
-/// let (replay, summary) = Replay::run(trace.as_bytes(), ReplayOptions::default())?;
-/// assert_eq!(summary.calls, 2);
-/// let p = replay.profile(None, Sort::Time);
-/// assert_eq!(p.functions[0].name, "sys_open");
-/// assert_eq!(p.functions[0].time_ns, Some(2_000));
-/// assert!(replay.render(None, Sort::Time).starts_with("  Function"));
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub struct Replay {
-    ftrace: Arc<Ftrace>,
-    profiler: FunctionProfiler,
-    interner: Interner,
-    opts: ReplayOptions,
-    mode: Option<TraceMode>,
-    cpus: Vec<CpuState>,
-    /// The shard the profiler records into now.
-    shard: Option<u32>,
-    used_cpus: Vec<bool>,
-    calls: u64,
-    unmatched: Unmatched,
-    finished: bool,
-}
-
-impl std::fmt::Debug for Replay {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Replay")
-            .field("mode", &self.mode)
-            .field("calls", &self.calls)
-            .field("unmatched", &self.unmatched)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Replay {
-    /// A replay with nothing read yet.
-    pub fn new(opts: ReplayOptions) -> Self {
-        let ftrace = Ftrace::new([]);
-        let interner = Interner::new();
-        let names = interner.names();
-        let profiler = FunctionProfiler::with_symbols(Arc::clone(&ftrace), move |ip| names.get(ip));
-        profiler.set_threshold_us(opts.threshold_us);
-        Self {
-            ftrace,
-            profiler,
-            interner,
-            opts,
-            mode: None,
-            cpus: Vec::new(),
-            shard: None,
-            used_cpus: Vec::new(),
-            calls: 0,
-            unmatched: Unmatched::default(),
-            finished: false,
-        }
-    }
-
-    /// Reads `input` to its end through a [`Reader`] and replays it: the convenience for
-    /// the whole job. I/O errors end the replay early and are returned.
-    pub fn run(input: impl BufRead, opts: ReplayOptions) -> io::Result<(Replay, ReplaySummary)> {
-        let mut replay = Replay::new(opts);
-        let mut reader = Reader::new(input);
-        replay.read(&mut reader)?;
-        let summary = replay.finish(reader.counts());
-        Ok((replay, summary))
-    }
-
-    /// Replays every remaining line of `reader`.
-    pub fn read<R: BufRead>(&mut self, reader: &mut Reader<R>) -> io::Result<()> {
-        while let Some(parsed) = reader.next_line()? {
-            if let Some(ev) = parsed.event() {
-                self.event(ev);
-            }
-        }
-        Ok(())
-    }
-
-    /// Replays one event.
-    pub fn event(&mut self, ev: Event<'_>) {
-        if self.finished {
-            return;
-        }
-        match ev {
-            Event::Function { ctx, func, parent } => {
-                let Some(cpu) = self.start(TraceMode::Function, ctx) else {
-                    return;
-                };
-                let ip = self.interner.intern(func);
-                let parent = parent.map_or(0, |p| self.interner.intern(p));
-                self.select(cpu);
-                if self.ftrace.dispatch_ip(ip, parent) {
-                    self.calls += 1;
-                }
-            }
-            Event::GraphEntry { ctx, .. }
-            | Event::GraphExit { ctx, .. }
-            | Event::GraphLeaf { ctx, .. } => {
-                if let Some(cpu) = self.start(TraceMode::FunctionGraph, ctx) {
-                    self.graph(cpu, ev);
-                }
-            }
-            Event::ContextSwitch { cpu, prev, next } => {
-                if let Some(st) = cpu_state(&mut self.cpus, cpu.unwrap_or(0)) {
-                    let evicted = switch_task(st, prev, next);
-                    self.unmatched.abandoned += evicted;
-                }
-            }
-            Event::BufferStarted { cpu } | Event::Lost { cpu, .. } => {
-                if let Some(st) = cpu_state(&mut self.cpus, cpu) {
-                    let mut dropped = discard(&mut st.cur);
-                    for (_, t) in st.parked.drain(..) {
-                        dropped += t.open.len() as u64;
-                    }
-                    self.unmatched.dropped_at_resync += dropped;
-                }
-            }
-            Event::IrqEnter { .. } | Event::IrqExit { .. } => {}
-        }
-    }
-
-    /// Ends the replay: counts the entries still open, stops the profiler (its records stay
-    /// readable) and returns the summary, with `lines` the reader's counts.
-    pub fn finish(&mut self, lines: &LineCounts) -> ReplaySummary {
-        if !self.finished {
-            self.finished = true;
-            for st in &mut self.cpus {
-                self.unmatched.open_at_eof += discard(&mut st.cur);
-                for (_, t) in st.parked.drain(..) {
-                    self.unmatched.open_at_eof += t.open.len() as u64;
-                }
-            }
-            let _ = self.profiler.disable();
-        }
-        ReplaySummary {
-            lines: lines.clone(),
-            mode: self.mode,
-            calls: self.calls,
-            unmatched: self.unmatched,
-            functions: self.interner.len(),
-            cpus: self.cpus(),
-        }
-    }
-
-    /// The profiler the trace was replayed into.
-    pub fn profiler(&self) -> &FunctionProfiler {
-        &self.profiler
-    }
-
-    /// The trace's mode, once a function event was seen.
-    pub fn mode(&self) -> Option<TraceMode> {
-        self.mode
-    }
-
-    /// The CPUs that recorded calls, ascending.
-    pub fn cpus(&self) -> Vec<u32> {
-        (0u32..)
-            .zip(&self.used_cpus)
-            .filter(|&(_, &u)| u)
-            .map(|(c, _)| c)
-            .collect()
-    }
-
-    /// The rows of all CPUs (`None`) or of one, threshold applied, in `sort` order, as an
-    /// exporter [`Profile`].
-    pub fn profile(&self, cpu: Option<u32>, sort: Sort) -> Profile {
-        let mut p = self.profiler.to_profile(cpu.map(|c| c as usize));
-        sort_functions(&mut p.functions, sort);
-        p
-    }
-
-    /// The stat file text (`trace_stat/functions`, or `function<cpu>`): the kernel's header
-    /// and rows, in `sort` order.
-    pub fn render(&self, cpu: Option<u32>, sort: Sort) -> String {
-        render_functions(&self.profile(cpu, sort).functions, self.timed())
-    }
-
-    fn timed(&self) -> bool {
-        self.mode == Some(TraceMode::FunctionGraph)
-    }
-
-    /// Settles the mode on the first function event (starting the profiler) and returns the
-    /// event's CPU, or `None` (counted) if the event is not replayed.
-    fn start(&mut self, mode: TraceMode, ctx: Context<'_>) -> Option<u32> {
-        match self.mode {
-            Some(m) if m == mode => {}
-            Some(_) => {
-                self.unmatched.ignored += 1;
-                return None;
-            }
-            None => {
-                let opts = ProfileOptions {
-                    timing: mode == TraceMode::FunctionGraph,
-                    graph_time: self.opts.graph_time,
-                    sleep_time: true,
-                    call_paths: self.opts.call_paths,
-                };
-                // Neither can fail on a fresh instance of our own; if one did, nothing
-                // would be recorded and the summary would show zero calls.
-                let _ = self.profiler.set_options(opts);
-                let _ = self.profiler.enable();
-                self.mode = Some(mode);
-            }
-        }
-        let cpu = ctx.cpu.unwrap_or(0);
-        if cpu >= MAX_CPUS {
-            self.unmatched.ignored += 1;
-            return None;
-        }
-        Some(cpu)
-    }
-
-    /// Makes the profiler record into CPU `cpu`'s shard.
-    fn select(&mut self, cpu: u32) {
-        if self.shard != Some(cpu) {
-            self.profiler.record_into(cpu as usize);
-            self.shard = Some(cpu);
-            let i = cpu as usize;
-            if self.used_cpus.len() <= i {
-                self.used_cpus.resize(i + 1, false);
-            }
-            self.used_cpus[i] = true;
-        }
-    }
-
-    /// A function_graph event on `cpu`.
-    fn graph(&mut self, cpu: u32, ev: Event<'_>) {
-        match ev {
-            Event::GraphEntry { ctx, depth, func } => self.entry(cpu, ctx, depth, func, None),
-            Event::GraphExit {
-                ctx,
-                depth,
-                func,
-                duration_ns,
-            } => self.exit(cpu, ctx, depth, func, duration_ns),
-            Event::GraphLeaf {
-                ctx,
-                depth,
-                func,
-                duration_ns,
-            } => self.entry(cpu, ctx, depth, func, Some(duration_ns)),
-            _ => {}
-        }
-    }
-
-    /// An entry `func() {` (`leaf: None`), or a leaf `func();` with its duration.
-    fn entry(
-        &mut self,
-        cpu: u32,
-        ctx: Context<'_>,
-        depth: u16,
-        func: Symbol<'_>,
-        leaf: Option<Option<u64>>,
-    ) {
-        let ip = self.interner.intern(func);
-        self.select(cpu);
-        let ftrace = &*self.ftrace;
-        let Some(st) = cpu_state(&mut self.cpus, cpu) else {
-            return;
-        };
-        // A line at this depth means the open entries at it or deeper returned unseen.
-        self.unmatched.abandoned += discard_from(&mut st.cur, depth);
-        let calltime = ctx.ts_ns.unwrap_or(st.clock);
-        let stack = &mut st.cur;
-        let parent = stack.open.last().map_or(0, |o| o.ip);
-        if let Some(duration) = leaf {
-            let rettime = calltime.saturating_add(duration.unwrap_or(0));
-            st.clock = st.clock.max(rettime);
-            if complete_call(ftrace, stack, ip, parent, calltime, rettime) {
-                self.calls += 1;
-            } else {
-                self.unmatched.overruns += 1;
-            }
-            return;
-        }
-        st.clock = st.clock.max(calltime);
-        if stack.open.len() >= MAX_OPEN {
-            self.unmatched.overruns += 1;
-            return;
-        }
-        let pushed = ftrace.graph_entry_at(&mut stack.shadow, ip, parent, calltime);
-        stack.open.push(Open {
-            ip,
-            depth,
-            calltime,
-            pushed,
-        });
-    }
-
-    fn exit(
-        &mut self,
-        cpu: u32,
-        ctx: Context<'_>,
-        depth: u16,
-        func: Option<Symbol<'_>>,
-        duration: Option<u64>,
-    ) {
-        let named = func.map(|f| self.interner.intern(f));
-        self.select(cpu);
-        let ftrace = &*self.ftrace;
-        let Some(st) = cpu_state(&mut self.cpus, cpu) else {
-            return;
-        };
-        // Entries deeper than this exit returned unseen.
-        let mut abandoned = 0;
-        while st.cur.open.last().is_some_and(|o| o.depth > depth) {
-            abandoned += pop_silently(&mut st.cur);
-        }
-        self.unmatched.abandoned += abandoned;
-        let top = st.cur.open.last().copied();
-        match top {
-            Some(o) if o.depth == depth && named.is_none_or(|ip| ip == o.ip) => {
-                st.cur.open.pop();
-                let rettime = match (duration, ctx.ts_ns) {
-                    (Some(d), _) => o.calltime.saturating_add(d),
-                    (None, Some(ts)) => ts.max(o.calltime),
-                    (None, None) => o.calltime,
-                };
-                st.clock = st.clock.max(rettime);
-                if o.pushed {
-                    if ftrace
-                        .graph_return_at(&mut st.cur.shadow, rettime)
-                        .is_some()
-                    {
-                        self.calls += 1;
-                    }
-                } else {
-                    self.unmatched.overruns += 1;
-                }
-            }
-            _ => match (named, duration) {
-                (Some(ip), Some(d)) => {
-                    // Exit-only output: the call is complete on this line.
-                    let rettime = ctx.ts_ns.unwrap_or_else(|| st.clock.saturating_add(d));
-                    let calltime = rettime.saturating_sub(d);
-                    let rettime = calltime.saturating_add(d);
-                    st.clock = st.clock.max(rettime);
-                    let parent = top.map_or(0, |o| o.ip);
-                    if complete_call(ftrace, &mut st.cur, ip, parent, calltime, rettime) {
-                        self.calls += 1;
-                    } else {
-                        self.unmatched.overruns += 1;
-                    }
-                    self.unmatched.exit_only += 1;
-                }
-                _ => self.unmatched.exits += 1,
-            },
-        }
-    }
-}
-
-/// CPU `cpu`'s state, created on first use; `None` for CPUs of [`MAX_CPUS`] or more.
-fn cpu_state(cpus: &mut Vec<CpuState>, cpu: u32) -> Option<&mut CpuState> {
-    if cpu >= MAX_CPUS {
-        return None;
-    }
-    let i = cpu as usize;
-    if cpus.len() <= i {
-        cpus.resize_with(i + 1, CpuState::default);
-    }
-    Some(&mut cpus[i])
-}
-
-/// An entry and its return at once; `false` if the stack had no room.
-fn complete_call(
-    ftrace: &Ftrace,
-    stack: &mut TaskStack,
-    ip: usize,
-    parent: usize,
-    calltime: u64,
-    rettime: u64,
-) -> bool {
-    if stack.shadow.depth() >= SHADOW_STACK_DEPTH
-        || !ftrace.graph_entry_at(&mut stack.shadow, ip, parent, calltime)
-    {
-        return false;
-    }
-    ftrace.graph_return_at(&mut stack.shadow, rettime).is_some()
-}
-
-/// Pops the top open entry without a return (its exit is not in the trace); 1 if there was
-/// one.
-fn pop_silently(stack: &mut TaskStack) -> u64 {
-    match stack.open.pop() {
-        Some(o) => {
-            if o.pushed {
-                // Duration 0: the parent's child time is unchanged.
-                stack.shadow.pop(o.calltime);
-            }
-            1
-        }
-        None => 0,
-    }
-}
-
-/// Discards open entries at depth `>= depth`; how many.
-fn discard_from(stack: &mut TaskStack, depth: u16) -> u64 {
-    let mut n = 0;
-    while stack.open.last().is_some_and(|o| o.depth >= depth) {
-        n += pop_silently(stack);
-    }
-    n
-}
-
-/// Discards every open entry; how many.
-fn discard(stack: &mut TaskStack) -> u64 {
-    let mut n = 0;
-    while !stack.open.is_empty() {
-        n += pop_silently(stack);
-    }
-    n
-}
-
-/// Parks the current task's open entries under `prev` and restores `next`'s. Returns the
-/// open entries of a parked task evicted to stay within [`MAX_PARKED`].
-fn switch_task(st: &mut CpuState, prev: &str, next: &str) -> u64 {
-    let mut evicted = 0;
-    let cur = std::mem::take(&mut st.cur);
-    if !cur.open.is_empty() {
-        if let Some(i) = st.parked.iter().position(|(n, _)| **n == *prev) {
-            // A stale stack under the same name: replaced.
-            evicted += st.parked.remove(i).1.open.len() as u64;
-        }
-        if st.parked.len() >= MAX_PARKED {
-            evicted += st.parked.remove(0).1.open.len() as u64;
-        }
-        st.parked.push((prev.into(), cur));
-    }
-    if let Some(i) = st.parked.iter().position(|(n, _)| **n == *next) {
-        st.cur = st.parked.remove(i).1;
-    }
-    evicted
-}
-
 /// Sorts rows descending by `sort`'s key, then by hits, ties by name.
 pub fn sort_functions(rows: &mut [FunctionStats], sort: Sort) {
-    let key = |f: &FunctionStats| -> u128 {
-        match sort {
-            Sort::Hits => u128::from(f.hits),
-            Sort::Time => f.time_ns.unwrap_or(0),
-            Sort::Avg => f
-                .time_ns
-                .unwrap_or(0)
-                .checked_div(u128::from(f.hits))
-                .unwrap_or(0),
-        }
-    };
     rows.sort_by(|a, b| {
-        key(b)
-            .cmp(&key(a))
+        sort_key(sort, b.hits, b.time_ns)
+            .cmp(&sort_key(sort, a.hits, a.time_ns))
             .then(b.hits.cmp(&a.hits))
             .then_with(|| a.name.cmp(&b.name))
     });
@@ -776,27 +1191,32 @@ pub fn render_functions(rows: &[FunctionStats], timed: bool) -> String {
 /// `"schema"` of the JSON document [`write_json`] writes.
 pub const REPLAY_SCHEMA: &str = "tracestat.replay";
 
-/// Writes a replay as one `tracestat.replay` JSON document (feature `json`):
+/// Writes a replay as one `tracestat.replay` JSON document (feature `json`), on one line
+/// (so that live output is NDJSON, one document per print):
 ///
 /// ```json
 /// { "schema": "tracestat.replay", "version": 1, "mode": "function_graph",
-///   "graph_time": true, "threshold_us": 0,
-///   "functions": [ { "name": "sys_open", "hits": 1, "time_ns": 2000, "time_sq_ns2": 4000000 } ],
+///   "graph_time": true, "threshold_us": 0, "max_functions": 1000000,
+///   "functions": [ { "name": "sys_open", "hits": 1, "open_at_end": 0, "time_ns": 2000,
+///                    "time_sq_ns2": 4000000 } ],
 ///   "cpus": [ { "cpu": 0, "functions": [ ... ] } ],
+///   "events": [ { "name": "sched_switch", "count": 3 } ],
 ///   "lines": { "read": 3, "parsed": 3, "skipped": 0,
 ///              "by_kind": { "graph_entry": 1, ... }, "skipped_by_kind": { ... },
 ///              "lost_events": 0 },
-///   "calls": 2,
+///   "calls": 2, "folded": 0,
 ///   "unmatched": { "exits": 0, "exit_only": 0, "open_at_eof": 0, "dropped_at_resync": 0,
 ///                  "abandoned": 0, "overruns": 0, "ignored": 0 } }
 /// ```
 ///
 /// `functions` are the rows of `trace_stat/functions` in `sort` order (threshold applied),
-/// each a [`FunctionStats`]: `time_ns` and `time_sq_ns2` are `null` for function traces.
-/// `cpus` is present with `per_cpu`, one entry per CPU that recorded calls. `by_kind` holds
-/// every kind that occurred, `skipped_by_kind` those that yield no event; `mode` is `null`
-/// when the input held no function event. The version is [`crate::export::SCHEMA_VERSION`];
-/// readers ignore unknown fields.
+/// each a [`FunctionRow`]: `time_ns` and `time_sq_ns2` are `null` for function traces;
+/// `open_at_end` counts the hits whose call was still open when the trace ended. `cpus` is
+/// present with `per_cpu`, one entry per CPU that recorded calls. `events` counts trace event
+/// lines by name. `folded` is the hits of names beyond `max_functions`, shown in the
+/// `[other]` row. `by_kind` holds every kind that occurred, `skipped_by_kind` those that
+/// yield no event; `mode` is `null` when the input held no function event. The version is
+/// [`crate::export::SCHEMA_VERSION`]; readers ignore unknown fields.
 #[cfg(feature = "json")]
 pub fn write_json(
     replay: &Replay,
@@ -808,10 +1228,50 @@ pub fn write_json(
     use serde::Serialize;
     use std::collections::BTreeMap;
 
+    /// A row with its name borrowed from the interner.
     #[derive(Serialize)]
-    struct Cpu {
+    struct RowRef<'a> {
+        name: &'a str,
+        hits: u64,
+        open_at_end: u64,
+        time_ns: Option<u128>,
+        time_sq_ns2: Option<u128>,
+    }
+    /// The rows of a table, serialised one at a time (never all built at once).
+    struct Rows<'a> {
+        replay: &'a Replay,
+        cpu: Option<u32>,
+        sort: Sort,
+    }
+    impl Serialize for Rows<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let r = self.replay;
+            let timed = r.timed();
+            let Some(table) = r.table(self.cpu) else {
+                return s.collect_seq(std::iter::empty::<RowRef<'_>>());
+            };
+            let order = r.order(table, self.sort);
+            s.collect_seq(order.into_iter().map(|ip| {
+                let row = table.get(ip as usize);
+                RowRef {
+                    name: r.interner.name(ip as usize).unwrap_or_default(),
+                    hits: row.hits,
+                    open_at_end: row.open_at_end,
+                    time_ns: timed.then_some(row.time_ns),
+                    time_sq_ns2: timed.then_some(row.time_sq),
+                }
+            }))
+        }
+    }
+    #[derive(Serialize)]
+    struct Cpu<'a> {
         cpu: u32,
-        functions: Vec<FunctionStats>,
+        functions: Rows<'a>,
+    }
+    #[derive(Serialize)]
+    struct EventCount {
+        name: String,
+        count: u64,
     }
     #[derive(Serialize)]
     struct Lines {
@@ -829,11 +1289,14 @@ pub fn write_json(
         mode: Option<TraceMode>,
         graph_time: bool,
         threshold_us: u64,
-        functions: Vec<FunctionStats>,
+        max_functions: usize,
+        functions: Rows<'a>,
         #[serde(skip_serializing_if = "Option::is_none")]
-        cpus: Option<Vec<Cpu>>,
+        cpus: Option<Vec<Cpu<'a>>>,
+        events: Vec<EventCount>,
         lines: Lines,
         calls: u64,
+        folded: u64,
         unmatched: Unmatched,
     }
     let l = &summary.lines;
@@ -843,17 +1306,31 @@ pub fn write_json(
         mode: summary.mode,
         graph_time: replay.opts.graph_time,
         threshold_us: replay.opts.threshold_us,
-        functions: replay.profile(None, sort).functions,
+        max_functions: replay.opts.max_functions,
+        functions: Rows {
+            replay,
+            cpu: None,
+            sort,
+        },
         cpus: per_cpu.then(|| {
             summary
                 .cpus
                 .iter()
                 .map(|&cpu| Cpu {
                     cpu,
-                    functions: replay.profile(Some(cpu), sort).functions,
+                    functions: Rows {
+                        replay,
+                        cpu: Some(cpu),
+                        sort,
+                    },
                 })
                 .collect()
         }),
+        events: replay
+            .events()
+            .into_iter()
+            .map(|(name, count)| EventCount { name, count })
+            .collect(),
         lines: Lines {
             read: l.lines(),
             parsed: l.parsed(),
@@ -867,6 +1344,7 @@ pub fn write_json(
             lost_events: l.lost_events(),
         },
         calls: summary.calls,
+        folded: summary.folded,
         unmatched: summary.unmatched,
     };
     serde_json::to_writer(&mut w, &doc).map_err(io::Error::from)?;

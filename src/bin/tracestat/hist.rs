@@ -3,7 +3,6 @@
 use std::fs::File;
 use std::io::{self, BufReader, Write};
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 
 use clap::ValueEnum;
 use tracestat::hist::offline::{OfflineHist, OfflineSpecError};
@@ -69,11 +68,11 @@ pub fn run(args: &HistArgs) -> Result<(), String> {
     } else {
         args.file.display().to_string()
     };
-    super::stop_on_sigint();
-    let stop = || super::STOP.load(Ordering::Relaxed);
+    super::replay::stop_on_signals();
+    let stop = super::replay::stopped;
     let read = if stdin {
         hist.read(
-            BufReader::with_capacity(1 << 16, super::Interruptible(io::stdin())),
+            BufReader::with_capacity(1 << 16, super::replay::stoppable(io::stdin(), 0)),
             stop,
         )
     } else {
@@ -83,7 +82,10 @@ pub fn run(args: &HistArgs) -> Result<(), String> {
         }
         hist.read(BufReader::with_capacity(1 << 16, file), stop)
     };
-    read.map_err(|e| format!("cannot read {name}: {e}"))?;
+    // Stopped by a signal: the tables of what was read, without the unfinished last line.
+    if !super::replay::stopped() {
+        read.map_err(|e| format!("cannot read {name}: {e}"))?;
+    }
     write_stdout(|out| match args.format {
         HistFormat::Text => write_text(out, |s| hist.render(s)),
         #[cfg(feature = "json")]
