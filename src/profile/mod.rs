@@ -72,7 +72,9 @@ pub use control::install;
 pub use dispatch::ScopeGuard;
 pub use filter::{FilterError, FilterHash, Hashes};
 pub use ftrace::Ftrace;
-pub use function::{FunctionProfiler, FunctionRow, Options as ProfileOptions, PathRow};
+pub use function::{
+    FunctionProfiler, FunctionRow, Options as ProfileOptions, PathRow, ProfilerHandle,
+};
 pub use glob::{Glob, GlobError};
 pub use graph::{
     Frame, GRAPH_SLOTS, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, now_ns,

@@ -1,0 +1,1 @@
+//! The HTTP endpoint, end to end over real sockets.
