@@ -9,6 +9,9 @@
 //! Ctrl-C during a replay stops reading and prints what was read so far (a second Ctrl-C
 //! kills), so `cat trace_pipe | tracestat replay -` ends with its stat file.
 //!
+//! `--serve ADDR` (both subcommands; `http` feature) serves the profile over HTTP while it
+//! runs: see `serve.rs`.
+//!
 //! Exit codes: 0 success; 1 an unreadable input, a failed write, or an input with no
 //! function events; 2 bad options (clap's usage errors).
 
@@ -17,6 +20,8 @@ use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+mod serve;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use tracestat::demo::{Hackbench, run_profiled};
@@ -45,6 +50,8 @@ enum Command {
         /// Messages each sender sends to each receiver.
         #[arg(short, long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
         loops: u32,
+        #[command(flatten)]
+        serve: serve::ServeArgs,
     },
     /// Replay an ftrace function or function_graph trace and print trace_stat/functions
     /// (function traces: Hit; function_graph traces: Hit, Time, Avg, s^2).
@@ -76,6 +83,8 @@ struct ReplayArgs {
     /// Do not print the summary (lines read, skipped, unmatched) on standard error.
     #[arg(short, long)]
     quiet: bool,
+    #[command(flatten)]
+    serve: serve::ServeArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -107,11 +116,28 @@ const PROGRESS_MIN_BYTES: u64 = 16 << 20;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Demo { groups, fds, loops } => demo(Hackbench {
-            groups: groups.into(),
-            fds: fds.into(),
-            loops: loops as usize,
-        }),
+        Command::Demo {
+            groups,
+            fds,
+            loops,
+            serve,
+        } => {
+            let cfg = Hackbench {
+                groups: groups.into(),
+                fds: fds.into(),
+                loops: loops as usize,
+            };
+            if serve.serve.is_some() {
+                stop_on_sigint();
+                let run = || cfg.run().map(drop).map_err(|e| e.to_string());
+                if let Err(msg) = serve::demo(&serve, &STOP, run) {
+                    eprintln!("tracestat demo: {msg}");
+                    return ExitCode::FAILURE;
+                }
+                return ExitCode::SUCCESS;
+            }
+            demo(cfg)
+        }
         Command::Replay(args) => match replay(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {
@@ -198,6 +224,7 @@ fn replay(args: &ReplayArgs) -> Result<(), String> {
         }
     };
     let mut replay = Replay::new(opts);
+    let served = serve::replay(&args.serve, &replay)?;
     stop_on_sigint();
     let mut reader = Reader::new(input);
     let read = read_until_stopped(&mut replay, &mut reader);
@@ -238,6 +265,7 @@ fn replay(args: &ReplayArgs) -> Result<(), String> {
     if !args.quiet && args.format != FormatArg::Json {
         eprintln!("tracestat replay: {name}: {}", summary.report());
     }
+    serve::wait(&served, &STOP);
     Ok(())
 }
 
