@@ -848,3 +848,152 @@ fn dropping_the_server_stops_it() {
     drop(server);
     assert!(TcpStream::connect(a).is_err());
 }
+
+mod routing_model {
+    //! The routing as a pure function, on arbitrary requests (what the fuzz target runs):
+    //! never a panic, only documented statuses, and a refused request changes nothing.
+    use super::*;
+    use proptest::prelude::*;
+    use tracestat::http::Router;
+
+    const WATCHED: [&str; 4] = [
+        "options/flag",
+        "tracing_thresh",
+        "set_ftrace_filter",
+        "events/sched/wakeup/hist",
+    ];
+
+    fn router() -> &'static (World, Router) {
+        static R: std::sync::OnceLock<(World, Router)> = std::sync::OnceLock::new();
+        R.get_or_init(|| {
+            let w = World::new();
+            let r = w
+                .builder()
+                .allow_writes(true)
+                .token("t")
+                .max_profile_seconds(0)
+                .router();
+            (w, r)
+        })
+    }
+
+    fn target() -> impl Strategy<Value = Vec<u8>> {
+        let piece = prop_oneof![
+            Just(b"/".to_vec()),
+            Just(b"..".to_vec()),
+            Just(b"%2e".to_vec()),
+            Just(b"%ff".to_vec()),
+            Just(b"?".to_vec()),
+            Just(b"&".to_vec()),
+            Just(b"format=json".to_vec()),
+            Just(b"append=1".to_vec()),
+            Just(b"seconds=1".to_vec()),
+            Just(b"trace_stat".to_vec()),
+            Just(b"functions".to_vec()),
+            Just(b"options".to_vec()),
+            Just(b"flag".to_vec()),
+            Just(b"tracing_thresh".to_vec()),
+            Just(b"set_ftrace_filter".to_vec()),
+            Just(b"events/sched/wakeup/hist".to_vec()),
+            Just(b"metrics".to_vec()),
+            Just(b"debug/pprof/profile".to_vec()),
+            proptest::collection::vec(any::<u8>(), 0..6),
+        ];
+        proptest::collection::vec(piece, 0..8).prop_map(|v| v.concat())
+    }
+
+    fn body() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            Just(b"1".to_vec()),
+            Just(b"0\n".to_vec()),
+            Just(b"alpha".to_vec()),
+            Just(b"hist:keys=pid".to_vec()),
+            Just(b"!hist:keys=pid".to_vec()),
+            proptest::collection::vec(any::<u8>(), 0..32),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+        #[test]
+        fn routing_never_panics_and_refusals_change_nothing(
+            method in prop_oneof![
+                Just("GET"), Just("HEAD"), Just("PUT"), Just("POST"), Just("DELETE"), Just("X")
+            ],
+            slash in any::<bool>(),
+            target in target(),
+            auth in prop_oneof![
+                Just(None), Just(Some(b"Bearer t".to_vec())), Just(Some(b"Bearer x".to_vec())),
+                proptest::collection::vec(any::<u8>(), 0..12).prop_map(Some)
+            ],
+            accept in prop_oneof![Just(b"text/html".to_vec()), Just(b"*/*".to_vec())],
+            body in body(),
+        ) {
+            let (w, r) = router();
+            let target = if slash { [b"/".as_slice(), &target].concat() } else { target };
+            let mut headers: Vec<(&str, &[u8])> = vec![("Accept", &accept)];
+            if let Some(a) = &auth {
+                headers.push(("Authorization", a));
+            }
+            let before: Vec<String> = WATCHED.iter().map(|p| w.fs.read(p).unwrap()).collect();
+            let resp = r.route(method, &target, &headers, &body);
+            prop_assert!(
+                [200, 204, 400, 401, 403, 404, 405, 409, 500].contains(&resp.status),
+                "status {}", resp.status
+            );
+            if resp.status >= 400 {
+                prop_assert!(!resp.body.is_empty());
+                let after: Vec<String> = WATCHED.iter().map(|p| w.fs.read(p).unwrap()).collect();
+                prop_assert_eq!(before, after);
+            }
+        }
+    }
+}
+
+/// The only branch site of this test binary: hinted likely, wrong for multiples of 3.
+fn not_multiple_of_3(x: u64) -> bool {
+    tracestat::likely!(!x.is_multiple_of(3))
+}
+
+#[test]
+fn by_default_the_global_surface_and_profiler_are_served() {
+    // 0..30: 10 multiples of 3 (incorrect), 20 others (correct).
+    let taken = (0..30u64).filter(|&x| not_multiple_of_3(x)).count();
+    assert_eq!(taken, 20);
+    let server = Server::bind("127.0.0.1:0").serve().unwrap();
+    let a = server.local_addr();
+    let index = get(a, "/").text();
+    for f in [
+        "trace_stat/functions",
+        "trace_stat/branch_annotated",
+        "function_profile_enabled",
+    ] {
+        assert!(index.lines().any(|l| l == f), "{f} missing from {index}");
+        assert_eq!(
+            get(a, &format!("/{f}")).text(),
+            Tracefs::global().read(f).unwrap()
+        );
+    }
+    let b = get(a, "/trace_stat/branch_annotated?format=json").json();
+    assert_eq!(b["kind"], "branch");
+    let rows = b["data"]["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let r = &rows[0];
+    assert_eq!(r["function"], "not_multiple_of_3");
+    assert_eq!(r["hint"], "likely");
+    assert_eq!(
+        (r["correct"].as_u64(), r["incorrect"].as_u64()),
+        (Some(20), Some(10))
+    );
+    assert_eq!(
+        (r["taken"].as_u64(), r["not_taken"].as_u64()),
+        (Some(20), Some(10))
+    );
+    // The kernel's integer percent: 10 * 100 / 30.
+    assert_eq!(r["incorrect_percent"], 33);
+    // Read-only by default.
+    assert_eq!(
+        put(a, "PUT", "/function_profile_enabled", "", "1").status,
+        403
+    );
+}

@@ -126,7 +126,8 @@ pub struct Server {
 impl Server {
     /// Options for an endpoint on `addr` (`"127.0.0.1:9099"`, or port 0 for any free
     /// port); [`ServerBuilder::serve`] starts it. By default it serves [`Tracefs::global`]
-    /// and [`FunctionProfiler::global`], read-only.
+    /// with [`FunctionProfiler::global`] and the branch profiler's files
+    /// ([`branch::register`](crate::profile::branch::register)) on it, read-only.
     pub fn bind(addr: impl ToSocketAddrs) -> ServerBuilder {
         ServerBuilder {
             addrs: addr.to_socket_addrs().map(Iterator::collect),
@@ -267,6 +268,8 @@ impl ServerBuilder {
             Some(fs) => (fs, self.profiler.clone()),
             None => {
                 let global = FunctionProfiler::global().handle();
+                // The branch profiler's files too (already there is fine).
+                let _ = crate::profile::branch::register(Tracefs::global());
                 (
                     Tracefs::global(),
                     Some(self.profiler.clone().unwrap_or(global)),
