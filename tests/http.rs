@@ -997,3 +997,12 @@ fn by_default_the_global_surface_and_profiler_are_served() {
         403
     );
 }
+
+#[test]
+fn the_token_stays_out_of_debug_output() {
+    let b = Server::bind("127.0.0.1:0").token("hunter2-token");
+    let builder = format!("{b:?}");
+    let text = format!("{builder} {:?}", b.router());
+    assert!(!text.contains("hunter2"), "{text}");
+    assert!(text.contains("<set>"), "{text}");
+}

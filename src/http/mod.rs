@@ -100,7 +100,6 @@ pub(crate) struct Limits {
 }
 
 /// Options of a [`Server`], from [`Server::bind`].
-#[derive(Debug)]
 pub struct ServerBuilder {
     addrs: io::Result<Vec<SocketAddr>>,
     fs: Option<&'static Tracefs>,
@@ -112,6 +111,22 @@ pub struct ServerBuilder {
     limits: Limits,
     max_profile_seconds: u64,
     window: ProfileWindow,
+}
+
+impl std::fmt::Debug for ServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The token stays out of logs.
+        f.debug_struct("ServerBuilder")
+            .field("addrs", &self.addrs)
+            .field("allow_writes", &self.allow_writes)
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("allow_remote", &self.allow_remote)
+            .field("max_connections", &self.max_connections)
+            .field("limits", &self.limits)
+            .field("max_profile_seconds", &self.max_profile_seconds)
+            .field("window", &self.window)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A running endpoint; dropping it shuts it down.

@@ -8,7 +8,7 @@
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-/// One read of a stat file as typed data: what [`StatTracer::typed_json`] returns, a kind
+/// One read of a stat file as typed data: what [`StatTracer::typed_json`](super::StatTracer::typed_json) returns, a kind
 /// (which data schema, listed in [`crate::export`](crate::export#json-schema-version-1)) and the serialized data.
 #[derive(Debug)]
 pub struct TypedStat {
