@@ -128,13 +128,7 @@ fn main() -> ExitCode {
                 loops: loops as usize,
             };
             if serve.serve.is_some() {
-                stop_on_sigint();
-                let run = || cfg.run().map(drop).map_err(|e| e.to_string());
-                if let Err(msg) = serve::demo(&serve, &STOP, run) {
-                    eprintln!("tracestat demo: {msg}");
-                    return ExitCode::FAILURE;
-                }
-                return ExitCode::SUCCESS;
+                return serve::demo(cfg, &serve);
             }
             demo(cfg)
         }
@@ -265,7 +259,7 @@ fn replay(args: &ReplayArgs) -> Result<(), String> {
     if !args.quiet && args.format != FormatArg::Json {
         eprintln!("tracestat replay: {name}: {}", summary.report());
     }
-    serve::wait(&served, &STOP);
+    serve::wait(&served);
     Ok(())
 }
 

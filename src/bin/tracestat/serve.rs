@@ -10,8 +10,13 @@
 //! message. The bound address (with the port chosen for port 0) is printed on standard
 //! error as `tracestat: serving http://ADDR/`.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+use tracestat::demo::Hackbench;
+
+use super::{STOP, stop_on_sigint};
 
 /// The endpoint's options, shared by the subcommands that can serve.
 #[derive(Debug, Clone, clap::Args)]
@@ -88,13 +93,19 @@ pub fn replay(args: &ServeArgs, replay: &tracestat::replay::Replay) -> Result<Se
     }
 }
 
-/// Runs `round` (one workload run) again and again under the global profiler while serving
-/// it, until `stop` is set.
-pub fn demo(
-    args: &ServeArgs,
-    stop: &AtomicBool,
-    mut round: impl FnMut() -> Result<(), String>,
-) -> Result<(), String> {
+/// `tracestat demo --serve`: runs the workload round after round under the global profiler
+/// while serving it, until Ctrl-C.
+pub fn demo(cfg: Hackbench, args: &ServeArgs) -> ExitCode {
+    match serve_demo(cfg, args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(msg) => {
+            eprintln!("tracestat demo: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve_demo(cfg: Hackbench, args: &ServeArgs) -> Result<(), String> {
     let Some(addr) = &args.serve else {
         return Ok(());
     };
@@ -110,20 +121,21 @@ pub fn demo(
     };
     #[cfg(not(feature = "http"))]
     start(args, addr, |()| ())?;
+    stop_on_sigint();
     eprintln!("tracestat demo: running the workload until Ctrl-C");
-    while !stop.load(Ordering::Relaxed) {
-        round()?;
+    while !STOP.load(Ordering::Relaxed) {
+        cfg.run().map_err(|e| e.to_string())?;
     }
     Ok(())
 }
 
-/// With `--serve`, keeps serving until `stop` is set (the first Ctrl-C).
-pub fn wait(served: &Served, stop: &AtomicBool) {
+/// With `--serve`, keeps serving until the first Ctrl-C (at once if it came already).
+pub fn wait(served: &Served) {
     if served.is_some() {
-        if !stop.load(Ordering::Relaxed) {
+        if !STOP.load(Ordering::Relaxed) {
             eprintln!("tracestat: still serving; Ctrl-C stops");
         }
-        while !stop.load(Ordering::Relaxed) {
+        while !STOP.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
