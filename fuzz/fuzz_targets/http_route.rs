@@ -22,20 +22,22 @@ const WATCHED: [&str; 5] = [
 
 const METHODS: [&str; 8] = ["GET", "HEAD", "PUT", "POST", "DELETE", "BREW", "", "get"];
 
+/// Everything the router serves lives in statics for the whole run (reachable, so the leak
+/// checker at exit has nothing to report).
 fn router() -> &'static Router {
+    static FS: OnceLock<Tracefs> = OnceLock::new();
+    static PROFILER: OnceLock<FunctionProfiler> = OnceLock::new();
+    static EVENTS: OnceLock<Arc<EventSource>> = OnceLock::new();
     static ROUTER: OnceLock<Router> = OnceLock::new();
     ROUTER.get_or_init(|| {
-        let fs: &'static Tracefs = Box::leak(Box::new(Tracefs::new()));
+        let fs = FS.get_or_init(Tracefs::new);
         let ftrace = Ftrace::new([SiteDef::new("alpha", "f"), SiteDef::new("beta", "f")]);
-        let profiler: &'static FunctionProfiler =
-            Box::leak(Box::new(FunctionProfiler::new(Arc::clone(&ftrace))));
+        let profiler = PROFILER.get_or_init(|| FunctionProfiler::new(Arc::clone(&ftrace)));
         profiler.install(fs).unwrap();
         tracestat::profile::install(&ftrace, fs).unwrap();
         fs.add_file("options/flag", BoolControl::new(false)).unwrap();
-        let events = EventSource::new("sched/wakeup", &["pid", "prio"]);
+        let events = EVENTS.get_or_init(|| EventSource::new("sched/wakeup", &["pid", "prio"]));
         events.attach(fs).unwrap();
-        Box::leak(Box::new(ftrace));
-        Box::leak(Box::new(events));
         Server::bind("127.0.0.1:0")
             .tracefs(fs)
             .profiler(profiler.handle())
