@@ -9,7 +9,8 @@
 #   hostile clients   slow clients, oversized headers and bodies, unknown methods, /../,
 #                     invalid UTF-8 paths, 200 concurrent connections: every one ends within
 #                     its time bound and the server keeps serving         (python3)
-#   replay --serve    `cat trace | tracestat replay - --serve` serves the replay's profile
+#   replay --serve    `tracestat replay - --serve` on a pipe serves the replay's profile and
+#                     stops on SIGINT
 #
 # Installs what is missing. A client that cannot be installed is SKIPPED with a loud banner
 # (never silently); a check that runs and disagrees FAILS the script.
@@ -91,7 +92,7 @@ BIN=target/debug/tracestat
 start_served() {
   local log=$1
   shift
-  "$@" >"$log.out" 2>"$log" &
+  "$@" <"${STDIN:-/dev/null}" >"$log.out" 2>"$log" &
   PID=$!
   PIDS+=("$PID")
   ADDR=
@@ -317,7 +318,12 @@ echo "=== replay - --serve ==="
 TRACE=tests/data/ftrace-graph-abstime.txt
 "$BIN" replay "$TRACE" --quiet >"$OUT/replay.txt" 2>/dev/null
 "$BIN" replay "$TRACE" --quiet --format json >"$OUT/replay.json" 2>/dev/null
-if start_served "$OUT/replay.log" sh -c "cat '$TRACE' | exec '$BIN' replay - --quiet --serve 127.0.0.1:0"; then
+# A pipe, as from trace_pipe: the writer is `cat`, the reader the replay itself (so $PID is
+# the replay, which Ctrl-C / SIGINT stops).
+mkfifo "$OUT/trace.fifo"
+cat "$TRACE" >"$OUT/trace.fifo" &
+PIDS+=($!)
+if STDIN="$OUT/trace.fifo" start_served "$OUT/replay.log" "$BIN" replay - --quiet --serve 127.0.0.1:0; then
   R=$ADDR
   served=$(curl -s "http://$R/trace_stat/functions")
   curl -s "http://$R/metrics" >"$OUT/replay.metrics"
@@ -336,6 +342,12 @@ EOF
     echo "$served" | head -5; fail "replay --serve: the served profile differs from the replay's"
   fi
   kill -INT "$PID" 2>/dev/null
+  for _ in $(seq 50); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$PID" 2>/dev/null; then
+    fail "replay --serve: still running after Ctrl-C (SIGINT)"
+  else
+    pass "replay --serve: Ctrl-C (SIGINT) stops it"
+  fi
 else
   fail "replay - --serve did not start"
 fi
