@@ -20,6 +20,8 @@
 //! - [`export`] — stats leave the process: JSON (versioned schema), pprof, folded stacks for
 //!   flame graphs, OpenMetrics / Prometheus text, all written from one neutral data model,
 //!   [`export::Profile`].
+//! - `http` (feature `http`) — the endpoint: every stat file, control file, metric and
+//!   profile over HTTP on a background thread, `Server::bind("127.0.0.1:9099").serve()`.
 //! - [`profile`] — the ftrace-compatible hook interface (call sites, ops, filter hashes) and
 //!   the function and branch profilers on it. Instrument a function with
 //!   `#[tracestat::traced]` (or a block with [`traced_block!`]); register an
@@ -67,6 +69,9 @@ pub(crate) mod primitive;
 pub mod demo;
 pub mod export;
 pub mod hist;
+// The endpoint serves the global profiler by default, which does not exist under loom.
+#[cfg(all(feature = "http", not(loom)))]
+pub mod http;
 pub mod profile;
 pub mod replay;
 pub mod stat;

@@ -8,10 +8,10 @@ use std::fmt;
 use export_common::{BAD, bad_names, sample};
 use serde::Serialize;
 use tracestat::export::{
-    Profile, histogram_to_json, profile_from_json, registry_stat_to_json, registry_to_json,
-    stat_to_json, stat_to_json_typed, to_json,
+    Profile, histogram_to_json, profile_from_json, registry_stat_to_json,
+    registry_stat_to_json_typed, registry_to_json, stat_to_json, stat_to_json_typed, to_json,
 };
-use tracestat::stat::{StatRegistry, StatTracer};
+use tracestat::stat::{StatRegistry, StatTracer, TypedStat};
 
 fn json(p: &Profile) -> String {
     let mut out = Vec::new();
@@ -205,4 +205,57 @@ fn bad_names_round_trip_exactly() {
     assert_eq!(back, p);
     let names: Vec<&str> = back.functions.iter().map(|f| f.name.as_str()).collect();
     assert_eq!(names, BAD);
+}
+
+/// `rows()` with typed data: the total and the names in file order.
+struct TypedRows(Rows);
+
+impl StatTracer for TypedRows {
+    type Entry = Row;
+    fn name(&self) -> &str {
+        "typed_rows"
+    }
+    fn start(&self) -> Option<Row> {
+        self.0.start()
+    }
+    fn next(&self, prev: &Row, i: usize) -> Option<Row> {
+        self.0.next(prev, i)
+    }
+    fn cmp(&self, a: &Row, b: &Row) -> std::cmp::Ordering {
+        self.0.cmp(a, b)
+    }
+    fn show(&self, e: &Row, out: &mut dyn fmt::Write) -> fmt::Result {
+        self.0.show(e, out)
+    }
+    fn typed_json(&self) -> Option<TypedStat> {
+        let rows = tracestat::stat::sorted_entries(self);
+        let total: u64 = rows.iter().map(|r| r.hits).sum();
+        TypedStat::new(
+            "test_rows",
+            &serde_json::json!({"total": total, "rows": rows}),
+        )
+    }
+}
+
+#[test]
+fn typed_stat_documents_and_the_text_fallback() {
+    let registry = StatRegistry::new();
+    registry.register(rows()).unwrap();
+    registry.register(TypedRows(rows())).unwrap();
+    let mut out = Vec::new();
+    registry_stat_to_json_typed(&registry, "typed_rows", &mut out).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["schema"], "tracestat.stat_typed");
+    assert_eq!(v["version"], 1);
+    assert_eq!(v["name"], "typed_rows");
+    assert_eq!(v["kind"], "test_rows");
+    assert_eq!(v["data"]["total"], 6);
+    assert_eq!(v["data"]["rows"][0]["name"], "c;d");
+    // A provider without typed data: the text rows document, as registry_stat_to_json.
+    let (mut typed, mut text) = (Vec::new(), Vec::new());
+    registry_stat_to_json_typed(&registry, "rows", &mut typed).unwrap();
+    registry_stat_to_json(&registry, "rows", &mut text).unwrap();
+    assert_eq!(typed, text);
+    let err = registry_stat_to_json_typed(&registry, "missing", Vec::new()).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
 }

@@ -9,10 +9,11 @@
 use std::io::{self, Read, Write};
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use super::model::{BucketHistogram, Profile};
 use crate::error::Error;
-use crate::stat::{StatRegistry, StatTracer, snapshot};
+use crate::stat::{StatRegistry, StatTracer, TypedStat, snapshot};
 
 /// The version of every JSON schema this module writes. Adding a field keeps the version;
 /// removing or renaming one, or changing a meaning or unit, bumps it.
@@ -26,6 +27,15 @@ pub const HISTOGRAM_SCHEMA: &str = "tracestat.histogram";
 pub const STAT_FILE_SCHEMA: &str = "tracestat.stat_file";
 /// `"schema"` of a document holding every stat file of a registry.
 pub const STAT_FILES_SCHEMA: &str = "tracestat.stat_files";
+/// `"schema"` of one stat file's typed data ([`TypedStat`]).
+pub const STAT_TYPED_SCHEMA: &str = "tracestat.stat_typed";
+
+#[derive(Serialize)]
+struct TypedBody<'a> {
+    name: &'a str,
+    kind: &'static str,
+    data: &'a RawValue,
+}
 
 #[derive(Serialize)]
 struct Doc<'a, T: Serialize> {
@@ -171,6 +181,34 @@ fn registry_file(registry: &StatRegistry, name: &str) -> io::Result<StatFileBody
 /// a registry holds providers of any entry type).
 pub fn registry_stat_to_json(registry: &StatRegistry, name: &str, w: impl Write) -> io::Result<()> {
     write_doc(STAT_FILE_SCHEMA, registry_file(registry, name)?, w)
+}
+
+/// Writes the registered stat file `name` as typed data, a `tracestat.stat_typed` document,
+/// when its provider has typed data ([`StatTracer::typed_json`]), and as a
+/// `tracestat.stat_file` document of text rows otherwise.
+pub fn registry_stat_to_json_typed(
+    registry: &StatRegistry,
+    name: &str,
+    w: impl Write,
+) -> io::Result<()> {
+    let typed = registry.read_typed(name).map_err(|e| match e {
+        Error::NotFound { .. } => io::Error::new(io::ErrorKind::NotFound, e),
+        e => io::Error::other(e),
+    })?;
+    match typed {
+        Some(t) => write_typed(name, &t, w),
+        None => registry_stat_to_json(registry, name, w),
+    }
+}
+
+/// Writes `typed`, the typed data of stat file `name`, as a `tracestat.stat_typed` document.
+pub fn write_typed(name: &str, typed: &TypedStat, w: impl Write) -> io::Result<()> {
+    let body = TypedBody {
+        name,
+        kind: typed.kind(),
+        data: typed.raw(),
+    };
+    write_doc(STAT_TYPED_SCHEMA, body, w)
 }
 
 /// Writes every stat file of `registry`, sorted by name, as one `tracestat.stat_files`

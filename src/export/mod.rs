@@ -95,6 +95,32 @@
 //! [`stat_to_json_typed`] takes providers whose `Entry` is `serde::Serialize` and writes
 //! each entry's own JSON; [`stat_to_json`] works for every provider and writes text only.
 //!
+//! `tracestat.stat_typed` ([`registry_stat_to_json_typed`], [`write_typed`], the HTTP
+//! endpoint's `?format=json`): one read of a stat file as typed data, for providers that
+//! have it ([`StatTracer::typed_json`](crate::stat::StatTracer::typed_json); every stat file
+//! the crate ships does).
+//! ```json
+//! { "schema": "tracestat.stat_typed", "version": 1, "name": "functions", "kind": "functions",
+//!   "data": { ... } }
+//! ```
+//! `data` by `kind`, rows in the file's order (times in ns, `null` when not timed):
+//! - `functions` (`functions`, `function<N>`): `{ "timed": true, "functions": [ { "name",
+//!   "hits", "time_ns", "avg_ns", "s2_ns2" } ] }`; `s2_ns2` is the sample variance
+//!   `(n·Σx² − (Σx)²) / (n·(n−1))` in ns² (the s^2 column before its unit change).
+//! - `function_latency`: `{ "functions": [ { "name", "hits", "avg_ns", "sum_ns",
+//!   "percentiles": [ { "name": "p50", "below_ns" } ], "buckets": [ { "lo", "hi", "count" } ]
+//!   } ] }`; a bucket holds the calls with `lo <= ns < hi`, empty buckets are left out; a
+//!   percentile is the upper bound of the bucket it falls in (`null` when unknown).
+//! - `branch` (`branch_annotated`, `branch_all`): `{ "rows": [ { "function", "file",
+//!   "line", "hint", "correct", "incorrect", "taken", "not_taken", "incorrect_percent" } ] }`
+//!   with `hint` one of `likely`, `unlikely`, `none` and `incorrect_percent` `null` for a
+//!   site that never ran.
+//! - `hist` (hist files): `{ "histograms": [ { "spec", "paused", "keys", "values",
+//!   "entries": [ { "key": { "<key>": n }, "hitcount", "values": { "<value>": n },
+//!   "buckets": [ ... ] } ], "totals": { "hits", "entries", "dropped" } } ] }`; keys are
+//!   the numbers the table holds (after `.log2` / `.buckets` rounding), `buckets` only for
+//!   bucket histograms.
+//!
 //! `tracestat.stat_files` ([`registry_to_json`]): `{ "schema", "version", "files": [ ... ] }`,
 //! each file a `tracestat.stat_file` body without `schema`/`version`, sorted by name.
 
@@ -116,8 +142,9 @@ use std::str::FromStr;
 pub use folded::{FoldedWeight, to_folded, to_folded_weighted};
 #[cfg(feature = "json")]
 pub use json::{
-    SCHEMA_VERSION, histogram_to_json, profile_from_json, registry_stat_to_json, registry_to_json,
-    stat_to_json, stat_to_json_typed, to_json,
+    SCHEMA_VERSION, histogram_to_json, profile_from_json, registry_stat_to_json,
+    registry_stat_to_json_typed, registry_to_json, stat_to_json, stat_to_json_typed, to_json,
+    write_typed,
 };
 pub use model::{
     Bucket, BucketHistogram, Counter, FunctionStats, ModelError, PathStats, Profile, StackTotals,

@@ -297,6 +297,124 @@ impl HistTrigger {
     }
 }
 
+/// The `hist` kind of typed data (the JSON schema in [`crate::export`]).
+#[cfg(feature = "json")]
+mod typed {
+    use serde::Serialize;
+    use serde::ser::{SerializeMap, Serializer};
+
+    use super::HistTrigger;
+    use crate::stat::TypedStat;
+
+    /// Name-value pairs written as one JSON object, in order (a name given twice is kept
+    /// twice rather than merged).
+    struct Pairs<'a>(Vec<(&'a str, u64)>);
+
+    impl Serialize for Pairs<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let mut m = s.serialize_map(Some(self.0.len()))?;
+            for (k, v) in &self.0 {
+                m.serialize_entry(k, v)?;
+            }
+            m.end()
+        }
+    }
+
+    #[derive(Serialize)]
+    struct Bucket {
+        lo: u128,
+        hi: u128,
+        count: u64,
+    }
+
+    #[derive(Serialize)]
+    struct Entry<'a> {
+        key: Pairs<'a>,
+        hitcount: u64,
+        values: Pairs<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        buckets: Option<Vec<Bucket>>,
+    }
+
+    #[derive(Serialize)]
+    struct Totals {
+        hits: u64,
+        entries: usize,
+        dropped: u64,
+    }
+
+    #[derive(Serialize)]
+    struct Hist<'a> {
+        spec: String,
+        paused: bool,
+        keys: &'a [String],
+        values: &'a [String],
+        entries: Vec<Entry<'a>>,
+        totals: Totals,
+    }
+
+    #[derive(Serialize)]
+    struct Hists<'a> {
+        histograms: Vec<Hist<'a>>,
+    }
+
+    pub(super) fn hists(triggers: &[&HistTrigger]) -> Option<TypedStat> {
+        let snaps: Vec<_> = triggers.iter().map(|t| t.snapshot()).collect();
+        let histograms = triggers
+            .iter()
+            .zip(&snaps)
+            .map(|(t, snap)| {
+                let def = &t.def;
+                let entries = snap
+                    .rows
+                    .iter()
+                    .map(|row| Entry {
+                        key: Pairs(
+                            def.key_names
+                                .iter()
+                                .enumerate()
+                                .map(|(i, n)| (n.as_str(), row.key.field(i)))
+                                .collect(),
+                        ),
+                        hitcount: row.hits,
+                        values: Pairs(
+                            def.val_names
+                                .iter()
+                                .zip(&row.vals)
+                                .map(|(n, &v)| (n.as_str(), v))
+                                .collect(),
+                        ),
+                        buckets: def.layout.buckets.as_ref().map(|spec| {
+                            row.buckets
+                                .iter()
+                                .enumerate()
+                                .filter(|&(_, &count)| count > 0)
+                                .map(|(i, &count)| {
+                                    let (lo, hi) = spec.bounds(i);
+                                    Bucket { lo, hi, count }
+                                })
+                                .collect()
+                        }),
+                    })
+                    .collect();
+                Hist {
+                    spec: def.info(),
+                    paused: t.is_paused(),
+                    keys: &def.key_names,
+                    values: &def.val_names,
+                    entries,
+                    totals: Totals {
+                        hits: snap.total_hits(),
+                        entries: snap.len(),
+                        dropped: snap.dropped,
+                    },
+                }
+            })
+            .collect();
+        TypedStat::new("hist", &Hists { histograms })
+    }
+}
+
 pub(crate) fn write_bucket_block(
     out: &mut dyn Write,
     layout: &CellLayout,
@@ -604,5 +722,16 @@ impl StatTracer for HistStat {
 
     fn show(&self, e: &Self::Entry, out: &mut dyn Write) -> fmt::Result {
         out.write_str(&e.0[e.1])
+    }
+
+    #[cfg(feature = "json")]
+    fn typed_json(&self) -> Option<crate::stat::TypedStat> {
+        match &self.source {
+            StatSource::Event(e) => {
+                let triggers = e.triggers();
+                typed::hists(&triggers.iter().map(|t| &**t).collect::<Vec<_>>())
+            }
+            StatSource::Trigger(t) => typed::hists(&[&**t]),
+        }
     }
 }

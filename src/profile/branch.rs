@@ -280,6 +280,51 @@ fn write_row(out: &mut dyn fmt::Write, first: u64, second: u64, site: &BranchSit
     writeln!(out, " {}", site.line)
 }
 
+/// The `branch` kind of typed data (the JSON schema in [`crate::export`]): `entries` in the
+/// file's order.
+#[cfg(feature = "json")]
+fn typed_rows(entries: &[BranchEntry]) -> Option<crate::stat::TypedStat> {
+    #[derive(serde::Serialize)]
+    struct Row {
+        function: &'static str,
+        file: &'static str,
+        line: u32,
+        hint: &'static str,
+        correct: u64,
+        incorrect: u64,
+        taken: u64,
+        not_taken: u64,
+        incorrect_percent: Option<i64>,
+    }
+    #[derive(serde::Serialize)]
+    struct Rows {
+        rows: Vec<Row>,
+    }
+    let rows = entries
+        .iter()
+        .map(|(snap, i)| {
+            let c = &snap[*i];
+            let p = incorrect_percent(c.correct(), c.incorrect());
+            Row {
+                function: c.site.function(),
+                file: c.site.file,
+                line: c.site.line,
+                hint: match c.site.hint {
+                    Hint::Likely => "likely",
+                    Hint::Unlikely => "unlikely",
+                    Hint::None => "none",
+                },
+                correct: c.correct(),
+                incorrect: c.incorrect(),
+                taken: c.taken,
+                not_taken: c.not_taken,
+                incorrect_percent: (p >= 0).then_some(p),
+            }
+        })
+        .collect();
+    crate::stat::TypedStat::new("branch", &Rows { rows })
+}
+
 /// `trace_stat/branch_annotated`: every `likely!` / `unlikely!` site, most often wrong first.
 #[derive(Debug, Default)]
 pub struct BranchAnnotated;
@@ -338,6 +383,11 @@ impl StatTracer for BranchAnnotated {
         let c = &snap[*i];
         write_row(out, c.correct(), c.incorrect(), c.site)
     }
+
+    #[cfg(feature = "json")]
+    fn typed_json(&self) -> Option<crate::stat::TypedStat> {
+        typed_rows(&crate::stat::sorted_entries(self))
+    }
 }
 
 /// `trace_stat/branch_all`: every branch site (hinted or not) in link order, with `miss` =
@@ -370,6 +420,11 @@ impl StatTracer for BranchAll {
     fn show(&self, (snap, i): &Self::Entry, out: &mut dyn fmt::Write) -> fmt::Result {
         let c = &snap[*i];
         write_row(out, c.not_taken, c.taken, c.site)
+    }
+
+    #[cfg(feature = "json")]
+    fn typed_json(&self) -> Option<crate::stat::TypedStat> {
+        typed_rows(&crate::stat::sorted_entries(self))
     }
 }
 

@@ -87,6 +87,13 @@ pub fn write_padded(out: &mut dyn Write, s: &str, width: usize) -> fmt::Result {
 /// The s^2 column's value (already divided by 1000 once, as the kernel does) for `n` calls
 /// whose times sum to `sum` ns and whose squares sum to `sum_sq` ns². 0 when `n <= 1`.
 pub fn sample_variance_us2(n: u64, sum: u128, sum_sq: u128) -> u64 {
+    u64::try_from(sample_variance_ns2(n, sum, sum_sq) / 1000).unwrap_or(u64::MAX)
+}
+
+/// The sample variance in ns², `(n·Σx² − (Σx)²) / (n·(n−1))`, of `n` calls whose times sum
+/// to `sum` ns and whose squares sum to `sum_sq` ns²; 0 when `n <= 1`. Saturates where the
+/// 128-bit products would overflow.
+pub fn sample_variance_ns2(n: u64, sum: u128, sum_sq: u128) -> u128 {
     if n <= 1 {
         return 0;
     }
@@ -95,8 +102,7 @@ pub fn sample_variance_us2(n: u64, sum: u128, sum_sq: u128) -> u64 {
     let num = n
         .saturating_mul(sum_sq)
         .saturating_sub(sum.saturating_mul(sum));
-    let den = n * (n - 1) * 1000;
-    u64::try_from(num / den).unwrap_or(u64::MAX)
+    num / (n * (n - 1))
 }
 
 /// Timing columns of one function-profile row.

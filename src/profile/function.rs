@@ -1023,64 +1023,14 @@ impl FunctionProfiler {
     /// converted into the exporters' [`Profile`]: `time_ns` and `time_sq_ns2` are set when
     /// the run was timed.
     pub fn to_profile(&self, thread: Option<usize>) -> Profile {
-        let (mut rows, timed) = sorted_rows(&self.inner, thread);
-        // Stable: equal keys keep the name order.
-        if timed {
-            rows.sort_by_key(|r| std::cmp::Reverse(r.time_ns));
-        } else {
-            rows.sort_by_key(|r| std::cmp::Reverse(r.hits));
-        }
-        // Per-function latency histograms (timed runs): the `function_latency` stat file.
-        let histograms = if timed {
-            rows.iter()
-                .map(|r| {
-                    let labels = [("function".to_owned(), r.name.clone())].into();
-                    let mut h = BucketHistogram::from_buckets(
-                        "function_latency",
-                        labels,
-                        &LATENCY_BUCKETS,
-                        &r.buckets,
-                        r.time_ns,
-                    );
-                    h.help =
-                        "Call latency per function (ns: bounds and sum are integer nanoseconds)"
-                            .to_owned();
-                    h
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let functions = rows
-            .into_iter()
-            .map(|r| FunctionStats {
-                name: r.name,
-                hits: r.hits,
-                time_ns: timed.then_some(r.time_ns),
-                time_sq_ns2: timed.then_some(r.time_sq),
-            })
-            .collect();
-        // Call paths (merged over threads only; empty unless the run recorded them).
-        let mut paths: Vec<PathStats> = if thread.is_none() {
-            self.paths()
-                .into_iter()
-                .map(|p| PathStats {
-                    frames: p.frames,
-                    hits: p.hits,
-                    self_time_ns: timed.then_some(p.self_ns),
-                    total_time_ns: timed.then_some(p.total_ns),
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        paths.sort_by(|a, b| a.frames.cmp(&b.frames));
-        Profile {
-            functions,
-            paths,
-            histograms,
-            ..Profile::default()
-        }
+        to_profile(&self.inner, thread)
+    }
+
+    /// A handle to this profiler that other threads keep (for example an HTTP endpoint
+    /// serving a profiler that its owner drives): it reads and switches the profiler while
+    /// it exists and reports it gone afterwards. It does not keep the profiler alive.
+    pub fn handle(&self) -> ProfilerHandle {
+        ProfilerHandle(Arc::downgrade(&self.inner))
     }
 
     /// The stat file text of all threads (`None`) or of one.
@@ -1100,6 +1050,99 @@ impl FunctionProfiler {
 impl Drop for FunctionProfiler {
     fn drop(&mut self) {
         let _ = set_enabled(&self.inner, false);
+    }
+}
+
+/// A weak, cloneable handle to a [`FunctionProfiler`] (see [`FunctionProfiler::handle`]).
+/// Once the profiler is dropped, reads return `None` or `false` and switches fail with
+/// [`Error::NotFound`] naming `function_profile_enabled`.
+#[derive(Debug, Clone)]
+pub struct ProfilerHandle(Weak<Inner>);
+
+impl ProfilerHandle {
+    fn inner(&self) -> Result<Arc<Inner>, Error> {
+        self.0.upgrade().ok_or_else(|| Error::NotFound {
+            path: "function_profile_enabled".to_owned(),
+        })
+    }
+
+    /// Whether the profiler still exists.
+    pub fn is_alive(&self) -> bool {
+        self.0.strong_count() > 0
+    }
+
+    /// [`FunctionProfiler::is_enabled`]; `false` once the profiler is gone.
+    pub fn is_enabled(&self) -> bool {
+        self.0.upgrade().is_some_and(|i| i.lock_state().enabled)
+    }
+
+    /// [`FunctionProfiler::enable`]: resets the records and starts, unless already on.
+    pub fn enable(&self) -> Result<(), Error> {
+        set_enabled(&self.inner()?, true)
+    }
+
+    /// [`FunctionProfiler::disable`].
+    pub fn disable(&self) -> Result<(), Error> {
+        set_enabled(&self.inner()?, false)
+    }
+
+    /// [`FunctionProfiler::to_profile`]; `None` once the profiler is gone.
+    pub fn to_profile(&self, thread: Option<usize>) -> Option<Profile> {
+        self.0.upgrade().map(|i| to_profile(&i, thread))
+    }
+}
+
+fn to_profile(inner: &Inner, thread: Option<usize>) -> Profile {
+    let (rows, timed) = file_rows(inner, thread);
+    // Per-function latency histograms (timed runs): the `function_latency` stat file.
+    let histograms = if timed {
+        rows.iter()
+            .map(|r| {
+                let labels = [("function".to_owned(), r.name.clone())].into();
+                let mut h = BucketHistogram::from_buckets(
+                    "function_latency",
+                    labels,
+                    &LATENCY_BUCKETS,
+                    &r.buckets,
+                    r.time_ns,
+                );
+                h.help = "Call latency per function (ns: bounds and sum are integer nanoseconds)"
+                    .to_owned();
+                h
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let functions = rows
+        .into_iter()
+        .map(|r| FunctionStats {
+            name: r.name,
+            hits: r.hits,
+            time_ns: timed.then_some(r.time_ns),
+            time_sq_ns2: timed.then_some(r.time_sq),
+        })
+        .collect();
+    // Call paths (merged over threads only; empty unless the run recorded them).
+    let mut paths: Vec<PathStats> = if thread.is_none() {
+        paths(inner)
+            .into_iter()
+            .map(|p| PathStats {
+                frames: p.frames,
+                hits: p.hits,
+                self_time_ns: timed.then_some(p.self_ns),
+                total_time_ns: timed.then_some(p.total_ns),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    paths.sort_by(|a, b| a.frames.cmp(&b.frames));
+    Profile {
+        functions,
+        paths,
+        histograms,
+        ..Profile::default()
     }
 }
 
@@ -1279,6 +1322,116 @@ fn sorted_rows(inner: &Inner, thread: Option<usize>) -> (Vec<FunctionRow>, bool)
     (rows, timed)
 }
 
+/// Rows in the stat file's order: [`sorted_rows`], then by time when timed, else by hits,
+/// descending (stable: equal keys keep the name order).
+fn file_rows(inner: &Inner, thread: Option<usize>) -> (Vec<FunctionRow>, bool) {
+    let (mut rows, timed) = sorted_rows(inner, thread);
+    if timed {
+        rows.sort_by_key(|r| std::cmp::Reverse(r.time_ns));
+    } else {
+        rows.sort_by_key(|r| std::cmp::Reverse(r.hits));
+    }
+    (rows, timed)
+}
+
+/// Typed data of the function stat files (the `functions` and `function_latency` kinds of
+/// the JSON schema in [`crate::export`]).
+#[cfg(feature = "json")]
+mod typed {
+    use serde::Serialize;
+
+    use super::{FunctionRow, LATENCY_BUCKETS, PERCENTILES};
+    use crate::profile::format::sample_variance_ns2;
+    use crate::stat::TypedStat;
+
+    #[derive(Serialize)]
+    struct Function<'a> {
+        name: &'a str,
+        hits: u64,
+        time_ns: Option<u128>,
+        avg_ns: Option<u128>,
+        s2_ns2: Option<u128>,
+    }
+
+    #[derive(Serialize)]
+    struct Functions<'a> {
+        timed: bool,
+        functions: Vec<Function<'a>>,
+    }
+
+    pub(super) fn functions(rows: &[FunctionRow], timed: bool) -> Option<TypedStat> {
+        let functions = rows
+            .iter()
+            .map(|r| Function {
+                name: &r.name,
+                hits: r.hits,
+                time_ns: timed.then_some(r.time_ns),
+                avg_ns: timed.then(|| r.avg_ns()),
+                s2_ns2: timed.then(|| sample_variance_ns2(r.hits, r.time_ns, r.time_sq)),
+            })
+            .collect();
+        TypedStat::new("functions", &Functions { timed, functions })
+    }
+
+    #[derive(Serialize)]
+    struct Percentile {
+        name: &'static str,
+        below_ns: Option<u128>,
+    }
+
+    #[derive(Serialize)]
+    struct Bucket {
+        lo: u128,
+        hi: u128,
+        count: u64,
+    }
+
+    #[derive(Serialize)]
+    struct Latency<'a> {
+        name: &'a str,
+        hits: u64,
+        avg_ns: u128,
+        sum_ns: u128,
+        percentiles: Vec<Percentile>,
+        buckets: Vec<Bucket>,
+    }
+
+    #[derive(Serialize)]
+    struct Latencies<'a> {
+        functions: Vec<Latency<'a>>,
+    }
+
+    pub(super) fn latency(rows: &[FunctionRow]) -> Option<TypedStat> {
+        let functions = rows
+            .iter()
+            .map(|r| Latency {
+                name: &r.name,
+                hits: r.hits,
+                avg_ns: r.avg_ns(),
+                sum_ns: r.time_ns,
+                percentiles: PERCENTILES
+                    .iter()
+                    .map(|&(q, name)| Percentile {
+                        name,
+                        below_ns: LATENCY_BUCKETS.percentile(&r.buckets, q).map(|(_, hi)| hi),
+                    })
+                    .collect(),
+                buckets: r
+                    .buckets
+                    .iter()
+                    .enumerate()
+                    .filter(|&(_, &count)| count > 0)
+                    .map(|(i, &count)| {
+                        let (lo, hi) = LATENCY_BUCKETS.bounds(i);
+                        Bucket { lo, hi, count }
+                    })
+                    .collect(),
+            })
+            .collect();
+        TypedStat::new("function_latency", &Latencies { functions })
+    }
+}
+
 /// `trace_stat/functions` and `trace_stat/function<N>`.
 struct FunctionStat {
     inner: Weak<Inner>,
@@ -1336,6 +1489,15 @@ impl StatTracer for FunctionStat {
         });
         format::write_function_row(out, &r.name, r.hits, timing)
     }
+
+    #[cfg(feature = "json")]
+    fn typed_json(&self) -> Option<crate::stat::TypedStat> {
+        let (rows, timed) = match self.inner.upgrade() {
+            Some(inner) => file_rows(&inner, self.which),
+            None => (Vec::new(), true),
+        };
+        typed::functions(&rows, timed)
+    }
 }
 
 /// `trace_stat/function_latency`: per-function percentiles and latency histograms.
@@ -1381,6 +1543,19 @@ impl StatTracer for LatencyStat {
         }
         out.write_char('\n')?;
         crate::hist::render::write_buckets(out, &LATENCY_BUCKETS, &r.buckets)
+    }
+
+    #[cfg(feature = "json")]
+    fn typed_json(&self) -> Option<crate::stat::TypedStat> {
+        let rows = match self.0.upgrade() {
+            // The file's order: by time, descending, ties by name.
+            Some(inner) => match file_rows(&inner, None) {
+                (rows, true) => rows,
+                (_, false) => Vec::new(),
+            },
+            None => Vec::new(),
+        };
+        typed::latency(&rows)
     }
 }
 

@@ -78,7 +78,9 @@ pub use diff::{DiffRow, DiffSort, FunctionSnapshot, ProfileDiff, RunStats, diff}
 pub use dispatch::ScopeGuard;
 pub use filter::{FilterError, FilterHash, Hashes};
 pub use ftrace::Ftrace;
-pub use function::{FunctionProfiler, FunctionRow, Options as ProfileOptions, PathRow};
+pub use function::{
+    FunctionProfiler, FunctionRow, Options as ProfileOptions, PathRow, ProfilerHandle,
+};
 pub use glob::{Glob, GlobError};
 pub use graph::{
     Frame, GRAPH_SLOTS, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, now_ns,

@@ -20,6 +20,8 @@ mod parse;
 mod registry;
 pub mod snapshot;
 mod tracer;
+#[cfg(feature = "json")]
+mod typed;
 
 pub use control::{
     BoolControl, ControlFile, DirEntry, Mode, ReadOnlyFile, STAT_DIR, Tracefs, UlongControl,
@@ -29,3 +31,5 @@ pub use parse::{MAX_NUMBER_WRITE, as_text, parse_bool, parse_ulong};
 pub use registry::StatRegistry;
 pub use snapshot::{RenderedRows, render, render_each, render_rows, sorted_entries};
 pub use tracer::StatTracer;
+#[cfg(feature = "json")]
+pub use typed::TypedStat;

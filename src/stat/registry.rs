@@ -164,6 +164,16 @@ impl StatRegistry {
         })
     }
 
+    /// One fresh read of `name` as typed data, or `Ok(None)` when the provider exports text
+    /// only (see [`StatTracer::typed_json`]).
+    #[cfg(feature = "json")]
+    pub(crate) fn read_typed(&self, name: &str) -> Result<Option<crate::stat::TypedStat>, Error> {
+        let tracer = self.get(name).ok_or_else(|| Error::NotFound {
+            path: format!("trace_stat/{name}"),
+        })?;
+        Ok(tracer.typed_json())
+    }
+
     /// Like [`read`](Self::read), appending to `out` (reuse one buffer across reads). On
     /// error, `out` is left as it was.
     pub fn read_into(&self, name: &str, out: &mut String) -> Result<(), Error> {

@@ -106,6 +106,15 @@ pub trait StatTracer: Send + Sync + 'static {
     fn release(&self, entry: Self::Entry) {
         drop(entry);
     }
+
+    /// One fresh read of the file as typed data (feature `json`): what the HTTP endpoint's
+    /// `?format=json` and [`registry_stat_to_json_typed`](crate::export::registry_stat_to_json_typed)
+    /// return. The default, `None`, means the file exports as text rows only; the crate's
+    /// own stat files all return their typed data (the schemas are in [`crate::export`]).
+    #[cfg(feature = "json")]
+    fn typed_json(&self) -> Option<crate::stat::TypedStat> {
+        None
+    }
 }
 
 /// The object-safe face of a [`StatTracer`], so one registry holds providers with different
@@ -116,6 +125,10 @@ pub(crate) trait DynStat: Send + Sync {
 
     /// One fresh snapshot with the headers and each row's text kept apart (for exporters).
     fn render_rows(&self) -> Result<crate::stat::snapshot::RenderedRows, fmt::Error>;
+
+    /// [`StatTracer::typed_json`].
+    #[cfg(feature = "json")]
+    fn typed_json(&self) -> Option<crate::stat::TypedStat>;
 }
 
 impl<T: StatTracer> DynStat for T {
@@ -125,5 +138,10 @@ impl<T: StatTracer> DynStat for T {
 
     fn render_rows(&self) -> Result<crate::stat::snapshot::RenderedRows, fmt::Error> {
         crate::stat::snapshot::render_rows(self)
+    }
+
+    #[cfg(feature = "json")]
+    fn typed_json(&self) -> Option<crate::stat::TypedStat> {
+        StatTracer::typed_json(self)
     }
 }

@@ -8,6 +8,9 @@
 //!
 //! Exit codes: 0 success; 1 a failure (unreadable input, read error, failed or closed
 //! output, input that is not a trace); 2 bad options (clap's usage errors).
+//!
+//! `--serve ADDR` (`tracestat demo`, `tracestat replay`; feature `http`) serves the profile
+//! over HTTP while it runs: see `serve.rs`.
 
 mod replay;
 
@@ -17,6 +20,7 @@ use clap::{Parser, Subcommand};
 
 mod diff;
 mod hist;
+mod serve;
 use tracestat::demo::{Hackbench, run_profiled};
 
 /// Kernel-style function profiles in user space.
@@ -41,6 +45,8 @@ enum Command {
         /// Messages each sender sends to each receiver.
         #[arg(short, long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
         loops: u32,
+        #[command(flatten)]
+        serve: serve::ServeArgs,
     },
     /// Replay an ftrace function or function_graph trace and print trace_stat/functions
     /// (function traces: Hit; function_graph traces: Hit, Time, Avg, s^2).
@@ -56,11 +62,22 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Demo { groups, fds, loops } => demo(Hackbench {
-            groups: groups.into(),
-            fds: fds.into(),
-            loops: loops as usize,
-        }),
+        Command::Demo {
+            groups,
+            fds,
+            loops,
+            serve,
+        } => {
+            let cfg = Hackbench {
+                groups: groups.into(),
+                fds: fds.into(),
+                loops: loops as usize,
+            };
+            if serve.serve.is_some() {
+                return serve::demo(cfg, &serve);
+            }
+            demo(cfg)
+        }
         Command::Diff(args) => match diff::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {

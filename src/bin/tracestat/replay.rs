@@ -41,6 +41,8 @@ use tracestat::replay::{
 pub struct ReplayArgs {
     /// The trace: a file, or - for standard input (e.g. `cat trace_pipe | tracestat replay -`).
     file: PathBuf,
+    #[command(flatten)]
+    serve: super::serve::ServeArgs,
     /// graph-time: a function's time includes its children (on), or self time only (off).
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     graph_time: OnOff,
@@ -156,8 +158,13 @@ pub fn run(args: &ReplayArgs) -> Result<(), String> {
         latency: args.latency,
         max_functions: usize::try_from(args.max_functions).unwrap_or(usize::MAX),
     };
+    let (served, published) = super::serve::replay(&args.serve)?;
+    // A serving replay publishes its tables at every tick: 250 ms unless --interval says.
+    let every = args
+        .interval
+        .or(published.as_ref().map(|_| Duration::from_millis(250)));
     let mut bar = None;
-    let tick = Ticks::new(args.interval);
+    let tick = Ticks::new(every);
     let input: Box<dyn BufRead> = if stdin {
         let fd = io::stdin().as_raw_fd();
         Box::new(BufReader::with_capacity(
@@ -200,6 +207,12 @@ pub fn run(args: &ReplayArgs) -> Result<(), String> {
             Ok(()) => break Ok(()),
             Err(e) if is_marker::<Tick>(&e) => {
                 let summary = replay.summary(reader.counts());
+                if let Some(p) = &published {
+                    publish(p, &replay, sort_of(args, &summary));
+                }
+                if args.interval.is_none() {
+                    continue;
+                }
                 if live_clear && args.format == FormatArg::Text {
                     let _ = out.write_all(b"\x1b[H\x1b[2J");
                 }
@@ -232,13 +245,32 @@ pub fn run(args: &ReplayArgs) -> Result<(), String> {
         // Nothing was read: only the error to report.
         return read.map_err(|e| format!("cannot read {name}: {e}"));
     }
+    if let Some(p) = &published {
+        publish(p, &replay, sort_of(args, &summary));
+    }
     write_output(args, &replay, &summary, &mut out)
         .and_then(|()| out.flush())
         .map_err(|e| output_error(&e))?;
     if !args.quiet && (args.format != FormatArg::Json || read.is_err()) {
         eprintln!("tracestat replay: {name}: {}", summary.report());
     }
-    read.map_err(|e| format!("cannot read {name}: {e} (the tables show the lines read before it)"))
+    read.map_err(|e| {
+        format!("cannot read {name}: {e} (the tables show the lines read before it)")
+    })?;
+    super::serve::wait(&served);
+    Ok(())
+}
+
+/// Hands the endpoint of a serving replay its tables as they are now.
+fn publish(to: &super::serve::Shared, replay: &Replay, sort: Sort) {
+    let mut functions = Vec::new();
+    // Writing to a Vec cannot fail.
+    let _ = replay.write_text(None, sort, &mut functions);
+    let functions = String::from_utf8_lossy(&functions).into_owned();
+    let profile = replay.profile(None, sort);
+    let mut p = to.lock().unwrap_or_else(|e| e.into_inner());
+    p.functions = functions;
+    p.profile = profile;
 }
 
 fn output_error(e: &io::Error) -> String {

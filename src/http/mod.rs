@@ -1,0 +1,438 @@
+//! The HTTP endpoint (feature `http`): every stat file, control file, metric and profile of
+//! a process, served on a background thread.
+//!
+//! ```no_run
+//! // Serves Tracefs::global() and the global function profiler until `server` is dropped.
+//! let server = tracestat::http::Server::bind("127.0.0.1:9099").serve()?;
+//! println!("serving http://{}/", server.local_addr());
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! # Routes
+//!
+//! | request | response |
+//! | --- | --- |
+//! | `GET /` | an index of every file: HTML when `Accept` has `text/html`, else one path a line |
+//! | `GET /<path>` | the file, byte for byte what [`Tracefs::read`] returns; a directory lists its entries (`name` or `name/` a line) |
+//! | `GET /<path>?format=json` | a stat file's typed data (`tracestat.stat_typed`, or text rows for providers without typed data), a control file's content (`tracestat.file`), a directory (`tracestat.directory`); see [`crate::export`] |
+//! | `PUT /<path>` | `echo body > path` ([`Tracefs::write`]): `204`, or the error |
+//! | `POST /<path>?append=1` | `echo body >> path` ([`Tracefs::append`]) |
+//! | `GET /metrics` | the function profiler as Prometheus text 0.0.4, or OpenMetrics 1.0 when `Accept` has `application/openmetrics-text` |
+//! | `GET /debug/pprof/` | the profile index |
+//! | `GET /debug/pprof/profile?seconds=N` | a gzipped pprof of the calls made in the next N seconds (default 30), see [`ProfileWindow`]; `409` while another runs |
+//!
+//! `HEAD` is answered as `GET` without the body. `/metrics` and `/debug/pprof/...` shadow
+//! tracefs files of those names.
+//!
+//! # Status codes
+//!
+//! `400` malformed request, bad path (not UTF-8 after decoding, a control character, a `.`
+//! or `..` component), bad query value, or a write the file refused (the body is the typed
+//! error's message and nothing changed); `401` a write without the token; `403` writes
+//! disabled, or a read-only file; `404` no such file; `405` another method (with `Allow`);
+//! `408` the request did not arrive in time; `409` a profile is already running; `413` body
+//! too large; `431` headers too large or too many; `501` a `Transfer-Encoding`; `503` over
+//! the connection limit, or shutting down during a profile.
+//!
+//! # Security
+//!
+//! The control surface changes what the process does, so:
+//!
+//! - [`ServerBuilder::serve`] refuses an address that is not loopback unless
+//!   [`allow_remote`](ServerBuilder::allow_remote) says otherwise;
+//! - writes are refused with `403` unless [`allow_writes`](ServerBuilder::allow_writes);
+//!   with a [`token`](ServerBuilder::token) they also need `Authorization: Bearer <token>`,
+//!   compared in constant time (the token's length is not secret);
+//! - each request's line and headers, body, and time to arrive are bounded
+//!   ([`max_header_bytes`](ServerBuilder::max_header_bytes),
+//!   [`max_body_bytes`](ServerBuilder::max_body_bytes),
+//!   [`request_timeout`](ServerBuilder::request_timeout)), so is the number of connections
+//!   served at once ([`max_connections`](ServerBuilder::max_connections); those over it get
+//!   a `503` and are counted in `tracestat_http_connections_refused_total`), and so is a
+//!   profile's length ([`max_profile_seconds`](ServerBuilder::max_profile_seconds)).
+//!
+//! # Design
+//!
+//! Synchronous and small: one accept thread and one short-lived thread per connection (at
+//! most `max_connections`), each serving exactly one request. `httparse` parses requests
+//! (`conn.rs` only enforces the limits around it); [`Router::route`] is a pure function of
+//! the parsed request (`route.rs`), shared with the fuzz target. Reads take the same
+//! snapshots as the library's own readers, so a request never blocks the profiled threads.
+//! Dropping the [`Server`] stops the accept thread and ends a running profile window early;
+//! requests in flight finish within their limits.
+
+mod conn;
+mod route;
+mod window;
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+pub use route::{Response, Router};
+
+use crate::export::Profile;
+use crate::profile::{FunctionProfiler, ProfilerHandle};
+use crate::stat::Tracefs;
+
+/// How a profile request gets the calls of its window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ProfileWindow {
+    /// Go's convention: when the profiler is off, enable it (resetting its records), wait,
+    /// disable it, and serve what it recorded (which `trace_stat/functions` then shows too).
+    /// When it is already on, as [`Delta`](Self::Delta).
+    #[default]
+    Restart,
+    /// Never switch the profiler or reset it: serve the difference of its records after and
+    /// before the wait. For profilers another part of the program drives (a replay); a
+    /// profiler that is off yields an empty profile.
+    Delta,
+}
+
+/// The limits of one connection.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub(crate) max_header_bytes: usize,
+    pub(crate) max_body_bytes: usize,
+    pub(crate) request_timeout: Duration,
+}
+
+/// Options of a [`Server`], from [`Server::bind`].
+pub struct ServerBuilder {
+    addrs: io::Result<Vec<SocketAddr>>,
+    fs: Option<&'static Tracefs>,
+    profiler: Option<window::ProfileSource>,
+    allow_writes: bool,
+    token: Option<Vec<u8>>,
+    allow_remote: bool,
+    max_connections: usize,
+    limits: Limits,
+    max_profile_seconds: u64,
+    window: ProfileWindow,
+}
+
+impl std::fmt::Debug for ServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The token stays out of logs.
+        f.debug_struct("ServerBuilder")
+            .field("addrs", &self.addrs)
+            .field("allow_writes", &self.allow_writes)
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("allow_remote", &self.allow_remote)
+            .field("max_connections", &self.max_connections)
+            .field("limits", &self.limits)
+            .field("max_profile_seconds", &self.max_profile_seconds)
+            .field("window", &self.window)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A running endpoint; dropping it shuts it down.
+#[derive(Debug)]
+pub struct Server {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    refused: Arc<AtomicU64>,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Options for an endpoint on `addr` (`"127.0.0.1:9099"`, or port 0 for any free
+    /// port); [`ServerBuilder::serve`] starts it. By default it serves [`Tracefs::global`]
+    /// with [`FunctionProfiler::global`] and the branch profiler's files
+    /// ([`branch::register`](crate::profile::branch::register)) on it, read-only.
+    pub fn bind(addr: impl ToSocketAddrs) -> ServerBuilder {
+        ServerBuilder {
+            addrs: addr.to_socket_addrs().map(Iterator::collect),
+            fs: None,
+            profiler: None,
+            allow_writes: false,
+            token: None,
+            allow_remote: false,
+            max_connections: 64,
+            limits: Limits {
+                max_header_bytes: 16 << 10,
+                max_body_bytes: 64 << 10,
+                request_timeout: Duration::from_secs(10),
+            },
+            max_profile_seconds: 60,
+            window: ProfileWindow::Restart,
+        }
+    }
+
+    /// The address the endpoint listens on (with the port chosen for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Connections closed unserved so far because the connection limit was reached.
+    pub fn connections_refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Stops accepting connections and waits for the accept thread; what [`Drop`] does.
+    pub fn shutdown(mut self) {
+        self.stop_now();
+    }
+
+    fn stop_now(&mut self) {
+        let Some(accept) = self.accept.take() else {
+            return;
+        };
+        self.stop.store(true, Ordering::Release);
+        // Wake the blocking accept with a connection of our own.
+        let ip = match self.addr.ip() {
+            IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+            ip => ip,
+        };
+        let woke = TcpStream::connect_timeout(
+            &SocketAddr::new(ip, self.addr.port()),
+            Duration::from_secs(1),
+        );
+        if woke.is_ok() {
+            let _ = accept.join();
+        }
+        // Otherwise the thread ends at its next connection; it holds nothing of ours.
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop_now();
+    }
+}
+
+impl ServerBuilder {
+    /// Serves `fs` instead of [`Tracefs::global`] (and then no profiler unless
+    /// [`profiler`](Self::profiler) names one).
+    pub fn tracefs(mut self, fs: &'static Tracefs) -> Self {
+        self.fs = Some(fs);
+        self
+    }
+
+    /// The function profiler behind `/metrics` and `/debug/pprof/profile` (see
+    /// [`FunctionProfiler::handle`]).
+    pub fn profiler(mut self, profiler: ProfilerHandle) -> Self {
+        self.profiler = Some(window::ProfileSource::Profiler(profiler));
+        self
+    }
+
+    /// Serves `/metrics` and `/debug/pprof/profile` from `read`, which returns cumulative
+    /// records that another part of the program keeps (a replay's tables, a profile it
+    /// assembles): each profile window is the difference of two reads, and nothing is
+    /// switched or reset. Replaces [`profiler`](Self::profiler).
+    pub fn profile_from(mut self, read: impl Fn() -> Profile + Send + Sync + 'static) -> Self {
+        self.profiler = Some(window::ProfileSource::Read(Arc::new(read)));
+        self
+    }
+
+    /// Whether `PUT` and `POST` may write control files (default `false`: `403`).
+    pub fn allow_writes(mut self, allow: bool) -> Self {
+        self.allow_writes = allow;
+        self
+    }
+
+    /// Requires `Authorization: Bearer <token>` on writes. An empty token is refused by
+    /// [`serve`](Self::serve).
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into().into_bytes());
+        self
+    }
+
+    /// Whether an address that is not loopback may be served (default `false`: only
+    /// `127.0.0.0/8` and `::1`).
+    pub fn allow_remote(mut self, allow: bool) -> Self {
+        self.allow_remote = allow;
+        self
+    }
+
+    /// Most connections served at once (default 64, at least 1); more get `503`.
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n.max(1);
+        self
+    }
+
+    /// Most bytes of request line and headers (default 16 KiB); more get `431`.
+    pub fn max_header_bytes(mut self, n: usize) -> Self {
+        self.limits.max_header_bytes = n.max(64);
+        self
+    }
+
+    /// Most bytes of a request body (default 64 KiB); more get `413`.
+    pub fn max_body_bytes(mut self, n: usize) -> Self {
+        self.limits.max_body_bytes = n;
+        self
+    }
+
+    /// Time for a request to arrive, and again for its response to be written (default
+    /// 10 s); a request not in by then gets `408`.
+    pub fn request_timeout(mut self, d: Duration) -> Self {
+        self.limits.request_timeout = d.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Longest profile a request may ask for (default 60 s); longer gets `400`. 0 disables
+    /// profile requests.
+    pub fn max_profile_seconds(mut self, s: u64) -> Self {
+        self.max_profile_seconds = s;
+        self
+    }
+
+    /// How profile requests take their window (default [`ProfileWindow::Restart`]).
+    pub fn profile_window(mut self, window: ProfileWindow) -> Self {
+        self.window = window;
+        self
+    }
+
+    fn build_router(&self, stop: Arc<AtomicBool>, refused: Arc<AtomicU64>) -> Router {
+        let (fs, profiler) = match self.fs {
+            Some(fs) => (fs, self.profiler.clone()),
+            None => {
+                let global = FunctionProfiler::global().handle();
+                // The branch profiler's files too (already there is fine).
+                let _ = crate::profile::branch::register(Tracefs::global());
+                (
+                    Tracefs::global(),
+                    Some(
+                        self.profiler
+                            .clone()
+                            .unwrap_or(window::ProfileSource::Profiler(global)),
+                    ),
+                )
+            }
+        };
+        Router {
+            fs,
+            profiler,
+            allow_writes: self.allow_writes,
+            token: self.token.clone(),
+            max_profile_seconds: self.max_profile_seconds,
+            window: self.window,
+            profiling: AtomicBool::new(false),
+            stop,
+            refused,
+        }
+    }
+
+    /// The routes alone, without a socket: for mounting them in another server, or for
+    /// tests.
+    pub fn router(self) -> Router {
+        self.build_router(Arc::default(), Arc::default())
+    }
+
+    /// Binds and starts serving on a background thread.
+    ///
+    /// Fails with [`io::ErrorKind::PermissionDenied`] for an address that is not loopback
+    /// without [`allow_remote`](Self::allow_remote), [`io::ErrorKind::InvalidInput`] for an
+    /// empty token or an address that does not resolve, and with the socket's error when
+    /// binding fails.
+    pub fn serve(self) -> io::Result<Server> {
+        let addrs = match &self.addrs {
+            Ok(a) if !a.is_empty() => a.clone(),
+            Ok(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "the address resolves to nothing",
+                ));
+            }
+            Err(e) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("bad address: {e}"),
+                ));
+            }
+        };
+        if let Some(a) = addrs.iter().find(|a| !a.ip().is_loopback())
+            && !self.allow_remote
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "{a} is not a loopback address: the endpoint serves other hosts only when \
+                     the program allows it (allow_remote)"
+                ),
+            ));
+        }
+        if self.token.as_ref().is_some_and(Vec::is_empty) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the token is empty",
+            ));
+        }
+        let listener = TcpListener::bind(&addrs[..])?;
+        let addr = listener.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let refused = Arc::new(AtomicU64::new(0));
+        let router = Arc::new(self.build_router(Arc::clone(&stop), Arc::clone(&refused)));
+        let limits = self.limits;
+        let max = self.max_connections;
+        let stop2 = Arc::clone(&stop);
+        let refused2 = Arc::clone(&refused);
+        let accept = std::thread::Builder::new()
+            .name("tracestat-http".into())
+            .spawn(move || accept_loop(listener, router, limits, max, stop2, refused2))?;
+        Ok(Server {
+            addr,
+            stop,
+            refused,
+            accept: Some(accept),
+        })
+    }
+}
+
+/// Decrements the count of active connections when a connection thread ends.
+struct Active(Arc<AtomicUsize>);
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn accept_loop(
+    listener: TcpListener,
+    router: Arc<Router>,
+    limits: Limits,
+    max: usize,
+    stop: Arc<AtomicBool>,
+    refused: Arc<AtomicU64>,
+) {
+    let active = Arc::new(AtomicUsize::new(0));
+    loop {
+        let accepted = listener.accept();
+        if stop.load(Ordering::Acquire) {
+            return;
+        }
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(_) => {
+                // Out of file descriptors and the like: let it pass rather than spin.
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        if active.fetch_add(1, Ordering::AcqRel) >= max {
+            active.fetch_sub(1, Ordering::AcqRel);
+            refused.fetch_add(1, Ordering::Relaxed);
+            conn::refuse(stream);
+            continue;
+        }
+        let guard = Active(Arc::clone(&active));
+        let router = Arc::clone(&router);
+        let spawned = std::thread::Builder::new()
+            .name("tracestat-http-conn".into())
+            .stack_size(1 << 20)
+            .spawn(move || {
+                let _guard = guard;
+                conn::serve(stream, &router, &limits);
+            });
+        if spawned.is_err() {
+            // The guard went back with the closure; the stream was dropped with it.
+            refused.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
