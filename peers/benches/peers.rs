@@ -162,14 +162,14 @@ where
     }
 
     fn on_exit(&self, id: &tracing::span::Id, ctx: Context<'_, S>) {
-        if let Some(span) = ctx.span(id) {
-            if let Some(start) = span.extensions_mut().remove::<Instant>() {
-                let ns = start.elapsed().as_nanos() as u64;
-                let mut stats = TRACING_STATS.lock().unwrap();
-                let e = stats.entry(span.metadata().callsite()).or_insert((0, 0));
-                e.0 += 1;
-                e.1 += ns;
-            }
+        if let Some(span) = ctx.span(id)
+            && let Some(start) = span.extensions_mut().remove::<Instant>()
+        {
+            let ns = start.elapsed().as_nanos() as u64;
+            let mut stats = TRACING_STATS.lock().unwrap();
+            let e = stats.entry(span.metadata().callsite()).or_insert((0, 0));
+            e.0 += 1;
+            e.1 += ns;
         }
     }
 }
