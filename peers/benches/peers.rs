@@ -26,8 +26,8 @@
 //! its per-round ratio to tracestat `timed`, and its RSS growth over `PEERS_RSS_CALLS` calls
 //! (default 10,000,000). RSS is measured in a child process per contender (the binary
 //! re-executes itself with `--rss <key>`), so no contender inherits another's heap: `VmRSS`
-//! from `/proc/self/status` after the contender's setup and first call, and again right after
-//! the calls.
+//! from `/proc/self/status` after the contender's setup, its first call and the process's
+//! start-up (unchanged over three 100 ms samples), and again right after the calls.
 //!
 //! The tracestat rows also check, every round, that each call was counted exactly once.
 //!
@@ -409,13 +409,31 @@ fn rss_kib() -> u64 {
         .expect("VmRSS in /proc/self/status")
 }
 
+/// The resident set once the process's start-up is over: tracy's and hotpath's threads keep
+/// touching fresh memory for about a second after they start (buffers, calibration), which is
+/// no call's cost. Waits until `VmRSS` is unchanged over three 100 ms samples (at most 5 s).
+fn settled_rss_kib() -> u64 {
+    let mut last = rss_kib();
+    let mut same = 0;
+    for _ in 0..50 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let now = rss_kib();
+        same = if now == last { same + 1 } else { 0 };
+        last = now;
+        if same == 3 {
+            break;
+        }
+    }
+    last
+}
+
 /// The child's side of the RSS measurement: prints `rss_kib <before> <after>`.
 fn rss_child(key: &str, n: u64) {
     let c = find(key);
     (c.init)();
     (c.before)();
     black_box((c.f)(0));
-    let before = rss_kib();
+    let before = settled_rss_kib();
     black_box(measure_loop(c.f, n));
     let after = rss_kib();
     (c.after)(n + 1);
@@ -506,13 +524,15 @@ fn rounds(cs: &[Contender], rounds: usize, calls: u64) -> bool {
 }
 
 fn main() {
-    let _hotpath = hotpath_guard();
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--rss") {
         let key = args.get(i + 1).expect("--rss <contender key>");
+        // Only hotpath's own child runs its threads: their memory is no other row's.
+        let _hotpath = (key == "hotpath").then(hotpath_guard);
         rss_child(key, env_calls("PEERS_RSS_CALLS", 10_000_000));
         return;
     }
+    let _hotpath = hotpath_guard();
     if let Ok(key) = std::env::var("PEERS_CALLGRIND") {
         let c = find(&key);
         let n = env_calls("PEERS_CALLS", 10_000);
