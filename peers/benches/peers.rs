@@ -45,7 +45,10 @@
 //!
 //! Tracy without a server (and without `ondemand`) keeps every event in memory, and so does
 //! hotpath's aggregation pipeline when it lags: a round-based run holds about
-//! `PEERS_ROUNDS * PEERS_CALLS` of their events (hundreds of MiB at the defaults).
+//! `PEERS_ROUNDS * PEERS_CALLS` of their events (hundreds of MiB at the defaults). The page
+//! faults of that growth are part of their thread CPU time, so their rows vary more from run
+//! to run than the others; hotpath's RSS growth depends on how far its drain thread lags,
+//! which on a loaded machine varies too.
 //!
 //! With `PEERS_CALLGRIND=<key> PEERS_CALLS=<n>` set, the binary instead calls one contender
 //! `n` times inside `measure_loop`, for `scripts/instructions-peers.sh` (callgrind).
@@ -360,22 +363,32 @@ fn selected() -> Vec<Contender> {
     let Some(rows) = rows else { return all };
     let keys: Vec<&str> = rows.split(',').map(str::trim).collect();
     for k in &keys {
-        assert!(
-            all.iter().any(|c| c.key == *k),
-            "PEERS_ROWS: unknown contender {k:?} (keys: {})",
-            all.iter().map(|c| c.key).collect::<Vec<_>>().join(", ")
-        );
+        if find(k).is_none() {
+            usage(&format!("PEERS_ROWS: unknown contender {k:?}"));
+        }
     }
     all.into_iter()
         .filter(|c| c.key == "timed" || keys.contains(&c.key))
         .collect()
 }
 
-fn find(key: &str) -> Contender {
-    contenders()
-        .into_iter()
-        .find(|c| c.key == key)
-        .unwrap_or_else(|| panic!("unknown contender {key:?}"))
+fn find(key: &str) -> Option<Contender> {
+    contenders().into_iter().find(|c| c.key == key)
+}
+
+/// Says what was wrong and which keys exist, and exits with status 2.
+fn usage(what: &str) -> ! {
+    let keys: Vec<&str> = contenders().iter().map(|c| c.key).collect();
+    eprintln!("peers: {what} (contender keys: {})", keys.join(", "));
+    std::process::exit(2)
+}
+
+/// The contender `key` names, or a usage error naming `source`.
+fn named(source: &str, key: Option<&str>) -> Contender {
+    match key {
+        Some(k) => find(k).unwrap_or_else(|| usage(&format!("{source}: unknown contender {k:?}"))),
+        None => usage(&format!("{source}: a contender key is missing")),
+    }
 }
 
 /// hotpath's profiling runs while its guard lives (its metrics server off).
@@ -428,8 +441,7 @@ fn settled_rss_kib() -> u64 {
 }
 
 /// The child's side of the RSS measurement: prints `rss_kib <before> <after>`.
-fn rss_child(key: &str, n: u64) {
-    let c = find(key);
+fn rss_child(c: Contender, n: u64) {
     (c.init)();
     (c.before)();
     black_box((c.f)(0));
@@ -526,15 +538,15 @@ fn rounds(cs: &[Contender], rounds: usize, calls: u64) -> bool {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--rss") {
-        let key = args.get(i + 1).expect("--rss <contender key>");
+        let c = named("--rss", args.get(i + 1).map(String::as_str));
         // Only hotpath's own child runs its threads: their memory is no other row's.
-        let _hotpath = (key == "hotpath").then(hotpath_guard);
-        rss_child(key, env_calls("PEERS_RSS_CALLS", 10_000_000));
+        let _hotpath = (c.key == "hotpath").then(hotpath_guard);
+        rss_child(c, env_calls("PEERS_RSS_CALLS", 10_000_000));
         return;
     }
     let _hotpath = hotpath_guard();
     if let Ok(key) = std::env::var("PEERS_CALLGRIND") {
-        let c = find(&key);
+        let c = named("PEERS_CALLGRIND", Some(&key));
         let n = env_calls("PEERS_CALLS", 10_000);
         (c.init)();
         (c.before)();
