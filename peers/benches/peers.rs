@@ -31,11 +31,15 @@
 //!
 //! The tracestat rows also check, every round, that each call was counted exactly once.
 //!
-//! Run (from the repository root; a default run takes a few minutes on a loaded 2-core VM):
+//! Run (from the repository root). A default run takes about a minute on a loaded 2-core VM;
+//! the first build several minutes more (tracy's C++ client). tracy-client is built with
+//! `enable` and `only-localhost` only (its default sampling, system tracing and crash handler
+//! off): what a span costs, not what tracy's extras do in the background.
 //!
 //! ```text
 //! cargo bench --manifest-path peers/Cargo.toml
 //! cargo bench --manifest-path peers/Cargo.toml --features ondemand   # tracy's on-demand row
+//! PEERS_ROWS=tracy cargo bench --manifest-path peers/Cargo.toml --features ondemand  # that row alone
 //! ```
 //!
 //! Knobs (environment): `PEERS_ROUNDS` (default 100), `PEERS_CALLS` calls per contender per
