@@ -295,3 +295,79 @@ fn a_dropped_replay_gives_its_memory_back() {
     // One chunk of rows (64 KiB) and the first chunk of names.
     assert!(replay.heap_bytes() < 128 << 10, "{}", replay.heap_bytes());
 }
+
+/// Every replayed hit is a call on the replay's hook interface: a function ops registered
+/// there sees each one, with the task's enclosing open call as its parent, and the counts
+/// per function equal the replay's own table.
+#[test]
+fn replayed_hits_reach_the_ops_of_the_hook_interface() {
+    use std::sync::Mutex;
+    use tracestat::profile::FtraceOps;
+    use tracestat::replay::Reader;
+
+    for (file, mode) in [
+        ("ftrace-graph.txt", TraceMode::FunctionGraph),
+        ("ftrace-function.txt", TraceMode::Function),
+    ] {
+        let text = read(file);
+        let mut replay = Replay::new(opts());
+        let ops = FtraceOps::builder(|ip, parent, ops, _| {
+            ops.private::<Mutex<Vec<(usize, usize)>>>()
+                .unwrap()
+                .lock()
+                .unwrap()
+                .push((ip, parent));
+        })
+        .private(Mutex::new(Vec::<(usize, usize)>::new()))
+        .build();
+        replay.ftrace().register(&ops).unwrap();
+        let mut reader = Reader::new(text.as_bytes());
+        replay.read(&mut reader).unwrap();
+        let summary = replay.finish(reader.counts());
+        assert_eq!(summary.mode, Some(mode));
+        replay.ftrace().unregister(&ops).unwrap();
+        let calls = ops
+            .private::<Mutex<Vec<(usize, usize)>>>()
+            .unwrap()
+            .lock()
+            .unwrap()
+            .clone();
+        let mut seen: BTreeMap<String, u64> = BTreeMap::new();
+        for &(ip, _) in &calls {
+            *seen
+                .entry(replay.name_of(ip).unwrap().to_owned())
+                .or_default() += 1;
+        }
+        let table: BTreeMap<String, u64> = replay
+            .functions(None, Sort::Hits)
+            .into_iter()
+            .map(|r| (r.name, r.hits))
+            .collect();
+        assert_eq!(seen, table, "{file}");
+        assert_eq!(calls.len() as u64, summary.calls, "{file}");
+        // Parents name functions the replay knows (or 0), and some call has one.
+        assert!(
+            calls
+                .iter()
+                .all(|&(_, p)| p == 0 || replay.name_of(p).is_some())
+        );
+        assert!(calls.iter().any(|&(_, p)| p != 0), "{file}");
+        if mode == TraceMode::FunctionGraph {
+            let named = |ip: usize| replay.name_of(ip).unwrap_or("");
+            let pairs: Vec<(&str, &str)> = calls
+                .iter()
+                .take(4)
+                .map(|&(ip, p)| (named(ip), if p == 0 { "" } else { named(p) }))
+                .collect();
+            assert_eq!(
+                pairs,
+                [
+                    ("sys_open", ""),
+                    ("do_sys_open", "sys_open"),
+                    ("getname", "do_sys_open"),
+                    ("kmem_cache_alloc", "getname")
+                ]
+            );
+        }
+    }
+}

@@ -42,6 +42,16 @@
 //! (the Hit column); a function_graph line makes it time calls (Hit, Time, Avg, s^2). Events
 //! of the other family met later are counted in [`Unmatched::ignored`].
 //!
+//! # The hook interface
+//!
+//! Every hit is also a call on the replay's own [`Ftrace`] ([`Replay::ftrace`]): function
+//! ops registered there are called with the function's interned id as `ip` (its name:
+//! [`Replay::name_of`]) and its caller's as `parent_ip` (the enclosing open call of the task,
+//! or the function tracer's `<-parent`; 0 when unknown), filtered as for any foreign ip
+//! ([`Ftrace::dispatch_ip`]). The replay's own counting does not go through it, so while no
+//! ops is registered a hit costs one relaxed load more. Graph ops are not driven: a
+//! replayed call's time comes from the trace, not from a clock around a call.
+//!
 //! # Memory
 //!
 //! Everything is owned by the `Replay` (dropping it frees it all; nothing is kept in
@@ -68,6 +78,8 @@ use super::lex::task_pid;
 use super::reader::Reader;
 use super::table::{Events, PathTrie, Table};
 use crate::export::{BucketHistogram, Counter, FunctionStats, PathStats, Profile};
+use crate::primitive::sync::Arc;
+use crate::profile::Ftrace;
 use crate::profile::format::{self, RowTiming};
 
 /// CPUs above this number (a garbled CPU column) are not replayed: counted as ignored.
@@ -292,6 +304,8 @@ pub struct Replay {
     unmatched: Unmatched,
     recognised: bool,
     finished: bool,
+    /// The hook interface replayed calls are dispatched to (see "The hook interface").
+    hooks: Arc<Ftrace>,
 }
 
 impl std::fmt::Debug for Replay {
@@ -325,7 +339,21 @@ impl Replay {
             unmatched: Unmatched::default(),
             recognised: false,
             finished: false,
+            hooks: Ftrace::new([]),
         }
+    }
+
+    /// The hook interface every replayed call is dispatched to: register function ops on it
+    /// to see each hit as `(ip, parent_ip, ops, regs)`, with interned ids as ips (see the
+    /// module docs, "The hook interface").
+    pub fn ftrace(&self) -> &Arc<Ftrace> {
+        &self.hooks
+    }
+
+    /// The function name an interned id (an `ip` of [`ftrace`](Self::ftrace)'s ops) stands
+    /// for.
+    pub fn name_of(&self, ip: usize) -> Option<&str> {
+        self.interner.name(ip)
     }
 
     /// Reads `input` to its end through a [`Reader`] and replays it: the convenience for
@@ -355,13 +383,17 @@ impl Replay {
             return;
         }
         match ev {
-            Event::Function { ctx, func, .. } => {
+            Event::Function { ctx, func, parent } => {
                 self.recognised = true;
                 let Some(cpu) = self.start(TraceMode::Function, ctx) else {
                     return;
                 };
                 let ip = self.interner.intern(func);
                 self.hit(cpu, ip);
+                if self.hooks.has_active_ops() {
+                    let parent = parent.map_or(0, |p| self.interner.intern(p));
+                    self.hooks.dispatch_ip(ip, parent);
+                }
             }
             Event::GraphEntry { ctx, depth, func } => {
                 self.recognised = true;
@@ -770,6 +802,16 @@ impl Replay {
         }
     }
 
+    /// A function_graph hit of `ip` on task stack `s`, to the hook interface's ops (if any):
+    /// its parent is the task's innermost open call.
+    #[inline]
+    fn dispatch(&self, s: usize, ip: usize) {
+        if self.hooks.has_active_ops() {
+            let parent = self.stacks[s].open.last().map_or(0, |o| o.ip);
+            self.hooks.dispatch_ip(ip, parent);
+        }
+    }
+
     /// A call of `ip` returned on `cpu` after `total` ns, `child` of them in its callees.
     fn time(&mut self, cpu: u32, ip: usize, total: u64, child: u64, path: Option<u32>) {
         let t = if self.opts.graph_time {
@@ -877,6 +919,7 @@ impl Replay {
         st.open.truncate(keep);
         let path = self.path(s, ip);
         self.hit(cpu, ip);
+        self.dispatch(s, ip);
         if let Some(p) = &mut self.paths {
             p.hit(path);
         }
@@ -945,6 +988,7 @@ impl Replay {
                     self.unmatched.exit_only += 1;
                     let path = self.path(s, ip);
                     self.hit(cpu, ip);
+                    self.dispatch(s, ip);
                     if let Some(p) = &mut self.paths {
                         p.hit(path);
                     }
