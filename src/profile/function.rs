@@ -44,6 +44,13 @@
 //! Changing an option while profiling restarts profiling with the new option (and so resets
 //! the records): records made under two settings would not mean anything together.
 //!
+//! Every control write is a transaction: parse, then prepare the new run (build its ops and
+//! register it, or swap it for the running one in one commit of the hook layer, so that it
+//! can take over the running one's graph slot), and only when that succeeded reset the
+//! records and store the option. A write refused at any step — a bad value, no free graph
+//! slot, a write from inside a callback of the same hook layer — leaves every file, the
+//! running profiler and the records as they were.
+//!
 //! # Stat files
 //!
 //! - `trace_stat/functions`: all threads merged;
@@ -892,19 +899,17 @@ impl FunctionProfiler {
             "function_profile_enabled",
             Arc::new(EnabledFile(weak.clone())),
         )?;
-        for (path, which) in [
-            ("options/graph-time", OptionKind::GraphTime),
-            ("options/sleep-time", OptionKind::SleepTime),
-            ("options/function-profile-timing", OptionKind::Timing),
-            ("options/function-profile-callpath", OptionKind::CallPaths),
+        for which in [
+            OptionKind::GraphTime,
+            OptionKind::SleepTime,
+            OptionKind::Timing,
+            OptionKind::CallPaths,
         ] {
-            fs.add_file(
-                path,
-                Arc::new(OptionFile {
-                    inner: weak.clone(),
-                    which,
-                }),
-            )?;
+            let file = Arc::new(OptionFile {
+                inner: weak.clone(),
+                which,
+            });
+            fs.add_file(file.path(), file)?;
         }
         fs.add_file("tracing_thresh", Arc::clone(&self.inner.thresh_us))?;
         fs.stats().register(FunctionStat {
@@ -942,18 +947,11 @@ impl FunctionProfiler {
     }
 
     /// Sets the options used from the next start (a running profiler restarts with them).
+    /// On error (the new run could not be registered: no free graph slot, or a call from
+    /// inside a callback of the hook layer) nothing changed: the options, the running
+    /// profiler and its records are as they were.
     pub fn set_options(&self, opts: Options) -> Result<(), Error> {
-        self.inner.timing.store(opts.timing, Ordering::Release);
-        self.inner
-            .graph_time
-            .store(opts.graph_time, Ordering::Release);
-        self.inner
-            .sleep_time
-            .store(opts.sleep_time, Ordering::Release);
-        self.inner
-            .call_paths
-            .store(opts.call_paths, Ordering::Release);
-        restart_if_enabled(&self.inner)
+        apply_options(&self.inner, opts, "options", true)
     }
 
     /// The options of the current (or last) run: what the records mean.
@@ -1103,23 +1101,45 @@ impl Drop for FunctionProfiler {
     }
 }
 
+/// The state lock, for a control write. Inside a callback of the profiler's hook layer the
+/// write must not wait (the lock's holder may be waiting for this very callback to end, in
+/// an unregister's grace period): there it is taken only if free, else the write is
+/// refused with [`Error::Busy`].
+fn lock_state_for_write<'a>(inner: &'a Inner, path: &str) -> Result<MutexGuard<'a, State>, Error> {
+    if !inner.ftrace.in_callback() {
+        return Ok(inner.lock_state());
+    }
+    match inner.state.try_lock() {
+        Ok(st) => Ok(st),
+        Err(std::sync::TryLockError::Poisoned(e)) => Ok(e.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => Err(Error::Busy {
+            path: path.to_owned(),
+            reason: "the profiler is being changed by another thread".to_owned(),
+        }),
+    }
+}
+
 fn set_enabled(inner: &Arc<Inner>, on: bool) -> Result<(), Error> {
-    let mut st = inner.lock_state();
+    let mut st = lock_state_for_write(inner, "function_profile_enabled")?;
     if st.enabled == on {
         return Ok(());
     }
     if on {
-        start(inner, &mut st)
+        let opts = inner.written_options();
+        start(inner, &mut st, opts)
     } else {
         stop(inner, &mut st)
     }
 }
 
-fn start(inner: &Arc<Inner>, st: &mut State) -> Result<(), Error> {
-    let opts = inner.written_options();
-    reset(inner);
+/// Starts a run with `opts`. Transactional: the ops is registered first, and only once that
+/// succeeded are the records reset (a refused start keeps the last run's records readable).
+/// A call that lands between the register and the reset is one made before the enable took
+/// effect, and is not counted.
+fn start(inner: &Arc<Inner>, st: &mut State, opts: Options) -> Result<(), Error> {
     let ops = build_ops(inner, opts);
     inner.ftrace.register(&ops)?;
+    reset(inner);
     st.ops = Some(ops);
     st.run = opts;
     st.enabled = true;
@@ -1137,12 +1157,38 @@ fn stop(inner: &Arc<Inner>, st: &mut State) -> Result<(), Error> {
     Ok(())
 }
 
-fn restart_if_enabled(inner: &Arc<Inner>) -> Result<(), Error> {
-    let mut st = inner.lock_state();
-    if st.enabled {
-        stop(inner, &mut st)?;
-        start(inner, &mut st)?;
+/// Stores `next` as the written options; a running profiler restarts with them (and so
+/// resets its records) when they changed, or always with `restart` (the API's
+/// [`FunctionProfiler::set_options`]; a control file write of the current value is no
+/// change, as in the kernel). Transactional: the running ops is replaced by the new one in one
+/// commit of the hook layer (the new one may take over the old one's graph slot), and only
+/// after that succeeded are the records reset and the options stored. On error — no free
+/// graph slot, a write from inside a callback — the options, the run and the records are
+/// as they were.
+fn apply_options(
+    inner: &Arc<Inner>,
+    next: Options,
+    path: &str,
+    restart: bool,
+) -> Result<(), Error> {
+    let mut st = lock_state_for_write(inner, path)?;
+    if inner.written_options() == next && !(restart && st.enabled) {
+        return Ok(());
     }
+    if st.enabled {
+        let ops = build_ops(inner, next);
+        match &st.ops {
+            Some(old) => inner.ftrace.replace(old, &ops)?,
+            None => inner.ftrace.register(&ops)?,
+        }
+        reset(inner);
+        st.ops = Some(ops);
+        st.run = next;
+    }
+    inner.timing.store(next.timing, Ordering::Release);
+    inner.graph_time.store(next.graph_time, Ordering::Release);
+    inner.sleep_time.store(next.sleep_time, Ordering::Release);
+    inner.call_paths.store(next.call_paths, Ordering::Release);
     Ok(())
 }
 
@@ -1430,6 +1476,16 @@ impl OptionFile {
             OptionKind::CallPaths => &inner.call_paths,
         }
     }
+
+    /// The file's path, for errors.
+    fn path(&self) -> &'static str {
+        match self.which {
+            OptionKind::GraphTime => "options/graph-time",
+            OptionKind::SleepTime => "options/sleep-time",
+            OptionKind::Timing => "options/function-profile-timing",
+            OptionKind::CallPaths => "options/function-profile-callpath",
+        }
+    }
 }
 
 impl ControlFile for OptionFile {
@@ -1451,11 +1507,16 @@ impl ControlFile for OptionFile {
             .inner
             .upgrade()
             .ok_or_else(|| InputError::Rejected("the profiler is gone".into()))?;
-        let old = self.flag(&inner).swap(on, Ordering::AcqRel);
-        if old != on {
-            restart_if_enabled(&inner).map_err(|e| InputError::Rejected(Box::new(e)))?;
-        }
-        Ok(())
+        let mut next = inner.written_options();
+        let flag = match self.which {
+            OptionKind::GraphTime => &mut next.graph_time,
+            OptionKind::SleepTime => &mut next.sleep_time,
+            OptionKind::Timing => &mut next.timing,
+            OptionKind::CallPaths => &mut next.call_paths,
+        };
+        *flag = on;
+        apply_options(&inner, next, self.path(), false)
+            .map_err(|e| InputError::Rejected(Box::new(e)))
     }
 }
 
