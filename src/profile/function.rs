@@ -806,8 +806,10 @@ pub struct FunctionRow {
     pub hits: u64,
     /// Total time, ns (0 when not timed).
     pub time_ns: u128,
-    /// Sum of squared call times, ns².
+    /// Sum of squared call times, ns²: its low 128 bits.
     pub time_sq: u128,
+    /// Bits 128..192 of the sum of squared call times (0 unless calls took near `2^64` ns).
+    pub time_sq_hi: u64,
     /// Latency histogram counts, indexed by [`LATENCY_BUCKETS`] (empty when not timed).
     pub buckets: Vec<u64>,
 }
@@ -1055,7 +1057,12 @@ impl FunctionProfiler {
                 name: r.name,
                 hits: r.hits,
                 time_ns: timed.then_some(r.time_ns),
-                time_sq_ns2: timed.then_some(r.time_sq),
+                // Saturated: the exporters' field is 128 bits.
+                time_sq_ns2: timed.then_some(if r.time_sq_hi == 0 {
+                    r.time_sq
+                } else {
+                    u128::MAX
+                }),
             })
             .collect();
         // Call paths (merged over threads only; empty unless the run recorded them).
@@ -1280,8 +1287,9 @@ fn rows_of(inner: &Inner, thread: Option<usize>, timed: bool) -> Vec<FunctionRow
                 ip,
                 name: inner.name_of(ip),
                 hits: r.hits,
-                time_ns: u128::from(r.vals[0]),
+                time_ns: r.vals[0],
                 time_sq: r.sum_sq,
+                time_sq_hi: r.sum_sq_hi,
                 buckets: r.buckets.clone(),
             }
         })
@@ -1306,8 +1314,8 @@ fn paths(inner: &Inner) -> Vec<PathRow> {
             Some(PathRow {
                 frames: ips.iter().map(|&ip| inner.name_of(ip)).collect(),
                 hits: r.hits,
-                self_ns: u128::from(r.vals[0]),
-                total_ns: u128::from(r.vals[1]),
+                self_ns: r.vals[0],
+                total_ns: r.vals[1],
             })
         })
         .collect()
@@ -1379,6 +1387,7 @@ impl StatTracer for FunctionStat {
         let timing = snap.1.then_some(RowTiming {
             time_ns: r.time_ns,
             time_sq: r.time_sq,
+            time_sq_hi: r.time_sq_hi,
         });
         format::write_function_row(out, &r.name, r.hits, timing)
     }
