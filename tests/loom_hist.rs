@@ -167,7 +167,8 @@ fn loom_update_racing_reset() {
                     "final snapshot of the old generation is exact"
                 );
                 taken.fetch_add(r.0, Ordering::Relaxed);
-            });
+            })
+            .expect("one reset: no backlog");
         }
         t.join().unwrap();
         let handle = c.register();

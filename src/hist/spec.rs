@@ -156,6 +156,10 @@ pub enum SpecErrorKind {
     Incompatible,
     /// A `!spec` removal that matches no attached trigger.
     NoSuchTrigger,
+    /// A `>>` write that would attach more than
+    /// [`MAX_TRIGGERS_PER_EVENT`](super::trigger::MAX_TRIGGERS_PER_EVENT) triggers to one
+    /// event.
+    TooManyTriggers,
 }
 
 impl SpecErrorKind {
@@ -181,6 +185,9 @@ impl SpecErrorKind {
             SpecErrorKind::BadSortField => "sort key is not hitcount, a key or a value",
             SpecErrorKind::Incompatible => "named histogram has other keys or values",
             SpecErrorKind::NoSuchTrigger => "no such hist trigger",
+            SpecErrorKind::TooManyTriggers => {
+                "too many hist triggers on this event (at most 64); remove one with !spec"
+            }
         }
     }
 }
