@@ -247,6 +247,48 @@ fn a_file_path_with_a_trailing_slash_is_not_a_directory() {
     assert_eq!(rig.read("/tracing_thresh"), "7\n");
 }
 
+/// `Ftrace::replace` swaps two ops in one commit: the new one may take the old one's graph
+/// slot; a refused replace keeps the old one registered and running.
+#[test]
+fn replace_is_one_commit() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let mut rig = Rig::new();
+    let count = |n: &Arc<AtomicU64>| {
+        let n = Arc::clone(n);
+        move |_: &tracestat::profile::GraphEntry, _: &FtraceOps| {
+            n.fetch_add(1, Ordering::Relaxed);
+            true
+        }
+    };
+    let (a_calls, b_calls) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let a = FtraceOps::graph(count(&a_calls), |_, _| {}).build();
+    let b = FtraceOps::graph(count(&b_calls), |_, _| {}).build();
+    let plain = FtraceOps::builder(|_, _, _, _| {}).build();
+    // Not registered: nothing to replace.
+    assert!(matches!(
+        rig.ftrace.replace(&a, &b),
+        Err(Error::NotFound { .. })
+    ));
+    rig.ftrace.register(&plain).unwrap();
+    rig.hold(GRAPH_SLOTS);
+    // A function ops frees no slot: the graph ops cannot come in, and nothing changes.
+    let err = rig.ftrace.replace(&plain, &a).unwrap_err();
+    assert!(is_busy(&err), "{err}");
+    assert!(rig.ftrace.is_registered(&plain) && !a.is_registered());
+    // A graph ops hands its slot to the next one.
+    rig.hold(GRAPH_SLOTS - 1);
+    rig.ftrace.replace(&plain, &a).unwrap();
+    assert!(!plain.is_registered() && rig.ftrace.is_registered(&a));
+    rig.call("f");
+    rig.ftrace.replace(&a, &b).unwrap();
+    rig.call("f");
+    assert_eq!(a_calls.load(Ordering::Relaxed), 1);
+    assert_eq!(b_calls.load(Ordering::Relaxed), 1);
+    assert!(!a.is_registered() && b.is_registered());
+    // The replaced ops may be registered again.
+    rig.ftrace.replace(&b, &a).unwrap();
+}
+
 // ---- the model -------------------------------------------------------------------------
 
 /// What every control file should hold, and the records.
