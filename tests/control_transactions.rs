@@ -247,6 +247,55 @@ fn a_file_path_with_a_trailing_slash_is_not_a_directory() {
     assert_eq!(rig.read("/tracing_thresh"), "7\n");
 }
 
+/// A read from inside a callback must not wait for the profiler's state lock: a disable
+/// holds it while its grace period waits for that very callback. The callback enters, the
+/// main thread starts the disable, the callback reads (after a pause that lets the disable
+/// take the lock; if it reads earlier the test passes without exercising the case). A
+/// deadlock would hang, so the scenario runs on a thread with a generous deadline.
+#[test]
+fn a_read_from_a_callback_does_not_wait_for_a_disable_waiting_for_it() {
+    use std::sync::mpsc::channel;
+    let (result_tx, result_rx) = channel();
+    std::thread::spawn(move || {
+        let rig = Rig::new();
+        rig.fs.write("function_profile_enabled", b"1").unwrap();
+        let (entered_tx, entered_rx) = channel();
+        let entered_tx = Mutex::new(Some(entered_tx));
+        let fs = rig.fs;
+        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let seen2 = Arc::clone(&seen);
+        let reader = FtraceOps::builder(move |_, _, _, _| {
+            if let Some(tx) = entered_tx.lock().unwrap().take() {
+                tx.send(()).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                let mut seen = seen2.lock().unwrap();
+                seen.push(fs.read("function_profile_enabled").unwrap());
+                seen.push(fs.read("trace_stat/functions").unwrap());
+            }
+        })
+        .build();
+        rig.ftrace
+            .set_filter(&reader, "idle", WriteMode::Truncate)
+            .unwrap();
+        rig.ftrace.register(&reader).unwrap();
+        let ftrace = Arc::clone(&rig.ftrace);
+        let caller = std::thread::spawn(move || {
+            drop(ftrace.call(ftrace.find("idle").unwrap()));
+        });
+        entered_rx.recv().unwrap();
+        rig.fs.write("function_profile_enabled", b"0").unwrap();
+        caller.join().unwrap();
+        let seen = seen.lock().unwrap().clone();
+        result_tx.send(seen).unwrap();
+    });
+    let seen = result_rx
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("a read inside a callback deadlocked with a disable");
+    assert_eq!(seen.len(), 2);
+    assert!(seen[0] == "1\n" || seen[0] == "0\n", "{seen:?}");
+    assert!(seen[1].starts_with(FUNCTION_HEADER_TIMED), "{seen:?}");
+}
+
 /// `Ftrace::replace` swaps two ops in one commit: the new one may take the old one's graph
 /// slot; a refused replace keeps the old one registered and running.
 #[test]

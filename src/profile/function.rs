@@ -154,6 +154,11 @@ struct Inner {
     ftrace: HookArc<Ftrace>,
     symbols: Box<Symbolizer>,
     state: Mutex<State>,
+    /// `State::enabled` and `State::run.timing`, mirrored (stored under the state lock) for
+    /// readers: a read never waits for the state lock, whose holder may be waiting in a
+    /// grace period for the very callback that reads.
+    enabled: AtomicBool,
+    run_timing: AtomicBool,
     /// Options as written to the control files (apply at the next start).
     timing: AtomicBool,
     graph_time: AtomicBool,
@@ -859,6 +864,8 @@ impl FunctionProfiler {
                     ops: None,
                     run: Options::default(),
                 }),
+                enabled: AtomicBool::new(false),
+                run_timing: AtomicBool::new(true),
                 timing: AtomicBool::new(true),
                 graph_time: AtomicBool::new(true),
                 sleep_time: AtomicBool::new(true),
@@ -929,7 +936,7 @@ impl FunctionProfiler {
 
     /// Whether profiling is on.
     pub fn is_enabled(&self) -> bool {
-        self.inner.lock_state().enabled
+        self.inner.enabled.load(Ordering::Acquire)
     }
 
     /// `echo 1 > function_profile_enabled`: resets the records and starts, unless already on.
@@ -1150,6 +1157,8 @@ fn start(inner: &Arc<Inner>, st: &mut State, opts: Options) -> Result<(), Error>
     st.ops = Some(ops);
     st.run = opts;
     st.enabled = true;
+    inner.run_timing.store(opts.timing, Ordering::Release);
+    inner.enabled.store(true, Ordering::Release);
     Ok(())
 }
 
@@ -1161,6 +1170,7 @@ fn stop(inner: &Arc<Inner>, st: &mut State) -> Result<(), Error> {
         return Err(e);
     }
     st.enabled = false;
+    inner.enabled.store(false, Ordering::Release);
     Ok(())
 }
 
@@ -1191,6 +1201,7 @@ fn apply_options(
         reset(inner);
         st.ops = Some(ops);
         st.run = next;
+        inner.run_timing.store(next.timing, Ordering::Release);
     }
     inner.timing.store(next.timing, Ordering::Release);
     inner.graph_time.store(next.graph_time, Ordering::Release);
@@ -1248,7 +1259,7 @@ fn register_thread_file(inner: &Arc<Inner>, index: usize) {
 }
 
 fn rows(inner: &Inner, thread: Option<usize>) -> Vec<FunctionRow> {
-    rows_of(inner, thread, inner.lock_state().run.timing)
+    rows_of(inner, thread, inner.run_timing.load(Ordering::Acquire))
 }
 
 /// The merged records of the `timed` (or hits-only) tables.
@@ -1323,7 +1334,7 @@ fn paths(inner: &Inner) -> Vec<PathRow> {
 
 /// Rows as one stat file shows them: thresholded, sorted by name (the tie order).
 fn sorted_rows(inner: &Inner, thread: Option<usize>) -> (Vec<FunctionRow>, bool) {
-    let timed = inner.lock_state().run.timing;
+    let timed = inner.run_timing.load(Ordering::Acquire);
     let thresh_ns = u128::from(inner.thresh_us.get()).saturating_mul(1000);
     let mut rows = rows_of(inner, thread, timed);
     if timed && thresh_ns > 0 {
@@ -1374,7 +1385,7 @@ impl StatTracer for FunctionStat {
         let timed = self
             .inner
             .upgrade()
-            .is_none_or(|i| i.lock_state().run.timing);
+            .is_none_or(|i| i.run_timing.load(Ordering::Acquire));
         out.write_str(if timed {
             FUNCTION_HEADER_TIMED
         } else {
@@ -1448,7 +1459,10 @@ impl ControlFile for EnabledFile {
     }
 
     fn read(&self) -> String {
-        let on = self.0.upgrade().is_some_and(|i| i.lock_state().enabled);
+        let on = self
+            .0
+            .upgrade()
+            .is_some_and(|i| i.enabled.load(Ordering::Acquire));
         format!("{}\n", u8::from(on))
     }
 
