@@ -641,7 +641,7 @@ fn wakeup_latency_per_pid_is_exact() {
         (3, 1, 0, 0)
     );
     let snap = lat.trigger().snapshot();
-    let got: Vec<(u64, u64, u64, u64, u64)> = snap
+    let got: Vec<(u64, u64, u128, u64, u64)> = snap
         .rows
         .iter()
         .map(|r| (r.key.0[0], r.hits, r.vals[0], r.min, r.max))

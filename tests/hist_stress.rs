@@ -79,7 +79,7 @@ fn check_exact(all: &Snapshot, n: u64, k: u64) {
         let hits = row.map_or(0, |r| r.hits);
         assert_eq!(hits, c, "key {key}");
         if let Some(r) = row {
-            assert_eq!(r.vals[0], c * (key as u64 + 1));
+            assert_eq!(r.vals[0], u128::from(c * (key as u64 + 1)));
             assert_eq!(r.min, key as u64 + 1);
             assert_eq!(r.max, key as u64 + 1);
             assert_eq!(r.buckets.iter().sum::<u64>(), c);
@@ -165,7 +165,7 @@ fn shard_growing_through_many_tables_exact() {
                 assert!(
                     s.rows
                         .iter()
-                        .all(|r| r.vals[0] == r.hits * (r.key.0[0] >> 6))
+                        .all(|r| r.vals[0] == u128::from(r.hits * (r.key.0[0] >> 6)))
                 );
                 copies += 1;
             }
@@ -183,7 +183,7 @@ fn shard_growing_through_many_tables_exact() {
     assert!(
         s.rows
             .iter()
-            .all(|r| r.hits == 2 && r.vals[0] == 2 * (r.key.0[0] >> 6))
+            .all(|r| r.hits == 2 && r.vals[0] == u128::from(2 * (r.key.0[0] >> 6)))
     );
 }
 
@@ -269,7 +269,7 @@ fn shards_with_concurrent_readers() {
                         .rows
                         .iter()
                         .filter(|row| {
-                            row.vals[0] != row.hits * (row.key.0[0] + 1)
+                            row.vals[0] != u128::from(row.hits * (row.key.0[0] + 1))
                                 || row.buckets.iter().sum::<u64>() != row.hits
                         })
                         .count() as u64;
@@ -301,7 +301,7 @@ fn concurrent_reader_sees_consistent_rows() {
                 let bad = s
                     .rows
                     .iter()
-                    .filter(|r| r.vals[0] != r.hits * (r.key.0[0] + 1))
+                    .filter(|r| r.vals[0] != u128::from(r.hits * (r.key.0[0] + 1)))
                     .count() as u64;
                 // Only rows the snapshot admits are torn may break the relation.
                 assert!(bad <= s.torn, "{bad} inconsistent rows, {} torn", s.torn);

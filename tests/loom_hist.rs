@@ -163,11 +163,12 @@ fn loom_update_racing_reset() {
                 let r = s.rows.first().map_or((0, 0), |r| (r.hits, r.vals[0]));
                 assert_eq!(
                     r.1,
-                    r.0 * 5,
+                    u128::from(r.0 * 5),
                     "final snapshot of the old generation is exact"
                 );
                 taken.fetch_add(r.0, Ordering::Relaxed);
-            });
+            })
+            .expect("one reset: no backlog");
         }
         t.join().unwrap();
         let handle = c.register();
@@ -201,7 +202,7 @@ fn loom_snapshot_racing_writers() {
         let s = h.snapshot_in(&handle.pin());
         for r in &s.rows {
             if s.torn == 0 {
-                assert_eq!(r.vals[0], r.hits * 3, "per-key consistent copy");
+                assert_eq!(r.vals[0], u128::from(r.hits * 3), "per-key consistent copy");
             }
         }
         t.join().unwrap();
@@ -252,7 +253,7 @@ fn loom_shard_owner_and_reader() {
             let s = reader.snapshot();
             for r in &s.rows {
                 if s.torn == 0 {
-                    assert_eq!(r.vals[0], r.hits * 7);
+                    assert_eq!(r.vals[0], u128::from(r.hits * 7));
                 }
             }
             reader.request_reset();

@@ -38,7 +38,7 @@ fuzz_target!(|input: (bool, u8, Vec<(u8, u16, u32)>)| {
                 assert_eq!(s.dropped, dropped);
                 for r in &s.rows {
                     let m = &model[&r.key.0[0]];
-                    assert_eq!((r.hits, r.vals[0], r.min, r.max), (m.0, m.1, m.2, m.3));
+                    assert_eq!((r.hits, r.vals[0], r.min, r.max), (m.0, u128::from(m.1), m.2, m.3));
                     assert_eq!(&r.buckets, &m.4);
                 }
                 assert_eq!(shard.snapshot().total_hits(), model.values().map(|m| m.0).sum::<u64>() + dropped);

@@ -27,8 +27,11 @@
 //!
 //! # Invariants
 //!
-//! - Values are summed with wrapping arithmetic (as the kernel's `u64` sums); the sum of
-//!   squares is a `u128` kept in two words with an explicit carry, exact until `2^128`.
+//! - Nothing wraps: a value's sum is a `u128` in two words (the adder whose `u64` add
+//!   carries out of the low word adds the carry to the high word), exact for `2^64` samples
+//!   of any `u64`; the sum of squares is 192 bits in three words, carried the same way, so
+//!   two samples of `u64::MAX` have the mean `u64::MAX` and the variance 0. Readers see a
+//!   carry and its low word together (both are inside the `pending`/`hits` bracket).
 //! - `min` is stored inverted (`!min`), so the zero of a fresh cell means "none yet".
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering, fence};
@@ -125,7 +128,10 @@ pub(crate) fn apply<W: Writer>(e: EntryRef<'_>, w: &Words, vals: &[u64]) {
     W::add(e.word(w.pending), 1, Ordering::Relaxed);
     fence(Ordering::Release);
     for (i, &v) in vals.iter().take(w.vals).enumerate() {
-        W::add(e.word(w.vals_at + i), v, Ordering::Relaxed);
+        let old = W::add(e.word(w.vals_at + i), v, Ordering::Relaxed);
+        if old.overflowing_add(v).1 {
+            W::add(e.word(w.vals_hi + i), 1, Ordering::Relaxed);
+        }
     }
     let x = vals.get(w.stat_val - w.vals_at).copied().unwrap_or(0);
     if w.min != usize::MAX {
@@ -136,9 +142,13 @@ pub(crate) fn apply<W: Writer>(e: EntryRef<'_>, w: &Words, vals: &[u64]) {
         let sq = u128::from(x) * u128::from(x);
         let (lo, hi) = (sq as u64, (sq >> 64) as u64);
         let old = W::add(e.word(w.sum_sq), lo, Ordering::Relaxed);
-        let carry = u64::from(old.overflowing_add(lo).1);
-        if hi + carry != 0 {
-            W::add(e.word(w.sum_sq + 1), hi + carry, Ordering::Relaxed);
+        // `hi <= 2^64 - 2` (a square of a u64), so `hi + carry` does not overflow.
+        let mid = hi + u64::from(old.overflowing_add(lo).1);
+        if mid != 0 {
+            let old = W::add(e.word(w.sum_sq + 1), mid, Ordering::Relaxed);
+            if old.overflowing_add(mid).1 {
+                W::add(e.word(w.sum_sq + 2), 1, Ordering::Relaxed);
+            }
         }
     }
     if w.nbuckets != 0 {
@@ -176,7 +186,9 @@ pub(crate) fn read(e: EntryRef<'_>, w: &Words, row: &mut Row) -> Read {
             return Read::Consistent;
         }
         for i in 0..w.vals {
-            row.vals[i] = e.word(w.vals_at + i).load(Ordering::Relaxed);
+            let lo = e.word(w.vals_at + i).load(Ordering::Relaxed);
+            let hi = e.word(w.vals_hi + i).load(Ordering::Relaxed);
+            row.vals[i] = (u128::from(hi) << 64) | u128::from(lo);
         }
         if w.min != usize::MAX {
             row.min = !e.word(w.min).load(Ordering::Relaxed);
@@ -186,6 +198,7 @@ pub(crate) fn read(e: EntryRef<'_>, w: &Words, row: &mut Row) -> Read {
             let lo = e.word(w.sum_sq).load(Ordering::Relaxed);
             let hi = e.word(w.sum_sq + 1).load(Ordering::Relaxed);
             row.sum_sq = (u128::from(hi) << 64) | u128::from(lo);
+            row.sum_sq_hi = e.word(w.sum_sq + 2).load(Ordering::Relaxed);
         }
         if w.nbuckets != 0 {
             row.buckets.resize(w.nbuckets, 0);

@@ -4,9 +4,11 @@
 //!
 //! A cell is a run of `u64` words in an entry (see `arena.rs`): the key fields (as many as
 //! the layout has), a `pending` word (updates started; multi-word cells only), `hits`
-//! (updates completed), up to three summed values, then the optional statistics of one chosen value (the *stat value*):
+//! (updates completed), up to three summed values (each a `u128`: its low words, then its high
+//! words), then the optional statistics of one chosen value (the *stat value*):
 //! `!min` (stored inverted so that an all-zero, freshly allocated cell means "no minimum"
-//! and `fetch_max` maintains it), `max`, the sum of squares as two words (`u128`), and one
+//! and `fetch_max` maintains it), `max`, the sum of squares as three words (192 bits: exact
+//! for any `2^64` samples), and one
 //! counter per bucket. [`CellLayout`] says which parts exist; [`Words`] is the computed
 //! word offsets.
 //!
@@ -167,7 +169,9 @@ impl CellLayout {
             (keys, keys + 1)
         };
         let vals = hits + 1;
-        let mut next = vals + nvals;
+        // Each value is a `u128`: its low words, then its high words.
+        let vals_hi = vals + nvals;
+        let mut next = vals + 2 * nvals;
         let mut take = |on: bool, n: usize| {
             if on {
                 let at = next;
@@ -179,7 +183,7 @@ impl CellLayout {
         };
         let min = take(self.extrema, 1);
         let max = take(self.extrema, 1);
-        let sum_sq = take(self.sum_sq, 2);
+        let sum_sq = take(self.sum_sq, 3);
         let nbuckets = self.buckets.map_or(0, |b| b.len());
         let buckets = take(nbuckets > 0, nbuckets);
         Words {
@@ -187,6 +191,7 @@ impl CellLayout {
             pending,
             hits,
             vals_at: vals,
+            vals_hi,
             vals: nvals,
             min,
             max,
@@ -223,8 +228,10 @@ pub(crate) struct Words {
     pub pending: usize,
     /// Offset of `hits` (updates completed).
     pub hits: usize,
-    /// Offset of the first value.
+    /// Offset of the first value's low word.
     pub vals_at: usize,
+    /// Offset of the first value's high word (carries out of the low word).
+    pub vals_hi: usize,
     /// Number of values.
     pub vals: usize,
     pub min: usize,

@@ -18,6 +18,13 @@
 //! callback at that point ([`HashHist::take`] waits for them). So for every history,
 //! `sum(taken snapshots) + current snapshot = all updates`, which the stress tests check.
 //!
+//! **Backpressure.** At most [`MAX_PENDING_SINKS`] old generations of one histogram wait
+//! for their `reset_with` sink at a time: a reset beyond that first helps the epoch along
+//! (flushing, which runs due sinks on this thread) until one has run, so a slow sink slows
+//! the resetting thread instead of piling up retired generations without bound.
+//! [`HashHist::reset_with_in`], whose caller holds a guard (and so could wait for itself),
+//! refuses instead, changing nothing.
+//!
 //! **Bounded mode** ([`HashHist::bounded`]): the table has `2 * size` slots and never
 //! grows; a fresh key that finds `size` keys present is refused, and every refused update
 //! is counted exactly once in `dropped` (updates of keys already present always land).
@@ -35,7 +42,7 @@
 
 use crate::primitive::epoch::{self, Atomic, Collector, Guard, Owned};
 use crate::primitive::spin_hint;
-use crate::primitive::sync::atomic::{AtomicU64, Ordering};
+use crate::primitive::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use crate::primitive::sync::{Arc, Mutex};
 
 use super::arena::Arena;
@@ -53,6 +60,29 @@ pub const MAX_BOUNDED_SIZE: usize = 131_072;
 pub const DEFAULT_BOUNDED_SIZE: usize = 2048;
 /// The default initial table capacity of a growing histogram.
 pub const DEFAULT_INITIAL_CAPACITY: usize = 64;
+/// The most retired generations of one histogram whose `reset_with` sink has not run yet
+/// (see the backpressure rule in the module docs).
+pub const MAX_PENDING_SINKS: usize = 4;
+
+/// A [`HashHist::reset_with_in`] refused: [`MAX_PENDING_SINKS`] old generations still wait
+/// for their sinks. Nothing was reset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SinkBacklog {
+    /// Generations waiting for their sink.
+    pub pending: usize,
+}
+
+impl core::fmt::Display for SinkBacklog {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "{} reset snapshots still wait for their sink (at most {MAX_PENDING_SINKS})",
+            self.pending
+        )
+    }
+}
+
+impl std::error::Error for SinkBacklog {}
 
 /// Why a histogram could not be built.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -229,6 +259,7 @@ impl HistBuilder {
             initial: self.initial,
             collector,
             global,
+            pending_sinks: Arc::new(AtomicUsize::new(0)),
         })
     }
 }
@@ -256,6 +287,8 @@ pub struct HashHist {
     initial: usize,
     collector: Collector,
     global: bool,
+    /// Retired generations whose `reset_with` sink has not run yet.
+    pending_sinks: Arc<AtomicUsize>,
 }
 
 impl core::fmt::Debug for HashHist {
@@ -390,25 +423,80 @@ impl HashHist {
 
     /// Resets, and once the old generation is quiescent (no update can still land in it)
     /// passes its exact final snapshot to `sink` (on whichever thread runs the epoch's
-    /// deferred work).
+    /// deferred work). With [`MAX_PENDING_SINKS`] snapshots already waiting for their sinks,
+    /// it first helps the epoch until one has finished (the backpressure rule in the module docs):
+    /// like [`take`](Self::take), it must not be called while this thread holds a guard of
+    /// the histogram's collector.
     pub fn reset_with(&self, sink: impl FnOnce(Snapshot) + Send + 'static) {
-        self.with_guard(|g| self.reset_with_in(g, sink));
+        let mut sink = sink;
+        loop {
+            match self.with_guard(|g| self.try_reset_with_in(g, sink)) {
+                Ok(()) => return,
+                Err((_, back)) => sink = back,
+            }
+            // Outside any guard: flushing lets the epoch advance and runs due sinks.
+            self.with_guard(|g| g.flush());
+            crate::primitive::thread::yield_now();
+        }
     }
 
-    /// [`reset_with`](Self::reset_with) under a caller-held guard.
-    pub fn reset_with_in(&self, guard: &Guard, sink: impl FnOnce(Snapshot) + Send + 'static) {
+    /// Old generations whose `reset_with` sink has not finished yet (at most
+    /// [`MAX_PENDING_SINKS`]).
+    pub fn pending_sinks(&self) -> usize {
+        self.pending_sinks.load(Ordering::Acquire)
+    }
+
+    /// [`reset_with`](Self::reset_with) under a caller-held guard. Refuses (nothing is reset,
+    /// `sink` is dropped) while [`MAX_PENDING_SINKS`] snapshots wait for their sinks, since
+    /// waiting under a guard could wait for itself.
+    pub fn reset_with_in(
+        &self,
+        guard: &Guard,
+        sink: impl FnOnce(Snapshot) + Send + 'static,
+    ) -> Result<(), SinkBacklog> {
+        self.try_reset_with_in(guard, sink).map_err(|(e, _)| e)
+    }
+
+    /// The reset of `reset_with_in`, handing the sink back when it refuses.
+    fn try_reset_with_in<F: FnOnce(Snapshot) + Send + 'static>(
+        &self,
+        guard: &Guard,
+        sink: F,
+    ) -> Result<(), (SinkBacklog, F)> {
+        // Take a place in the backlog first: the bound holds however many threads reset.
+        let mut pending = self.pending_sinks.load(Ordering::Acquire);
+        loop {
+            if pending >= MAX_PENDING_SINKS {
+                return Err((SinkBacklog { pending }, sink));
+            }
+            match self.pending_sinks.compare_exchange_weak(
+                pending,
+                pending + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(now) => pending = now,
+            }
+        }
         let old = self.swap_generation(guard);
         let (layout, words) = (self.layout, self.words);
         let old = SendShared(old.as_raw());
+        let place = BacklogPlace(Arc::clone(&self.pending_sinks));
         // SAFETY: the closure runs once the epoch has passed every thread that could have
         // loaded `old`, and it is the only owner after the swap: it reads and frees it.
         unsafe {
             guard.defer_unchecked(move || {
                 let old = old;
                 let generation = Box::from_raw(old.0 as *mut Generation);
-                sink(generation.snapshot(layout, &words));
+                let snapshot = generation.snapshot(layout, &words);
+                drop(generation);
+                sink(snapshot);
+                // The place is given back once the sink is done (also if it panics).
+                drop(place);
             });
         }
+        Ok(())
     }
 
     /// Resets and returns the old generation's exact final snapshot, waiting until every
@@ -427,6 +515,15 @@ impl HashHist {
             }
             spin_hint();
         }
+    }
+}
+
+/// A place in a histogram's sink backlog, given back when dropped.
+struct BacklogPlace(Arc<AtomicUsize>);
+
+impl Drop for BacklogPlace {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

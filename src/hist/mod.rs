@@ -43,13 +43,13 @@ pub use key::{Key, MAX_KEYS};
 pub use layout::{CellLayout, LayoutError, MAX_VALS};
 pub use map::{
     DEFAULT_BOUNDED_SIZE, DEFAULT_INITIAL_CAPACITY, HashHist, HistBuilder, HistError,
-    MAX_BOUNDED_SIZE, MIN_BOUNDED_SIZE,
+    MAX_BOUNDED_SIZE, MAX_PENDING_SINKS, MIN_BOUNDED_SIZE, SinkBacklog,
 };
 pub use shard::{DEFAULT_SHARD_CAPACITY, Shard, ShardReader};
 pub use snapshot::{Row, Snapshot, SortField, SortKey, compare};
 pub use spec::{Command, HistSpec, KeyModifier, SpecError, SpecErrorKind};
 pub use stats::{PERCENTILES, Stats, variance};
-pub use trigger::{EventSource, HistDef, HistStat, HistTrigger, NameTable};
+pub use trigger::{EventSource, HistDef, HistStat, HistTrigger, MAX_TRIGGERS_PER_EVENT, NameTable};
 
 /// crossbeam-epoch's collector and guard, for the `*_in` methods and custom collectors.
 pub use crossbeam_epoch::{Collector, Guard, LocalHandle};

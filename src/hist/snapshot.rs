@@ -29,14 +29,18 @@ pub struct Row {
     pub key: Key,
     /// Number of updates.
     pub hits: u64,
-    /// The summed values (those beyond the layout's `vals` are 0).
-    pub vals: [u64; MAX_VALS],
+    /// The summed values (those beyond the layout's `vals` are 0): exact, a cell's sum of
+    /// `2^64` samples of any `u64` fits; merging rows saturates at `u128::MAX`.
+    pub vals: [u128; MAX_VALS],
     /// Minimum of the stat value (`u64::MAX` when the layout keeps no extrema).
     pub min: u64,
     /// Maximum of the stat value (0 when the layout keeps no extrema).
     pub max: u64,
-    /// Sum of squares of the stat value (0 when not kept).
+    /// Sum of squares of the stat value (0 when not kept): its low 128 bits.
     pub sum_sq: u128,
+    /// Bits 128..192 of the sum of squares (non-zero only for samples near `2^64`; merging
+    /// rows saturates the 192 bits).
+    pub sum_sq_hi: u64,
     /// Bucket counts of the stat value (empty when the layout has no buckets).
     pub buckets: Vec<u64>,
 }
@@ -51,19 +55,28 @@ impl Row {
             min: u64::MAX,
             max: 0,
             sum_sq: 0,
+            sum_sq_hi: 0,
             buckets: Vec::new(),
         }
     }
 
     /// Adds `other` (same key) into `self`.
     pub fn merge(&mut self, other: &Row) {
-        self.hits = self.hits.wrapping_add(other.hits);
+        self.hits = self.hits.saturating_add(other.hits);
         for (a, b) in self.vals.iter_mut().zip(other.vals) {
-            *a = a.wrapping_add(b);
+            *a = a.saturating_add(b);
         }
         self.min = self.min.min(other.min);
         self.max = self.max.max(other.max);
-        self.sum_sq = self.sum_sq.wrapping_add(other.sum_sq);
+        let (lo, carry) = self.sum_sq.overflowing_add(other.sum_sq);
+        match self
+            .sum_sq_hi
+            .checked_add(other.sum_sq_hi)
+            .and_then(|h| h.checked_add(u64::from(carry)))
+        {
+            Some(hi) => (self.sum_sq, self.sum_sq_hi) = (lo, hi),
+            None => (self.sum_sq, self.sum_sq_hi) = (u128::MAX, u64::MAX),
+        }
         if self.buckets.len() < other.buckets.len() {
             self.buckets.resize(other.buckets.len(), 0);
         }
@@ -77,7 +90,7 @@ impl Row {
         match field {
             SortField::Hits => u128::from(self.hits),
             SortField::Key(i) => u128::from(self.key.0[usize::from(i).min(2)]),
-            SortField::Val(i) => u128::from(self.vals[usize::from(i).min(MAX_VALS - 1)]),
+            SortField::Val(i) => self.vals[usize::from(i).min(MAX_VALS - 1)],
             SortField::Min => u128::from(self.min),
             SortField::Max => u128::from(self.max),
         }

@@ -189,6 +189,10 @@ pub enum SpecErrorKind {
     NoSuchTrigger,
     /// A trigger with the same keys, values, sort keys, modifiers and name is attached.
     Exists,
+    /// A `>>` write that would attach more than
+    /// [`MAX_TRIGGERS_PER_EVENT`](super::trigger::MAX_TRIGGERS_PER_EVENT) triggers to one
+    /// event.
+    TooManyTriggers,
 }
 
 impl SpecErrorKind {
@@ -215,6 +219,9 @@ impl SpecErrorKind {
             SpecErrorKind::Incompatible => "named histogram has other keys or values",
             SpecErrorKind::NoSuchTrigger => "no such hist trigger",
             SpecErrorKind::Exists => "hist trigger already exists",
+            SpecErrorKind::TooManyTriggers => {
+                "too many hist triggers on this event (at most 64); remove one with !spec"
+            }
         }
     }
 }

@@ -50,8 +50,11 @@
 //!
 //! - A key has at most one entry per generation (see above), so every update of a key
 //!   lands in one cell, whichever table the writer went through.
-//! - A table grows only after its own `prev` is fully migrated, so at most two tables of a
-//!   generation are live at once. Every entry of a table has an arena index below its
+//! - A table grows only after every slot of its own `prev` is migrated (by the grower
+//!   itself if another helper's claimed chunk is unfinished: growth never waits for another
+//!   thread). Normally at most two tables of a generation are live at once; a third (the
+//!   `prev` of the `prev`) stays linked only until the helper still inside one of its
+//!   chunks finishes it and retires it. Every entry of a table has an arena index below its
 //!   `max_index` (see above), so a table is at most half full: it never fills during
 //!   migration, and every probe meets an `EMPTY` slot or the key.
 //! - Bounded tables never grow: they have `2 * size` slots and the arena hands out at most
@@ -59,7 +62,7 @@
 
 use crate::primitive::epoch::{Atomic, Guard, Owned, Shared};
 use crate::primitive::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use crate::primitive::{prefetch, spin_hint, zeroed_slice};
+use crate::primitive::{prefetch, zeroed_slice};
 
 use super::arena::{ADDR_BITS, Arena, EntryRef};
 use super::key::Key;
@@ -561,12 +564,22 @@ impl<'g> Ctx<'g> {
         true
     }
 
-    /// Finishes the migration of `from` into `into`, waiting for chunks other helpers
-    /// claimed (each is bounded work: at most `CHUNK` slots).
+    /// Makes sure every slot of `from` is migrated into `into`, without waiting for
+    /// another thread: it helps with the chunks nobody has claimed, and if chunks claimed by
+    /// other helpers are still unfinished (a helper preempted mid-chunk), it migrates every
+    /// slot of `from` itself instead of waiting for them. Migrating a slot twice is
+    /// harmless (`migrate_slot` seals an `EMPTY` slot or claims the entry's slot value in
+    /// `into`, and a second claim finds it `Present`), and once this pass has been over a
+    /// slot it is `SEALED` or an entry already in `into`, so nothing can be inserted into
+    /// `from` behind it. The work is bounded: at most `from`'s capacity in slots. The
+    /// unfinished helpers still count their chunks and the last one retires `from`
+    /// (until then a third table may be live: `from` stays linked as `into.prev`).
     fn help_all(&self, into: &Table, from: &Table) {
         while self.help_chunk(into, from) {}
-        while from.done.0.load(Ordering::Acquire) < from.capacity() {
-            spin_hint();
+        if from.done.0.load(Ordering::Acquire) < from.capacity() {
+            for i in 0..from.capacity() {
+                from.migrate_slot(i, into, self.keys);
+            }
         }
     }
 }
@@ -575,5 +588,83 @@ impl Drop for Table {
     fn drop(&mut self) {
         // `prev` and `next` are owned elsewhere: a migrating `prev` is retired by the helper
         // that completes it or freed with the generation; `next` is the generation's root.
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::hist::layout::CellLayout;
+    use crate::hist::map::Generation;
+    use crate::primitive::epoch;
+
+    /// A helper preempted inside its chunk of a migration must not block a thread that
+    /// needs the next growth: the grower migrates the unfinished slots itself. Simulated
+    /// by claiming every chunk of the migrating table without migrating any, then inserting
+    /// until the new table must grow too. (Waiting for the claimed chunks, this would never
+    /// return; the worker thread and its generous deadline turn a hang into a failure.)
+    #[test]
+    fn growth_proceeds_past_a_stalled_helper() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let words = CellLayout::new(1, 1).words();
+            let generation = Generation::new(&words, 64, None);
+            let collector = epoch::Collector::new();
+            let handle = collector.register();
+            let guard = handle.pin();
+            let ctx = generation.ctx(&guard);
+            let mut key = 0u64;
+            let mut insert = |n: u64| {
+                for _ in 0..n {
+                    match ctx.locate(&generation.table, &Key::one(key)) {
+                        Locate::Found(e) => {
+                            crate::hist::cell::apply::<crate::hist::cell::Shared>(e, &words, &[key])
+                        }
+                        Locate::Dropped => panic!("a growing table dropped key {key}"),
+                    }
+                    key += 1;
+                }
+            };
+            // Grow once: the 64-slot table starts migrating into a 128-slot one.
+            while generation.table.load(Ordering::Acquire, &guard).is_null() || {
+                // SAFETY: the root is never null once built; we hold a guard.
+                let root = unsafe { generation.table.load(Ordering::Acquire, &guard).deref() };
+                root.prev.load(Ordering::Acquire, &guard).is_null()
+            } {
+                insert(1);
+            }
+            // SAFETY: as above.
+            let root = unsafe { generation.table.load(Ordering::Acquire, &guard).deref() };
+            // SAFETY: `prev` is live until retired through the epoch; we hold a guard.
+            let from = unsafe { root.prev.load(Ordering::Acquire, &guard).deref() };
+            // A helper claims every remaining chunk and stalls.
+            from.cursor.0.fetch_add(from.capacity(), Ordering::Relaxed);
+            // Insert until the 128-slot table grows (and beyond).
+            insert(200);
+            // Every key is found again, through whichever tables: none gets a second entry.
+            for k in 0..key {
+                match ctx.locate(&generation.table, &Key::one(k)) {
+                    Locate::Found(e) => {
+                        crate::hist::cell::apply::<crate::hist::cell::Shared>(e, &words, &[k])
+                    }
+                    Locate::Dropped => panic!("key {k} dropped"),
+                }
+            }
+            let snap = generation.snapshot(CellLayout::new(1, 1), &words);
+            tx.send((key, snap)).unwrap();
+            // The stalled chunk never finishes here, so its table is never retired: this
+            // test leaks it (with the collector, on purpose: nothing else may free it).
+            std::mem::forget(guard);
+            std::mem::forget(handle);
+            std::mem::forget(collector);
+            std::mem::forget(generation);
+        });
+        let (keys, snap) = rx
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("growth waited for a stalled helper");
+        assert_eq!(snap.len() as u64, keys, "one entry per key");
+        for r in &snap.rows {
+            assert_eq!((r.hits, r.vals[0]), (2, 2 * u128::from(r.key.0[0])));
+        }
     }
 }

@@ -22,6 +22,10 @@
 //! `name=` shares one table between definitions with the same keys and values, on one
 //! source or across sources built with one [`NameTable`].
 //!
+//! At most [`MAX_TRIGGERS_PER_EVENT`] triggers attach to one event: each costs a table
+//! update per event, so the cap bounds what one event costs (and the memory of its tables);
+//! the write that would exceed it is refused with [`SpecErrorKind::TooManyTriggers`].
+//!
 //! # Invariants
 //!
 //! - A refused write changes nothing (the spec is parsed and bound before the list is
@@ -45,6 +49,10 @@ use super::map::{DEFAULT_BOUNDED_SIZE, HashHist};
 use super::render;
 use super::snapshot::{Snapshot, SortField, SortKey};
 use super::spec::{Command, HistSpec, KeyModifier, SpecError, SpecErrorKind};
+
+/// The most hist triggers one [`EventSource`] holds. Each costs one table update per event
+/// (about 0.2 µs), so the cap bounds an event's cost to some 13 µs.
+pub const MAX_TRIGGERS_PER_EVENT: usize = 64;
 
 /// A spec bound to an event's fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -381,7 +389,7 @@ mod typed {
                             def.val_names
                                 .iter()
                                 .zip(&row.vals)
-                                .map(|(n, &v)| (n.as_str(), v))
+                                .map(|(n, &v)| (n.as_str(), u64::try_from(v).unwrap_or(u64::MAX)))
                                 .collect(),
                         ),
                         buckets: def.layout.buckets.as_ref().map(|spec| {
@@ -576,6 +584,10 @@ impl EventSource {
         }
         if spec.keys.is_empty() {
             return Err(SpecError::new(SpecErrorKind::MissingKeys, line, 0));
+        }
+        // Before the trigger (and a `name=` table) is made: a refused write changes nothing.
+        if mode == WriteMode::Append && current.len() >= MAX_TRIGGERS_PER_EVENT {
+            return Err(SpecError::new(SpecErrorKind::TooManyTriggers, line, 0));
         }
         let t = Arc::new(HistTrigger::new(line, &fields, &self.names)?);
         let mut next = match mode {

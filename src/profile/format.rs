@@ -24,7 +24,8 @@ pub const FUNCTION_HEADER_TIMED: &str = "  Function                             
 pub const FUNCTION_HEADER_HITS: &str =
     "  Function                               Hit\n  --------                               ---\n";
 
-/// Writes a duration in nanoseconds as `trace_print_graph_duration()` does.
+/// Writes a duration in nanoseconds as `trace_print_graph_duration()` does. Any `u128`
+/// prints (a sum of huge durations has more digits than the kernel's `u64` ever shows).
 ///
 /// ```
 /// # use tracestat::profile::format::graph_duration;
@@ -33,7 +34,7 @@ pub const FUNCTION_HEADER_HITS: &str =
 /// assert_eq!(graph_duration(182_650_345), "182650.3 us ");
 /// assert_eq!(graph_duration(2_551_467_000), "2551467 us  ");
 /// ```
-pub fn write_graph_duration(out: &mut dyn Write, ns: u64) -> fmt::Result {
+pub fn write_graph_duration(out: &mut dyn Write, ns: u128) -> fmt::Result {
     let usecs = ns / 1000;
     let rem = ns % 1000;
     let mut digits = itoa_len(usecs);
@@ -58,11 +59,11 @@ pub fn write_graph_duration(out: &mut dyn Write, ns: u64) -> fmt::Result {
 pub fn graph_duration(ns: u64) -> String {
     let mut s = String::new();
     // Writing to a String cannot fail.
-    let _ = write_graph_duration(&mut s, ns);
+    let _ = write_graph_duration(&mut s, u128::from(ns));
     s
 }
 
-fn itoa_len(mut v: u64) -> usize {
+fn itoa_len(mut v: u128) -> usize {
     let mut n = 1;
     while v >= 10 {
         v /= 10;
@@ -85,24 +86,18 @@ pub fn write_padded(out: &mut dyn Write, s: &str, width: usize) -> fmt::Result {
 }
 
 /// The s^2 column's value (already divided by 1000 once, as the kernel does) for `n` calls
-/// whose times sum to `sum` ns and whose squares sum to `sum_sq` ns². 0 when `n <= 1`.
-pub fn sample_variance_us2(n: u64, sum: u128, sum_sq: u128) -> u64 {
-    u64::try_from(sample_variance_ns2(n, sum, sum_sq) / 1000).unwrap_or(u64::MAX)
+/// whose times sum to `sum` ns and whose squares sum to `sum_sq_hi · 2^128 + sum_sq` ns².
+/// 0 when `n <= 1`. Exact ([`variance`](crate::hist::variance)), where the kernel's 64 bits
+/// overflow for long-running functions.
+pub fn sample_variance_us2(n: u64, sum: u128, sum_sq: u128, sum_sq_hi: u64) -> u128 {
+    sample_variance_ns2(n, sum, sum_sq, sum_sq_hi) / 1000
 }
 
 /// The sample variance in ns², `(n·Σx² − (Σx)²) / (n·(n−1))`, of `n` calls whose times sum
-/// to `sum` ns and whose squares sum to `sum_sq` ns²; 0 when `n <= 1`. Saturates where the
-/// 128-bit products would overflow.
-pub fn sample_variance_ns2(n: u64, sum: u128, sum_sq: u128) -> u128 {
-    if n <= 1 {
-        return 0;
-    }
-    let n = u128::from(n);
-    // n·Σx² ≥ (Σx)² always (Cauchy–Schwarz); saturate in case the inputs were inconsistent.
-    let num = n
-        .saturating_mul(sum_sq)
-        .saturating_sub(sum.saturating_mul(sum));
-    num / (n * (n - 1))
+/// to `sum` ns and whose squares sum to `sum_sq_hi · 2^128 + sum_sq` ns²; 0 when `n <= 1`.
+/// Exact ([`variance`](crate::hist::variance)).
+pub fn sample_variance_ns2(n: u64, sum: u128, sum_sq: u128, sum_sq_hi: u64) -> u128 {
+    crate::hist::variance(n, sum, sum_sq, sum_sq_hi)
 }
 
 /// Timing columns of one function-profile row.
@@ -110,8 +105,10 @@ pub fn sample_variance_ns2(n: u64, sum: u128, sum_sq: u128) -> u128 {
 pub struct RowTiming {
     /// Total time, ns.
     pub time_ns: u128,
-    /// Sum of squared call times, ns².
+    /// Sum of squared call times, ns²: its low 128 bits.
     pub time_sq: u128,
+    /// Bits 128..192 of the sum of squared call times (0 unless calls took near `2^64` ns).
+    pub time_sq_hi: u64,
 }
 
 /// Writes one `trace_stat/function*` row: name and hits, and with `timing` the Time, Avg and
@@ -126,14 +123,14 @@ pub fn write_function_row(
     write_padded(out, name, 30)?;
     write!(out, "  {hits:10}")?;
     if let Some(t) = timing {
-        let time = u64::try_from(t.time_ns).unwrap_or(u64::MAX);
-        let avg = time.checked_div(hits).unwrap_or(0);
+        let avg = t.time_ns.checked_div(u128::from(hits)).unwrap_or(0);
         out.write_str("    ")?;
-        write_graph_duration(out, time)?;
+        write_graph_duration(out, t.time_ns)?;
         out.write_str("    ")?;
         write_graph_duration(out, avg)?;
         out.write_str("    ")?;
-        write_graph_duration(out, sample_variance_us2(hits, t.time_ns, t.time_sq))?;
+        let s2 = sample_variance_us2(hits, t.time_ns, t.time_sq, t.time_sq_hi);
+        write_graph_duration(out, s2)?;
     }
     out.write_char('\n')
 }
@@ -177,10 +174,31 @@ mod tests {
         // Two calls of 5 s and 7 s: s² = 2 s² = 2e18 ns², /1000 = 2e15.
         let (a, b) = (5_000_000_000u128, 7_000_000_000u128);
         assert_eq!(
-            sample_variance_us2(2, a + b, a * a + b * b),
+            sample_variance_us2(2, a + b, a * a + b * b, 0),
             2_000_000_000_000_000
         );
-        assert_eq!(sample_variance_us2(1, 5, 25), 0);
-        assert_eq!(sample_variance_us2(0, 0, 0), 0);
+        assert_eq!(sample_variance_us2(1, 5, 25, 0), 0);
+        assert_eq!(sample_variance_us2(0, 0, 0, 0), 0);
+    }
+
+    /// Two calls of `u64::MAX` ns: Time is their exact sum (more digits than a u64), Avg one
+    /// call, s^2 0 — the kernel's u64 sums would show half a call and a non-zero s^2.
+    #[test]
+    fn huge_calls_print_exactly() {
+        let m = u128::from(u64::MAX);
+        let sq = m * m;
+        let (lo, carry) = sq.overflowing_add(sq);
+        let mut s = String::new();
+        let timing = RowTiming {
+            time_ns: 2 * m,
+            time_sq: lo,
+            time_sq_hi: u64::from(carry),
+        };
+        write_function_row(&mut s, "f", 2, Some(timing)).unwrap();
+        let expected = format!(
+            "  {:<30}  {:>10}    {}    {}    {}\n",
+            "f", 2, "36893488147419103 us ", "18446744073709551 us ", "0.000 us    "
+        );
+        assert_eq!(s, expected);
     }
 }

@@ -250,10 +250,15 @@ impl Ftrace {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether the calling thread is inside a callback of this instance (where a writer
+    /// must not wait for anything a grace period waits for).
+    pub(crate) fn in_callback(&self) -> bool {
+        thread::with(|ts| ts.slot(&self.rcu).in_section()).unwrap_or(false)
+    }
+
     /// Refuses writers running inside a callback of this instance on this thread.
     fn check_not_in_callback(&self, path: &str) -> Result<(), Error> {
-        let inside = thread::with(|ts| ts.slot(&self.rcu).in_section()).unwrap_or(false);
-        if inside {
+        if self.in_callback() {
             return Err(busy(path, "called from inside a callback of this instance"));
         }
         Ok(())
@@ -277,42 +282,90 @@ impl Ftrace {
         // path, rather than in the first timed call.
         super::clock::init();
         let mut st = self.lock();
-        if ops
-            .owner
-            .compare_exchange(
-                0,
-                self.id(),
-                core::sync::atomic::Ordering::AcqRel,
-                core::sync::atomic::Ordering::Acquire,
-            )
-            .is_err()
-        {
-            return Err(busy(PATH, "ops is already registered"));
-        }
+        self.claim(ops, PATH)?;
         let result = (|| {
-            let owner = ops.hashes.lock().unwrap_or_else(|e| e.into_inner()).0;
-            if owner != 0 && owner != self.id() {
-                return Err(busy(PATH, "ops' filter was set on another Ftrace instance"));
-            }
             let mut next = st.clone();
-            if ops.flags().contains(OpsFlags::PERMANENT) && !next.enabled {
-                return Err(busy(PATH, "PERMANENT ops while function tracing is off"));
-            }
-            if ops.is_graph() {
-                let free =
-                    next.slots.iter().position(Option::is_none).ok_or_else(|| {
-                        busy(PATH, format!("all {GRAPH_SLOTS} graph slots in use"))
-                    })?;
-                next.generation += 1;
-                next.slots[free] = Some((Arc::as_ptr(ops) as usize, next.generation));
-            }
-            next.ops.push(Arc::clone(ops));
+            self.add(&mut next, ops, PATH)?;
             self.commit(&mut st, next, None)
         })();
         if result.is_err() {
             ops.owner.store(0, core::sync::atomic::Ordering::Release);
         }
         result
+    }
+
+    /// Replaces the registered `old` by `new` in one commit: `new` may take the graph slot
+    /// `old` frees, and either both changes happen or, on error, neither (the caller keeps
+    /// `old` running). When this returns, `old`'s callback is not running and is never
+    /// called again. Errors: [`Error::NotFound`] if `old` is not registered here, and every
+    /// error of [`register`](Self::register) for `new`.
+    pub fn replace(&self, old: &Arc<FtraceOps>, new: &Arc<FtraceOps>) -> Result<(), Error> {
+        const PATH: &str = "register_ftrace_function";
+        self.check_not_in_callback(PATH)?;
+        let mut st = self.lock();
+        let Some(pos) = st.ops.iter().position(|o| Arc::ptr_eq(o, old)) else {
+            return Err(Error::NotFound {
+                path: "unregister_ftrace_function".to_owned(),
+            });
+        };
+        self.claim(new, PATH)?;
+        let result = (|| {
+            let mut next = st.clone();
+            Self::remove(&mut next, pos, old);
+            self.add(&mut next, new, PATH)?;
+            self.commit(&mut st, next, None)
+        })();
+        match result {
+            Ok(()) => old.owner.store(0, core::sync::atomic::Ordering::Release),
+            Err(_) => new.owner.store(0, core::sync::atomic::Ordering::Release),
+        }
+        result
+    }
+
+    /// Marks `ops` as registered here, or refuses one registered anywhere already.
+    fn claim(&self, ops: &Arc<FtraceOps>, path: &str) -> Result<(), Error> {
+        ops.owner
+            .compare_exchange(
+                0,
+                self.id(),
+                core::sync::atomic::Ordering::AcqRel,
+                core::sync::atomic::Ordering::Acquire,
+            )
+            .map(|_| ())
+            .map_err(|_| busy(path, "ops is already registered"))
+    }
+
+    /// Adds `ops` (claimed) to the state `next`, with a graph slot if it needs one.
+    fn add(&self, next: &mut State, ops: &Arc<FtraceOps>, path: &str) -> Result<(), Error> {
+        let owner = ops.hashes.lock().unwrap_or_else(|e| e.into_inner()).0;
+        if owner != 0 && owner != self.id() {
+            return Err(busy(path, "ops' filter was set on another Ftrace instance"));
+        }
+        if ops.flags().contains(OpsFlags::PERMANENT) && !next.enabled {
+            return Err(busy(path, "PERMANENT ops while function tracing is off"));
+        }
+        if ops.is_graph() {
+            let free = next
+                .slots
+                .iter()
+                .position(Option::is_none)
+                .ok_or_else(|| busy(path, format!("all {GRAPH_SLOTS} graph slots in use")))?;
+            next.generation += 1;
+            next.slots[free] = Some((Arc::as_ptr(ops) as usize, next.generation));
+        }
+        next.ops.push(Arc::clone(ops));
+        Ok(())
+    }
+
+    /// Removes the ops at `pos` (which is `ops`) from the state `next`, freeing its slot.
+    fn remove(next: &mut State, pos: usize, ops: &Arc<FtraceOps>) {
+        next.ops.remove(pos);
+        let addr = Arc::as_ptr(ops) as usize;
+        for slot in next.slots.iter_mut() {
+            if slot.is_some_and(|(a, _)| a == addr) {
+                *slot = None;
+            }
+        }
     }
 
     /// Unregisters `ops`. When this returns, its callback is not running and is never called
@@ -328,13 +381,7 @@ impl Ftrace {
             });
         };
         let mut next = st.clone();
-        next.ops.remove(pos);
-        let addr = Arc::as_ptr(ops) as usize;
-        for slot in next.slots.iter_mut() {
-            if slot.is_some_and(|(a, _)| a == addr) {
-                *slot = None;
-            }
-        }
+        Self::remove(&mut next, pos, ops);
         self.commit(&mut st, next, None)?;
         ops.owner.store(0, core::sync::atomic::Ordering::Release);
         Ok(())

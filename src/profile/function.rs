@@ -44,6 +44,13 @@
 //! Changing an option while profiling restarts profiling with the new option (and so resets
 //! the records): records made under two settings would not mean anything together.
 //!
+//! Every control write is a transaction: parse, then prepare the new run (build its ops and
+//! register it, or swap it for the running one in one commit of the hook layer, so that it
+//! can take over the running one's graph slot), and only when that succeeded reset the
+//! records and store the option. A write refused at any step — a bad value, no free graph
+//! slot, a write from inside a callback of the same hook layer — leaves every file, the
+//! running profiler and the records as they were.
+//!
 //! # Stat files
 //!
 //! - `trace_stat/functions`: all threads merged;
@@ -147,6 +154,11 @@ struct Inner {
     ftrace: HookArc<Ftrace>,
     symbols: Box<Symbolizer>,
     state: Mutex<State>,
+    /// `State::enabled` and `State::run.timing`, mirrored (stored under the state lock) for
+    /// readers: a read never waits for the state lock, whose holder may be waiting in a
+    /// grace period for the very callback that reads.
+    enabled: AtomicBool,
+    run_timing: AtomicBool,
     /// Options as written to the control files (apply at the next start).
     timing: AtomicBool,
     graph_time: AtomicBool,
@@ -799,8 +811,10 @@ pub struct FunctionRow {
     pub hits: u64,
     /// Total time, ns (0 when not timed).
     pub time_ns: u128,
-    /// Sum of squared call times, ns².
+    /// Sum of squared call times, ns²: its low 128 bits.
     pub time_sq: u128,
+    /// Bits 128..192 of the sum of squared call times (0 unless calls took near `2^64` ns).
+    pub time_sq_hi: u64,
     /// Latency histogram counts, indexed by [`LATENCY_BUCKETS`] (empty when not timed).
     pub buckets: Vec<u64>,
 }
@@ -850,6 +864,8 @@ impl FunctionProfiler {
                     ops: None,
                     run: Options::default(),
                 }),
+                enabled: AtomicBool::new(false),
+                run_timing: AtomicBool::new(true),
                 timing: AtomicBool::new(true),
                 graph_time: AtomicBool::new(true),
                 sleep_time: AtomicBool::new(true),
@@ -892,19 +908,17 @@ impl FunctionProfiler {
             "function_profile_enabled",
             Arc::new(EnabledFile(weak.clone())),
         )?;
-        for (path, which) in [
-            ("options/graph-time", OptionKind::GraphTime),
-            ("options/sleep-time", OptionKind::SleepTime),
-            ("options/function-profile-timing", OptionKind::Timing),
-            ("options/function-profile-callpath", OptionKind::CallPaths),
+        for which in [
+            OptionKind::GraphTime,
+            OptionKind::SleepTime,
+            OptionKind::Timing,
+            OptionKind::CallPaths,
         ] {
-            fs.add_file(
-                path,
-                Arc::new(OptionFile {
-                    inner: weak.clone(),
-                    which,
-                }),
-            )?;
+            let file = Arc::new(OptionFile {
+                inner: weak.clone(),
+                which,
+            });
+            fs.add_file(file.path(), file)?;
         }
         fs.add_file("tracing_thresh", Arc::clone(&self.inner.thresh_us))?;
         fs.stats().register(FunctionStat {
@@ -922,7 +936,7 @@ impl FunctionProfiler {
 
     /// Whether profiling is on.
     pub fn is_enabled(&self) -> bool {
-        self.inner.lock_state().enabled
+        self.inner.enabled.load(Ordering::Acquire)
     }
 
     /// `echo 1 > function_profile_enabled`: resets the records and starts, unless already on.
@@ -942,18 +956,11 @@ impl FunctionProfiler {
     }
 
     /// Sets the options used from the next start (a running profiler restarts with them).
+    /// On error (the new run could not be registered: no free graph slot, or a call from
+    /// inside a callback of the hook layer) nothing changed: the options, the running
+    /// profiler and its records are as they were.
     pub fn set_options(&self, opts: Options) -> Result<(), Error> {
-        self.inner.timing.store(opts.timing, Ordering::Release);
-        self.inner
-            .graph_time
-            .store(opts.graph_time, Ordering::Release);
-        self.inner
-            .sleep_time
-            .store(opts.sleep_time, Ordering::Release);
-        self.inner
-            .call_paths
-            .store(opts.call_paths, Ordering::Release);
-        restart_if_enabled(&self.inner)
+        apply_options(&self.inner, opts, "options", true)
     }
 
     /// The options of the current (or last) run: what the records mean.
@@ -1120,7 +1127,12 @@ fn to_profile(inner: &Inner, thread: Option<usize>) -> Profile {
             name: r.name,
             hits: r.hits,
             time_ns: timed.then_some(r.time_ns),
-            time_sq_ns2: timed.then_some(r.time_sq),
+            // Saturated: the exporters' field is 128 bits.
+            time_sq_ns2: timed.then_some(if r.time_sq_hi == 0 {
+                r.time_sq
+            } else {
+                u128::MAX
+            }),
         })
         .collect();
     // Call paths (merged over threads only; empty unless the run recorded them).
@@ -1146,26 +1158,50 @@ fn to_profile(inner: &Inner, thread: Option<usize>) -> Profile {
     }
 }
 
+/// The state lock, for a control write. Inside a callback of the profiler's hook layer the
+/// write must not wait (the lock's holder may be waiting for this very callback to end, in
+/// an unregister's grace period): there it is taken only if free, else the write is
+/// refused with [`Error::Busy`].
+fn lock_state_for_write<'a>(inner: &'a Inner, path: &str) -> Result<MutexGuard<'a, State>, Error> {
+    if !inner.ftrace.in_callback() {
+        return Ok(inner.lock_state());
+    }
+    match inner.state.try_lock() {
+        Ok(st) => Ok(st),
+        Err(std::sync::TryLockError::Poisoned(e)) => Ok(e.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => Err(Error::Busy {
+            path: path.to_owned(),
+            reason: "the profiler is being changed by another thread".to_owned(),
+        }),
+    }
+}
+
 fn set_enabled(inner: &Arc<Inner>, on: bool) -> Result<(), Error> {
-    let mut st = inner.lock_state();
+    let mut st = lock_state_for_write(inner, "function_profile_enabled")?;
     if st.enabled == on {
         return Ok(());
     }
     if on {
-        start(inner, &mut st)
+        let opts = inner.written_options();
+        start(inner, &mut st, opts)
     } else {
         stop(inner, &mut st)
     }
 }
 
-fn start(inner: &Arc<Inner>, st: &mut State) -> Result<(), Error> {
-    let opts = inner.written_options();
-    reset(inner);
+/// Starts a run with `opts`. Transactional: the ops is registered first, and only once that
+/// succeeded are the records reset (a refused start keeps the last run's records readable).
+/// A call that lands between the register and the reset is one made before the enable took
+/// effect, and is not counted.
+fn start(inner: &Arc<Inner>, st: &mut State, opts: Options) -> Result<(), Error> {
     let ops = build_ops(inner, opts);
     inner.ftrace.register(&ops)?;
+    reset(inner);
     st.ops = Some(ops);
     st.run = opts;
     st.enabled = true;
+    inner.run_timing.store(opts.timing, Ordering::Release);
+    inner.enabled.store(true, Ordering::Release);
     Ok(())
 }
 
@@ -1177,15 +1213,43 @@ fn stop(inner: &Arc<Inner>, st: &mut State) -> Result<(), Error> {
         return Err(e);
     }
     st.enabled = false;
+    inner.enabled.store(false, Ordering::Release);
     Ok(())
 }
 
-fn restart_if_enabled(inner: &Arc<Inner>) -> Result<(), Error> {
-    let mut st = inner.lock_state();
-    if st.enabled {
-        stop(inner, &mut st)?;
-        start(inner, &mut st)?;
+/// Stores `next` as the written options; a running profiler restarts with them (and so
+/// resets its records) when they changed, or always with `restart` (the API's
+/// [`FunctionProfiler::set_options`]; a control file write of the current value is no
+/// change, as in the kernel). Transactional: the running ops is replaced by the new one in one
+/// commit of the hook layer (the new one may take over the old one's graph slot), and only
+/// after that succeeded are the records reset and the options stored. On error — no free
+/// graph slot, a write from inside a callback — the options, the run and the records are
+/// as they were.
+fn apply_options(
+    inner: &Arc<Inner>,
+    next: Options,
+    path: &str,
+    restart: bool,
+) -> Result<(), Error> {
+    let mut st = lock_state_for_write(inner, path)?;
+    if inner.written_options() == next && !(restart && st.enabled) {
+        return Ok(());
     }
+    if st.enabled {
+        let ops = build_ops(inner, next);
+        match &st.ops {
+            Some(old) => inner.ftrace.replace(old, &ops)?,
+            None => inner.ftrace.register(&ops)?,
+        }
+        reset(inner);
+        st.ops = Some(ops);
+        st.run = next;
+        inner.run_timing.store(next.timing, Ordering::Release);
+    }
+    inner.timing.store(next.timing, Ordering::Release);
+    inner.graph_time.store(next.graph_time, Ordering::Release);
+    inner.sleep_time.store(next.sleep_time, Ordering::Release);
+    inner.call_paths.store(next.call_paths, Ordering::Release);
     Ok(())
 }
 
@@ -1238,7 +1302,7 @@ fn register_thread_file(inner: &Arc<Inner>, index: usize) {
 }
 
 fn rows(inner: &Inner, thread: Option<usize>) -> Vec<FunctionRow> {
-    rows_of(inner, thread, inner.lock_state().run.timing)
+    rows_of(inner, thread, inner.run_timing.load(Ordering::Acquire))
 }
 
 /// The merged records of the `timed` (or hits-only) tables.
@@ -1277,8 +1341,9 @@ fn rows_of(inner: &Inner, thread: Option<usize>, timed: bool) -> Vec<FunctionRow
                 ip,
                 name: inner.name_of(ip),
                 hits: r.hits,
-                time_ns: u128::from(r.vals[0]),
+                time_ns: r.vals[0],
                 time_sq: r.sum_sq,
+                time_sq_hi: r.sum_sq_hi,
                 buckets: r.buckets.clone(),
             }
         })
@@ -1303,8 +1368,8 @@ fn paths(inner: &Inner) -> Vec<PathRow> {
             Some(PathRow {
                 frames: ips.iter().map(|&ip| inner.name_of(ip)).collect(),
                 hits: r.hits,
-                self_ns: u128::from(r.vals[0]),
-                total_ns: u128::from(r.vals[1]),
+                self_ns: r.vals[0],
+                total_ns: r.vals[1],
             })
         })
         .collect()
@@ -1312,7 +1377,7 @@ fn paths(inner: &Inner) -> Vec<PathRow> {
 
 /// Rows as one stat file shows them: thresholded, sorted by name (the tie order).
 fn sorted_rows(inner: &Inner, thread: Option<usize>) -> (Vec<FunctionRow>, bool) {
-    let timed = inner.lock_state().run.timing;
+    let timed = inner.run_timing.load(Ordering::Acquire);
     let thresh_ns = u128::from(inner.thresh_us.get()).saturating_mul(1000);
     let mut rows = rows_of(inner, thread, timed);
     if timed && thresh_ns > 0 {
@@ -1367,7 +1432,8 @@ mod typed {
                 hits: r.hits,
                 time_ns: timed.then_some(r.time_ns),
                 avg_ns: timed.then(|| r.avg_ns()),
-                s2_ns2: timed.then(|| sample_variance_ns2(r.hits, r.time_ns, r.time_sq)),
+                s2_ns2: timed
+                    .then(|| sample_variance_ns2(r.hits, r.time_ns, r.time_sq, r.time_sq_hi)),
             })
             .collect();
         TypedStat::new("functions", &Functions { timed, functions })
@@ -1473,7 +1539,7 @@ impl StatTracer for FunctionStat {
         let timed = self
             .inner
             .upgrade()
-            .is_none_or(|i| i.lock_state().run.timing);
+            .is_none_or(|i| i.run_timing.load(Ordering::Acquire));
         out.write_str(if timed {
             FUNCTION_HEADER_TIMED
         } else {
@@ -1486,6 +1552,7 @@ impl StatTracer for FunctionStat {
         let timing = snap.1.then_some(RowTiming {
             time_ns: r.time_ns,
             time_sq: r.time_sq,
+            time_sq_hi: r.time_sq_hi,
         });
         format::write_function_row(out, &r.name, r.hits, timing)
     }
@@ -1568,7 +1635,10 @@ impl ControlFile for EnabledFile {
     }
 
     fn read(&self) -> String {
-        let on = self.0.upgrade().is_some_and(|i| i.lock_state().enabled);
+        let on = self
+            .0
+            .upgrade()
+            .is_some_and(|i| i.enabled.load(Ordering::Acquire));
         format!("{}\n", u8::from(on))
     }
 
@@ -1605,6 +1675,16 @@ impl OptionFile {
             OptionKind::CallPaths => &inner.call_paths,
         }
     }
+
+    /// The file's path, for errors.
+    fn path(&self) -> &'static str {
+        match self.which {
+            OptionKind::GraphTime => "options/graph-time",
+            OptionKind::SleepTime => "options/sleep-time",
+            OptionKind::Timing => "options/function-profile-timing",
+            OptionKind::CallPaths => "options/function-profile-callpath",
+        }
+    }
 }
 
 impl ControlFile for OptionFile {
@@ -1626,11 +1706,16 @@ impl ControlFile for OptionFile {
             .inner
             .upgrade()
             .ok_or_else(|| InputError::Rejected("the profiler is gone".into()))?;
-        let old = self.flag(&inner).swap(on, Ordering::AcqRel);
-        if old != on {
-            restart_if_enabled(&inner).map_err(|e| InputError::Rejected(Box::new(e)))?;
-        }
-        Ok(())
+        let mut next = inner.written_options();
+        let flag = match self.which {
+            OptionKind::GraphTime => &mut next.graph_time,
+            OptionKind::SleepTime => &mut next.sleep_time,
+            OptionKind::Timing => &mut next.timing,
+            OptionKind::CallPaths => &mut next.call_paths,
+        };
+        *flag = on;
+        apply_options(&inner, next, self.path(), false)
+            .map_err(|e| InputError::Rejected(Box::new(e)))
     }
 }
 

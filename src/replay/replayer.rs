@@ -649,6 +649,7 @@ impl Replay {
             let timing = timed.then_some(RowTiming {
                 time_ns: r.time_ns,
                 time_sq: r.time_sq,
+                time_sq_hi: 0,
             });
             let name = self.interner.name(ip).unwrap_or_default();
             // Writing to a String cannot fail.
@@ -1225,6 +1226,7 @@ pub fn render_functions(rows: &[FunctionStats], timed: bool) -> String {
         let timing = timed.then(|| RowTiming {
             time_ns: r.time_ns.unwrap_or(0),
             time_sq: r.time_sq_ns2.unwrap_or(0),
+            time_sq_hi: 0,
         });
         // Writing to a String cannot fail.
         let _ = format::write_function_row(&mut out, &r.name, r.hits, timing);

@@ -69,8 +69,9 @@ impl Mode {
 ///
 /// # Contract
 ///
-/// `write` must parse and validate the whole input before it changes anything, and on error
-/// leave the state exactly as it was. The surface checks the [`mode`](ControlFile::mode)
+/// `write` is a transaction: it must parse and validate the whole input and prepare
+/// everything that can fail (a registration, an allocation) before it changes anything
+/// visible, and on error leave the state exactly as it was. The surface checks the [`mode`](ControlFile::mode)
 /// before calling `read` or `write`.
 pub trait ControlFile: Send + Sync + 'static {
     /// Which accesses the file allows.
@@ -242,7 +243,19 @@ impl Tracefs {
             })
     }
 
+    /// Resolves `path`. A trailing `/` names a directory: on a file it is refused with
+    /// [`Error::NotADirectory`], as tracefs answers `echo 1 > tracing_thresh/`.
     fn lookup(&self, path: &str) -> Result<Target, Error> {
+        let target = self.resolve(path)?;
+        if path.len() > 1 && path.ends_with('/') && !matches!(target, Target::Dir(_)) {
+            return Err(Error::NotADirectory {
+                path: path.to_owned(),
+            });
+        }
+        Ok(target)
+    }
+
+    fn resolve(&self, path: &str) -> Result<Target, Error> {
         let not_found = || Error::NotFound {
             path: path.to_owned(),
         };
@@ -301,6 +314,7 @@ impl Tracefs {
     /// Writes `data` to the control file at `path`.
     ///
     /// Errors: [`Error::NotFound`] for unknown paths, [`Error::IsADirectory`],
+    /// [`Error::NotADirectory`] for a file named with a trailing `/`,
     /// [`Error::PermissionDenied`] for read-only files (every stat file is read-only), and
     /// [`Error::InvalidInput`] with the file's reason when it refuses the content. On every
     /// error nothing has changed.

@@ -184,7 +184,7 @@ pub fn write_json(hist: &OfflineHist, mut w: impl Write) -> io::Result<()> {
                     .map(|r| LatRow {
                         key: r.key.0[0],
                         count: r.hits,
-                        sum: r.vals[0],
+                        sum: u64::try_from(r.vals[0]).unwrap_or(u64::MAX),
                         min: r.min,
                         max: r.max,
                         buckets: spec.map_or_else(Vec::new, |s| {

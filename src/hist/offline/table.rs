@@ -434,7 +434,11 @@ impl Table {
                     })
                     .collect(),
                 hits: r.hits,
-                vals: r.vals[..self.vals.len()].to_vec(),
+                // The kernel's sums are 64 bits; ours are exact, shown saturated.
+                vals: r.vals[..self.vals.len()]
+                    .iter()
+                    .map(|&v| u64::try_from(v).unwrap_or(u64::MAX))
+                    .collect(),
             })
             .collect();
         (out, (hits, entries, dropped))
