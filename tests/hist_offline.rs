@@ -213,7 +213,7 @@ fn every_event_trace_matches_a_naive_count() {
                     let first = values.iter().find_map(|(_, v)| *v);
                     let numeric = !field.ends_with("comm")
                         && first.is_some_and(|v| naive_number(field, v).is_some());
-                    let mut want: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+                    let mut want: BTreeMap<String, (u64, u128)> = BTreeMap::new();
                     let (mut missing, mut not_numeric) = (0, 0);
                     for (cpu, v) in &values {
                         let Some(v) = v else {
@@ -225,7 +225,7 @@ fn every_event_trace_matches_a_naive_count() {
                                 Some(n) => {
                                     let e = want.entry(cpu.to_string()).or_default();
                                     e.0 += 1;
-                                    e.1 = e.1.wrapping_add(n);
+                                    e.1 += u128::from(n); // the sums are exact: they never wrap
                                 }
                                 None => not_numeric += 1,
                             }
@@ -240,7 +240,7 @@ fn every_event_trace_matches_a_naive_count() {
                         }
                     }
                     let (rows, (hits, entries, dropped)) = table.rows();
-                    let got: BTreeMap<String, (u64, u64)> = rows
+                    let got: BTreeMap<String, (u64, u128)> = rows
                         .iter()
                         .map(|r| {
                             (

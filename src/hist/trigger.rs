@@ -316,9 +316,9 @@ mod typed {
 
     /// Name-value pairs written as one JSON object, in order (a name given twice is kept
     /// twice rather than merged).
-    struct Pairs<'a>(Vec<(&'a str, u64)>);
+    struct Pairs<'a, V>(Vec<(&'a str, V)>);
 
-    impl Serialize for Pairs<'_> {
+    impl<V: Serialize> Serialize for Pairs<'_, V> {
         fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
             let mut m = s.serialize_map(Some(self.0.len()))?;
             for (k, v) in &self.0 {
@@ -337,9 +337,9 @@ mod typed {
 
     #[derive(Serialize)]
     struct Entry<'a> {
-        key: Pairs<'a>,
+        key: Pairs<'a, u64>,
         hitcount: u64,
-        values: Pairs<'a>,
+        values: Pairs<'a, u128>,
         #[serde(skip_serializing_if = "Option::is_none")]
         buckets: Option<Vec<Bucket>>,
     }
@@ -389,7 +389,7 @@ mod typed {
                             def.val_names
                                 .iter()
                                 .zip(&row.vals)
-                                .map(|(n, &v)| (n.as_str(), u64::try_from(v).unwrap_or(u64::MAX)))
+                                .map(|(n, &v)| (n.as_str(), v))
                                 .collect(),
                         ),
                         buckets: def.layout.buckets.as_ref().map(|spec| {

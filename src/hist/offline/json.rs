@@ -44,7 +44,7 @@ struct KeyCol<'a> {
 struct JsonRow<'a> {
     key: Vec<JsonKey<'a>>,
     hitcount: u64,
-    vals: &'a [u64],
+    vals: &'a [u128],
 }
 
 #[derive(Serialize)]
@@ -82,7 +82,7 @@ struct Bucket {
 struct LatRow {
     key: u64,
     count: u64,
-    sum: u64,
+    sum: u128,
     min: u64,
     max: u64,
     buckets: Vec<Bucket>,
@@ -184,7 +184,7 @@ pub fn write_json(hist: &OfflineHist, mut w: impl Write) -> io::Result<()> {
                     .map(|r| LatRow {
                         key: r.key.0[0],
                         count: r.hits,
-                        sum: u64::try_from(r.vals[0]).unwrap_or(u64::MAX),
+                        sum: r.vals[0],
                         min: r.min,
                         max: r.max,
                         buckets: spec.map_or_else(Vec::new, |s| {

@@ -173,8 +173,8 @@ pub struct TableRow {
     pub key: Vec<KeyText>,
     /// Events counted.
     pub hits: u64,
-    /// One sum per `vals=` field, in spec order.
-    pub vals: Vec<u64>,
+    /// One sum per `vals=` field, in spec order (exact: the sums never wrap).
+    pub vals: Vec<u128>,
 }
 
 /// A key value of a [`TableRow`].
@@ -434,11 +434,7 @@ impl Table {
                     })
                     .collect(),
                 hits: r.hits,
-                // The kernel's sums are 64 bits; ours are exact, shown saturated.
-                vals: r.vals[..self.vals.len()]
-                    .iter()
-                    .map(|&v| u64::try_from(v).unwrap_or(u64::MAX))
-                    .collect(),
+                vals: r.vals[..self.vals.len()].to_vec(),
             })
             .collect();
         (out, (hits, entries, dropped))
