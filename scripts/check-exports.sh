@@ -277,9 +277,9 @@ else
   loud_skip "round trip (go tool pprof)" "golang-go is not installed and could not be installed"
 fi
 
-echo "=== a replayed trace's metrics (latency histograms included): promtool ==="
+echo "=== a replayed trace's metrics (--latency: latency histograms included): promtool ==="
 if have promtool; then
-  if cargo run -q -- replay "$TRACE" --format prometheus -q >"$OUT/replay.prom" \
+  if cargo run -q -- replay "$TRACE" --latency --format prometheus -q >"$OUT/replay.prom" \
     && grep -q 'function_latency_bucket' "$OUT/replay.prom" \
     && promtool check metrics <"$OUT/replay.prom"; then
     pass "replay metrics: promtool accepts them, latency histograms included"
