@@ -285,10 +285,6 @@ fn every_graph_column_combination_counts_the_same() {
                 } else {
                     o
                 };
-                if o.latency == 2 && !o.duration {
-                    // Older kernels glue a depth-0 name to these flags (`d..1sys_open() {`).
-                    continue;
-                }
                 if !o.cpu && lines.iter().any(|l| l.cpu != lines[0].cpu) && !o.proc_ {
                     // Without CPU and task columns interleaved CPUs cannot be told apart.
                     continue;

@@ -138,19 +138,34 @@ fn flags_then_duration(cell: &str) -> Option<u64> {
 
 /// The same flags before a body when no `|` cell follows them (no duration column):
 /// ` 0)  d...    func() {` (depth 2). Returns the rest after the flags, where the
-/// indentation starts. (At depth 0 such kernels glue the name to the flags; that form is
-/// not recognised.)
+/// indentation starts. At depth 0 such kernels glue the name to the flags,
+/// ` 0)  d..1sys_open() {`, ` 0)  d..1}`: a flags word of 4 or 5 bytes with a `.` in it (a
+/// `.` is never in a function name) directly followed by a name's first character or `}`.
 fn strip_bare_flags(s: &str) -> Option<&str> {
     let t = trim_start(s);
     // A flags word is 3 to 7 bytes and a space follows it: look no further than that.
     let b = t.as_bytes();
-    let len = b.iter().take(8).position(|&c| c == b' ')?;
+    let Some(len) = b.iter().take(8).position(|&c| c == b' ') else {
+        return glued_flags(t);
+    };
     let flags = &t[..len];
     if !is_flags(flags) {
-        return None;
+        return glued_flags(t);
     }
     // A body never starts with a flags word followed by a space: `d..1 {` is not a call.
     Some(&t[len..])
+}
+
+/// `t` after a flags word glued to a depth-0 name (see [`strip_bare_flags`]).
+fn glued_flags(t: &str) -> Option<&str> {
+    [4, 5].into_iter().find_map(|len| {
+        let (flags, rest) = (t.get(..len)?, t.get(len..)?);
+        let name_start = rest
+            .bytes()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_' || c == b'}');
+        (name_start && flags.contains('.') && is_flags(flags)).then_some(rest)
+    })
 }
 
 fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) -> Classified<'a> {
