@@ -22,6 +22,7 @@
 //! - Every event of a table's event is either counted, dropped (a full table), or skipped
 //!   and counted in that table's [`Skipped`].
 
+mod filter;
 mod latency;
 mod line;
 mod table;
@@ -29,6 +30,7 @@ mod table;
 use core::fmt::{self, Write};
 use std::io::{self, BufRead};
 
+pub use filter::{MAX_FILTER_DEPTH, MAX_FILTER_LEN, MAX_FILTER_PREDS};
 pub use latency::{Latency, LatencyCounts, LatencySpecError};
 pub use line::{Fields, Head, LineClass, classify, number};
 pub use table::{KeyText, MAX_KEY_STR, Skipped, Table, TableRow};
