@@ -467,7 +467,8 @@ impl Filter {
             preds: 0,
         };
         if text.is_empty() {
-            return Err(p.err(SpecErrorKind::FilterSyntax, "if", 0));
+            // Nothing after `if`: point just past it.
+            return Err(SpecError::new(SpecErrorKind::FilterSyntax, "if", base));
         }
         let root = p.or()?;
         match p.next()? {
