@@ -1104,6 +1104,60 @@ fn cli_text_json_and_errors() {
     assert!(err.contains("cannot read /nonexistent/trace"), "{err}");
 }
 
+#[test]
+fn cli_filters_and_their_errors() {
+    let data = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/ftrace-events-instances.txt"
+    );
+    let (code, out, err) = tracestat(&[
+        "hist",
+        "--spec",
+        "sched_switch:keys=next_comm if prev_pid == 0 || next_comm ~ \"k*\"",
+        data,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("# event histogram\n#\n# trigger info: hist:keys=next_comm:vals=hitcount:sort=hitcount:size=2048 if prev_pid == 0 || next_comm ~ \"k*\" [active]\n"), "{out}");
+    assert!(
+        out.ends_with("\nTotals:\n    Hits: 2\n    Entries: 2\n    Dropped: 0\n"),
+        "{out}"
+    );
+    assert!(
+        err.contains(
+            "sched_switch: 4 events, 0 without a spec field, 0 not numeric, 2 filtered out"
+        ),
+        "{err}"
+    );
+    #[cfg(feature = "json")]
+    {
+        let (code, out, _) = tracestat(&[
+            "hist",
+            "--format",
+            "json",
+            "--spec",
+            "sched_switch:keys=next_comm if prev_pid == 0 || next_comm ~ \"k*\"",
+            data,
+        ]);
+        assert_eq!(code, 0);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let t = &v["tables"][0];
+        assert_eq!(t["totals"]["hits"], 2);
+        assert_eq!(t["skipped"]["filtered"], 2);
+        assert_eq!(t["skipped"]["missing_field"], 0);
+    }
+    let (code, _, err) = tracestat(&[
+        "hist",
+        "--spec",
+        "sched_switch:keys=next_comm if next_comm > 3",
+        data,
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("invalid operator for the field's type '>' at byte 41") && err.contains("^"),
+        "{err}"
+    );
+}
+
 // ---- no panic on arbitrary input ---------------------------------------------------------
 
 mod arbitrary {
