@@ -488,6 +488,21 @@ fn kernel_doc_specs_are_accepted() {
         "kmalloc:hist:key=bytes_req.buckets=32:val=hitcount:sort=bytes_req",
         "sched_waking:hist:keys=pid:vals=hitcount:sort=hitcount.descending:size=4096",
         "sched_switch:hist:keys=next_pid,common_timestamp.usecs",
+        // `if` filters: histogram.rst's conditional triggers and events.rst's filters.
+        "netif_receive_skb:hist:keys=skbaddr.hex:vals=len if comm==wget",
+        "sched_process_exec:hist:keys=pid if filename==/usr/bin/wget",
+        "sched_waking:hist:keys=pid if comm==\"cyclictest\"",
+        "sched_switch:hist:keys=next_pid if next_comm==\"cyclictest\"",
+        "signal_generate:hist:keys=sig if ((sig >= 10 && sig < 15) || sig == 17) && comm != bash",
+        "sched_switch:hist:keys=prev_comm if prev_comm ~ \"*sh\"",
+        "sched_switch:hist:keys=prev_comm if prev_comm ~ \"sh*\"",
+        "sched_switch:hist:keys=prev_comm if prev_comm ~ \"*sh*\"",
+        "sched_switch:hist:keys=prev_comm if prev_comm ~ \"ba*sh\"",
+        "sched_wakeup:hist:keys=pid if common_pid == 0",
+        "kmalloc:hist:keys=call_site:vals=bytes_req if bytes_req > 256",
+        "sched_switch:hist:keys=next_comm if prev_pid == 0 && next_prio < 120",
+        "sys_enter_read:hist:key=common_pid.execname:val=count if comm ~ \"bash*\"",
+        "kmalloc:hist:keys=gfp_flags:vals=bytes_alloc if gfp_flags & 0x10",
     ] {
         let mut h = OfflineHist::new();
         h.add_spec(spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
@@ -756,6 +771,260 @@ fn bad_specs_are_typed_and_change_nothing() {
     assert!(h.latencies().is_empty());
 }
 
+// ---- `if` filters --------------------------------------------------------------------------
+
+/// What the naive side decides for one event: pass, fail, or a skip kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Naive {
+    Pass,
+    Fail,
+    Missing,
+    NotNumeric,
+}
+
+/// A numeric field's value as a signed number (negative values are written with `-`).
+fn naive_signed(name: &str, v: &str) -> Option<i128> {
+    let n = naive_number(name, v)?;
+    Some(if v.starts_with('-') {
+        i128::from(n as i64)
+    } else {
+        i128::from(n)
+    })
+}
+
+#[test]
+fn filters_over_every_event_trace_match_a_naive_count() {
+    let mut checked = 0;
+    for path in data_files() {
+        let text = fs::read_to_string(&path).unwrap_or_default();
+        let mut events: BTreeMap<String, Vec<(u64, NaiveFields)>> = BTreeMap::new();
+        for line in text.lines() {
+            if let Some((cpu, ev, fields)) = naive_line(line) {
+                events.entry(ev).or_default().push((cpu, fields));
+            }
+        }
+        for (ev, lines) in &events {
+            let common = [
+                "comm",
+                "common_comm",
+                "cpu",
+                "common_cpu",
+                "common_pid",
+                "common_timestamp",
+            ];
+            let mut names: Vec<&str> = Vec::new();
+            for (_, f) in lines {
+                for (n, _) in f {
+                    if !names.contains(&n.as_str()) && !common.contains(&n.as_str()) {
+                        names.push(n);
+                    }
+                }
+            }
+            let cpu0 = lines[0].0;
+            let get = |f: &NaiveFields, name: &str| {
+                f.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone())
+            };
+            for name in names {
+                // (filter, naive decision per event)
+                type Decide<'a> = Box<dyn Fn(u64, &NaiveFields) -> Naive + 'a>;
+                let mut cases: Vec<(String, Decide)> = Vec::new();
+                let nums: Vec<i128> = lines
+                    .iter()
+                    .filter_map(|(_, f)| get(f, name).and_then(|v| naive_signed(name, &v)))
+                    .collect();
+                if !name.ends_with("comm") && !nums.is_empty() {
+                    let mut sorted = nums.clone();
+                    sorted.sort();
+                    let t = sorted[sorted.len() / 2];
+                    let num = move |f: &NaiveFields| match get(f, name) {
+                        None => Err(Naive::Missing),
+                        Some(v) => naive_signed(name, &v).ok_or(Naive::NotNumeric),
+                    };
+                    let verdict = |b: bool| if b { Naive::Pass } else { Naive::Fail };
+                    cases.push((
+                        format!("{name} >= {t}"),
+                        Box::new(move |_, f| num(f).map_or_else(|e| e, |n| verdict(n >= t))),
+                    ));
+                    cases.push((
+                        format!("{name} < {t} || cpu == {cpu0}"),
+                        Box::new(move |cpu, f| {
+                            num(f).map_or_else(|e| e, |n| verdict(n < t || cpu == cpu0))
+                        }),
+                    ));
+                    cases.push((
+                        format!("!({name} < {t}) && cpu != {cpu0}"),
+                        Box::new(move |cpu, f| {
+                            num(f).map_or_else(|e| e, |n| verdict(n >= t && cpu != cpu0))
+                        }),
+                    ));
+                }
+                let first = lines.iter().find_map(|(_, f)| get(f, name));
+                if let Some(v0) = first
+                    && (name.ends_with("comm") || naive_number(name, &v0).is_none())
+                    && !v0.contains(['"', '*', '?', '[', '\\'])
+                {
+                    let p: String = v0.chars().take(1).collect();
+                    cases.push((
+                        format!("{name} ~ \"{p}*\""),
+                        Box::new(move |_, f| match get(f, name) {
+                            None => Naive::Missing,
+                            Some(v) if v.starts_with(p.as_str()) => Naive::Pass,
+                            Some(_) => Naive::Fail,
+                        }),
+                    ));
+                    let v1 = v0.clone();
+                    cases.push((
+                        format!("{name} == \"{v0}\""),
+                        Box::new(move |_, f| match get(f, name) {
+                            None => Naive::Missing,
+                            Some(v) if v == v1 => Naive::Pass,
+                            Some(_) => Naive::Fail,
+                        }),
+                    ));
+                }
+                for (filter, decide) in &cases {
+                    let spec = format!("{ev}:keys=cpu:size=131072 if {filter}");
+                    let h = run(&text, std::slice::from_ref(&spec));
+                    let t = &h.tables()[0];
+                    let mut want: BTreeMap<String, u64> = BTreeMap::new();
+                    let (mut missing, mut not_numeric, mut filtered) = (0, 0, 0);
+                    for (cpu, f) in lines {
+                        match decide(*cpu, f) {
+                            Naive::Pass => *want.entry(cpu.to_string()).or_default() += 1,
+                            Naive::Fail => filtered += 1,
+                            Naive::Missing => missing += 1,
+                            Naive::NotNumeric => not_numeric += 1,
+                        }
+                    }
+                    let (rows, _) = t.rows();
+                    let got: BTreeMap<String, u64> = rows
+                        .iter()
+                        .map(|r| (key_string(&r.key[0]), r.hits))
+                        .collect();
+                    let ctx = format!("{}: {spec}", path.display());
+                    assert_eq!(got, want, "{ctx}");
+                    let sk = t.skipped();
+                    assert_eq!(
+                        (sk.missing_field, sk.not_numeric, sk.filtered),
+                        (missing, not_numeric, filtered),
+                        "{ctx}"
+                    );
+                    assert!(t.info().ends_with(&format!(" if {filter}")), "{ctx}");
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked >= 50, "filters checked: {checked}");
+}
+
+#[test]
+fn filtered_table_shows_the_filter_and_counts_what_it_kept_out() {
+    let trace = "\
+  bash-10  [000] .... 1.000001: kmalloc: call_site=c0ffee ptr=0 bytes_req=8 bytes_alloc=8
+  bash-10  [001] .... 1.000002: kmalloc: call_site=c0ffee ptr=0 bytes_req=300 bytes_alloc=512
+  zsh-11   [000] .... 1.000003: kmalloc: call_site=beef ptr=0 bytes_req=1024 bytes_alloc=1024
+  zsh-11   [000] .... 1.000004: kmalloc: call_site=beef ptr=0 bytes_alloc=1024
+";
+    let h = run(
+        trace,
+        &["kmalloc:hist:keys=call_site:vals=bytes_req if bytes_req > 256".into()],
+    );
+    let out = render(&h);
+    assert!(
+        out.starts_with(
+            "# event histogram\n#\n# trigger info: hist:keys=call_site:vals=hitcount,bytes_req:sort=hitcount:size=2048 if bytes_req > 256 [active]\n#\n\n"
+        ),
+        "{out}"
+    );
+    let t = &h.tables()[0];
+    let (rows, (hits, entries, dropped)) = t.rows();
+    assert_eq!((hits, entries, dropped), (2, 2, 0));
+    assert_eq!(
+        rows.iter().map(|r| (r.hits, r.vals[0])).collect::<Vec<_>>(),
+        [(1, 1024), (1, 300)]
+    );
+    let sk = t.skipped();
+    assert_eq!((sk.filtered, sk.missing_field, sk.not_numeric), (1, 1, 0));
+    assert!(
+        h.report()
+            .contains("kmalloc: 4 events, 1 without a spec field, 0 not numeric, 1 filtered out"),
+        "{}",
+        h.report()
+    );
+    // `&&` binds tighter than `||`: bash's 8-byte request passes through the `||` side only.
+    let h = run(
+        trace,
+        &["kmalloc:keys=comm if bytes_req < 100 || comm ~ \"z*\" && bytes_req > 1000".into()],
+    );
+    let (rows, _) = h.tables()[0].rows();
+    assert_eq!(
+        rows.iter()
+            .map(|r| (key_string(&r.key[0]), r.hits))
+            .collect::<Vec<_>>(),
+        [("bash".to_owned(), 1), ("zsh".to_owned(), 1)]
+    );
+    assert_eq!(h.tables()[0].skipped().filtered, 1);
+}
+
+#[test]
+fn bad_filters_are_typed_and_change_nothing() {
+    let mut h = OfflineHist::new();
+    for (spec, want) in [
+        (
+            "kmalloc:keys=x if",
+            "invalid filter expression 'if' at byte 17",
+        ),
+        (
+            "kmalloc:keys=x if  ",
+            "invalid filter expression 'if' at byte 17",
+        ),
+        (
+            "kmalloc:keys=x if comm > 3",
+            "invalid operator for the field's type '>' at byte 23",
+        ),
+        (
+            "kmalloc:keys=x if bytes_req > big",
+            "invalid filter value 'big' at byte 30",
+        ),
+        (
+            "kmalloc:keys=x if (a == 1",
+            "invalid filter expression '' at byte 25",
+        ),
+        (
+            "kmalloc:keys=x if a == 1 b",
+            "invalid filter expression 'b' at byte 25",
+        ),
+        (
+            "kmalloc:keys=x if common_flags == 1",
+            "unknown field 'common_flags' at byte 18",
+        ),
+        (
+            "kmalloc:keys=x if comm == \"bash",
+            "invalid filter value '\"bash' at byte 26",
+        ),
+        (
+            "kmalloc:keys=x.nope if a == 1",
+            "invalid modifier 'nope' at byte 15",
+        ),
+    ] {
+        let e = h.add_spec(spec).unwrap_err();
+        assert_eq!(e.to_string(), want, "{spec}");
+    }
+    let deep = format!(
+        "kmalloc:keys=x if {}a == 1{}",
+        "(".repeat(33),
+        ")".repeat(33)
+    );
+    assert!(
+        h.add_spec(&deep)
+            .unwrap_err()
+            .to_string()
+            .contains("nested too deep")
+    );
+    assert!(h.tables().is_empty());
+}
+
 // ---- the command line ----------------------------------------------------------------------
 
 fn tracestat(args: &[&str]) -> (i32, String, String) {
@@ -835,6 +1104,60 @@ fn cli_text_json_and_errors() {
     assert!(err.contains("cannot read /nonexistent/trace"), "{err}");
 }
 
+#[test]
+fn cli_filters_and_their_errors() {
+    let data = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/ftrace-events-instances.txt"
+    );
+    let (code, out, err) = tracestat(&[
+        "hist",
+        "--spec",
+        "sched_switch:keys=next_comm if prev_pid == 0 || next_comm ~ \"k*\"",
+        data,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("# event histogram\n#\n# trigger info: hist:keys=next_comm:vals=hitcount:sort=hitcount:size=2048 if prev_pid == 0 || next_comm ~ \"k*\" [active]\n"), "{out}");
+    assert!(
+        out.ends_with("\nTotals:\n    Hits: 2\n    Entries: 2\n    Dropped: 0\n"),
+        "{out}"
+    );
+    assert!(
+        err.contains(
+            "sched_switch: 4 events, 0 without a spec field, 0 not numeric, 2 filtered out"
+        ),
+        "{err}"
+    );
+    #[cfg(feature = "json")]
+    {
+        let (code, out, _) = tracestat(&[
+            "hist",
+            "--format",
+            "json",
+            "--spec",
+            "sched_switch:keys=next_comm if prev_pid == 0 || next_comm ~ \"k*\"",
+            data,
+        ]);
+        assert_eq!(code, 0);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let t = &v["tables"][0];
+        assert_eq!(t["totals"]["hits"], 2);
+        assert_eq!(t["skipped"]["filtered"], 2);
+        assert_eq!(t["skipped"]["missing_field"], 0);
+    }
+    let (code, _, err) = tracestat(&[
+        "hist",
+        "--spec",
+        "sched_switch:keys=next_comm if next_comm > 3",
+        data,
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("invalid operator for the field's type '>' at byte 41") && err.contains("^"),
+        "{err}"
+    );
+}
+
 // ---- no panic on arbitrary input ---------------------------------------------------------
 
 mod arbitrary {
@@ -858,6 +1181,7 @@ mod arbitrary {
             picks in proptest::collection::vec((0..SAMPLES.len(), 0usize..200, any::<u8>(), 0u8..3), 1..20),
             spec in "[a-z_=:.,0-9]{0,40}",
             latency in "[a-z_=.]{0,30}",
+            filter in "[a-z_ ()!&|<>=~\"'*?0-9-]{0,40}",
         ) {
             let mut trace = Vec::new();
             for (i, at, byte, op) in picks {
@@ -876,6 +1200,8 @@ mod arbitrary {
             let _ = h.add_spec("sched_switch:keys=next_comm.sym,prev_pid.execname:vals=next_prio");
             let _ = h.add_spec("kmalloc:keys=call_site.sym-offset,bytes_req.log2:vals=bytes_req");
             let _ = h.add_spec("block_rq_issue:keys=dev,rwbs:vals=nr_sector:size=128");
+            let _ = h.add_spec(&format!("sched_switch:keys=next_pid if {filter}"));
+            let _ = h.add_spec("sched_switch:keys=prev_comm if prev_pid < 100 || next_comm ~ \"b*\" && !(cpu == 1)");
             let _ = h.add_latency(&latency, 128);
             let _ = h.add_latency("sched_waking.pid=sched_switch.next_pid", 128);
             h.read(&trace[..], || false).unwrap();
@@ -887,7 +1213,10 @@ mod arbitrary {
                 let (rows, (hits, entries, dropped)) = t.rows();
                 prop_assert_eq!(rows.len(), entries);
                 let sk = t.skipped();
-                prop_assert_eq!(hits + dropped + sk.missing_field + sk.not_numeric, t.events());
+                prop_assert_eq!(
+                    hits + dropped + sk.missing_field + sk.not_numeric + sk.filtered,
+                    t.events()
+                );
             }
         }
     }

@@ -1,6 +1,7 @@
 //! Offline hist triggers on arbitrary bytes: the first line is a spec, the second a latency
-//! spec, the rest a trace. Never a panic; every line counted once; tables stay within
-//! their size; the text and the JSON always render.
+//! spec and an `if` filter, the rest a trace. Never a panic; every line counted once; every
+//! event of a table counted, dropped or skipped; tables stay within their size; the text and
+//! the JSON always render.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -15,6 +16,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = h.add_spec(&format!("sched_switch:{spec}"));
     let _ = h.add_spec(&spec);
     let _ = h.add_spec("sched_switch:keys=next_comm,prev_state:vals=prev_pid:size=128");
+    let _ = h.add_spec(&format!("sched_switch:keys=next_pid if {latency}"));
     let _ = h.add_latency(&latency, 128);
     let _ = h.add_latency("sched_waking.pid=sched_switch.next_pid", 128);
     h.read(trace, || false).unwrap();
@@ -24,7 +26,12 @@ fuzz_target!(|data: &[u8]| {
         l.comments + l.events + l.other + l.too_long + l.not_utf8
     );
     for t in h.tables() {
-        let (rows, (hits, entries, _dropped)) = t.rows();
+        let (rows, (hits, entries, dropped)) = t.rows();
+        let sk = t.skipped();
+        assert_eq!(
+            hits + dropped + sk.missing_field + sk.not_numeric + sk.filtered,
+            t.events()
+        );
         assert_eq!(rows.len(), entries);
         assert!(entries <= 131_072);
         assert_eq!(rows.iter().map(|r| r.hits).sum::<u64>(), hits);

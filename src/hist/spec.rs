@@ -193,6 +193,16 @@ pub enum SpecErrorKind {
     /// [`MAX_TRIGGERS_PER_EVENT`](super::trigger::MAX_TRIGGERS_PER_EVENT) triggers to one
     /// event.
     TooManyTriggers,
+    /// An `if` filter that does not parse: a stray or missing token, unbalanced parentheses.
+    FilterSyntax,
+    /// A filter operator missing, or not one for the field's type (`comm > 3`).
+    FilterOp,
+    /// A filter value missing, unterminated, or not a number where a number is needed.
+    FilterValue,
+    /// A filter nested deeper than the offline hist's limit.
+    FilterTooDeep,
+    /// A filter longer, or with more predicates, than the offline hist's limits.
+    FilterTooLong,
 }
 
 impl SpecErrorKind {
@@ -221,6 +231,13 @@ impl SpecErrorKind {
             SpecErrorKind::Exists => "hist trigger already exists",
             SpecErrorKind::TooManyTriggers => {
                 "too many hist triggers on this event (at most 64); remove one with !spec"
+            }
+            SpecErrorKind::FilterSyntax => "invalid filter expression",
+            SpecErrorKind::FilterOp => "invalid operator for the field's type",
+            SpecErrorKind::FilterValue => "invalid filter value",
+            SpecErrorKind::FilterTooDeep => "filter nested too deep (at most 32)",
+            SpecErrorKind::FilterTooLong => {
+                "filter too long (at most 4096 bytes and 256 predicates)"
             }
         }
     }

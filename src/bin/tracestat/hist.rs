@@ -12,8 +12,8 @@ use tracestat::hist::offline::{OfflineHist, OfflineSpecError};
 pub struct HistArgs {
     /// The trace: a file, or - for standard input (kernel `trace` text or `trace-cmd report`).
     pub file: PathBuf,
-    /// EVENT:keys=...[:vals=...][:sort=...][:size=N], the kernel's hist-trigger syntax
-    /// (one table per --spec).
+    /// EVENT:keys=...[:vals=...][:sort=...][:size=N][ if FILTER], the kernel's hist-trigger
+    /// syntax and event filter (one table per --spec).
     #[arg(long = "spec", value_name = "EVENT:SPEC")]
     pub specs: Vec<String>,
     /// START_EVENT.FIELD=END_EVENT.FIELD: a log2 histogram of the time from each start to

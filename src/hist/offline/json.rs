@@ -7,7 +7,7 @@
 //!                 "keys": [{"field": "next_comm", "modifier": ""}], "vals": ["..."],
 //!                 "rows": [ {"key": ["bash"], "hitcount": 3, "vals": [..]} ],
 //!                 "totals": {"hits": 3, "entries": 1, "dropped": 0},
-//!                 "skipped": {"missing_field": 0, "not_numeric": 0} } ],
+//!                 "skipped": {"missing_field": 0, "not_numeric": 0, "filtered": 0} } ],
 //!   "latency": [ { "spec": "...", "unit": "usecs", "rows": [ {"key": 59, "count": 2,
 //!                  "sum": 20, "min": 4, "max": 16, "buckets": [{"lo": 4, "hi": 8, "count": 1}]} ],
 //!                  "dropped": 0, "matched": 2, ... } ],
@@ -58,6 +58,7 @@ struct Totals {
 struct Skipped {
     missing_field: u64,
     not_numeric: u64,
+    filtered: u64,
 }
 
 #[derive(Serialize)]
@@ -164,6 +165,7 @@ pub fn write_json(hist: &OfflineHist, mut w: impl Write) -> io::Result<()> {
                 skipped: Skipped {
                     missing_field: t.skipped().missing_field,
                     not_numeric: t.skipped().not_numeric,
+                    filtered: t.skipped().filtered,
                 },
             }
         })

@@ -20,8 +20,20 @@
 //!   specs' waiting starts) and by [`MAX_LINE`] (one line buffer); what a full table
 //!   refused is its exact `Dropped`.
 //! - Every event of a table's event is either counted, dropped (a full table), or skipped
-//!   and counted in that table's [`Skipped`].
+//!   and counted in that table's [`Skipped`] (`filtered` for one its `if` filter did not
+//!   pass).
+//!
+//! # Filters
+//!
+//! A spec may end with the kernel's event filter, `EVENT:keys=...[:...] if FILTER`
+//! (`kmalloc:keys=call_site:vals=bytes_req if bytes_req > 256 && comm ~ "bash*"`), with the
+//! syntax of the kernel's `Documentation/trace/events.rst` "Event filtering" (`filter.rs`
+//! gives the grammar and typing). A filter is checked before the event's keys and values:
+//! an event it does not pass counts only in `filtered`, an event without a field it names in
+//! `missing_field`. `# trigger info:` shows it after the spec, as the kernel does
+//! (`hist:keys=call_site:vals=hitcount,bytes_req:sort=hitcount:size=2048 if bytes_req > 256 [active]`).
 
+mod filter;
 mod latency;
 mod line;
 mod table;
@@ -29,6 +41,7 @@ mod table;
 use core::fmt::{self, Write};
 use std::io::{self, BufRead};
 
+pub use filter::{MAX_FILTER_DEPTH, MAX_FILTER_LEN, MAX_FILTER_PREDS};
 pub use latency::{Latency, LatencyCounts, LatencySpecError};
 pub use line::{Fields, Head, LineClass, classify, number};
 pub use table::{KeyText, MAX_KEY_STR, Skipped, Table, TableRow};
@@ -307,13 +320,14 @@ impl OfflineHist {
             let k = t.skipped();
             if t.events() == 0 {
                 s += &format!("; {}: no events", t.event());
-            } else if k.missing_field + k.not_numeric > 0 {
+            } else if k.missing_field + k.not_numeric + k.filtered > 0 {
                 s += &format!(
-                    "; {}: {} events, {} without a spec field, {} not numeric",
+                    "; {}: {} events, {} without a spec field, {} not numeric, {} filtered out",
                     t.event(),
                     t.events(),
                     k.missing_field,
-                    k.not_numeric
+                    k.not_numeric,
+                    k.filtered
                 );
             }
         }

@@ -26,6 +26,7 @@ use super::super::map::HashHist;
 use super::super::render::{self, KeyValue};
 use super::super::snapshot::{Row, SortField, SortKey};
 use super::super::spec::{HistSpec, KeyModifier, SpecError, SpecErrorKind};
+use super::filter::{Filter, Undecided};
 use super::line::{Fields, Head, number};
 
 /// The longest string key kept, in bytes (longer ones are cut at a character boundary).
@@ -40,7 +41,7 @@ enum Kind {
 
 /// Where a field's value comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Source {
+pub(super) enum Source {
     Event,
     Pid,
     Comm,
@@ -56,7 +57,7 @@ struct Column {
     common: Source,
 }
 
-fn common_source(name: &str) -> Source {
+pub(super) fn common_source(name: &str) -> Source {
     match name {
         "common_pid" => Source::Pid,
         "comm" | "common_comm" => Source::Comm,
@@ -67,12 +68,17 @@ fn common_source(name: &str) -> Source {
 }
 
 /// A field's text, or its number for the common fields that are numbers.
-enum Value<'a> {
+pub(super) enum Value<'a> {
     Text(&'a str),
     Num(u64),
 }
 
-fn lookup<'a>(name: &str, common: Source, head: &Head<'a>, fields: &Fields) -> Option<Value<'a>> {
+pub(super) fn lookup<'a>(
+    name: &str,
+    common: Source,
+    head: &Head<'a>,
+    fields: &Fields,
+) -> Option<Value<'a>> {
     if let Some(v) = fields.get(head.body, name) {
         return Some(Value::Text(v));
     }
@@ -116,7 +122,7 @@ impl Strings {
 }
 
 /// `n` in decimal, written into `buf` (no allocation).
-fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &str {
+pub(super) fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &str {
     let mut i = buf.len();
     loop {
         i -= 1;
@@ -141,6 +147,25 @@ fn cut(s: &str) -> &str {
     &s[..end]
 }
 
+/// Splits `spec if filter` (the kernel looks for ` if ` or a tab before `if`) into the spec
+/// and the filter text with its byte offset in `spec`. A spec ending in ` if` has an empty
+/// filter, which the filter parser refuses.
+fn split_filter(spec: &str) -> (&str, Option<(&str, usize)>) {
+    let b = spec.as_bytes();
+    let found = (0..b.len()).find(|&i| {
+        (b[i] == b' ' || b[i] == b'\t')
+            && b[i + 1..].starts_with(b"if")
+            && b.get(i + 3).is_none_or(|c| c.is_ascii_whitespace())
+    });
+    match found {
+        Some(i) => {
+            let off = (i + 3).min(spec.len());
+            (&spec[..i], Some((&spec[off..], off)))
+        }
+        None => (spec, None),
+    }
+}
+
 /// What one table skipped.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Skipped {
@@ -148,6 +173,8 @@ pub struct Skipped {
     pub missing_field: u64,
     /// Events whose numeric key or value field held something that is not a number.
     pub not_numeric: u64,
+    /// Events the spec's `if` filter did not pass.
+    pub filtered: u64,
 }
 
 /// One histogram (see the module docs).
@@ -164,6 +191,7 @@ pub struct Table {
     comms: HashMap<u64, Box<str>>,
     skipped: Skipped,
     events: u64,
+    filter: Option<Filter>,
 }
 
 /// A row as the report shows it: key values, hit count, sums.
@@ -196,6 +224,11 @@ impl Table {
         let at = |e: SpecError| SpecError {
             pos: e.pos + base,
             ..e
+        };
+        let (spec, filter) = split_filter(spec);
+        let filter = match filter {
+            Some((text, off)) => Some(Filter::parse(text, base + off)?),
+            None => None,
         };
         let parsed = HistSpec::parse(spec).map_err(at)?;
         if let Some(c) = parsed.command {
@@ -265,6 +298,7 @@ impl Table {
             comms: HashMap::new(),
             skipped: Skipped::default(),
             events: 0,
+            filter,
         })
     }
 
@@ -273,9 +307,14 @@ impl Table {
         &self.event
     }
 
-    /// The `trigger info` text.
+    /// The `trigger info` text (with ` if FILTER` when the spec has a filter).
     pub fn info(&self) -> String {
-        self.spec.canonical(self.size)
+        let mut s = self.spec.canonical(self.size);
+        if let Some(f) = &self.filter {
+            s += " if ";
+            s += f.text();
+        }
+        s
     }
 
     /// What was skipped.
@@ -291,6 +330,23 @@ impl Table {
     /// Counts one event line of this table's event.
     pub fn record(&mut self, head: &Head<'_>, fields: &Fields) {
         self.events += 1;
+        if let Some(f) = &self.filter {
+            match f.pass(head, fields) {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.skipped.filtered += 1;
+                    return;
+                }
+                Err(Undecided::Missing) => {
+                    self.skipped.missing_field += 1;
+                    return;
+                }
+                Err(Undecided::NotNumeric) => {
+                    self.skipped.not_numeric += 1;
+                    return;
+                }
+            }
+        }
         let Table {
             keys,
             vals: val_cols,
