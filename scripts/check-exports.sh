@@ -18,37 +18,9 @@ cd "$(dirname "$0")/.."
 
 OUT=${1:-target/export-check}
 export PATH="$HOME/.cargo/bin:$PATH"
-PASSED=()
-FAILED=()
-SKIPPED=()
-
-loud_skip() {
-  local what=$1 why=$2
-  SKIPPED+=("$what")
-  {
-    echo
-    echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
-    echo "!!! SKIPPED: $what"
-    echo "!!! because: $why"
-    echo "!!! This export format was NOT checked by its real consumer in this run."
-    echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
-    echo
-  } | tee /dev/stderr
-}
-pass() { PASSED+=("$1"); echo "PASS: $1"; }
-fail() { FAILED+=("$1"); echo "FAIL: $1" >&2; }
-have() { command -v "$1" >/dev/null 2>&1; }
-
-APT_UPDATED=0
-apt_install() {
-  have apt-get || return 1
-  if [ "$APT_UPDATED" = 0 ]; then
-    nice apt-get update -q >/dev/null 2>&1 || return 1
-    APT_UPDATED=1
-  fi
-  DEBIAN_FRONTEND=noninteractive nice apt-get install -y -q --no-install-recommends "$@" \
-    >/dev/null 2>&1
-}
+NOT_CHECKED="This export format was NOT checked by its real consumer in this run."
+# shellcheck source=scripts/consumer-lib.sh
+. scripts/consumer-lib.sh
 
 echo "=== installing consumers (what is missing) ==="
 # python3 compares every total; without it nothing can be checked.

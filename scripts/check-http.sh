@@ -21,27 +21,10 @@ cd "$(dirname "$0")/.."
 
 OUT=${1:-target/http-check}
 export PATH="$HOME/.cargo/bin:$PATH"
-PASSED=()
-FAILED=()
-SKIPPED=()
+NOT_CHECKED="The HTTP endpoint was NOT checked by this client in this run."
+# shellcheck source=scripts/consumer-lib.sh
+. scripts/consumer-lib.sh
 PIDS=()
-
-loud_skip() {
-  local what=$1 why=$2
-  SKIPPED+=("$what")
-  {
-    echo
-    echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
-    echo "!!! SKIPPED: $what"
-    echo "!!! because: $why"
-    echo "!!! The HTTP endpoint was NOT checked by this client in this run."
-    echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
-    echo
-  } | tee /dev/stderr
-}
-pass() { PASSED+=("$1"); echo "PASS: $1"; }
-fail() { FAILED+=("$1"); echo "FAIL: $1" >&2; }
-have() { command -v "$1" >/dev/null 2>&1; }
 summary() {
   echo "check-http: ${#PASSED[@]} passed, ${#FAILED[@]} failed, ${#SKIPPED[@]} skipped"
   for f in "${FAILED[@]}"; do echo "  FAILED: $f"; done
@@ -52,17 +35,6 @@ cleanup() {
   wait 2>/dev/null
 }
 trap cleanup EXIT
-
-APT_UPDATED=0
-apt_install() {
-  have apt-get || return 1
-  if [ "$APT_UPDATED" = 0 ]; then
-    nice apt-get update -q >/dev/null 2>&1 || return 1
-    APT_UPDATED=1
-  fi
-  DEBIAN_FRONTEND=noninteractive nice apt-get install -y -q --no-install-recommends "$@" \
-    >/dev/null 2>&1
-}
 
 echo "=== installing clients (what is missing) ==="
 have python3 || apt_install python3 || true
