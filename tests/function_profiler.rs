@@ -559,3 +559,37 @@ fn the_profile_export_carries_functions_paths_and_latency_histograms() {
         "{les:?}"
     );
 }
+
+/// Recursion deeper than the shadow stack: every call is a hit (the deep ones without a
+/// time, as the kernel counts a hit at entry), and the overruns are shown in
+/// `graph_overruns`.
+#[test]
+fn recursion_deeper_than_the_shadow_stack_counts_every_call() {
+    use tracestat::profile::{SHADOW_STACK_DEPTH, install};
+    for opts in [
+        ProfileOptions::default(),
+        ProfileOptions {
+            sleep_time: false,
+            ..ProfileOptions::default()
+        },
+    ] {
+        let (ftrace, profiler) = enabled(&["recurse"], opts);
+        let fs = leaked_fs();
+        install(&ftrace, fs).unwrap();
+        fn recurse(f: &Ftrace, n: usize) {
+            let _s = f.call(f.site(0).unwrap());
+            if n > 1 {
+                recurse(f, n - 1);
+            }
+        }
+        recurse(&ftrace, 200);
+        profiler.disable().unwrap();
+        let rows = profiler.rows(None);
+        assert_eq!(rows.len(), 1, "{opts:?}");
+        assert_eq!(rows[0].hits, 200, "{opts:?}");
+        assert!(rows[0].time_ns > 0);
+        let overruns = (200 - SHADOW_STACK_DEPTH) as u64;
+        assert_eq!(ftrace.graph_overruns(), overruns);
+        assert_eq!(fs.read("graph_overruns").unwrap(), format!("{overruns}\n"));
+    }
+}

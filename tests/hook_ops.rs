@@ -465,6 +465,41 @@ fn graph_overflow_is_counted_and_pairs_hold() {
     assert_eq!(returns(&g).len(), SHADOW_STACK_DEPTH);
     assert_eq!(f.graph_overruns(), 5);
     assert_eq!(returns(&g).last().unwrap().overrun, 5);
+
+    // The entry hook sees every call, the overruns marked, and only those get no return;
+    // on both the direct path (one graph ops) and the list walk (two).
+    for extra in [false, true] {
+        let f = sites(&["deep"]);
+        let entries = Arc::new(Mutex::new((0usize, 0usize)));
+        let seen = Arc::clone(&entries);
+        let counting = FtraceOps::graph(
+            move |e, _| {
+                let mut n = seen.lock().unwrap();
+                n.0 += 1;
+                if e.is_overrun() {
+                    n.1 += 1;
+                    assert_eq!((e.depth, e.calltime), (SHADOW_STACK_DEPTH, 0));
+                }
+                true
+            },
+            |_, _| {},
+        )
+        .build();
+        f.register(&counting).unwrap();
+        let other = graph_recorder(None);
+        if extra {
+            f.register(&other).unwrap();
+        }
+        recurse(&f, SHADOW_STACK_DEPTH + 7);
+        assert_eq!(
+            *entries.lock().unwrap(),
+            (SHADOW_STACK_DEPTH + 7, 7),
+            "list: {extra}"
+        );
+        if extra {
+            assert_eq!(returns(&other).len(), SHADOW_STACK_DEPTH);
+        }
+    }
 }
 
 #[test]

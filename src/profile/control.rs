@@ -11,6 +11,7 @@
 //! | `set_ftrace_filter`          | 0644 | the global filter; `#### all functions enabled ####` when empty |
 //! | `set_ftrace_notrace`         | 0644 | the global notrace hash                              |
 //! | `set_ftrace_pid`             | 0644 | thread ids, one a line; `no pid` when empty          |
+//! | `graph_overruns`             | 0444 | calls deeper than a shadow stack (hooks saw them; no return) |
 //! | `trace_clock`                | 0644 | the clocks, current in brackets: `[x86-tsc] mono mono_raw boot` |
 //!
 //! Writes use the kernel's syntax (see [`filter`](super::filter) and [`pid`](super::pid)),
@@ -107,6 +108,11 @@ pub fn install(ftrace: &Arc<Ftrace>, fs: &Tracefs) -> Result<(), Error> {
     fs.add_file(
         "enabled_functions",
         ReadOnlyFile::new(move || f.enabled_functions()),
+    )?;
+    let f = Arc::clone(ftrace);
+    fs.add_file(
+        "graph_overruns",
+        ReadOnlyFile::new(move || format!("{}\n", f.graph_overruns())),
     )?;
     for (path, target) in [
         ("set_ftrace_filter", Target::Hash(Which::Filter)),

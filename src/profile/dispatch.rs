@@ -315,6 +315,8 @@ impl Ftrace {
                     let (room, depth) = stack_room(ts);
                     if !room {
                         self.count_overrun_on(ts);
+                        // Seen, so it can be counted; never pushed, never returned.
+                        hook(&GraphEntry::overrun(call.ip, call.parent), &entry.ops);
                         return false;
                     }
                     let calltime = now_ns();
@@ -536,6 +538,8 @@ fn run_one(hot: &Hot, call: &Call<'_>, entry: &OpsEntry, graph: &mut GraphCx) ->
             graph.wanted = true;
             graph.read_stack();
             if !graph.room {
+                // Seen, so it can be counted; never pushed, never returned.
+                hook(&GraphEntry::overrun(call.ip, call.parent), ops);
                 return 0;
             }
             let record = GraphEntry {

@@ -672,8 +672,15 @@ fn build_ops(inner: &Arc<Inner>, opts: Options) -> HookArc<FtraceOps> {
     if opts.sleep_time && !opts.call_paths {
         // The common case: the hook layer's wall-clock frames say everything.
         let graph_time = opts.graph_time;
+        let inner_entry = Arc::clone(&inner);
         return FtraceOps::graph(
-            |_e: &GraphEntry, _ops| true,
+            move |e: &GraphEntry, _ops| {
+                if e.is_overrun() {
+                    // Deeper than the shadow stack: a hit whose time is unknown.
+                    record(&inner_entry, e.func, None);
+                }
+                true
+            },
             move |r: &GraphReturn, _ops| {
                 let d = if graph_time {
                     r.duration()
@@ -692,6 +699,11 @@ fn build_ops(inner: &Arc<Inner>, opts: Options) -> HookArc<FtraceOps> {
     let inner_entry = Arc::clone(&inner);
     FtraceOps::graph(
         move |e: &GraphEntry, _ops| {
+            if e.is_overrun() {
+                // Deeper than the shadow stack: a hit whose time is unknown.
+                record(&inner_entry, e.func, None);
+                return false;
+            }
             with_local(&inner_entry, |l| {
                 // Frames the hook layer dropped without a return (replay does, for entries
                 // whose exit is not in the trace) are deeper than this entry: forget them.
@@ -1305,8 +1317,32 @@ fn rows(inner: &Inner, thread: Option<usize>) -> Vec<FunctionRow> {
     rows_of(inner, thread, inner.run_timing.load(Ordering::Acquire))
 }
 
-/// The merged records of the `timed` (or hits-only) tables.
+/// The merged records of the `timed` (or hits-only) tables. A timed run's rows also count
+/// the calls it could not time (deeper than the shadow stack: hits in the hits-only
+/// tables), as the kernel counts a hit at entry and adds time at return.
 fn rows_of(inner: &Inner, thread: Option<usize>, timed: bool) -> Vec<FunctionRow> {
+    let mut rows = table_rows(inner, thread, timed);
+    if timed {
+        let untimed = table_rows(inner, thread, false);
+        if !untimed.is_empty() {
+            let mut at: std::collections::HashMap<usize, usize> =
+                rows.iter().enumerate().map(|(i, r)| (r.ip, i)).collect();
+            for u in untimed {
+                match at.get(&u.ip) {
+                    Some(&i) => rows[i].hits = rows[i].hits.saturating_add(u.hits),
+                    None => {
+                        at.insert(u.ip, rows.len());
+                        rows.push(u);
+                    }
+                }
+            }
+        }
+    }
+    rows
+}
+
+/// The merged records of the `timed` (or hits-only) tables alone.
+fn table_rows(inner: &Inner, thread: Option<usize>, timed: bool) -> Vec<FunctionRow> {
     let (layout, orphans) = if timed {
         (TIMED, &inner.orphans_timed)
     } else {

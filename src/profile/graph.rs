@@ -39,6 +39,11 @@ pub const GRAPH_SLOTS: usize = 16;
 pub const SHADOW_STACK_DEPTH: usize = 128;
 
 /// What a graph entry hook receives (`struct ftrace_graph_ent`).
+///
+/// A call that finds its thread's shadow stack full (or in use further up the thread) is an
+/// **overrun**: the hook still sees it, so that it can count the call, with `depth` equal to
+/// [`SHADOW_STACK_DEPTH`] and `calltime` 0 ([`is_overrun`](Self::is_overrun)); no frame is
+/// pushed whatever the hook answers, and no return follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GraphEntry {
     /// The site's ip.
@@ -49,6 +54,23 @@ pub struct GraphEntry {
     pub depth: usize,
     /// Entry timestamp (ns, see [`now_ns`]).
     pub calltime: u64,
+}
+
+impl GraphEntry {
+    /// An overrun call's entry: seen by the hooks, never returned (see the type's docs).
+    pub(crate) fn overrun(func: usize, parent: usize) -> Self {
+        GraphEntry {
+            func,
+            parent,
+            depth: SHADOW_STACK_DEPTH,
+            calltime: 0,
+        }
+    }
+
+    /// Whether this call is an overrun: no frame, no return, its time unknown.
+    pub fn is_overrun(&self) -> bool {
+        self.depth >= SHADOW_STACK_DEPTH
+    }
 }
 
 /// What a graph return hook receives (`struct ftrace_graph_ret`).
