@@ -161,6 +161,8 @@ impl core::fmt::Debug for ScopeGuard<'_> {
 /// calls fill `room`/`depth` from the thread's shadow stack only when a graph ops is met
 /// (`read_stack`), so a call that reaches only function ops never looks at the stack.
 struct GraphCx {
+    /// Whether this dispatch runs graph hooks at all (not for [`Ftrace::dispatch_ip`]).
+    graph: bool,
     room: bool,
     depth: usize,
     calltime: Option<u64>,
@@ -173,6 +175,7 @@ impl GraphCx {
     /// A live call's context (room and depth read on first need).
     fn live() -> Self {
         GraphCx {
+            graph: true,
             room: false,
             depth: 0,
             calltime: None,
@@ -184,6 +187,7 @@ impl GraphCx {
     /// A replayed call's context: the caller's stack has `room` at `depth`.
     fn given(room: bool, depth: usize, calltime: Option<u64>) -> Self {
         GraphCx {
+            graph: true,
             room,
             depth,
             calltime,
@@ -473,7 +477,10 @@ impl Ftrace {
     /// function ops is called. `set_ftrace_pid` does not apply (the calling thread is not
     /// the traced task). Returns whether anything was dispatched.
     pub fn dispatch_ip(&self, ip: usize, parent_ip: usize) -> bool {
-        let no_graph = GraphCx::given(false, 0, None);
+        let no_graph = GraphCx {
+            graph: false,
+            ..GraphCx::given(false, 0, None)
+        };
         self.replay_walk(ip, parent_ip, true, no_graph, |_, _, _| ())
             .is_some()
     }
@@ -532,7 +539,7 @@ fn run_one(hot: &Hot, call: &Call<'_>, entry: &OpsEntry, graph: &mut GraphCx) ->
             0
         }
         Callback::Graph { entry: hook, .. } => {
-            if !pid_allows(call, ops) {
+            if !graph.graph || !pid_allows(call, ops) {
                 return 0;
             }
             graph.wanted = true;

@@ -63,8 +63,9 @@
 //!   entering thread keeps the entry; its frame is returned when an enclosing span of that
 //!   thread exits (out of order), else never (a top-level span exited elsewhere has no hit).
 //! - **full shadow stack**: the hook layer counts the overrun
-//!   ([`Ftrace::graph_overruns`]); the span stays on the layer's stack (parent ips stay
-//!   right) without a frame. Beyond [`MAX_ENTERED`] spans on one thread the layer stops
+//!   ([`Ftrace::graph_overruns`]) and the graph entry hooks still see it (the function
+//!   profiler counts a hit without a time); the span stays on the layer's stack (parent ips
+//!   stay right) without a frame. Beyond [`MAX_ENTERED`] spans on one thread the layer stops
 //!   tracking new enters ([`LayerStats::untracked`]).
 //! - spans entered and exited by a hook callback itself (the dispatcher's recursion guard
 //!   is held) are not traced.
