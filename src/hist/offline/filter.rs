@@ -203,28 +203,30 @@ impl<'a> Parser<'a> {
     }
 
     fn or(&mut self) -> Result<Node, SpecError> {
-        let mut terms = vec![self.and()?];
-        while let (Tok::OrOr, _, _) = self.peek()? {
-            self.next()?;
-            terms.push(self.and()?);
-        }
-        Ok(if terms.len() == 1 {
-            terms.pop().expect("one term")
-        } else {
-            Node::Or(terms)
-        })
+        self.chain(Tok::OrOr, Self::and, Node::Or)
     }
 
     fn and(&mut self) -> Result<Node, SpecError> {
-        let mut terms = vec![self.unary()?];
-        while let (Tok::AndAnd, _, _) = self.peek()? {
+        self.chain(Tok::AndAnd, Self::unary, Node::And)
+    }
+
+    /// `term (op term)*`: one term alone, or `node` of them all (`||` over `&&` terms,
+    /// `&&` over unary ones, which is what makes `&&` bind tighter).
+    fn chain(
+        &mut self,
+        op: Tok,
+        term: fn(&mut Self) -> Result<Node, SpecError>,
+        node: fn(Vec<Node>) -> Node,
+    ) -> Result<Node, SpecError> {
+        let mut terms = vec![term(self)?];
+        while self.peek()?.0 == op {
             self.next()?;
-            terms.push(self.unary()?);
+            terms.push(term(self)?);
         }
         Ok(if terms.len() == 1 {
             terms.pop().expect("one term")
         } else {
-            Node::And(terms)
+            node(terms)
         })
     }
 
