@@ -160,6 +160,23 @@ impl BucketSpec {
         }
     }
 
+    /// `(lo, hi, count)` of each non-empty bucket of `counts` (a row's bucket counts under
+    /// this spec), in bucket order: what the JSON writers list.
+    #[cfg(feature = "json")]
+    pub(crate) fn non_empty<'a>(
+        &'a self,
+        counts: &'a [u64],
+    ) -> impl Iterator<Item = (u128, u128, u64)> + 'a {
+        counts
+            .iter()
+            .enumerate()
+            .filter(|&(_, &n)| n > 0)
+            .map(|(i, &n)| {
+                let (lo, hi) = self.bounds(i);
+                (lo, hi, n)
+            })
+    }
+
     /// The range `[lo, hi)` of bucket `i` (`i < len()`).
     pub fn bounds(&self, i: usize) -> (u128, u128) {
         match *self {

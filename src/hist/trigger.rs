@@ -393,14 +393,8 @@ mod typed {
                                 .collect(),
                         ),
                         buckets: def.layout.buckets.as_ref().map(|spec| {
-                            row.buckets
-                                .iter()
-                                .enumerate()
-                                .filter(|&(_, &count)| count > 0)
-                                .map(|(i, &count)| {
-                                    let (lo, hi) = spec.bounds(i);
-                                    Bucket { lo, hi, count }
-                                })
+                            spec.non_empty(&row.buckets)
+                                .map(|(lo, hi, count)| Bucket { lo, hi, count })
                                 .collect()
                         }),
                     })

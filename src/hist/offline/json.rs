@@ -190,14 +190,8 @@ pub fn write_json(hist: &OfflineHist, mut w: impl Write) -> io::Result<()> {
                         min: r.min,
                         max: r.max,
                         buckets: spec.map_or_else(Vec::new, |s| {
-                            r.buckets
-                                .iter()
-                                .enumerate()
-                                .filter(|&(_, &n)| n > 0)
-                                .map(|(i, &count)| {
-                                    let (lo, hi) = s.bounds(i);
-                                    Bucket { lo, hi, count }
-                                })
+                            s.non_empty(&r.buckets)
+                                .map(|(lo, hi, count)| Bucket { lo, hi, count })
                                 .collect()
                         }),
                     })
