@@ -16,7 +16,7 @@ SIZE_MB=${SIZE_MB:-100}
 dir=target/replay-bench
 mkdir -p "$dir"
 
-nice cargo build --release --bin tracestat >&2
+nice cargo build --release -p tracestat-cli --bin tracestat >&2
 bin=target/release/tracestat
 
 # Repeat the seed until the file has SIZE_MB MB (doubling, so it takes a few cats).

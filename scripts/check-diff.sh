@@ -23,7 +23,7 @@ if ! have go || ! have python3; then
   exit 0
 fi
 rm -rf "$OUT" && mkdir -p "$OUT"
-cargo build -q --bin tracestat || exit 1
+cargo build -q -p tracestat-cli --bin tracestat || exit 1
 BIN=target/debug/tracestat
 
 cat >"$OUT/a.json" <<'JSON'

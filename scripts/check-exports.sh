@@ -6,7 +6,7 @@
 #   Prometheus   promtool check metrics              (Debian prometheus)
 #   OpenMetrics  prometheus_client parsers           (PyPI prometheus_client)
 #   JSON         python's json module, schema and totals
-# The inputs come from `cargo run --example export_sample` (a profile with awkward names),
+# The inputs come from `cargo run -p tracestat-cli --example export_sample` (a profile with awkward names),
 # which also writes expected.json, the totals every consumer must report.
 #
 # Installs what is missing. A tool that cannot be installed is SKIPPED with a loud banner
@@ -47,7 +47,7 @@ have inferno-flamegraph && echo "inferno-flamegraph: $(command -v inferno-flameg
 
 echo "=== generating the sample exports into $OUT ==="
 rm -rf "$OUT"
-if ! cargo run -q --example export_sample -- "$OUT"; then
+if ! cargo run -q -p tracestat-cli --example export_sample -- "$OUT"; then
   fail "export_sample example (could not generate the files)"
   echo "check-exports: ${#PASSED[@]} passed, ${#FAILED[@]} failed, ${#SKIPPED[@]} skipped"
   exit 1
@@ -222,8 +222,8 @@ echo "=== round trip: a replayed kernel trace, its stat file against go tool ppr
 # with self time) of the same real function_graph trace must agree on total calls and time.
 TRACE=tests/data/ftrace-graph-do-fault.txt
 if have go; then
-  if cargo run -q -- replay "$TRACE" --graph-time off -q >"$OUT/replay_stat.txt" \
-    && cargo run -q -- replay "$TRACE" --format pprof -q --output "$OUT/replay.pb.gz"; then
+  if cargo run -q -p tracestat-cli -- replay "$TRACE" --graph-time off -q >"$OUT/replay_stat.txt" \
+    && cargo run -q -p tracestat-cli -- replay "$TRACE" --format pprof -q --output "$OUT/replay.pb.gz"; then
     stat=$(python3 - "$OUT/replay_stat.txt" <<'PY'
 import sys
 calls = time_ns = 0
@@ -251,7 +251,7 @@ fi
 
 echo "=== a replayed trace's metrics (--latency: latency histograms included): promtool ==="
 if have promtool; then
-  if cargo run -q -- replay "$TRACE" --latency --format prometheus -q >"$OUT/replay.prom" \
+  if cargo run -q -p tracestat-cli -- replay "$TRACE" --latency --format prometheus -q >"$OUT/replay.prom" \
     && grep -q 'function_latency_bucket' "$OUT/replay.prom" \
     && promtool check metrics <"$OUT/replay.prom"; then
     pass "replay metrics: promtool accepts them, latency histograms included"

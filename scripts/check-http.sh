@@ -52,8 +52,8 @@ have prometheus && prometheus --version 2>&1 | head -1
 rm -rf "$OUT"
 mkdir -p "$OUT"
 echo "=== building tracestat with --features http ==="
-if ! cargo build -q --features http --bin tracestat; then
-  fail "cargo build --features http --bin tracestat"
+if ! cargo build -q -p tracestat-cli --features http --bin tracestat; then
+  fail "cargo build -p tracestat-cli --features http --bin tracestat"
   summary
   exit 1
 fi

@@ -57,16 +57,9 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-// The demo workload instruments itself with `#[tracestat::traced]`, whose expansion names
-// `::tracestat`.
-extern crate self as tracestat;
-
 mod error;
 pub(crate) mod primitive;
 
-// Static call sites need const atomics, which loom's are not: no instrumented code under loom.
-#[cfg(not(loom))]
-pub mod demo;
 pub mod export;
 pub mod hist;
 // The endpoint serves the global profiler by default, which does not exist under loom.
@@ -85,3 +78,8 @@ pub use tracestat_macros::traced;
 /// site records in link-time distributed slices. Not public API.
 #[doc(hidden)]
 pub use linkme;
+
+// The README's Rust snippets run as doc tests (`cargo test --doc`), so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -1,6 +1,6 @@
 //! `tracestat replay` as a user runs it: the built binary, each format, stdin, exit codes
 //! and messages.
-#![cfg(all(feature = "cli", feature = "json"))]
+#![cfg(feature = "json")]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -10,7 +10,7 @@ use tracestat::replay::{Replay, ReplayOptions, Sort};
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
+        .join("../tests/data")
         .join(name)
 }
 

@@ -18,10 +18,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod demo;
 mod diff;
 mod hist;
 mod serve;
-use tracestat::demo::{Hackbench, run_profiled};
+use demo::{Hackbench, run_profiled};
 
 /// Kernel-style function profiles in user space.
 #[derive(Debug, Parser)]

@@ -62,6 +62,7 @@ impl Summary {
 
 impl Hackbench {
     /// Total messages a run exchanges.
+    #[cfg(test)]
     pub fn total_messages(&self) -> u64 {
         (self.groups * self.fds * self.fds * self.loops) as u64
     }
@@ -72,7 +73,7 @@ impl Hackbench {
     }
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn hackbench(cfg: Hackbench) -> io::Result<Summary> {
     let mut total = Summary::default();
     thread::scope(|s| {
@@ -87,7 +88,7 @@ fn hackbench(cfg: Hackbench) -> io::Result<Summary> {
     Ok(total)
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn run_group(cfg: Hackbench, group: usize) -> io::Result<Summary> {
     let (readers, writers) = open_pipes(cfg.fds)?;
     thread::scope(|s| {
@@ -100,7 +101,7 @@ fn run_group(cfg: Hackbench, group: usize) -> io::Result<Summary> {
 
 type Pipes = (Vec<io::PipeReader>, Vec<io::PipeWriter>);
 
-#[crate::traced]
+#[tracestat::traced]
 fn open_pipes(n: usize) -> io::Result<Pipes> {
     let mut readers = Vec::with_capacity(n);
     let mut writers = Vec::with_capacity(n);
@@ -112,7 +113,7 @@ fn open_pipes(n: usize) -> io::Result<Pipes> {
     Ok((readers, writers))
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn spawn_receivers<'s>(
     s: &'s thread::Scope<'s, '_>,
     readers: Vec<io::PipeReader>,
@@ -124,7 +125,7 @@ fn spawn_receivers<'s>(
         .collect()
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn spawn_senders<'s>(
     s: &'s thread::Scope<'s, '_>,
     writers: &[io::PipeWriter],
@@ -141,7 +142,7 @@ fn spawn_senders<'s>(
     Ok(())
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn join_receivers(
     receivers: Vec<thread::ScopedJoinHandle<'_, io::Result<Summary>>>,
 ) -> io::Result<Summary> {
@@ -154,7 +155,7 @@ fn join_receivers(
 
 // ---- sender side -------------------------------------------------------------------------
 
-#[crate::traced]
+#[tracestat::traced]
 fn sender_main(mut outs: Vec<io::PipeWriter>, loops: usize, sender: usize) -> io::Result<()> {
     let mut buf = [0u8; MESSAGE_SIZE];
     for seq in 0..loops {
@@ -166,14 +167,14 @@ fn sender_main(mut outs: Vec<io::PipeWriter>, loops: usize, sender: usize) -> io
     Ok(())
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn build_message(buf: &mut [u8; MESSAGE_SIZE], sender: usize, dest: usize, seq: usize) {
     let kind = pick_kind(seq);
     fill_payload(&mut buf[HEADER..], sender, dest, seq);
     stamp_header(buf, kind, seq as u32);
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn pick_kind(seq: usize) -> u32 {
     match seq % 16 {
         0 => 0,  // ping
@@ -182,7 +183,7 @@ fn pick_kind(seq: usize) -> u32 {
     }
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn fill_payload(payload: &mut [u8], sender: usize, dest: usize, seq: usize) {
     let mut x = mix_seed(sender, dest, seq);
     for b in payload.iter_mut() {
@@ -191,21 +192,21 @@ fn fill_payload(payload: &mut [u8], sender: usize, dest: usize, seq: usize) {
     }
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn mix_seed(sender: usize, dest: usize, seq: usize) -> u64 {
     (sender as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
         ^ (dest as u64).rotate_left(17)
         ^ (seq as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9)
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn next_random(x: u64) -> u64 {
     let x = x ^ (x >> 30);
     let x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x ^ (x >> 27)
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn stamp_header(buf: &mut [u8; MESSAGE_SIZE], kind: u32, seq: u32) {
     encode_u32(&mut buf[0..4], kind);
     encode_u32(&mut buf[4..8], seq);
@@ -213,12 +214,12 @@ fn stamp_header(buf: &mut [u8; MESSAGE_SIZE], kind: u32, seq: u32) {
     encode_u32(&mut buf[8..12], sum);
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn encode_u32(out: &mut [u8], v: u32) {
     out.copy_from_slice(&v.to_le_bytes());
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn checksum(data: &[u8]) -> u32 {
     // Adler-32.
     let (mut a, mut b) = (1u32, 0u32);
@@ -229,20 +230,20 @@ fn checksum(data: &[u8]) -> u32 {
     (b << 16) | a
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn send_message(out: &mut io::PipeWriter, buf: &[u8; MESSAGE_SIZE]) -> io::Result<()> {
     // 100 bytes < PIPE_BUF: one write is atomic, so senders never interleave.
     write_frame(out, buf)
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn write_frame(out: &mut io::PipeWriter, buf: &[u8]) -> io::Result<()> {
     out.write_all(buf)
 }
 
 // ---- receiver side -----------------------------------------------------------------------
 
-#[crate::traced]
+#[tracestat::traced]
 fn receiver_main(mut input: io::PipeReader, expected: usize) -> io::Result<Summary> {
     let mut buf = [0u8; MESSAGE_SIZE];
     let mut summary = Summary::default();
@@ -254,12 +255,12 @@ fn receiver_main(mut input: io::PipeReader, expected: usize) -> io::Result<Summa
     Ok(summary)
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn read_frame(input: &mut io::PipeReader, buf: &mut [u8; MESSAGE_SIZE]) -> io::Result<()> {
     input.read_exact(buf)
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn read_header(buf: &[u8; MESSAGE_SIZE]) -> io::Result<(u32, u32)> {
     let kind = decode_u32(&buf[0..4]);
     let seq = decode_u32(&buf[4..8]);
@@ -268,12 +269,12 @@ fn read_header(buf: &[u8; MESSAGE_SIZE]) -> io::Result<(u32, u32)> {
     Ok((kind, seq))
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn decode_u32(b: &[u8]) -> u32 {
     u32::from_le_bytes([b[0], b[1], b[2], b[3]])
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn verify_checksum(payload: &[u8], expected: u32) -> io::Result<()> {
     if checksum(payload) == expected {
         Ok(())
@@ -285,7 +286,7 @@ fn verify_checksum(payload: &[u8], expected: u32) -> io::Result<()> {
     }
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn dispatch_message(kind: u32, seq: u32, payload: &[u8], summary: &mut Summary) {
     match kind {
         0 => handle_ping(seq, summary),
@@ -295,13 +296,13 @@ fn dispatch_message(kind: u32, seq: u32, payload: &[u8], summary: &mut Summary) 
     update_stats(summary, payload.len());
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn handle_ping(seq: u32, summary: &mut Summary) {
     summary.by_kind[0] += 1;
     std::hint::black_box(seq);
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn handle_data(payload: &[u8], summary: &mut Summary) {
     summary.by_kind[1] += 1;
     let key = hash_key(&payload[..8]);
@@ -310,19 +311,19 @@ fn handle_data(payload: &[u8], summary: &mut Summary) {
     std::hint::black_box((route, packed));
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn handle_control(payload: &[u8], summary: &mut Summary) {
     summary.by_kind[2] += 1;
     let key = hash_key(payload);
     std::hint::black_box(apply_control(key));
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn apply_control(key: u64) -> u64 {
     (0..64).fold(key, |acc, i| next_random(acc ^ i))
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn hash_key(data: &[u8]) -> u64 {
     // FNV-1a.
     data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
@@ -330,19 +331,19 @@ fn hash_key(data: &[u8]) -> u64 {
     })
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn lookup_route(key: u64) -> usize {
     const ROUTES: [usize; 8] = [3, 1, 4, 1, 5, 9, 2, 6];
     ROUTES[(key % 8) as usize]
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn compress_block(data: &[u8]) -> usize {
     // Run-length estimate: the number of runs.
     data.windows(2).filter(|w| w[0] != w[1]).count() + 1
 }
 
-#[crate::traced]
+#[tracestat::traced]
 fn update_stats(summary: &mut Summary, payload: usize) {
     summary.messages += 1;
     summary.bytes += payload as u64;
@@ -396,8 +397,8 @@ pub struct ProfiledRun {
 pub fn run_profiled(
     cfg: Hackbench,
 ) -> Result<ProfiledRun, Box<dyn std::error::Error + Send + Sync>> {
-    use crate::profile::FunctionProfiler;
-    use crate::stat::Tracefs;
+    use tracestat::profile::FunctionProfiler;
+    use tracestat::stat::Tracefs;
     FunctionProfiler::global();
     let fs = Tracefs::global();
     fs.write("function_profile_enabled", b"1\n")?;

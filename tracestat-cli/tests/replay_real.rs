@@ -29,7 +29,7 @@
 //! Each trace is its own test. The traces on which replay does not follow these rules yet are
 //! marked `#[ignore]` with that reason; `cargo test --test replay_real -- --include-ignored`
 //! lists every mismatch (trace, function, expected, got).
-#![cfg(all(feature = "cli", feature = "json"))]
+#![cfg(feature = "json")]
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -339,7 +339,7 @@ fn naive(text: &str) -> Naive {
 }
 
 fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data")
 }
 
 /// What `tracestat replay FILE --format json` reports per function.

@@ -19,7 +19,7 @@ fn tracestat(args: &[&str]) -> (i32, String, String) {
 }
 
 fn data(name: &str) -> String {
-    format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"))
+    format!("{}/../tests/data/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
 fn tmp(name: &str, text: &str) -> String {

@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tracestat::demo::Hackbench;
+use crate::demo::Hackbench;
 use tracestat::export::Profile;
 use tracestat::stat::StatTracer;
 

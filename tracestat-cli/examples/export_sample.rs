@@ -3,7 +3,7 @@
 //! `inferno-flamegraph`, `promtool` and `prometheus_client`.
 //!
 //! ```sh
-//! cargo run --example export_sample -- target/export-sample
+//! cargo run -p tracestat-cli --example export_sample -- target/export-sample
 //! ```
 //!
 //! Files written into the directory:

@@ -1,7 +1,7 @@
 //! Failures keep what was read: readers that fail mid-stream (each `ErrorKind`, after N
 //! bytes), a reset socket, SIGINT in the middle of a line, SIGTERM, a closed standard output.
 //! Each run prints (or returns) the tables of the lines read before the failure.
-#![cfg(all(feature = "cli", feature = "json"))]
+#![cfg(feature = "json")]
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -188,14 +188,21 @@ fn stop_mid_line(sig: libc::c_int) -> (std::process::ExitStatus, serde_json::Val
         Stdio::piped(),
     );
     let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(&data).unwrap();
-    // The start of `fn_12345 <-caller`: no newline yet.
-    stdin
-        .write_all(b"  sh-1  [000] .... 2.000000: fn_12")
-        .unwrap();
-    stdin.flush().unwrap();
+    // Written from another thread while this one reads: an interval's document may fill the
+    // stdout pipe before the child has read all of its input.
+    let writer = std::thread::spawn(move || {
+        stdin.write_all(&data).unwrap();
+        // The start of `fn_12345 <-caller`: no newline yet.
+        stdin
+            .write_all(b"  sh-1  [000] .... 2.000000: fn_12")
+            .unwrap();
+        stdin.flush().unwrap();
+        stdin
+    });
     let mut out = BufReader::new(child.stdout.take().unwrap());
     wait_for_calls(&mut out, 5000);
+    // Kept open until the child has exited: the signal, not end of input, stops it.
+    let stdin = writer.join().unwrap();
     // SAFETY: kill() with the child's PID and a signal number.
     assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, sig) }, 0);
     let mut rest = String::new();
