@@ -6,8 +6,8 @@
 #   Prometheus   promtool check metrics              (Debian prometheus)
 #   OpenMetrics  prometheus_client parsers           (PyPI prometheus_client)
 #   JSON         python's json module, schema and totals
-# The inputs come from `cargo run -p tracestat-cli --example export_sample` (a profile with awkward names),
-# which also writes expected.json, the totals every consumer must report.
+# The inputs come from `cargo run -p tracestat-cli --example export_sample` (a profile with
+# awkward names), which also writes expected.json, the totals every consumer must report.
 #
 # Installs what is missing. A tool that cannot be installed is SKIPPED with a loud banner
 # (never silently); a check that runs and disagrees FAILS the script.
