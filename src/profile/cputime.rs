@@ -400,22 +400,16 @@ mod sys {
                     if unsafe { read_volatile(addr_of!((*pc).lock)) } != seq {
                         continue;
                     }
-                    if caps & CAP_USER_TIME == 0 {
-                        return None;
-                    }
-                    let cyc = if caps & CAP_USER_TIME_SHORT != 0 {
-                        cycles.wrapping_add(cyc.wrapping_sub(cycles) & mask)
-                    } else {
-                        cyc
-                    };
-                    let shift = u32::from(shift).min(63);
-                    let mult = u64::from(mult);
-                    let quot = cyc >> shift;
-                    let rem = cyc & ((1u64 << shift) - 1);
-                    let delta = offset
-                        .wrapping_add(quot.wrapping_mul(mult))
-                        .wrapping_add(rem.wrapping_mul(mult) >> shift);
-                    return Some(running.wrapping_add(delta));
+                    return page_time(&Snapshot {
+                        running,
+                        caps,
+                        cyc,
+                        offset,
+                        mult,
+                        shift,
+                        cycles,
+                        mask,
+                    });
                 }
             }
             #[cfg(not(target_arch = "x86_64"))]
@@ -470,6 +464,45 @@ mod sys {
         }
     }
 
+    /// The time fields of one consistent read of the page, and the TSC.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    pub(super) struct Snapshot {
+        pub(super) running: u64,
+        pub(super) caps: u64,
+        pub(super) cyc: u64,
+        pub(super) offset: u64,
+        pub(super) mult: u32,
+        pub(super) shift: u16,
+        pub(super) cycles: u64,
+        pub(super) mask: u64,
+    }
+
+    /// `time_running` plus the time since the page was written, as `perf_event.h` converts
+    /// it: `None` without `cap_user_time`. The split into quotient and remainder keeps
+    /// `cyc · mult` from overflowing 64 bits; the sums wrap, as `time_offset` is negative
+    /// in two's complement.
+    #[inline]
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    pub(super) fn page_time(s: &Snapshot) -> Option<u64> {
+        if s.caps & CAP_USER_TIME == 0 {
+            return None;
+        }
+        let cyc = if s.caps & CAP_USER_TIME_SHORT != 0 {
+            s.cycles.wrapping_add(s.cyc.wrapping_sub(s.cycles) & s.mask)
+        } else {
+            s.cyc
+        };
+        let shift = u32::from(s.shift).min(63);
+        let mult = u64::from(s.mult);
+        let quot = cyc >> shift;
+        let rem = cyc & ((1u64 << shift) - 1);
+        let delta = s
+            .offset
+            .wrapping_add(quot.wrapping_mul(mult))
+            .wrapping_add(rem.wrapping_mul(mult) >> shift);
+        Some(s.running.wrapping_add(delta))
+    }
+
     fn open_fd(flags: u64) -> libc::c_int {
         let attr = Attr {
             kind: PERF_TYPE_SOFTWARE,
@@ -496,6 +529,73 @@ mod sys {
             )
         };
         libc::c_int::try_from(fd).unwrap_or(-1)
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::sys::{Snapshot, page_time};
+
+    fn snapshot(caps: u64, cyc: u64, offset: u64, mult: u32, shift: u16) -> Snapshot {
+        Snapshot {
+            running: 5_000,
+            caps,
+            cyc,
+            offset,
+            mult,
+            shift,
+            cycles: 0,
+            mask: u64::MAX,
+        }
+    }
+
+    /// The naive conversion in 128 bits: running + offset + cyc·mult >> shift (mod 2^64).
+    fn reference(s: &Snapshot) -> u64 {
+        let ns = (u128::from(s.cyc) * u128::from(s.mult)) >> s.shift;
+        (u128::from(s.running) + u128::from(s.offset) + ns) as u64
+    }
+
+    #[test]
+    fn page_time_is_the_exact_conversion() {
+        let cap = 1 << 3;
+        // A 2.5 GHz TSC: 0.4 ns per tick, mult/2^shift = 0.4 with shift 31.
+        let mult = (0.4 * (1u64 << 31) as f64) as u32;
+        for cyc in [
+            0u64,
+            1,
+            1 << 20,
+            123_456_789_012_345,
+            u64::MAX >> 1,
+            u64::MAX,
+        ] {
+            // The offset: minus the ns of the page's write, as the kernel stores it.
+            for offset in [0u64, 1_000u64.wrapping_neg(), 987_654_321] {
+                let s = snapshot(cap, cyc, offset, mult, 31);
+                assert_eq!(page_time(&s), Some(reference(&s)), "cyc {cyc}");
+            }
+        }
+        // 10 ms of ticks after a write at 1 s of ticks: running + 10 ms.
+        let at = 2_500_000_000u64;
+        let s = snapshot(
+            cap,
+            at + 25_000_000,
+            1_000_000_000u64.wrapping_neg(),
+            mult,
+            31,
+        );
+        let v = page_time(&s).unwrap();
+        assert!(v.abs_diff(5_000 + 10_000_000) <= 10, "{v}");
+    }
+
+    #[test]
+    fn page_time_needs_cap_user_time_and_honours_short_counters() {
+        assert_eq!(page_time(&snapshot(1 << 2, 100, 0, 1 << 31, 31)), None);
+        // cap_user_time_short: a 32-bit counter that wrapped since `time_cycles`.
+        let mut s = snapshot((1 << 3) | (1 << 5), 0x10, 0, 1, 0);
+        s.cycles = 0xffff_fff0;
+        s.mask = 0xffff_ffff;
+        // 0x20 ticks after time_cycles, at 1 ns each.
+        assert_eq!(page_time(&s), Some(5_000 + 0xffff_fff0 + 0x20));
     }
 }
 
