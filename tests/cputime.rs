@@ -92,6 +92,10 @@ fn no_more_descriptors() {
     }
 }
 
+fn open_descriptors() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
 /// The child's body: prints the source it ran with, after checking two threads with it.
 #[test]
 fn cpu_clock_in_this_process() {
@@ -104,7 +108,26 @@ fn cpu_clock_in_this_process() {
             println!("selected before: {}", CpuClock::current());
             no_more_descriptors();
         }
-        _ => {}
+        // In a child (nothing else runs there): a thread opens its event on its first read
+        // and closes it when it exits.
+        Some(_) => {
+            let before = open_descriptors();
+            let during = std::thread::spawn(|| {
+                thread_cpu_ns();
+                open_descriptors()
+            })
+            .join()
+            .unwrap();
+            let perf = CpuClock::current() != CpuClock::ThreadCputime;
+            assert_eq!(
+                during,
+                before + usize::from(perf),
+                "{}",
+                CpuClock::current()
+            );
+            assert_eq!(open_descriptors(), before);
+        }
+        None => {}
     }
     let threads: Vec<_> = (0..2)
         .map(|t| std::thread::spawn(move || check_this_thread(&format!("thread {t}"))))
