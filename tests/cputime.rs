@@ -18,10 +18,8 @@ fn clock_thread_ns() -> u64 {
         tv_nsec: 0,
     };
     // SAFETY: a valid, writable timespec; CLOCK_THREAD_CPUTIME_ID exists on every Linux.
-    assert_eq!(
-        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) },
-        0
-    );
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
