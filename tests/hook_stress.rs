@@ -182,37 +182,41 @@ fn everything_at_once_keeps_exact_totals() {
     assert!(made >= THREADS as u64 * MIN_ITERATIONS);
     fs.write("function_profile_enabled", b"0").unwrap();
 
-    // The final run: exact rows, on whichever clock and sleep-time the rounds left.
-    fs.write("function_profile_enabled", b"1").unwrap();
-    std::thread::scope(|s| {
-        for _ in 0..FINAL_THREADS {
-            s.spawn(|| {
-                for _ in 0..FINAL_ITERATIONS {
-                    iteration(&f);
-                }
-            });
-        }
-    });
-    fs.write("function_profile_enabled", b"0").unwrap();
-    f.unregister(&counting).unwrap();
-
+    // The final runs, with sleep-time on (the trace clock) and off (thread CPU time):
+    // exact rows, on whichever clock the rounds left.
     let expected = FINAL_THREADS * FINAL_ITERATIONS;
-    assert_eq!(hits(&profiler), [expected; 4]);
-    let text = fs.read("trace_stat/functions").unwrap();
-    for name in NAMES {
-        assert_eq!(listed_hits(&text, name), expected, "{text}");
+    for sleep_time in [&b"1"[..], b"0"] {
+        fs.write("options/sleep-time", sleep_time).unwrap();
+        fs.write("function_profile_enabled", b"1").unwrap();
+        std::thread::scope(|s| {
+            for _ in 0..FINAL_THREADS {
+                s.spawn(|| {
+                    for _ in 0..FINAL_ITERATIONS {
+                        iteration(&f);
+                    }
+                });
+            }
+        });
+        fs.write("function_profile_enabled", b"0").unwrap();
+        assert_eq!(hits(&profiler), [expected; 4]);
+        let text = fs.read("trace_stat/functions").unwrap();
+        for name in NAMES {
+            assert_eq!(listed_hits(&text, name), expected, "{text}");
+        }
+        // Graph time: a caller's time includes its callees', on either clock.
+        let rows = profiler.rows(None);
+        let time = |name: &str| rows.iter().find(|r| r.name == name).unwrap().time_ns;
+        assert!(time("inner") > 0, "{text}");
+        assert!(time("outer") >= time("middle") + time("side"), "{text}");
+        assert!(time("middle") >= time("inner"), "{text}");
     }
-    // Graph time: a caller's time includes its callees', on either clock.
-    let rows = profiler.rows(None);
-    let time = |name: &str| rows.iter().find(|r| r.name == name).unwrap().time_ns;
-    assert!(time("outer") >= time("middle") + time("side"), "{text}");
-    assert!(time("middle") >= time("inner"), "{text}");
+    f.unregister(&counting).unwrap();
 
     // Every call of the whole test, exactly once, to the ops registered throughout.
     assert_eq!(
         counted.load(Ordering::SeqCst),
-        4 * (made + expected),
-        "{made} stress iterations and {expected} final ones"
+        4 * (made + 2 * expected),
+        "{made} stress iterations and twice {expected} final ones"
     );
     assert_eq!(violations.load(Ordering::SeqCst), 0);
     clock_before.select().unwrap();
