@@ -35,7 +35,10 @@
 //! page) when the thread exits. All sources read as nanoseconds since the thread started:
 //! on opening, a thread notes the offset between `CLOCK_THREAD_CPUTIME_ID` and its event, so
 //! a thread that cannot open one (out of descriptors) or that reads during its own
-//! thread-local teardown falls back to `clock_gettime` without a jump in its timeline.
+//! thread-local teardown falls back to `clock_gettime` without a jump in its timeline. A
+//! thread whose page cannot be mapped (each mapped page counts against the user's
+//! `perf_event_mlock_kb`, 516 KiB by default: about 128 threads) reads its event with
+//! `read(2)` instead.
 //!
 //! # Invariants
 //!
