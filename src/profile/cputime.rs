@@ -37,8 +37,8 @@
 //! a thread that cannot open one (out of descriptors) or that reads during its own
 //! thread-local teardown falls back to `clock_gettime` without a jump in its timeline. A
 //! thread whose page cannot be mapped (each mapped page counts against the user's
-//! `perf_event_mlock_kb`, 516 KiB by default: about 128 threads) reads its event with
-//! `read(2)` instead.
+//! locked-memory allowance: `perf_event_mlock_kb` per CPU, then `RLIMIT_MEMLOCK`) reads its
+//! event with `read(2)` instead.
 //!
 //! # Invariants
 //!
