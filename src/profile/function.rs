@@ -640,19 +640,7 @@ fn record_slow(inner: &Arc<Inner>, key: Key, duration: Option<u64>) {
 
 /// The calling thread's CPU time, ns.
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec and CLOCK_THREAD_CPUTIME_ID is supported
-    // on every Linux; clock_gettime writes only through the pointer it is given.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
+    super::cputime::thread_cpu_ns()
 }
 
 /// The ops of one profiling run. Its callbacks own a strong `Arc<Inner>`: a `Weak` would

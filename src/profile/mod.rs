@@ -24,6 +24,8 @@
 //!   ([`Ftrace::dispatch_ip`], [`Ftrace::graph_entry_at`], [`Ftrace::graph_return_at`]).
 //! - [`graph`]: shadow stacks and the per-frame data a profiler needs (call time, child
 //!   time).
+//! - `cputime`: thread CPU time for sleep-time off ([`CpuClock`], [`thread_cpu_ns`]): a
+//!   perf task-clock event read from its mmap'd page where the kernel allows.
 //! - `rcu`: the grace period behind unregister; [`recursion`]: the per-thread recursion
 //!   guard; `thread`: per-thread state; [`pid`]: thread ids and `set_ftrace_pid`.
 //! - [`control`]: the control files (`available_filter_functions`, `enabled_functions`,
@@ -54,6 +56,7 @@ mod barrier;
 pub mod branch;
 mod clock;
 pub mod control;
+mod cputime;
 pub mod diff;
 pub mod dispatch;
 pub mod filter;
@@ -74,6 +77,7 @@ pub mod tracing_layer;
 pub use barrier::ReadSideBarrier;
 pub use clock::{ClockError, TraceClock};
 pub use control::install;
+pub use cputime::{CpuClock, thread_cpu_ns};
 pub use diff::{DiffRow, DiffSort, FunctionSnapshot, ProfileDiff, RunStats, diff};
 pub use dispatch::ScopeGuard;
 pub use filter::{FilterError, FilterHash, Hashes};
