@@ -78,10 +78,33 @@ pub mod stat;
 
 pub use error::{Access, Error, InputError};
 
-/// `#[tracestat::traced]`: instruments a function with a call site (see [`profile::site`]).
+/// `#[tracestat::traced]`: instruments a function with a call site (see
+/// [`profile::Site`]).
 pub use tracestat_macros::traced;
 
-/// Re-exported for the call-site macros (`#[traced]`, `likely!`, ...), which place static
-/// site records in link-time distributed slices. Not public API.
+/// What the call-site macros expand to (`#[traced]`, [`traced_block!`], [`likely!`],
+/// [`unlikely!`], [`branch!`]): the static site records, the link-time distributed slices
+/// they are placed in, and the `linkme` re-export those slices need. Not public API: names
+/// here change without notice.
 #[doc(hidden)]
-pub use linkme;
+pub mod __private {
+    pub use crate::profile::macro_support::{BRANCH_SITES, cold, record};
+    pub use crate::profile::{BranchSite, Hint, SITES, Site};
+    pub use linkme;
+
+    /// Hooks of the loom models (`tests/loom_*`), in loom builds only.
+    #[cfg(loom)]
+    pub mod loom {
+        /// Runs the calling thread's thread-local teardown now, in the order std runs it at
+        /// thread exit; every model thread that made a traced call ends with this.
+        pub fn thread_exit() {
+            crate::profile::loom_thread_exit();
+        }
+
+        /// Runs `f` with the hash histogram's per-thread reservations made to overlap on
+        /// this OS thread (the reservations' negative control).
+        pub fn with_overlapping_reservations<R>(f: impl FnOnce() -> R) -> R {
+            crate::hist::loom_negative::with_overlapping_reservations(f)
+        }
+    }
+}

@@ -12,8 +12,9 @@ use std::sync::{Arc, Mutex};
 
 use proptest::prelude::*;
 use tracestat::Error;
-use tracestat::profile::format::{FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED};
-use tracestat::profile::graph::GRAPH_SLOTS;
+mod kernel_format;
+use kernel_format::{FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED};
+use tracestat::profile::GRAPH_SLOTS;
 use tracestat::profile::{Ftrace, FtraceOps, FunctionProfiler, ProfileOptions, SiteDef};
 use tracestat::stat::{Tracefs, WriteMode};
 

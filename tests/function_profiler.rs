@@ -8,7 +8,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use tracestat::profile::format::{FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED, graph_duration};
+mod kernel_format;
+use kernel_format::{FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED, graph_duration};
 use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions, ShadowStack, SiteDef};
 use tracestat::stat::Tracefs;
 use tracestat::{Error, InputError};

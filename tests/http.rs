@@ -5,13 +5,15 @@
 //! hook layer and function profiler on a free loopback port, and speaks raw HTTP/1.1 over a
 //! `TcpStream`, so what is checked is exactly what goes over the wire.
 
+#[path = "export_common/pprof_proto.rs"]
+mod proto;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
 use prost::Message;
-use tracestat::export::proto;
 use tracestat::hist::EventSource;
 use tracestat::http::{Server, ServerBuilder};
 use tracestat::profile::{Ftrace, FunctionProfiler, SiteDef};

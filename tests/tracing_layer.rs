@@ -3,7 +3,7 @@
 
 use std::hint::black_box;
 
-use tracestat::profile::tracing_layer::{LayerStats, SpanNames};
+use tracestat::profile::{LayerStats, SpanNames};
 use tracestat::profile::{
     Ftrace, FunctionProfiler, ProfileOptions, SHADOW_STACK_DEPTH, TracestatLayer,
 };

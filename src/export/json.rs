@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 
 use super::model::{BucketHistogram, Profile};
 use crate::error::Error;
-use crate::stat::{StatRegistry, StatTracer, TypedStat, snapshot};
+use crate::stat::{StatRegistry, StatTracer, TypedStat, render_each};
 
 /// The version of every JSON schema this module writes. Adding a field keeps the version;
 /// removing or renaming one, or changing a meaning or unit, bumps it.
@@ -122,7 +122,7 @@ pub fn profile_from_json(mut r: impl Read) -> io::Result<Profile> {
 /// only: works for every provider.
 pub fn stat_to_json<T: StatTracer + ?Sized>(tracer: &T, w: impl Write) -> io::Result<()> {
     let mut rows: Vec<Row<()>> = Vec::new();
-    let headers = snapshot::render_each(tracer, |_, text| rows.push(Row { text, entry: None }))
+    let headers = render_each(tracer, |_, text| rows.push(Row { text, entry: None }))
         .map_err(|_| format_error(tracer.name()))?;
     let body = StatFileBody {
         name: tracer.name().to_owned(),
@@ -142,7 +142,7 @@ where
 {
     let mut rows = Vec::new();
     let mut failed = None;
-    let headers = snapshot::render_each(tracer, |entry, text| match serde_json::to_value(entry) {
+    let headers = render_each(tracer, |entry, text| match serde_json::to_value(entry) {
         Ok(v) => rows.push(Row {
             text,
             entry: Some(v),

@@ -92,7 +92,7 @@ loom::thread_local! {
 /// that makes reserved runs overlap. Per OS thread because a loom model's threads all run
 /// on its test's OS thread, so a control cannot disturb models running beside it.
 #[cfg(loom)]
-pub mod loom_negative {
+pub(crate) mod loom_negative {
     use core::cell::Cell;
 
     std::thread_local! {
@@ -100,7 +100,7 @@ pub mod loom_negative {
     }
 
     /// Runs `f` with overlapping reservations on this OS thread.
-    pub fn with_overlapping_reservations<R>(f: impl FnOnce() -> R) -> R {
+    pub(crate) fn with_overlapping_reservations<R>(f: impl FnOnce() -> R) -> R {
         struct Reset;
         impl Drop for Reset {
             fn drop(&mut self) {

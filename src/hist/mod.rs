@@ -29,16 +29,15 @@ mod layout;
 mod map;
 #[cfg(not(loom))]
 pub mod offline;
-pub mod render;
+pub(crate) mod render;
 mod shard;
 mod snapshot;
-pub mod spec;
+mod spec;
 mod stats;
 mod table;
 mod trigger;
 
 pub use buckets::{BucketError, BucketSpec, MAX_LINEAR_BUCKETS, MAX_LOG2_SUB_BITS};
-pub use cell::READ_RETRIES;
 pub use key::{Key, MAX_KEYS};
 pub use layout::{CellLayout, LayoutError, MAX_VALS};
 pub use map::{
@@ -46,9 +45,13 @@ pub use map::{
     MAX_BOUNDED_SIZE, MAX_PENDING_SINKS, MIN_BOUNDED_SIZE, SinkBacklog,
 };
 pub use shard::{DEFAULT_SHARD_CAPACITY, Shard, ShardReader};
-pub use snapshot::{Row, Snapshot, SortField, SortKey, compare};
-pub use spec::{Command, HistSpec, KeyModifier, SpecError, SpecErrorKind};
-pub use stats::{PERCENTILES, Stats, variance};
+pub use snapshot::{Row, Snapshot, SortField, SortKey};
+pub use spec::{
+    Command, FieldRef, HistSpec, KeyModifier, KeySpec, MAX_SPEC_LEN, SortSpec, SpecError,
+    SpecErrorKind,
+};
+pub use stats::{PERCENTILES, Stats};
+pub(crate) use stats::variance;
 pub use trigger::{EventSource, HistDef, HistStat, HistTrigger, MAX_TRIGGERS_PER_EVENT, NameTable};
 
 /// crossbeam-epoch's collector and guard, for the `*_in` methods and custom collectors.
@@ -56,5 +59,4 @@ pub use crossbeam_epoch::{Collector, Guard, LocalHandle};
 
 /// Loom builds only: the switch behind the per-thread reservations' negative control.
 #[cfg(loom)]
-#[doc(hidden)]
-pub use arena::loom_negative;
+pub(crate) use arena::loom_negative;

@@ -143,7 +143,7 @@ impl Server {
     /// Options for an endpoint on `addr` (`"127.0.0.1:9099"`, or port 0 for any free
     /// port); [`ServerBuilder::serve`] starts it. By default it serves [`Tracefs::global`]
     /// with [`FunctionProfiler::global`] and the branch profiler's files
-    /// ([`branch::register`](crate::profile::branch::register)) on it, read-only.
+    /// ([`register_branch_stats`](crate::profile::register_branch_stats)) on it, read-only.
     pub fn bind(addr: impl ToSocketAddrs) -> ServerBuilder {
         ServerBuilder {
             addrs: addr.to_socket_addrs().map(Iterator::collect),
@@ -294,7 +294,7 @@ impl ServerBuilder {
             None => {
                 let global = FunctionProfiler::global().handle();
                 // The branch profiler's files too (already there is fine).
-                let _ = crate::profile::branch::register(Tracefs::global());
+                let _ = crate::profile::register_branch_stats(Tracefs::global());
                 (
                     Tracefs::global(),
                     Some(

@@ -29,7 +29,7 @@ use super::ProfileWindow;
 use super::window;
 use super::window::ProfileSource;
 use crate::error::Error;
-use crate::export::openmetrics::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE};
+use crate::export::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE};
 use crate::export::{self, Counter};
 use crate::stat::{DirEntry, STAT_DIR, Tracefs, WriteMode};
 

@@ -118,7 +118,7 @@ impl BranchSite {
 pub static BRANCH_SITES: [BranchSite];
 
 /// The number of branch sites in the binary.
-pub fn site_count() -> usize {
+pub fn branch_site_count() -> usize {
     BRANCH_SITES.len()
 }
 
@@ -168,7 +168,7 @@ fn shards() -> &'static Shards {
     static SHARDS: OnceLock<Shards> = OnceLock::new();
     SHARDS.get_or_init(|| Shards {
         all: Mutex::new(Vec::new()),
-        fallback: Shard::new(site_count()),
+        fallback: Shard::new(branch_site_count()),
     })
 }
 
@@ -177,7 +177,7 @@ thread_local! {
 }
 
 fn new_local_shard() -> Arc<Shard> {
-    let shard = Arc::new(Shard::new(site_count()));
+    let shard = Arc::new(Shard::new(branch_site_count()));
     shards()
         .all
         .lock()
@@ -232,7 +232,7 @@ impl BranchCounts {
 }
 
 /// The merged counts of every site, in link order.
-pub fn snapshot() -> Vec<BranchCounts> {
+pub fn branch_snapshot() -> Vec<BranchCounts> {
     let shards = shards();
     let all: Vec<Arc<Shard>> = shards.all.lock().unwrap_or_else(|e| e.into_inner()).clone();
     BRANCH_SITES
@@ -354,7 +354,7 @@ impl StatTracer for BranchAnnotated {
     }
 
     fn start(&self) -> Option<Self::Entry> {
-        next_matching(&Arc::new(snapshot()), 0, annotated)
+        next_matching(&Arc::new(branch_snapshot()), 0, annotated)
     }
 
     fn next(&self, prev: &Self::Entry, _idx: usize) -> Option<Self::Entry> {
@@ -403,7 +403,7 @@ impl StatTracer for BranchAll {
     }
 
     fn start(&self) -> Option<Self::Entry> {
-        next_matching(&Arc::new(snapshot()), 0, |_| true)
+        next_matching(&Arc::new(branch_snapshot()), 0, |_| true)
     }
 
     fn next(&self, prev: &Self::Entry, _idx: usize) -> Option<Self::Entry> {
@@ -429,7 +429,7 @@ impl StatTracer for BranchAll {
 }
 
 /// Registers `trace_stat/branch_annotated` and `trace_stat/branch_all` on `fs`.
-pub fn register(fs: &Tracefs) -> Result<(), crate::Error> {
+pub fn register_branch_stats(fs: &Tracefs) -> Result<(), crate::Error> {
     fs.stats().register(BranchAnnotated)?;
     if let Err(e) = fs.stats().register(BranchAll) {
         let _ = fs.stats().unregister("branch_annotated");
@@ -449,7 +449,7 @@ pub fn register(fs: &Tracefs) -> Result<(), crate::Error> {
 #[macro_export]
 macro_rules! likely {
     ($cond:expr) => {
-        $crate::__branch_site!($crate::profile::branch::Hint::Likely, $cond)
+        $crate::__branch_site!($crate::__private::Hint::Likely, $cond)
     };
 }
 
@@ -457,7 +457,7 @@ macro_rules! likely {
 #[macro_export]
 macro_rules! unlikely {
     ($cond:expr) => {
-        $crate::__branch_site!($crate::profile::branch::Hint::Unlikely, $cond)
+        $crate::__branch_site!($crate::__private::Hint::Unlikely, $cond)
     };
 }
 
@@ -465,7 +465,7 @@ macro_rules! unlikely {
 #[macro_export]
 macro_rules! branch {
     ($cond:expr) => {
-        $crate::__branch_site!($crate::profile::branch::Hint::None, $cond)
+        $crate::__branch_site!($crate::__private::Hint::None, $cond)
     };
 }
 
@@ -473,10 +473,10 @@ macro_rules! branch {
 #[macro_export]
 macro_rules! __branch_site {
     ($hint:expr, $cond:expr) => {{
-        #[$crate::linkme::distributed_slice($crate::profile::branch::BRANCH_SITES)]
-        #[linkme(crate = $crate::linkme)]
-        static __SITE: $crate::profile::branch::BranchSite =
-            $crate::profile::branch::BranchSite::new(
+        #[$crate::__private::linkme::distributed_slice($crate::__private::BRANCH_SITES)]
+        #[linkme(crate = $crate::__private::linkme)]
+        static __SITE: $crate::__private::BranchSite =
+            $crate::__private::BranchSite::new(
                 $hint,
                 {
                     fn __here() {}
@@ -492,10 +492,10 @@ macro_rules! __branch_site {
                 ::core::line!(),
             );
         let taken: bool = $cond;
-        $crate::profile::branch::record(&__SITE, taken);
+        $crate::__private::record(&__SITE, taken);
         match $hint {
-            $crate::profile::branch::Hint::Likely if !taken => $crate::profile::branch::cold(),
-            $crate::profile::branch::Hint::Unlikely if taken => $crate::profile::branch::cold(),
+            $crate::__private::Hint::Likely if !taken => $crate::__private::cold(),
+            $crate::__private::Hint::Unlikely if taken => $crate::__private::cold(),
             _ => {}
         }
         taken

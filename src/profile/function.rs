@@ -109,7 +109,7 @@ pub type Symbolizer = dyn Fn(usize) -> Option<String> + Send + Sync;
 
 /// How the current (or last) profiling run measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Options {
+pub struct ProfileOptions {
     /// Time calls (graph ops) rather than count them.
     pub timing: bool,
     /// Include callees' time.
@@ -122,7 +122,7 @@ pub struct Options {
     pub call_paths: bool,
 }
 
-impl Default for Options {
+impl Default for ProfileOptions {
     fn default() -> Self {
         Self {
             timing: true,
@@ -146,7 +146,7 @@ struct State {
     enabled: bool,
     ops: Option<HookArc<FtraceOps>>,
     /// The options of the current (or last) run: what the records mean.
-    run: Options,
+    run: ProfileOptions,
 }
 
 struct Inner {
@@ -193,8 +193,8 @@ impl Inner {
         (self.symbols)(ip).unwrap_or_else(|| format!("0x{ip:x}"))
     }
 
-    fn written_options(&self) -> Options {
-        Options {
+    fn written_options(&self) -> ProfileOptions {
+        ProfileOptions {
             timing: self.timing.load(Ordering::Acquire),
             graph_time: self.graph_time.load(Ordering::Acquire),
             sleep_time: self.sleep_time.load(Ordering::Acquire),
@@ -660,7 +660,7 @@ fn thread_cpu_ns() -> u64 {
 /// shares, per call. The cycle (`Inner` → `State::ops` → callback → `Inner`) lasts only while
 /// the run does: `stop` takes the ops out of `State` and unregisters it, and the hook layer
 /// drops its references after the grace period; `FunctionProfiler`'s `Drop` stops the run.
-fn build_ops(inner: &Arc<Inner>, opts: Options) -> HookArc<FtraceOps> {
+fn build_ops(inner: &Arc<Inner>, opts: ProfileOptions) -> HookArc<FtraceOps> {
     let inner = Arc::clone(inner);
     if !opts.timing {
         return FtraceOps::builder(move |ip, _parent, _ops, _regs| {
@@ -831,7 +831,7 @@ pub struct FunctionRow {
     pub buckets: Vec<u64>,
 }
 
-/// One call path's merged record (with [`Options::call_paths`]).
+/// One call path's merged record (with [`ProfileOptions::call_paths`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PathRow {
     /// Function names from the outermost traced call to the one this record is about.
@@ -874,7 +874,7 @@ impl FunctionProfiler {
                 state: Mutex::new(State {
                     enabled: false,
                     ops: None,
-                    run: Options::default(),
+                    run: ProfileOptions::default(),
                 }),
                 enabled: AtomicBool::new(false),
                 run_timing: AtomicBool::new(true),
@@ -971,12 +971,12 @@ impl FunctionProfiler {
     /// On error (the new run could not be registered: no free graph slot, or a call from
     /// inside a callback of the hook layer) nothing changed: the options, the running
     /// profiler and its records are as they were.
-    pub fn set_options(&self, opts: Options) -> Result<(), Error> {
+    pub fn set_options(&self, opts: ProfileOptions) -> Result<(), Error> {
         apply_options(&self.inner, opts, "options", true)
     }
 
     /// The options of the current (or last) run: what the records mean.
-    pub fn run_options(&self) -> Options {
+    pub fn run_options(&self) -> ProfileOptions {
         self.inner.lock_state().run
     }
 
@@ -992,7 +992,7 @@ impl FunctionProfiler {
     }
 
     /// The merged call-path records of all threads (empty unless the run had
-    /// [`Options::call_paths`]), in no particular order.
+    /// [`ProfileOptions::call_paths`]), in no particular order.
     pub fn paths(&self) -> Vec<PathRow> {
         paths(&self.inner)
     }
@@ -1205,7 +1205,7 @@ fn set_enabled(inner: &Arc<Inner>, on: bool) -> Result<(), Error> {
 /// succeeded are the records reset (a refused start keeps the last run's records readable).
 /// A call that lands between the register and the reset is one made before the enable took
 /// effect, and is not counted.
-fn start(inner: &Arc<Inner>, st: &mut State, opts: Options) -> Result<(), Error> {
+fn start(inner: &Arc<Inner>, st: &mut State, opts: ProfileOptions) -> Result<(), Error> {
     let ops = build_ops(inner, opts);
     inner.ftrace.register(&ops)?;
     reset(inner);
@@ -1239,7 +1239,7 @@ fn stop(inner: &Arc<Inner>, st: &mut State) -> Result<(), Error> {
 /// as they were.
 fn apply_options(
     inner: &Arc<Inner>,
-    next: Options,
+    next: ProfileOptions,
     path: &str,
     restart: bool,
 ) -> Result<(), Error> {
@@ -1778,7 +1778,7 @@ mod tests {
             let ftrace = Ftrace::new([SiteDef::new("f", "tests")]);
             let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
             profiler
-                .set_options(Options {
+                .set_options(ProfileOptions {
                     timing,
                     ..Default::default()
                 })
@@ -1814,7 +1814,7 @@ mod tests {
         let ftrace = Ftrace::new([SiteDef::new("f", "tests")]);
         let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
         profiler
-            .set_options(Options {
+            .set_options(ProfileOptions {
                 timing: false,
                 ..Default::default()
             })
@@ -1847,7 +1847,7 @@ mod tests {
             let ftrace = Ftrace::new(["lost", "outer", "inner"].map(|n| SiteDef::new(n, "tests")));
             let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
             profiler
-                .set_options(Options {
+                .set_options(ProfileOptions {
                     call_paths: true,
                     sleep_time,
                     ..Default::default()

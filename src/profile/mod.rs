@@ -51,27 +51,31 @@
 //! ```
 
 mod barrier;
-pub mod branch;
+mod branch;
 mod clock;
-pub mod control;
-pub mod diff;
-pub mod dispatch;
-pub mod filter;
-pub mod format;
-pub mod ftrace;
-pub mod function;
-pub mod glob;
-pub mod graph;
-pub mod ops;
-pub mod pid;
+mod control;
+mod diff;
+mod dispatch;
+mod filter;
+pub(crate) mod format;
+mod ftrace;
+mod function;
+mod glob;
+mod graph;
+mod ops;
+mod pid;
 pub(crate) mod rcu;
-pub mod recursion;
-pub mod site;
+mod recursion;
+mod site;
 pub(crate) mod thread;
 #[cfg(feature = "tracing")]
-pub mod tracing_layer;
+mod tracing_layer;
 
 pub use barrier::ReadSideBarrier;
+pub use branch::{
+    BranchAll, BranchAnnotated, BranchCounts, BranchEntry, BranchSite, Hint, branch_site_count,
+    branch_snapshot, register_branch_stats,
+};
 pub use clock::{ClockError, TraceClock};
 pub use control::install;
 pub use diff::{DiffRow, DiffSort, FunctionSnapshot, ProfileDiff, RunStats, diff};
@@ -79,7 +83,8 @@ pub use dispatch::ScopeGuard;
 pub use filter::{FilterError, FilterHash, Hashes};
 pub use ftrace::Ftrace;
 pub use function::{
-    FunctionProfiler, FunctionRow, Options as ProfileOptions, PathRow, ProfilerHandle,
+    FunctionProfiler, FunctionRow, LATENCY_BUCKETS, PathRow, ProfileOptions, ProfilerHandle,
+    Symbolizer,
 };
 pub use glob::{Glob, GlobError};
 pub use graph::{
@@ -89,10 +94,16 @@ pub use ops::{
     FtraceFunc, FtraceOps, FtraceOpsBuilder, GraphEntryFunc, GraphReturnFunc, OpsFlags, Regs,
 };
 pub use pid::{PID_MAX, PidError, current_tid};
-pub use recursion::{Context, RecursionLock, trylock};
+pub use recursion::{RecursionContext, RecursionLock, trylock};
 pub use site::{SITES, Site, SiteDef};
 #[cfg(feature = "tracing")]
-pub use tracing_layer::TracestatLayer;
+pub use tracing_layer::{LayerStats, MAX_ENTERED, SpanNames, TracestatLayer, ip_of};
+
+/// What the call-site macros (`#[traced]`, `traced_block!`, `likely!`, ...) expand to; reached
+/// through [`crate::__private`] only.
+pub(crate) mod macro_support {
+    pub use super::branch::{BRANCH_SITES, cold, record};
+}
 
 /// Runs the calling thread's thread-local teardown now, in the order std runs it at thread
 /// exit (the profiler's per-thread state, then the hook layer's). Loom models only.
@@ -104,8 +115,7 @@ pub use tracing_layer::TracestatLayer;
 /// model thread that made a traced call ends with this. The thread makes no traced call
 /// after it.
 #[cfg(loom)]
-#[doc(hidden)]
-pub fn loom_thread_exit() {
+pub(crate) fn loom_thread_exit() {
     function::exit_now();
     thread::exit_now();
 }

@@ -113,8 +113,8 @@ pub use reader::Reader;
 pub use replayer::write_json;
 #[cfg(not(loom))]
 pub use replayer::{
-    DEFAULT_MAX_FUNCTIONS, EVENTS_HEADER, FunctionRow, MAX_CPUS, MAX_OPEN, MAX_TASKS, OPEN_LISTED,
-    REPLAY_SCHEMA, Replay, ReplayOptions, ReplaySummary, Sort, TraceMode, Unmatched,
+    DEFAULT_MAX_FUNCTIONS, EVENTS_HEADER, MAX_CPUS, MAX_OPEN, MAX_TASKS, OPEN_LISTED,
+    REPLAY_SCHEMA, Replay, ReplayOptions, ReplayRow, ReplaySummary, Sort, TraceMode, Unmatched,
     render_functions, sort_functions,
 };
 

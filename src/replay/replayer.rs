@@ -18,7 +18,7 @@
 //!   durations of the calls made from it (self time), as the kernel's `graph-time` option.
 //! - Calls **still open at the end** of the trace (the roots of a truncated trace,
 //!   `do_idle`, a task asleep in `schedule()`, `do_task_dead`) are hits without time;
-//!   [`Replay`] counts them per function ([`FunctionRow::open_at_end`], JSON
+//!   [`Replay`] counts them per function ([`ReplayRow::open_at_end`], JSON
 //!   `open_at_end`) and in the summary.
 //! - Entries whose exit is missing (a later line of the same task at the same depth or
 //!   shallower, a `[LOST N EVENTS]` or `buffer started` line of their CPU) were entered:
@@ -179,7 +179,7 @@ pub struct Unmatched {
 /// One function's totals as the replay counted them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "json", derive(serde::Serialize))]
-pub struct FunctionRow {
+pub struct ReplayRow {
     /// The function's name (`name` or `name [module]`), or [`OTHER`](super::OTHER).
     pub name: String,
     /// Calls counted (module docs).
@@ -604,7 +604,7 @@ impl Replay {
     }
 
     /// The rows of all CPUs (`None`) or of one, threshold applied, in `sort` order.
-    pub fn functions(&self, cpu: Option<u32>, sort: Sort) -> Vec<FunctionRow> {
+    pub fn functions(&self, cpu: Option<u32>, sort: Sort) -> Vec<ReplayRow> {
         let Some(table) = self.table(cpu) else {
             return Vec::new();
         };
@@ -612,7 +612,7 @@ impl Replay {
         self.order(table, sort)
             .into_iter()
             .map(|ip| (ip as usize, table.get(ip as usize)))
-            .map(|(ip, r)| FunctionRow {
+            .map(|(ip, r)| ReplayRow {
                 name: self.interner.name(ip).unwrap_or_default().to_owned(),
                 hits: r.hits,
                 open_at_end: r.open_at_end,
@@ -1256,7 +1256,7 @@ pub const REPLAY_SCHEMA: &str = "tracestat.replay";
 /// ```
 ///
 /// `functions` are the rows of `trace_stat/functions` in `sort` order (threshold applied),
-/// each a [`FunctionRow`]: `time_ns` and `time_sq_ns2` are `null` for function traces;
+/// each a [`ReplayRow`]: `time_ns` and `time_sq_ns2` are `null` for function traces;
 /// `open_at_end` counts the hits whose call was still open when the trace ended. `cpus` is
 /// present with `per_cpu`, one entry per CPU that recorded calls. `events` counts trace event
 /// lines by name. `folded` is the hits of names beyond `max_functions`, shown in the

@@ -12,7 +12,7 @@
 //!
 //! - A name maps to at most one provider at every instant.
 //! - A read renders exactly one provider, from one fresh snapshot (see
-//!   [`snapshot`](super::snapshot)); a read that started before `unregister` finishes with a
+//!   [`render`](super::render)); a read that started before `unregister` finishes with a
 //!   complete output, and any read that starts after `unregister` returns gets
 //!   [`Error::NotFound`].
 //!
