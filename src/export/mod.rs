@@ -76,7 +76,7 @@
 //!   "counters": [ { "name": "events", "help": "", "labels": {}, "value": 7 } ],
 //!   "dropped": 0 }
 //! ```
-//! Field meanings are those of [`model`]: `time_ns`, `time_sq_ns2`, `self_time_ns`,
+//! Field meanings are those of [`Profile`] and its parts: `time_ns`, `time_sq_ns2`, `self_time_ns`,
 //! `total_time_ns` are `null` when not timed; `frames` are root first; bucket counts are not
 //! cumulative and the `+Inf` bucket is `count` minus their sum; `labels` is an object.
 //!

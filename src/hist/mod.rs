@@ -50,8 +50,8 @@ pub use spec::{
     Command, FieldRef, HistSpec, KeyModifier, KeySpec, MAX_SPEC_LEN, SortSpec, SpecError,
     SpecErrorKind,
 };
-pub use stats::{PERCENTILES, Stats};
 pub(crate) use stats::variance;
+pub use stats::{PERCENTILES, Stats};
 pub use trigger::{EventSource, HistDef, HistStat, HistTrigger, MAX_TRIGGERS_PER_EVENT, NameTable};
 
 /// crossbeam-epoch's collector and guard, for the `*_in` methods and custom collectors.

@@ -103,7 +103,7 @@ pub(crate) struct Limits {
 /// Options of a [`Server`], from [`Server::bind`].
 pub struct ServerBuilder {
     addrs: io::Result<Vec<SocketAddr>>,
-    fs: Option<&'static Tracefs>,
+    fs: Option<Arc<Tracefs>>,
     profiler: Option<window::ProfileSource>,
     allow_writes: bool,
     token: Option<Vec<u8>>,
@@ -209,8 +209,8 @@ impl Drop for Server {
 impl ServerBuilder {
     /// Serves `fs` instead of [`Tracefs::global`] (and then no profiler unless
     /// [`profiler`](Self::profiler) names one).
-    pub fn tracefs(mut self, fs: &'static Tracefs) -> Self {
-        self.fs = Some(fs);
+    pub fn tracefs(mut self, fs: &Arc<Tracefs>) -> Self {
+        self.fs = Some(Arc::clone(fs));
         self
     }
 
@@ -289,14 +289,14 @@ impl ServerBuilder {
     }
 
     fn build_router(&self, stop: Arc<AtomicBool>, refused: Arc<AtomicU64>) -> Router {
-        let (fs, profiler) = match self.fs {
-            Some(fs) => (fs, self.profiler.clone()),
+        let (fs, profiler) = match &self.fs {
+            Some(fs) => (Arc::clone(fs), self.profiler.clone()),
             None => {
                 let global = FunctionProfiler::global().handle();
                 // The branch profiler's files too (already there is fine).
                 let _ = crate::profile::register_branch_stats(Tracefs::global());
                 (
-                    Tracefs::global(),
+                    Arc::clone(Tracefs::global()),
                     Some(
                         self.profiler
                             .clone()

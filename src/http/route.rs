@@ -29,8 +29,8 @@ use super::ProfileWindow;
 use super::window;
 use super::window::ProfileSource;
 use crate::error::Error;
-use crate::export::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE};
 use crate::export::{self, Counter};
+use crate::export::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE};
 use crate::stat::{DirEntry, STAT_DIR, Tracefs, WriteMode};
 
 /// `Content-Type` of plain text responses.
@@ -119,7 +119,7 @@ pub(crate) fn reason(status: u16) -> &'static str {
 /// [`Server`](super::Server), by [`ServerBuilder::serve`](super::ServerBuilder::serve)); use
 /// it directly to mount the routes in another HTTP server.
 pub struct Router {
-    pub(crate) fs: &'static Tracefs,
+    pub(crate) fs: Arc<Tracefs>,
     pub(crate) profiler: Option<ProfileSource>,
     pub(crate) allow_writes: bool,
     pub(crate) token: Option<Vec<u8>>,

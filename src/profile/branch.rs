@@ -475,22 +475,21 @@ macro_rules! __branch_site {
     ($hint:expr, $cond:expr) => {{
         #[$crate::__private::linkme::distributed_slice($crate::__private::BRANCH_SITES)]
         #[linkme(crate = $crate::__private::linkme)]
-        static __SITE: $crate::__private::BranchSite =
-            $crate::__private::BranchSite::new(
-                $hint,
-                {
-                    fn __here() {}
-                    fn __path() -> &'static str {
-                        fn name_of<T>(_: T) -> &'static str {
-                            ::core::any::type_name::<T>()
-                        }
-                        name_of(__here)
+        static __SITE: $crate::__private::BranchSite = $crate::__private::BranchSite::new(
+            $hint,
+            {
+                fn __here() {}
+                fn __path() -> &'static str {
+                    fn name_of<T>(_: T) -> &'static str {
+                        ::core::any::type_name::<T>()
                     }
-                    __path
-                },
-                ::core::file!(),
-                ::core::line!(),
-            );
+                    name_of(__here)
+                }
+                __path
+            },
+            ::core::file!(),
+            ::core::line!(),
+        );
         let taken: bool = $cond;
         $crate::__private::record(&__SITE, taken);
         match $hint {

@@ -519,7 +519,7 @@ impl Ftrace {
         Arc::clone(&self.lock().global)
     }
 
-    /// Writes `set_ftrace_pid` (thread ids; see the [`pid`] module). Errors, with nothing
+    /// Writes `set_ftrace_pid` (thread ids; see [`current_tid`](super::current_tid)). Errors, with nothing
     /// changed: [`Error::InvalidInput`] wrapping a [`PidError`].
     pub fn set_pids(&self, text: &str, mode: WriteMode) -> Result<(), Error> {
         const PATH: &str = "set_ftrace_pid";

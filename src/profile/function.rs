@@ -178,7 +178,7 @@ struct Inner {
 }
 
 /// A `Tracefs` the profiler registers per-thread files on, kept alive by its owner.
-struct TracefsHandle(&'static Tracefs);
+struct TracefsHandle(Arc<Tracefs>);
 
 impl Inner {
     fn lock_state(&self) -> MutexGuard<'_, State> {
@@ -911,8 +911,8 @@ impl FunctionProfiler {
     }
 
     /// Adds the control files and stat files (module docs) to `fs`.
-    pub fn install(&self, fs: &'static Tracefs) -> Result<(), Error> {
-        let handle = Arc::new(TracefsHandle(fs));
+    pub fn install(&self, fs: &Arc<Tracefs>) -> Result<(), Error> {
+        let handle = Arc::new(TracefsHandle(Arc::clone(fs)));
         *self.inner.fs.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::downgrade(&handle));
         *self._fs.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
         let weak = Arc::downgrade(&self.inner);

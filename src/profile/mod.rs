@@ -6,27 +6,27 @@
 //! This is ftrace's function-hook machinery for user space, shaped after
 //! `Documentation/trace/ftrace-uses.rst` and the 2009 design for several concurrent
 //! function-tracing users, each with its own hash list of functions and a refcount per call
-//! site:
+//! site. Its files (private; everything a user needs is re-exported at this level):
 //!
-//! - [`site`]: call sites ([`Site`], the `dyn_ftrace` analog). `#[tracestat::traced]` on a
+//! - `site`: call sites ([`Site`], the `dyn_ftrace` analog). `#[tracestat::traced]` on a
 //!   function, or [`traced_block!`](crate::traced_block) on a block, creates one; all are
 //!   listed in [`SITES`] at link time. A site no ops covers costs one relaxed load and a
 //!   predicted branch.
-//! - [`ops`]: [`FtraceOps`], a function callback `(ip, parent_ip, &ops, Option<&Regs>)` or a
+//! - `ops`: [`FtraceOps`], a function callback `(ip, parent_ip, &ops, Option<&Regs>)` or a
 //!   graph entry/return pair, with [`OpsFlags`] and private data.
-//! - [`filter`] and [`glob`]: per-ops filter and notrace hashes written with the
+//! - `filter` and `glob`: per-ops filter and notrace hashes written with the
 //!   `set_ftrace_filter` syntax.
-//! - [`ftrace`]: [`Ftrace`], one instance of the layer (the global one over every static
+//! - `ftrace`: [`Ftrace`], one instance of the layer (the global one over every static
 //!   site, or one over owned sites): register / unregister with the kernel's promises,
 //!   refcounts, atomic filter changes, the `IPMODIFY` rule.
-//! - [`dispatch`]: the out-of-line path of an enabled site (direct call or list walk), the
+//! - `dispatch`: the out-of-line path of an enabled site (direct call or list walk), the
 //!   [`ScopeGuard`] that ends a traced scope, and the replay entry points
 //!   ([`Ftrace::dispatch_ip`], [`Ftrace::graph_entry_at`], [`Ftrace::graph_return_at`]).
-//! - [`graph`]: shadow stacks and the per-frame data a profiler needs (call time, child
+//! - `graph`: shadow stacks and the per-frame data a profiler needs (call time, child
 //!   time).
-//! - `rcu`: the grace period behind unregister; [`recursion`]: the per-thread recursion
-//!   guard; `thread`: per-thread state; [`pid`]: thread ids and `set_ftrace_pid`.
-//! - [`control`]: the control files (`available_filter_functions`, `enabled_functions`,
+//! - `rcu`: the grace period behind unregister; `recursion`: the per-thread recursion
+//!   guard; `thread`: per-thread state; `pid`: thread ids and `set_ftrace_pid`.
+//! - `control`: the control files (`available_filter_functions`, `enabled_functions`,
 //!   `set_ftrace_filter`, `set_ftrace_notrace`, `set_ftrace_pid`).
 //!
 //! ```

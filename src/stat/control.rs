@@ -182,9 +182,9 @@ impl Tracefs {
     /// The process-wide surface, where the crate's own providers (the function profiler, the
     /// hook interface's filter files) register.
     #[cfg(not(loom))]
-    pub fn global() -> &'static Tracefs {
-        static GLOBAL: std::sync::OnceLock<Tracefs> = std::sync::OnceLock::new();
-        GLOBAL.get_or_init(Tracefs::new)
+    pub fn global() -> &'static Arc<Tracefs> {
+        static GLOBAL: std::sync::OnceLock<Arc<Tracefs>> = std::sync::OnceLock::new();
+        GLOBAL.get_or_init(|| Arc::new(Tracefs::new()))
     }
 
     /// The stat tracers shown under `trace_stat/`.
