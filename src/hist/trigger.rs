@@ -32,9 +32,9 @@
 //!   swapped; writers are serialized by a mutex that `record` never takes).
 //! - Output is a pure function of the snapshot: sorted by the spec's sort keys, ties by key.
 
+use crate::primitive::unmodeled::{Arc, Mutex, Weak};
 use core::fmt::{self, Write};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
 
 use arc_swap::ArcSwap;
 
@@ -194,7 +194,7 @@ impl NameTable {
         let Some(name) = &def.spec.name else {
             return fresh();
         };
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.0.lock();
         if let Some(t) = map.get(name).and_then(Weak::upgrade) {
             if *t.layout() != def.layout || t.bounded_size() != Some(def.size) {
                 return Err(SpecError::new(SpecErrorKind::Incompatible, name, 0));
@@ -525,7 +525,7 @@ impl EventSource {
         text: &str,
         mode: WriteMode,
     ) -> Result<Option<Arc<HistTrigger>>, SpecError> {
-        let _serial = self.write.lock().unwrap_or_else(|e| e.into_inner());
+        let _serial = self.write.lock();
         let line = text.strip_suffix('\n').unwrap_or(text);
         let fields: Vec<&str> = self.fields.iter().map(String::as_str).collect();
         let current = self.triggers.load_full();

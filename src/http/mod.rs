@@ -65,10 +65,10 @@ mod conn;
 mod route;
 mod window;
 
+use crate::primitive::unmodeled::Arc;
+use crate::primitive::unmodeled::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 

@@ -17,9 +17,9 @@
 //! - Only one profile window runs at a time (`409` for the others), and its length is
 //!   bounded by [`ServerBuilder::max_profile_seconds`](super::ServerBuilder::max_profile_seconds).
 
+use crate::primitive::unmodeled::Arc;
+use crate::primitive::unmodeled::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::fmt::Write as _;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use percent_encoding::percent_decode;

@@ -30,10 +30,10 @@
 //! *unlikely* the reverse. `branch_all` shows every site with `miss` = times false and
 //! `hit` = times true, the kernel's overlay of miss on "correct" and hit on "incorrect".
 
+use crate::primitive::unmodeled::{Arc, Mutex, OnceLock};
 use core::cmp::Ordering as CmpOrdering;
 use core::fmt;
 use std::cell::OnceCell;
-use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::stat::{StatTracer, Tracefs};
@@ -178,11 +178,7 @@ thread_local! {
 
 fn new_local_shard() -> Arc<Shard> {
     let shard = Arc::new(Shard::new(branch_site_count()));
-    shards()
-        .all
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(Arc::clone(&shard));
+    shards().all.lock().push(Arc::clone(&shard));
     shard
 }
 
@@ -234,7 +230,7 @@ impl BranchCounts {
 /// The merged counts of every site, in link order.
 pub fn branch_snapshot() -> Vec<BranchCounts> {
     let shards = shards();
-    let all: Vec<Arc<Shard>> = shards.all.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let all: Vec<Arc<Shard>> = shards.all.lock().clone();
     BRANCH_SITES
         .iter()
         .enumerate()

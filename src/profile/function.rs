@@ -76,11 +76,11 @@
 //! a number used both ways shows the records of both (use a profiler of its own for replay).
 //! [`FunctionProfiler::to_profile`] converts the rows into the exporters' [`Profile`].
 
+use crate::primitive::unmodeled::atomic::AtomicU64 as StdAtomicU64;
+use crate::primitive::unmodeled::{Arc, Weak};
 use core::cmp::Ordering as CmpOrdering;
 use core::fmt;
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::AtomicU64 as StdAtomicU64;
-use std::sync::{Arc, Weak};
 
 /// The hook layer's `Arc` (loom's under `cfg(loom)`); the profiler's own state uses std's,
 /// since it needs `Weak`.
@@ -182,11 +182,11 @@ struct TracefsHandle(Arc<Tracefs>);
 
 impl Inner {
     fn lock_state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock()
     }
 
     fn lock_slots(&self) -> MutexGuard<'_, Vec<Slot>> {
-        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+        self.slots.lock()
     }
 
     fn name_of(&self, ip: usize) -> String {
@@ -774,7 +774,7 @@ fn path_hash(parent: u64, ip: usize) -> u64 {
 /// sees it: the lock is taken once per distinct path and thread, never in the steady state.
 #[cold]
 fn publish_path(inner: &Inner, below: &[(usize, u64)], leaf: usize, hash: u64) {
-    let mut frames = inner.path_frames.lock().unwrap_or_else(|e| e.into_inner());
+    let mut frames = inner.path_frames.lock();
     frames
         .entry(hash)
         .or_insert_with(|| below.iter().map(|f| f.0).chain([leaf]).collect());
@@ -897,7 +897,8 @@ impl FunctionProfiler {
     /// The global profiler: on [`Ftrace::global`], installed on [`Tracefs::global`].
     #[cfg(not(loom))]
     pub fn global() -> &'static FunctionProfiler {
-        static GLOBAL: std::sync::OnceLock<FunctionProfiler> = std::sync::OnceLock::new();
+        static GLOBAL: crate::primitive::unmodeled::OnceLock<FunctionProfiler> =
+            crate::primitive::unmodeled::OnceLock::new();
         let mut fresh = false;
         let p = GLOBAL.get_or_init(|| {
             fresh = true;
@@ -913,8 +914,8 @@ impl FunctionProfiler {
     /// Adds the control files and stat files (module docs) to `fs`.
     pub fn install(&self, fs: &Arc<Tracefs>) -> Result<(), Error> {
         let handle = Arc::new(TracefsHandle(Arc::clone(fs)));
-        *self.inner.fs.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::downgrade(&handle));
-        *self._fs.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+        *self.inner.fs.lock() = Some(Arc::downgrade(&handle));
+        *self._fs.lock() = Some(handle);
         let weak = Arc::downgrade(&self.inner);
         fs.add_file(
             "function_profile_enabled",
@@ -1178,14 +1179,10 @@ fn lock_state_for_write<'a>(inner: &'a Inner, path: &str) -> Result<MutexGuard<'
     if !inner.ftrace.in_callback() {
         return Ok(inner.lock_state());
     }
-    match inner.state.try_lock() {
-        Ok(st) => Ok(st),
-        Err(std::sync::TryLockError::Poisoned(e)) => Ok(e.into_inner()),
-        Err(std::sync::TryLockError::WouldBlock) => Err(Error::Busy {
-            path: path.to_owned(),
-            reason: "the profiler is being changed by another thread".to_owned(),
-        }),
-    }
+    inner.state.try_lock().ok_or_else(|| Error::Busy {
+        path: path.to_owned(),
+        reason: "the profiler is being changed by another thread".to_owned(),
+    })
 }
 
 fn set_enabled(inner: &Arc<Inner>, on: bool) -> Result<(), Error> {
@@ -1293,12 +1290,7 @@ fn reset(inner: &Arc<Inner>) {
 }
 
 fn tracefs_of(inner: &Inner) -> Option<Arc<TracefsHandle>> {
-    inner
-        .fs
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .and_then(Weak::upgrade)
+    inner.fs.lock().as_ref().and_then(Weak::upgrade)
 }
 
 fn register_thread_file(inner: &Arc<Inner>, index: usize) {
@@ -1394,7 +1386,7 @@ fn paths(inner: &Inner) -> Vec<PathRow> {
         .map(ShardReader::snapshot)
         .collect();
     let merged = Snapshot::merge_all(PATHS, snaps.iter());
-    let frames = inner.path_frames.lock().unwrap_or_else(|e| e.into_inner());
+    let frames = inner.path_frames.lock();
     merged
         .rows
         .iter()
