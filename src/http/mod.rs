@@ -293,8 +293,14 @@ impl ServerBuilder {
             Some(fs) => (Arc::clone(fs), self.profiler.clone()),
             None => {
                 let global = FunctionProfiler::global().handle();
-                // The branch profiler's files too (already there is fine).
-                let _ = crate::profile::register_branch_stats(Tracefs::global());
+                // The branch profiler's files too, once per process.
+                static BRANCH_FILES: crate::primitive::unmodeled::OnceLock<()> =
+                    crate::primitive::unmodeled::OnceLock::new();
+                Tracefs::global_instance(
+                    &BRANCH_FILES,
+                    || (),
+                    |(), fs| crate::profile::register_branch_stats(fs),
+                );
                 (
                     Arc::clone(Tracefs::global()),
                     Some(

@@ -176,9 +176,7 @@ impl Ftrace {
     #[cfg(not(loom))]
     pub fn global() -> &'static Arc<Ftrace> {
         static GLOBAL: unmodeled::OnceLock<Arc<Ftrace>> = unmodeled::OnceLock::new();
-        let mut fresh = false;
-        let global = GLOBAL.get_or_init(|| {
-            fresh = true;
+        let build = || {
             let mut sites: Vec<&'static Site> = super::site::SITES.iter().copied().collect();
             sites.sort_by(|a, b| {
                 (a.module(), a.name(), a.file(), a.line()).cmp(&(
@@ -191,12 +189,10 @@ impl Ftrace {
             Arc::new(Self::build(
                 sites.into_iter().map(SiteRef::Static).collect(),
             ))
-        });
-        if fresh {
-            // Files that already exist (someone added theirs first) are left alone.
-            let _ = super::control::install(global, crate::stat::Tracefs::global());
-        }
-        global
+        };
+        crate::stat::Tracefs::global_instance(&GLOBAL, build, |global, fs| {
+            super::control::install(global, fs)
+        })
     }
 
     pub(crate) fn rcu(&self) -> &Rcu {

@@ -899,16 +899,11 @@ impl FunctionProfiler {
     pub fn global() -> &'static FunctionProfiler {
         static GLOBAL: crate::primitive::unmodeled::OnceLock<FunctionProfiler> =
             crate::primitive::unmodeled::OnceLock::new();
-        let mut fresh = false;
-        let p = GLOBAL.get_or_init(|| {
-            fresh = true;
-            FunctionProfiler::new(Arc::clone(Ftrace::global()))
-        });
-        if fresh {
-            // Files someone else added first are left alone.
-            let _ = p.install(Tracefs::global());
-        }
-        p
+        Tracefs::global_instance(
+            &GLOBAL,
+            || FunctionProfiler::new(Arc::clone(Ftrace::global())),
+            |p, fs| p.install(fs),
+        )
     }
 
     /// Adds the control files and stat files (module docs) to `fs`.

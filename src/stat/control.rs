@@ -182,6 +182,34 @@ impl Tracefs {
         GLOBAL.get_or_init(|| Arc::new(Tracefs::new()))
     }
 
+    /// The one wiring of every process-wide instance (the global hook layer, the global
+    /// profiler, the branch profiler's files): `build` runs once, and the thread that ran it
+    /// then puts the instance's files on [`Tracefs::global`] with `install`.
+    ///
+    /// A path that already exists is left to whoever added it first (`install` stops there,
+    /// with [`Error::AlreadyExists`]): a user's file of the same name wins over the crate's.
+    /// `install` has no other error on the global surface (its paths are fixed and valid);
+    /// a debug build asserts that.
+    #[cfg(not(loom))]
+    pub(crate) fn global_instance<T: Sync>(
+        cell: &'static crate::primitive::unmodeled::OnceLock<T>,
+        build: impl FnOnce() -> T,
+        install: impl FnOnce(&'static T, &Arc<Tracefs>) -> Result<(), Error>,
+    ) -> &'static T {
+        let mut fresh = false;
+        let instance = cell.get_or_init(|| {
+            fresh = true;
+            build()
+        });
+        if fresh {
+            match install(instance, Tracefs::global()) {
+                Ok(()) | Err(Error::AlreadyExists { .. }) => {}
+                Err(e) => debug_assert!(false, "installing a global instance: {e}"),
+            }
+        }
+        instance
+    }
+
     /// The stat tracers shown under `trace_stat/`.
     pub fn stats(&self) -> &StatRegistry {
         &self.stats
