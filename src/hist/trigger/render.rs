@@ -17,9 +17,9 @@
 
 use core::fmt::{self, Write};
 
-use super::buckets::BucketSpec;
-use super::snapshot::Row;
 use super::spec::KeyModifier;
+use crate::hist::buckets::BucketSpec;
+use crate::hist::snapshot::Row;
 
 /// Width of the bpftrace bar.
 pub const BAR_WIDTH: u128 = 52;
