@@ -41,7 +41,6 @@ use super::thread;
 use crate::error::{Error, InputError};
 use crate::primitive::sync::atomic::{AtomicPtr, Ordering};
 use crate::primitive::sync::{Arc, Mutex};
-use crate::primitive::unmodeled;
 use crate::stat::WriteMode;
 
 enum SiteRef {
@@ -84,7 +83,7 @@ pub struct Ftrace {
     active: core::sync::atomic::AtomicBool,
     /// Loom negative control only: replaced states, freed with the instance.
     #[cfg(tracestat_loom_negative)]
-    retired: unmodeled::Mutex<Vec<Box<Published>>>,
+    retired: crate::primitive::unmodeled::Mutex<Vec<Box<Published>>>,
 }
 
 impl core::fmt::Debug for Ftrace {
@@ -157,7 +156,7 @@ impl Ftrace {
             overruns: core::sync::atomic::AtomicU64::new(0),
             active: core::sync::atomic::AtomicBool::new(false),
             #[cfg(tracestat_loom_negative)]
-            retired: unmodeled::Mutex::new(Vec::new()),
+            retired: crate::primitive::unmodeled::Mutex::new(Vec::new()),
         }
     }
 
@@ -175,7 +174,8 @@ impl Ftrace {
     /// [`Tracefs::global`](crate::stat::Tracefs::global).
     #[cfg(not(loom))]
     pub fn global() -> &'static Arc<Ftrace> {
-        static GLOBAL: unmodeled::OnceLock<Arc<Ftrace>> = unmodeled::OnceLock::new();
+        static GLOBAL: crate::primitive::unmodeled::OnceLock<Arc<Ftrace>> =
+            crate::primitive::unmodeled::OnceLock::new();
         let build = || {
             let mut sites: Vec<&'static Site> = super::site::SITES.iter().copied().collect();
             sites.sort_by(|a, b| {
