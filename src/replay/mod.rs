@@ -93,7 +93,7 @@
 //! - A line yields an event exactly when its kind's [`LineKind::yields_event`] is true.
 
 mod event;
-mod graph;
+mod funcgraph;
 mod interner;
 mod kind;
 mod lex;
@@ -106,8 +106,8 @@ mod replayer;
 
 pub use event::{Context, Event, Symbol};
 pub use interner::{Interner, Names};
-pub use kind::{LineCounts, LineKind};
-pub use parse::{Parsed, Parser};
+pub use kind::{LineCounts, LineKind, Parsed};
+pub use parse::Parser;
 pub use reader::Reader;
 #[cfg(all(feature = "json", not(loom)))]
 pub use replayer::write_json;
