@@ -11,7 +11,7 @@
 //!
 //! | format | function | feature | consumer |
 //! | --- | --- | --- | --- |
-//! | JSON | [`to_json`], [`stat_to_json`], [`stat_to_json_typed`], [`registry_to_json`] | `json` | anything; schema below |
+//! | JSON | [`to_json`], [`stat_to_json`], [`stat_to_json_typed`], [`registry_to_json`], [`replay_to_json`] | `json` | anything; schema below |
 //! | pprof | [`to_pprof`] | `pprof` | `go tool pprof`, Pyroscope, Parca |
 //! | folded stacks | [`to_folded`] | — | `inferno-flamegraph`, `flamegraph.pl` |
 //! | OpenMetrics 1.0 | [`to_openmetrics`] | — | Prometheus, `prometheus_client` |
@@ -123,6 +123,10 @@
 //!
 //! `tracestat.stat_files` ([`registry_to_json`]): `{ "schema", "version", "files": [ ... ] }`,
 //! each file a `tracestat.stat_file` body without `schema`/`version`, sorted by name.
+//!
+//! `tracestat.replay` ([`replay_to_json`]): a replayed kernel trace, its function rows
+//! (merged and per CPU), event counts, line counts by kind and unmatched calls; the fields
+//! are listed on the function.
 
 mod folded;
 mod model;
@@ -147,6 +151,8 @@ pub use json::{
     registry_stat_to_json_typed, registry_to_json, stat_to_json, stat_to_json_typed, to_json,
     write_typed,
 };
+#[cfg(all(feature = "json", not(loom)))]
+pub use json::{REPLAY_SCHEMA, replay_to_json};
 pub use model::{
     Bucket, BucketHistogram, Counter, FunctionStats, ModelError, PathStats, Profile, StackTotals,
 };

@@ -109,13 +109,11 @@ pub use interner::{Interner, Names};
 pub use kind::{LineCounts, LineKind, Parsed};
 pub use parse::Parser;
 pub use reader::Reader;
-#[cfg(all(feature = "json", not(loom)))]
-pub use replayer::write_json;
 #[cfg(not(loom))]
 pub use replayer::{
-    DEFAULT_MAX_FUNCTIONS, EVENTS_HEADER, MAX_CPUS, MAX_OPEN, MAX_TASKS, OPEN_LISTED,
-    REPLAY_SCHEMA, Replay, ReplayOptions, ReplayRow, ReplaySummary, Sort, TraceMode, Unmatched,
-    render_functions, sort_functions,
+    DEFAULT_MAX_FUNCTIONS, EVENTS_HEADER, MAX_CPUS, MAX_OPEN, MAX_TASKS, OPEN_LISTED, Replay,
+    ReplayOptions, ReplayRow, ReplaySummary, Sort, TraceMode, Unmatched, render_functions,
+    sort_functions,
 };
 
 /// The row that function names beyond [`ReplayOptions::max_functions`] are folded into.
