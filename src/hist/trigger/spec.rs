@@ -192,7 +192,7 @@ pub enum SpecErrorKind {
     /// A trigger with the same keys, values, sort keys, modifiers and name is attached.
     Exists,
     /// A `>>` write that would attach more than
-    /// [`MAX_TRIGGERS_PER_EVENT`](super::trigger::MAX_TRIGGERS_PER_EVENT) triggers to one
+    /// [`MAX_TRIGGERS_PER_EVENT`](crate::hist::MAX_TRIGGERS_PER_EVENT) triggers to one
     /// event.
     TooManyTriggers,
     /// An `if` filter that does not parse: a stray or missing token, unbalanced parentheses.
