@@ -445,7 +445,7 @@ pub fn register_branch_stats(fs: &Tracefs) -> Result<(), crate::Error> {
 #[macro_export]
 macro_rules! likely {
     ($cond:expr) => {
-        $crate::__branch_site!($crate::__private::Hint::Likely, $cond)
+        $crate::branch!(@site $crate::__private::Hint::Likely, $cond)
     };
 }
 
@@ -453,22 +453,15 @@ macro_rules! likely {
 #[macro_export]
 macro_rules! unlikely {
     ($cond:expr) => {
-        $crate::__branch_site!($crate::__private::Hint::Unlikely, $cond)
+        $crate::branch!(@site $crate::__private::Hint::Unlikely, $cond)
     };
 }
 
 /// Evaluates a condition with no hint and records it for `trace_stat/branch_all`.
+// The `@site` rule is what all three macros expand to (not for direct use).
 #[macro_export]
 macro_rules! branch {
-    ($cond:expr) => {
-        $crate::__branch_site!($crate::__private::Hint::None, $cond)
-    };
-}
-
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __branch_site {
-    ($hint:expr, $cond:expr) => {{
+    (@site $hint:expr, $cond:expr) => {{
         #[$crate::__private::linkme::distributed_slice($crate::__private::BRANCH_SITES)]
         #[linkme(crate = $crate::__private::linkme)]
         static __SITE: $crate::__private::BranchSite = $crate::__private::BranchSite::new(
@@ -495,4 +488,7 @@ macro_rules! __branch_site {
         }
         taken
     }};
+    ($cond:expr) => {
+        $crate::branch!(@site $crate::__private::Hint::None, $cond)
+    };
 }
