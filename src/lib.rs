@@ -8,27 +8,32 @@
 //! costs a few nanoseconds, a message to an aggregator costs a hundred. That was Ingo
 //! Molnar's argument for the kernel's function profiler, and it is this crate's design.
 //!
-//! ## A guided tour
+//! ## Where to start
 //!
-//! - [`stat`] — the framework. Implement [`stat::StatTracer`] (start / next / cmp / headers /
-//!   show) and register it: your data becomes a sorted stat file, read as
-//!   `trace_stat/<name>` through the tracefs-like [`stat::Tracefs`], beside control files
-//!   that take `echo 1 > file`-style writes with the kernel's parsing rules.
-//! - [`hist`] — the generic histogram behind every provider: a lock-free, epoch-reclaimed
-//!   hash table from keys to per-key statistics; hist-trigger specs live on event sources,
-//!   or offline over a saved trace's event lines (`hist::offline`).
-//! - [`export`] — stats leave the process: JSON (versioned schema), pprof, folded stacks for
-//!   flame graphs, OpenMetrics / Prometheus text, all written from one neutral data model,
-//!   [`export::Profile`].
-//! - `http` (feature `http`) — the endpoint: every stat file, control file, metric and
-//!   profile over HTTP on a background thread, `Server::bind("127.0.0.1:9099").serve()`.
-//! - [`profile`] — the ftrace-compatible hook interface (call sites, ops, filter hashes) and
-//!   the function and branch profilers on it. Instrument a function with
-//!   `#[tracestat::traced]` (or a block with [`traced_block!`]); register an
-//!   [`profile::FtraceOps`] on [`profile::Ftrace::global`]. Compare two runs with
-//!   [`profile::FunctionProfiler::snapshot`] and [`profile::diff()`].
+//! | you want to… | use | module |
+//! | --- | --- | --- |
+//! | publish a table of your own as a sorted stat file | [`StatTracer`](stat::StatTracer), [`Tracefs`](stat::Tracefs) | [`stat`] |
+//! | count and time your functions, as the kernel's function profiler does | `#[traced]`, [`FunctionProfiler`](profile::FunctionProfiler) | [`profile`] |
+//! | hook call sites with callbacks of your own (ftrace ops, filters) | [`Ftrace`](profile::Ftrace), [`FtraceOps`](profile::FtraceOps) | [`profile`] |
+//! | count how often a branch goes the expected way | [`likely!`], [`unlikely!`], [`branch!`] | [`profile`] |
+//! | a concurrent key → statistics table (hash histogram) | [`HashHist`](hist::HashHist), [`Shard`](hist::Shard) | [`hist`] |
+//! | hist triggers (`hist:keys=…:vals=…`) on events you emit | [`EventSource`](hist::EventSource), [`HistSpec`](hist::HistSpec) | [`hist`] |
+//! | profile a saved kernel trace (`function` / `function_graph`) | [`Replay`](replay::Replay) | [`replay`] |
+//! | get stats out as JSON, pprof, folded stacks, OpenMetrics | [`to_json`](export::to_json), [`to_pprof`](export::to_pprof), … | [`export`] |
+//! | serve all of it over HTTP (feature `http`) | `Server` | `http` |
 //!
-//! ## Your own stat file in a few lines
+//! Each module is one subsystem and its items are listed at its top level: every public item
+//! has exactly one path (`tracestat::profile::FunctionProfiler`, not a second one inside a
+//! submodule), and no two public items share a name. [`Error`] is the one error type of the
+//! control surface; parsers have their own typed errors (for example
+//! [`SpecError`](hist::SpecError)), each naming what was wrong and where.
+//!
+//! ## A stat file of your own
+//!
+//! Implement [`StatTracer`](stat::StatTracer) (start / next / cmp / headers / show) and
+//! register it: your data becomes a sorted stat file, read as `trace_stat/<name>` through the
+//! tracefs-like [`Tracefs`](stat::Tracefs), beside control files that take
+//! `echo 1 > file`-style writes with the kernel's parsing rules.
 //!
 //! ```
 //! use std::fmt;
@@ -53,6 +58,110 @@
 //! assert_eq!(fs.read("trace_stat/queues")?, "# NAME  DEPTH\n  tx        9\n  rx        3\n");
 //! # Ok::<(), tracestat::Error>(())
 //! ```
+//!
+//! ## Profile your functions
+//!
+//! `#[tracestat::traced]` on a function (or [`traced_block!`] on a block) gives it a static
+//! call site; a site no profiler covers costs one relaxed load and a predicted branch. The
+//! process-wide [`Ftrace::global`](profile::Ftrace::global) holds every site of the binary
+//! and [`FunctionProfiler::global`](profile::FunctionProfiler::global) puts the kernel's
+//! control files (`function_profile_enabled`, `options/graph-time`, …) and
+//! `trace_stat/function*` on [`Tracefs::global`](stat::Tracefs::global). The same pieces
+//! exist as owned instances, for tests and for libraries that must not share global state:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use tracestat::profile::{Ftrace, FunctionProfiler, SiteDef};
+//! use tracestat::stat::Tracefs;
+//!
+//! let ftrace = Ftrace::new([SiteDef::new("parse", "app"), SiteDef::new("send", "app")]);
+//! let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
+//! let fs = Arc::new(Tracefs::new());
+//! profiler.install(&fs)?; // function_profile_enabled, trace_stat/functions, ...
+//! tracestat::profile::install(&ftrace, &fs)?; // set_ftrace_filter, available_filter_functions, ...
+//!
+//! fs.write("set_ftrace_filter", b"parse")?;
+//! fs.write("function_profile_enabled", b"1")?;
+//! for i in 0..2 {
+//!     drop(ftrace.call(ftrace.site(i).unwrap())); // what #[traced] does on entry and exit
+//! }
+//! fs.write("function_profile_enabled", b"0")?;
+//! let rows = profiler.rows(None);
+//! assert_eq!((rows.len(), rows[0].name.as_str(), rows[0].hits), (1, "parse", 1));
+//! assert!(fs.read("trace_stat/functions")?.starts_with("  Function"));
+//! # Ok::<(), tracestat::Error>(())
+//! ```
+//!
+//! Two runs compare with [`FunctionProfiler::snapshot`](profile::FunctionProfiler::snapshot)
+//! and [`diff`](profile::diff()); [`FtraceOps`](profile::FtraceOps) is the hook interface
+//! itself, for callbacks of your own (see [`profile`]).
+//!
+//! ## A hash histogram
+//!
+//! [`HashHist`](hist::HashHist) is a lock-free, epoch-reclaimed table from keys to per-key
+//! statistics (hit count, sums, optionally min / max / variance and a bucket histogram):
+//! the generic histogram behind every provider. Hist triggers are the same table created
+//! from a spec on an [`EventSource`](hist::EventSource), read as its `hist` file.
+//!
+//! ```
+//! use tracestat::hist::{CellLayout, EventSource, HashHist, Key};
+//! use tracestat::stat::Tracefs;
+//!
+//! let h = HashHist::new(CellLayout::new(1, 1))?;
+//! h.update(Key::one(7), &[100]);
+//! h.update(Key::one(7), &[20]);
+//! assert_eq!(h.snapshot().get(7).unwrap().vals[0], 120);
+//!
+//! let fs = Tracefs::new();
+//! let wakeup = EventSource::new("sched/wakeup", &["pid", "prio"]);
+//! wakeup.attach(&fs)?;
+//! fs.write("events/sched/wakeup/hist", b"hist:keys=pid")?;
+//! wakeup.record(&[42, 120]);
+//! wakeup.record(&[42, 120]);
+//! assert!(fs.read("events/sched/wakeup/hist")?.contains("{ pid:         42 } hitcount:          2\n"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## Profile a saved kernel trace
+//!
+//! [`Replay`](replay::Replay) feeds the lines of a `function` or `function_graph` trace
+//! (`/sys/kernel/tracing/trace`, `trace-cmd report`) through the same hook layer and
+//! profiler, so a kernel trace becomes the same `trace_stat/functions` table, per CPU or
+//! merged.
+//!
+//! ```
+//! use tracestat::replay::{Replay, ReplayOptions, Sort};
+//!
+//! let trace = " 0)               |  sys_open() {\n 0)   0.500 us    |    getname();\n 0)   2.000 us    |  }\n";
+//! let (replay, summary) = Replay::run(trace.as_bytes(), ReplayOptions::default())?;
+//! assert_eq!(summary.calls, 2);
+//! assert_eq!(replay.functions(None, Sort::Time)[0].time_ns, Some(2_000));
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! ## Get the numbers out
+//!
+//! Every exporter writes one neutral data model, [`export::Profile`], which
+//! [`FunctionProfiler::to_profile`](profile::FunctionProfiler::to_profile) and
+//! [`Replay::profile`](replay::Replay::profile) produce: JSON with a versioned schema
+//! (feature `json`), pprof (feature `pprof`), folded stacks for flame graphs, OpenMetrics /
+//! Prometheus text. The `http` feature serves stat files, control files, `/metrics` and
+//! `/debug/pprof/profile` on a background thread:
+//! `tracestat::http::Server::bind("127.0.0.1:9099").serve()`.
+//!
+//! ## Features
+//!
+//! | feature | default | what it adds |
+//! | --- | --- | --- |
+//! | `json` | yes | JSON export and import (serde) |
+//! | `pprof` | yes | pprof export (prost, flate2) |
+//! | `cli` | yes | the `tracestat` command-line tool's dependencies |
+//! | `http` | no | the `http` endpoint (implies `json`, `pprof`) |
+//! | `tracing` | no | `profile::TracestatLayer`, a `tracing_subscriber` layer driving the hook layer |
+//!
+//! With `default-features = false` the core (stat, hist, profile, replay, folded and
+//! OpenMetrics export) needs only `crossbeam-epoch`, `hashbrown`, `arc-swap`, `linkme` and
+//! `libc`.
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -71,13 +180,36 @@ pub mod stat;
 
 pub use error::{Access, Error, InputError};
 
-/// `#[tracestat::traced]`: instruments a function with a call site (see [`profile::site`]).
+/// `#[tracestat::traced]`: instruments a function with a call site (see
+/// [`profile::Site`]).
 pub use tracestat_macros::traced;
 
-/// Re-exported for the call-site macros (`#[traced]`, `likely!`, ...), which place static
-/// site records in link-time distributed slices. Not public API.
+/// What the call-site macros expand to (`#[traced]`, [`traced_block!`], [`likely!`],
+/// [`unlikely!`], [`branch!`]): the static site records, the link-time distributed slices
+/// they are placed in, and the `linkme` re-export those slices need. Not public API: names
+/// here change without notice.
 #[doc(hidden)]
-pub use linkme;
+pub mod __private {
+    pub use crate::profile::macro_support::{BRANCH_SITES, cold, record};
+    pub use crate::profile::{BranchSite, Hint, SITES, Site};
+    pub use linkme;
+
+    /// Hooks of the loom models (`tests/loom_*`), in loom builds only.
+    #[cfg(loom)]
+    pub mod loom {
+        /// Runs the calling thread's thread-local teardown now, in the order std runs it at
+        /// thread exit; every model thread that made a traced call ends with this.
+        pub fn thread_exit() {
+            crate::profile::loom_thread_exit();
+        }
+
+        /// Runs `f` with the hash histogram's per-thread reservations made to overlap on
+        /// this OS thread (the reservations' negative control).
+        pub fn with_overlapping_reservations<R>(f: impl FnOnce() -> R) -> R {
+            crate::hist::loom_negative::with_overlapping_reservations(f)
+        }
+    }
+}
 
 // The README's Rust snippets run as doc tests (`cargo test --doc`), so they stay true.
 #[cfg(doctest)]

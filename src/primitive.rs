@@ -1,9 +1,14 @@
 //! The synchronization primitives every module uses, swapped for loom's under `cfg(loom)`.
 //!
-//! Production code imports `crate::primitive::sync::...` and never names `std::sync` or
-//! `loom` directly, so the same source is model-checked and shipped (the shape of tokio's
-//! `src/loom/` and crossbeam's `primitive` modules). Only what the crate actually uses is
-//! re-exported; add to this file rather than reaching around it.
+//! Production code imports `crate::primitive::sync::...` (what loom models) or
+//! `crate::primitive::unmodeled::...` (std's types where no model reaches: the public API's
+//! `Arc`, `Weak`, `OnceLock` statics) and never names `std::sync` or `loom` directly, so the
+//! same source is model-checked and shipped (the shape of tokio's `src/loom/` and
+//! crossbeam's `primitive` modules). Only what the crate actually uses is re-exported; add
+//! to this file rather than reaching around it.
+//!
+//! The locks absorb poisoning ([`sync::Mutex`], [`sync::RwLock`]): `lock()` returns the
+//! guard, never a `Result`.
 //!
 //! Epoch reclamation goes through [`epoch`]: under loom it is crossbeam-epoch built with its
 //! `loom` feature (enable with `--cfg crossbeam_loom`), and code under test must take a
@@ -12,9 +17,81 @@
 
 #![allow(unused_imports, dead_code)]
 
+/// Defines `Mutex` and `RwLock` over the lock types of `$imp` (std's or loom's) that absorb
+/// poisoning: a panic while a guard is held leaves the data as the panicking code left it,
+/// and the next `lock` / `read` / `write` returns the guard anyway. Every lock of the crate
+/// protects data that is consistent between statements (a panic in a user callback is never
+/// taken with a lock held halfway through an update), so poisoning carries no information
+/// here, and absorbing it in one place replaces the `Result` handling at
+/// every call.
+macro_rules! poison_free_locks {
+    ($($imp:ident)::+ $(, $konst:tt)?) => {
+        pub(crate) use $($imp)::+::{MutexGuard, RwLockReadGuard, RwLockWriteGuard};
+
+        /// A mutual-exclusion lock whose [`lock`](Self::lock) never reports poisoning.
+        #[derive(Debug, Default)]
+        pub(crate) struct Mutex<T: ?Sized>($($imp)::+::Mutex<T>);
+
+        impl<T> Mutex<T> {
+            /// A new unlocked mutex holding `value`.
+            pub(crate) $($konst)? fn new(value: T) -> Self {
+                Self($($imp)::+::Mutex::new(value))
+            }
+        }
+
+        impl<T: ?Sized> Mutex<T> {
+            /// Blocks until the lock is held; a poisoned lock is taken as it is.
+            pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+                self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+            }
+
+            /// The data, through the exclusive borrow that proves no guard exists.
+            pub(crate) fn get_mut(&mut self) -> &mut T {
+                self.0.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner)
+            }
+
+            /// The lock if it is free now, `None` if another thread holds it.
+            pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+                match self.0.try_lock() {
+                    Ok(guard) => Some(guard),
+                    Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+                    Err(std::sync::TryLockError::WouldBlock) => None,
+                }
+            }
+        }
+
+        /// A reader-writer lock whose [`read`](Self::read) and [`write`](Self::write)
+        /// never report poisoning.
+        #[derive(Debug, Default)]
+        pub(crate) struct RwLock<T: ?Sized>($($imp)::+::RwLock<T>);
+
+        impl<T> RwLock<T> {
+            /// A new unlocked lock holding `value`.
+            pub(crate) $($konst)? fn new(value: T) -> Self {
+                Self($($imp)::+::RwLock::new(value))
+            }
+        }
+
+        impl<T: ?Sized> RwLock<T> {
+            /// Shared access; a poisoned lock is taken as it is.
+            pub(crate) fn read(&self) -> RwLockReadGuard<'_, T> {
+                self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+            }
+
+            /// Exclusive access; a poisoned lock is taken as it is.
+            pub(crate) fn write(&self) -> RwLockWriteGuard<'_, T> {
+                self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+            }
+        }
+    };
+}
+
+/// What loom models: swapped for loom's types under `cfg(loom)`.
 #[cfg(not(loom))]
 pub(crate) mod sync {
-    pub(crate) use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+    pub(crate) use std::sync::Arc;
+
+    poison_free_locks!(std::sync, const);
 
     pub(crate) mod atomic {
         pub(crate) use std::sync::atomic::{
@@ -23,15 +100,35 @@ pub(crate) mod sync {
     }
 }
 
+/// What loom models: swapped for loom's types under `cfg(loom)`.
 #[cfg(loom)]
 pub(crate) mod sync {
-    pub(crate) use loom::sync::{
-        Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
-    };
+    pub(crate) use loom::sync::Arc;
+
+    poison_free_locks!(loom::sync);
 
     pub(crate) mod atomic {
         pub(crate) use loom::sync::atomic::{
             AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+        };
+    }
+}
+
+/// std's types for what no loom model covers, the same in every build: the `Arc`s of the
+/// public API (users hand in and get back `std::sync::Arc`), `Weak`, one-time initialisation
+/// of statics (`OnceLock`, `Once`), locks of code that loom builds compile but no model runs,
+/// and the atomics of statics (loom's atomics have no `const fn new`).
+pub(crate) mod unmodeled {
+    pub(crate) use std::sync::{Arc, Once, OnceLock, Weak};
+
+    #[cfg(not(loom))]
+    pub(crate) use super::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+    #[cfg(loom)]
+    poison_free_locks!(std::sync, const);
+
+    pub(crate) mod atomic {
+        pub(crate) use std::sync::atomic::{
+            AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
         };
     }
 }

@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use tracestat::hist::{CellLayout, HashHist, Row, Shard, Stats};
-use tracestat::profile::format::graph_duration;
+mod kernel_format;
+use kernel_format::graph_duration;
 use tracestat::profile::{Ftrace, FunctionProfiler, ShadowStack, SiteDef};
 
 const M: u64 = u64::MAX;

@@ -12,8 +12,9 @@ use std::sync::{Arc, Mutex};
 
 use proptest::prelude::*;
 use tracestat::Error;
-use tracestat::profile::format::{FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED};
-use tracestat::profile::graph::GRAPH_SLOTS;
+mod kernel_format;
+use kernel_format::{FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED};
+use tracestat::profile::GRAPH_SLOTS;
 use tracestat::profile::{Ftrace, FtraceOps, FunctionProfiler, ProfileOptions, SiteDef};
 use tracestat::stat::{Tracefs, WriteMode};
 
@@ -33,7 +34,7 @@ type Pending = Arc<Mutex<Option<(String, Vec<u8>)>>>;
 type Outcome = Arc<Mutex<Option<Result<(), Error>>>>;
 
 struct Rig {
-    fs: &'static Tracefs,
+    fs: Arc<Tracefs>,
     ftrace: Arc<Ftrace>,
     profiler: FunctionProfiler,
     pending: Pending,
@@ -44,18 +45,19 @@ struct Rig {
 
 impl Rig {
     fn new() -> Self {
-        let fs: &'static Tracefs = Box::leak(Box::new(Tracefs::new()));
+        let fs = Arc::new(Tracefs::new());
         let ftrace = Ftrace::new(SITES.iter().map(|n| SiteDef::new(*n, "tests")));
-        tracestat::profile::install(&ftrace, fs).unwrap();
+        tracestat::profile::install(&ftrace, &fs).unwrap();
         let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
-        profiler.install(fs).unwrap();
+        profiler.install(&fs).unwrap();
         // A function ops on `writer` whose callback makes the pending write.
         let pending: Pending = Arc::default();
         let outcome: Outcome = Arc::default();
         let (p, o) = (Arc::clone(&pending), Arc::clone(&outcome));
+        let target = Arc::clone(&fs);
         let writer = FtraceOps::builder(move |_, _, _, _| {
             if let Some((path, data)) = p.lock().unwrap().take() {
-                *o.lock().unwrap() = Some(fs.write(&path, &data));
+                *o.lock().unwrap() = Some(target.write(&path, &data));
             }
         })
         .build();
@@ -261,7 +263,7 @@ fn a_read_from_a_callback_does_not_wait_for_a_disable_waiting_for_it() {
         rig.fs.write("function_profile_enabled", b"1").unwrap();
         let (entered_tx, entered_rx) = channel();
         let entered_tx = Mutex::new(Some(entered_tx));
-        let fs = rig.fs;
+        let fs = Arc::clone(&rig.fs);
         let seen: Arc<Mutex<Vec<String>>> = Arc::default();
         let seen2 = Arc::clone(&seen);
         let reader = FtraceOps::builder(move |_, _, _, _| {

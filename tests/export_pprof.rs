@@ -5,10 +5,10 @@ mod export_common;
 
 use std::io::Read;
 
+use export_common::pprof_proto as proto;
 use export_common::{BAD, bad_names, function, path, sample};
 use flate2::read::GzDecoder;
 use prost::Message;
-use tracestat::export::proto;
 use tracestat::export::{Profile, to_pprof};
 
 fn decode(p: &Profile) -> proto::Profile {

@@ -8,7 +8,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use tracestat::profile::format::{FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED, graph_duration};
+mod kernel_format;
+use kernel_format::{FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED, graph_duration};
 use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions, ShadowStack, SiteDef};
 use tracestat::stat::Tracefs;
 use tracestat::{Error, InputError};
@@ -17,8 +18,8 @@ fn instance(names: &[&str]) -> Arc<Ftrace> {
     Ftrace::new(names.iter().map(|n| SiteDef::new(*n, "tests")))
 }
 
-fn leaked_fs() -> &'static Tracefs {
-    Box::leak(Box::new(Tracefs::new()))
+fn new_fs() -> Arc<Tracefs> {
+    Arc::new(Tracefs::new())
 }
 
 /// An owned hook-layer instance over `names` and a profiler on it, enabled with `opts`.
@@ -336,7 +337,7 @@ fn reset_on_enable_while_other_threads_call() {
 
 #[test]
 fn control_files_per_thread_files_and_threshold() {
-    let fs = leaked_fs();
+    let fs = &new_fs();
     let ftrace = instance(&["fast", "slow"]);
     let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
     profiler.install(fs).unwrap();
@@ -411,7 +412,7 @@ fn control_files_per_thread_files_and_threshold() {
 
 #[test]
 fn option_change_while_enabled_restarts_with_the_new_option() {
-    let fs = leaked_fs();
+    let fs = &new_fs();
     let ftrace = instance(&["f"]);
     let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
     profiler.install(fs).unwrap();
@@ -434,7 +435,7 @@ fn option_change_while_enabled_restarts_with_the_new_option() {
 
 #[test]
 fn filters_apply_to_the_profiler() {
-    let fs = leaked_fs();
+    let fs = &new_fs();
     let ftrace = instance(&["net_rx", "net_tx", "disk_io"]);
     tracestat::profile::install(&ftrace, fs).unwrap();
     let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
@@ -574,7 +575,7 @@ fn recursion_deeper_than_the_shadow_stack_counts_every_call() {
         },
     ] {
         let (ftrace, profiler) = enabled(&["recurse"], opts);
-        let fs = leaked_fs();
+        let fs = &new_fs();
         install(&ftrace, fs).unwrap();
         fn recurse(f: &Ftrace, n: usize) {
             let _s = f.call(f.site(0).unwrap());

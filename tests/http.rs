@@ -5,13 +5,15 @@
 //! hook layer and function profiler on a free loopback port, and speaks raw HTTP/1.1 over a
 //! `TcpStream`, so what is checked is exactly what goes over the wire.
 
+#[path = "export_common/pprof_proto.rs"]
+mod proto;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
 use prost::Message;
-use tracestat::export::proto;
 use tracestat::hist::EventSource;
 use tracestat::http::{Server, ServerBuilder};
 use tracestat::profile::{Ftrace, FunctionProfiler, SiteDef};
@@ -20,29 +22,28 @@ use tracestat::stat::{BoolControl, Tracefs};
 /// A process in miniature: a hook layer with three functions, its profiler and control
 /// files, a boolean control, and a hist event source, on a surface of its own.
 struct World {
-    fs: &'static Tracefs,
+    fs: Arc<Tracefs>,
     ftrace: Arc<Ftrace>,
-    profiler: &'static FunctionProfiler,
+    profiler: FunctionProfiler,
     flag: Arc<BoolControl>,
     events: Arc<EventSource>,
 }
 
 impl World {
     fn new() -> World {
-        let fs: &'static Tracefs = Box::leak(Box::new(Tracefs::new()));
+        let fs = Arc::new(Tracefs::new());
         let ftrace = Ftrace::new([
             SiteDef::new("alpha", "t"),
             SiteDef::new("beta", "t"),
             SiteDef::new("gamma", "t"),
         ]);
-        let profiler: &'static FunctionProfiler =
-            Box::leak(Box::new(FunctionProfiler::new(Arc::clone(&ftrace))));
-        profiler.install(fs).unwrap();
-        tracestat::profile::install(&ftrace, fs).unwrap();
+        let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
+        profiler.install(&fs).unwrap();
+        tracestat::profile::install(&ftrace, &fs).unwrap();
         let flag = BoolControl::new(false);
         fs.add_file("options/flag", Arc::clone(&flag)).unwrap();
         let events = EventSource::new("sched/wakeup", &["pid", "prio"]);
-        events.attach(fs).unwrap();
+        events.attach(&fs).unwrap();
         World {
             fs,
             ftrace,
@@ -62,7 +63,7 @@ impl World {
 
     fn builder(&self) -> ServerBuilder {
         Server::bind("127.0.0.1:0")
-            .tracefs(self.fs)
+            .tracefs(&self.fs)
             .profiler(self.profiler.handle())
     }
 
@@ -591,15 +592,15 @@ fn only_loopback_unless_asked() {
     let w = World::new();
     let err = w
         .builder()
-        .tracefs(w.fs)
+        .tracefs(&w.fs)
         .serve()
         .map(|_| ())
-        .and(Server::bind("0.0.0.0:0").tracefs(w.fs).serve().map(|_| ()))
+        .and(Server::bind("0.0.0.0:0").tracefs(&w.fs).serve().map(|_| ()))
         .unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied);
     assert!(err.to_string().contains("0.0.0.0"), "{err}");
     let s = Server::bind("0.0.0.0:0")
-        .tracefs(w.fs)
+        .tracefs(&w.fs)
         .allow_remote(true)
         .serve()
         .unwrap();

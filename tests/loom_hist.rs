@@ -134,7 +134,7 @@ fn reservations_model(main_keys: [u64; 3], expected: &[(u64, u64)], msg: &str) {
 #[test]
 #[should_panic(expected = "reserved runs are disjoint")]
 fn negative_control_reservations_must_be_caught() {
-    tracestat::hist::loom_negative::with_overlapping_reservations(|| {
+    tracestat::__private::loom::with_overlapping_reservations(|| {
         loom::model(|| {
             let expected: Vec<(u64, u64)> = (1..=6).map(|k| (k, 1)).collect();
             reservations_model([4, 5, 6], &expected, "reserved runs are disjoint");

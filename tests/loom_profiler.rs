@@ -45,7 +45,7 @@ fn disable_racing_a_hit() {
             let ftrace = LoomArc::clone(&ftrace);
             thread::spawn(move || {
                 drop(ftrace.call(ftrace.site(0).unwrap()));
-                tracestat::profile::loom_thread_exit();
+                tracestat::__private::loom::thread_exit();
             })
         };
         profiler.disable().unwrap();
@@ -83,7 +83,7 @@ fn reset_racing_a_hit() {
                 let after = reset_done.load(Ordering::SeqCst);
                 drop(ftrace.call(ftrace.site(0).unwrap()));
                 call_done.store(true, Ordering::SeqCst);
-                tracestat::profile::loom_thread_exit();
+                tracestat::__private::loom::thread_exit();
                 after
             })
         };

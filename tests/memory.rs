@@ -45,7 +45,7 @@ fn short_lived_profiled_threads_are_given_back_by_a_reset() {
     /// Bounds: 64 KiB per held thread; 64 MiB over the start after a reset (and trim).
     const PER_THREAD_KIB: u64 = 64;
     const AFTER_RESET_KIB: u64 = 64 * 1024;
-    let fs: &'static Tracefs = Box::leak(Box::new(Tracefs::new()));
+    let fs = &Arc::new(Tracefs::new());
     let ftrace = Ftrace::new(["a", "b"].map(|n| SiteDef::new(n, "tests")));
     let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
     profiler.install(fs).unwrap();

@@ -11,7 +11,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use tracestat::profile::format::graph_duration;
+mod kernel_format;
+use kernel_format::graph_duration;
 use tracestat::replay::{Event, Parser, Replay, ReplayOptions, Sort};
 
 fn read(name: &str) -> String {

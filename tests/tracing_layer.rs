@@ -3,10 +3,12 @@
 
 use std::hint::black_box;
 
-use tracestat::profile::tracing_layer::{LayerStats, SpanNames};
+use std::sync::Arc;
+
 use tracestat::profile::{
     Ftrace, FunctionProfiler, ProfileOptions, SHADOW_STACK_DEPTH, TracestatLayer,
 };
+use tracestat::profile::{LayerStats, SpanNames};
 use tracestat::stat::Tracefs;
 use tracing::Dispatch;
 use tracing_subscriber::layer::SubscriberExt;
@@ -14,7 +16,7 @@ use tracing_subscriber::layer::SubscriberExt;
 struct Rig {
     layer: TracestatLayer,
     profiler: FunctionProfiler,
-    fs: &'static Tracefs,
+    fs: Arc<Tracefs>,
     dispatch: Dispatch,
 }
 
@@ -22,8 +24,8 @@ fn rig(naming: SpanNames) -> Rig {
     let ftrace = Ftrace::new([]);
     let layer = TracestatLayer::with_span_names(ftrace.clone(), naming);
     let profiler = FunctionProfiler::with_symbols(ftrace, layer.symbols());
-    let fs: &'static Tracefs = Box::leak(Box::new(Tracefs::new()));
-    profiler.install(fs).unwrap();
+    let fs = Arc::new(Tracefs::new());
+    profiler.install(&fs).unwrap();
     let dispatch = Dispatch::new(tracing_subscriber::registry().with(layer.clone()));
     Rig {
         layer,
@@ -79,7 +81,7 @@ fn threads_times_nested_spans_exact_hits_names_and_times() {
         }
     });
     r.profiler.disable().unwrap();
-    let mut got = hits(r.fs);
+    let mut got = hits(&r.fs);
     got.sort();
     assert_eq!(
         got,
@@ -112,8 +114,8 @@ fn hit_counting_without_timing_uses_function_ops() {
     r.profiler.enable().unwrap();
     tracing::dispatcher::with_default(&r.dispatch, || nested(25));
     r.profiler.disable().unwrap();
-    assert_eq!(hits_of(r.fs, "outer"), 25);
-    assert_eq!(hits_of(r.fs, "inner"), 25);
+    assert_eq!(hits_of(&r.fs, "outer"), 25);
+    assert_eq!(hits_of(&r.fs, "inner"), 25);
 }
 
 #[test]
@@ -124,7 +126,7 @@ fn target_and_name() {
         tracing::info_span!(target: "net", "recv").in_scope(|| ());
     });
     r.profiler.disable().unwrap();
-    assert_eq!(hits(r.fs), vec![("net::recv".to_owned(), 1)]);
+    assert_eq!(hits(&r.fs), vec![("net::recv".to_owned(), 1)]);
 }
 
 #[test]
@@ -136,8 +138,8 @@ fn nothing_recorded_while_disabled() {
     tracing::dispatcher::with_default(&r.dispatch, || nested(3));
     r.profiler.disable().unwrap();
     tracing::dispatcher::with_default(&r.dispatch, || nested(10));
-    assert_eq!(hits_of(r.fs, "outer"), 3);
-    assert_eq!(hits_of(r.fs, "inner"), 3);
+    assert_eq!(hits_of(&r.fs, "outer"), 3);
+    assert_eq!(hits_of(&r.fs, "inner"), 3);
     assert!(!r.layer.ftrace().has_active_ops());
 }
 
@@ -153,7 +155,7 @@ fn reentering_a_span_is_a_nested_call() {
         drop(g1);
     });
     r.profiler.disable().unwrap();
-    assert_eq!(hits_of(r.fs, "again"), 2);
+    assert_eq!(hits_of(&r.fs, "again"), 2);
     assert_eq!(r.layer.stats(), LayerStats::default());
 }
 
@@ -174,7 +176,7 @@ fn out_of_order_exit_is_counted_and_loses_no_hit() {
     assert_eq!(r.layer.stats().out_of_order, 1);
     assert_eq!(r.layer.stats().unmatched_exits, 0);
     for (name, n) in [("a", 1), ("b", 1), ("outer", 2), ("inner", 2)] {
-        assert_eq!(hits_of(r.fs, name), n, "{name}");
+        assert_eq!(hits_of(&r.fs, name), n, "{name}");
     }
 }
 
@@ -200,8 +202,8 @@ fn cross_thread_exit_is_counted_and_ignored() {
     assert_eq!(stats.unmatched_exits, 1);
     assert_eq!(stats.out_of_order, 1);
     // The child's frame is returned with its enclosing span: no accepted entry is lost.
-    assert_eq!(hits_of(r.fs, "parent"), 1);
-    assert_eq!(hits_of(r.fs, "child"), 1);
+    assert_eq!(hits_of(&r.fs, "parent"), 1);
+    assert_eq!(hits_of(&r.fs, "child"), 1);
 }
 
 fn deep(d: usize) {
@@ -222,8 +224,8 @@ fn full_shadow_stack_counts_overruns() {
     r.profiler.disable().unwrap();
     assert_eq!(r.layer.ftrace().graph_overruns(), 3);
     // Spans deeper than the shadow stack are still hits (without a time).
-    assert_eq!(hits_of(r.fs, "deep"), SHADOW_STACK_DEPTH as u64 + 3);
-    assert_eq!(hits_of(r.fs, "outer"), 1);
+    assert_eq!(hits_of(&r.fs, "deep"), SHADOW_STACK_DEPTH as u64 + 3);
+    assert_eq!(hits_of(&r.fs, "outer"), 1);
     assert_eq!(r.layer.stats(), LayerStats::default());
 }
 

@@ -25,12 +25,12 @@ const METHODS: [&str; 8] = ["GET", "HEAD", "PUT", "POST", "DELETE", "BREW", "", 
 /// Everything the router serves lives in statics for the whole run (reachable, so the leak
 /// checker at exit has nothing to report).
 fn router() -> &'static Router {
-    static FS: OnceLock<Tracefs> = OnceLock::new();
+    static FS: OnceLock<Arc<Tracefs>> = OnceLock::new();
     static PROFILER: OnceLock<FunctionProfiler> = OnceLock::new();
     static EVENTS: OnceLock<Arc<EventSource>> = OnceLock::new();
     static ROUTER: OnceLock<Router> = OnceLock::new();
     ROUTER.get_or_init(|| {
-        let fs = FS.get_or_init(Tracefs::new);
+        let fs = FS.get_or_init(|| Arc::new(Tracefs::new()));
         let ftrace = Ftrace::new([SiteDef::new("alpha", "f"), SiteDef::new("beta", "f")]);
         let profiler = PROFILER.get_or_init(|| FunctionProfiler::new(Arc::clone(&ftrace)));
         profiler.install(fs).unwrap();

@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 
 use super::model::{BucketHistogram, Profile};
 use crate::error::Error;
-use crate::stat::{StatRegistry, StatTracer, TypedStat, snapshot};
+use crate::stat::{StatRegistry, StatTracer, TypedStat, render_each};
 
 /// The version of every JSON schema this module writes. Adding a field keeps the version;
 /// removing or renaming one, or changing a meaning or unit, bumps it.
@@ -122,7 +122,7 @@ pub fn profile_from_json(mut r: impl Read) -> io::Result<Profile> {
 /// only: works for every provider.
 pub fn stat_to_json<T: StatTracer + ?Sized>(tracer: &T, w: impl Write) -> io::Result<()> {
     let mut rows: Vec<Row<()>> = Vec::new();
-    let headers = snapshot::render_each(tracer, |_, text| rows.push(Row { text, entry: None }))
+    let headers = render_each(tracer, |_, text| rows.push(Row { text, entry: None }))
         .map_err(|_| format_error(tracer.name()))?;
     let body = StatFileBody {
         name: tracer.name().to_owned(),
@@ -142,7 +142,7 @@ where
 {
     let mut rows = Vec::new();
     let mut failed = None;
-    let headers = snapshot::render_each(tracer, |entry, text| match serde_json::to_value(entry) {
+    let headers = render_each(tracer, |entry, text| match serde_json::to_value(entry) {
         Ok(v) => rows.push(Row {
             text,
             entry: Some(v),
@@ -223,4 +223,160 @@ pub fn registry_to_json(registry: &StatRegistry, w: impl Write) -> io::Result<()
         }
     }
     write_doc(STAT_FILES_SCHEMA, StatFilesBody { files }, w)
+}
+
+/// `"schema"` of the JSON document [`replay_to_json`] writes.
+#[cfg(not(loom))]
+pub const REPLAY_SCHEMA: &str = "tracestat.replay";
+
+/// Writes a replay as one `tracestat.replay` JSON document (feature `json`), on one line
+/// (so that live output is NDJSON, one document per print):
+///
+/// ```json
+/// { "schema": "tracestat.replay", "version": 1, "mode": "function_graph",
+///   "graph_time": true, "threshold_us": 0, "max_functions": 1000000,
+///   "functions": [ { "name": "sys_open", "hits": 1, "open_at_end": 0, "time_ns": 2000,
+///                    "time_sq_ns2": 4000000 } ],
+///   "cpus": [ { "cpu": 0, "functions": [ ... ] } ],
+///   "events": [ { "name": "sched_switch", "count": 3 } ],
+///   "lines": { "read": 3, "parsed": 3, "skipped": 0,
+///              "by_kind": { "graph_entry": 1, ... }, "skipped_by_kind": { ... },
+///              "lost_events": 0 },
+///   "calls": 2, "folded": 0,
+///   "unmatched": { "exits": 0, "exit_only": 0, "open_at_eof": 0, "dropped_at_resync": 0,
+///                  "abandoned": 0, "overruns": 0, "ignored": 0 } }
+/// ```
+///
+/// `functions` are the rows of `trace_stat/functions` in `sort` order (threshold applied),
+/// each a [`ReplayRow`](crate::replay::ReplayRow): `time_ns` and `time_sq_ns2` are `null` for function traces;
+/// `open_at_end` counts the hits whose call was still open when the trace ended. `cpus` is
+/// present with `per_cpu`, one entry per CPU that recorded calls. `events` counts trace event
+/// lines by name. `folded` is the hits of names beyond `max_functions`, shown in the
+/// `[other]` row. `by_kind` holds every kind that occurred, `skipped_by_kind` those that
+/// yield no event; `mode` is `null` when the input held no function event. The version is
+/// [`SCHEMA_VERSION`]; readers ignore unknown fields.
+#[cfg(not(loom))]
+pub fn replay_to_json(
+    replay: &crate::replay::Replay,
+    summary: &crate::replay::ReplaySummary,
+    per_cpu: bool,
+    sort: crate::replay::Sort,
+    mut w: impl io::Write,
+) -> io::Result<()> {
+    use crate::replay::{Replay, Sort, TraceMode, Unmatched};
+    use std::collections::BTreeMap;
+
+    /// A row with its name borrowed from the interner.
+    #[derive(Serialize)]
+    struct RowRef<'a> {
+        name: &'a str,
+        hits: u64,
+        open_at_end: u64,
+        time_ns: Option<u128>,
+        time_sq_ns2: Option<u128>,
+    }
+    /// The rows of a table, serialised one at a time (never all built at once).
+    struct Rows<'a> {
+        replay: &'a Replay,
+        cpu: Option<u32>,
+        sort: Sort,
+    }
+    impl Serialize for Rows<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.collect_seq(self.replay.row_refs(self.cpu, self.sort).map(|r| RowRef {
+                name: r.name,
+                hits: r.hits,
+                open_at_end: r.open_at_end,
+                time_ns: r.time_ns,
+                time_sq_ns2: r.time_sq_ns2,
+            }))
+        }
+    }
+    #[derive(Serialize)]
+    struct Cpu<'a> {
+        cpu: u32,
+        functions: Rows<'a>,
+    }
+    #[derive(Serialize)]
+    struct EventCount {
+        name: String,
+        count: u64,
+    }
+    #[derive(Serialize)]
+    struct Lines {
+        read: u64,
+        parsed: u64,
+        skipped: u64,
+        by_kind: BTreeMap<&'static str, u64>,
+        skipped_by_kind: BTreeMap<&'static str, u64>,
+        lost_events: u64,
+    }
+    #[derive(Serialize)]
+    struct Doc<'a> {
+        schema: &'a str,
+        version: u32,
+        mode: Option<TraceMode>,
+        graph_time: bool,
+        threshold_us: u64,
+        max_functions: usize,
+        functions: Rows<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cpus: Option<Vec<Cpu<'a>>>,
+        events: Vec<EventCount>,
+        lines: Lines,
+        calls: u64,
+        folded: u64,
+        unmatched: Unmatched,
+    }
+    let l = &summary.lines;
+    let opts = replay.options();
+    let doc = Doc {
+        schema: REPLAY_SCHEMA,
+        version: SCHEMA_VERSION,
+        mode: summary.mode,
+        graph_time: opts.graph_time,
+        threshold_us: opts.threshold_us,
+        max_functions: opts.max_functions,
+        functions: Rows {
+            replay,
+            cpu: None,
+            sort,
+        },
+        cpus: per_cpu.then(|| {
+            summary
+                .cpus
+                .iter()
+                .map(|&cpu| Cpu {
+                    cpu,
+                    functions: Rows {
+                        replay,
+                        cpu: Some(cpu),
+                        sort,
+                    },
+                })
+                .collect()
+        }),
+        events: replay
+            .events()
+            .into_iter()
+            .map(|(name, count)| EventCount { name, count })
+            .collect(),
+        lines: Lines {
+            read: l.lines(),
+            parsed: l.parsed(),
+            skipped: l.skipped(),
+            by_kind: l
+                .iter()
+                .filter(|&(_, n)| n > 0)
+                .map(|(k, n)| (k.name(), n))
+                .collect(),
+            skipped_by_kind: l.skipped_kinds().map(|(k, n)| (k.name(), n)).collect(),
+            lost_events: l.lost_events(),
+        },
+        calls: summary.calls,
+        folded: summary.folded,
+        unmatched: summary.unmatched,
+    };
+    serde_json::to_writer(&mut w, &doc).map_err(io::Error::from)?;
+    w.write_all(b"\n")
 }

@@ -2,7 +2,7 @@
 //!
 //! # Design
 //!
-//! Exporters read one neutral data model, [`model::Profile`] (functions, call paths, bucket
+//! Exporters read one neutral data model, [`Profile`] (functions, call paths, bucket
 //! histograms, counters, the dropped total), never the profiler's or the histogram's internal
 //! types: producers convert their snapshots into it, and each format is a pure function of a
 //! `Profile` written to an [`io::Write`]. Stat files of arbitrary
@@ -11,10 +11,10 @@
 //!
 //! | format | function | feature | consumer |
 //! | --- | --- | --- | --- |
-//! | JSON | [`to_json`], [`stat_to_json`], [`stat_to_json_typed`], [`registry_to_json`] | `json` | anything; schema below |
-//! | pprof | [`to_pprof`] | `pprof` | `go tool pprof`, Pyroscope, Parca ([`pprof`]) |
-//! | folded stacks | [`to_folded`] | — | `inferno-flamegraph`, `flamegraph.pl` ([`folded`]) |
-//! | OpenMetrics 1.0 | [`to_openmetrics`] | — | Prometheus, `prometheus_client` ([`openmetrics`]) |
+//! | JSON | [`to_json`], [`stat_to_json`], [`stat_to_json_typed`], [`registry_to_json`], [`replay_to_json`] | `json` | anything; schema below |
+//! | pprof | [`to_pprof`] | `pprof` | `go tool pprof`, Pyroscope, Parca |
+//! | folded stacks | [`to_folded`] | — | `inferno-flamegraph`, `flamegraph.pl` |
+//! | OpenMetrics 1.0 | [`to_openmetrics`] | — | Prometheus, `prometheus_client` |
 //! | Prometheus 0.0.4 | [`to_prometheus_text`] | — | `promtool check metrics`, older scrapers |
 //!
 //! [`write`](fn@write) takes a [`Format`] (parsed from `json`, `pprof`, `folded`, `openmetrics`,
@@ -54,8 +54,8 @@
 //!
 //! Function names and labels are arbitrary text. Each format escapes or replaces what it
 //! cannot carry: JSON escapes (serde_json), pprof stores strings verbatim, folded stacks
-//! replace `;` and control characters ([`folded::escape_frame`]), the metrics text escapes
-//! label values and help and makes metric and label names valid ([`openmetrics`]).
+//! replace `;` and control characters (see [`to_folded`]), the metrics text escapes
+//! label values and help and makes metric and label names valid (see [`to_openmetrics`]).
 //!
 //! # JSON schema (version 1)
 //!
@@ -76,7 +76,7 @@
 //!   "counters": [ { "name": "events", "help": "", "labels": {}, "value": 7 } ],
 //!   "dropped": 0 }
 //! ```
-//! Field meanings are those of [`model`]: `time_ns`, `time_sq_ns2`, `self_time_ns`,
+//! Field meanings are those of [`Profile`] and its parts: `time_ns`, `time_sq_ns2`, `self_time_ns`,
 //! `total_time_ns` are `null` when not timed; `frames` are root first; bucket counts are not
 //! cumulative and the `+Inf` bucket is `count` minus their sum; `labels` is an object.
 //!
@@ -123,33 +123,43 @@
 //!
 //! `tracestat.stat_files` ([`registry_to_json`]): `{ "schema", "version", "files": [ ... ] }`,
 //! each file a `tracestat.stat_file` body without `schema`/`version`, sorted by name.
+//!
+//! `tracestat.replay` ([`replay_to_json`]): a replayed kernel trace, its function rows
+//! (merged and per CPU), event counts, line counts by kind and unmatched calls; the fields
+//! are listed on the function.
 
-pub mod folded;
-pub mod model;
-pub mod openmetrics;
+mod folded;
+mod model;
+mod openmetrics;
 
 #[cfg(feature = "json")]
-pub mod json;
+mod json;
 #[cfg(feature = "pprof")]
-pub mod pprof;
+mod pprof;
 #[cfg(feature = "pprof")]
-pub mod proto;
+pub(crate) mod proto;
 
 use std::fmt;
 use std::io;
 use std::str::FromStr;
 
-pub use folded::{FoldedWeight, to_folded, to_folded_weighted};
+pub use folded::{FoldedWeight, folded_lines, to_folded, to_folded_weighted};
 #[cfg(feature = "json")]
 pub use json::{
-    SCHEMA_VERSION, histogram_to_json, profile_from_json, registry_stat_to_json,
+    HISTOGRAM_SCHEMA, PROFILE_SCHEMA, SCHEMA_VERSION, STAT_FILE_SCHEMA, STAT_FILES_SCHEMA,
+    STAT_TYPED_SCHEMA, histogram_to_json, profile_from_json, registry_stat_to_json,
     registry_stat_to_json_typed, registry_to_json, stat_to_json, stat_to_json_typed, to_json,
     write_typed,
 };
+#[cfg(all(feature = "json", not(loom)))]
+pub use json::{REPLAY_SCHEMA, replay_to_json};
 pub use model::{
     Bucket, BucketHistogram, Counter, FunctionStats, ModelError, PathStats, Profile, StackTotals,
 };
-pub use openmetrics::{TextFormat, to_metrics_text, to_openmetrics, to_prometheus_text};
+pub use openmetrics::{
+    OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE, TextFormat, to_metrics_text, to_openmetrics,
+    to_prometheus_text,
+};
 #[cfg(feature = "pprof")]
 pub use pprof::{pprof_profile, to_pprof};
 

@@ -51,6 +51,7 @@ use core::marker::PhantomData;
 use core::ptr::NonNull;
 
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use crate::primitive::unmodeled;
 use crate::primitive::zeroed_slice;
 
 /// The most entries a thread reserves from a growing arena at once.
@@ -58,7 +59,7 @@ pub(crate) const MAX_BATCH: usize = 64;
 
 /// Arena ids: a thread's reservation names the arena it came from by id, not by address
 /// (addresses are reused once an arena is freed). Not part of any synchronization.
-static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+static NEXT_ID: unmodeled::atomic::AtomicU64 = unmodeled::atomic::AtomicU64::new(1);
 
 /// A thread's reserved, not yet used entry indices `next..end` of arena `arena`, and how
 /// many entries in a row it has allocated from that arena (`streak`, the batch size).
@@ -92,7 +93,7 @@ loom::thread_local! {
 /// that makes reserved runs overlap. Per OS thread because a loom model's threads all run
 /// on its test's OS thread, so a control cannot disturb models running beside it.
 #[cfg(loom)]
-pub mod loom_negative {
+pub(crate) mod loom_negative {
     use core::cell::Cell;
 
     std::thread_local! {
@@ -100,7 +101,7 @@ pub mod loom_negative {
     }
 
     /// Runs `f` with overlapping reservations on this OS thread.
-    pub fn with_overlapping_reservations<R>(f: impl FnOnce() -> R) -> R {
+    pub(crate) fn with_overlapping_reservations<R>(f: impl FnOnce() -> R) -> R {
         struct Reset;
         impl Drop for Reset {
             fn drop(&mut self) {
@@ -253,7 +254,7 @@ impl Arena {
             limit,
             chunks: core::array::from_fn(|_| AtomicPtr::new(core::ptr::null_mut())),
             batch: limit == usize::MAX,
-            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            id: NEXT_ID.fetch_add(1, unmodeled::atomic::Ordering::Relaxed),
             next: AtomicUsize::new(0),
             spare: AtomicUsize::new(0),
         }

@@ -43,7 +43,7 @@ use super::snapshot::Row;
 
 /// How often a reader retries a key whose update overlapped its read by spinning, before it
 /// yields and then sleeps between attempts (see the module docs).
-pub const READ_RETRIES: usize = 64;
+pub(crate) const READ_RETRIES: usize = 64;
 
 /// Attempts that yield the CPU, after the spinning ones.
 const YIELD_RETRIES: usize = 64;

@@ -506,11 +506,11 @@ impl HashHist {
         let slot: Arc<Mutex<Option<Snapshot>>> = Arc::new(Mutex::new(None));
         let out = Arc::clone(&slot);
         self.reset_with(move |s| {
-            *out.lock().unwrap_or_else(|e| e.into_inner()) = Some(s);
+            *out.lock() = Some(s);
         });
         loop {
             self.with_guard(|g| g.flush());
-            if let Some(s) = slot.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            if let Some(s) = slot.lock().take() {
                 return s;
             }
             spin_hint();

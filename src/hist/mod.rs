@@ -14,9 +14,11 @@
 //! - [`Snapshot`] / [`Row`] (`snapshot.rs`): per-key-consistent copies, sorted by up to two
 //!   [`SortKey`]s, merged, or turned into a hashbrown map; [`Stats`] (`stats.rs`) derives
 //!   count, sum, min, max, mean, variance and percentiles without overflow.
-//! - [`HistSpec`] (`spec.rs`): the hist-trigger spec language with typed, positioned errors.
-//! - [`EventSource`] / [`HistTrigger`] (`trigger.rs`): histograms created from specs on an
-//!   event source, its `hist` control file, and their stat files; text in `render.rs`.
+//! - The trigger language (`trigger/`), apart from the map core above, which knows nothing of
+//!   specs: [`HistSpec`] (`trigger/spec.rs`), the hist-trigger spec language with typed,
+//!   positioned errors, bound to an event's fields by [`HistSpec::bind`]; [`EventSource`] /
+//!   [`HistTrigger`] (`trigger/mod.rs`), histograms created from specs on an event source,
+//!   its `hist` control file, and their stat files; the kernel's text in `trigger/render.rs`.
 //! - [`offline`]: the same specs over the event lines of a saved trace (`tracestat hist`),
 //!   string keys interned per table, and latency histograms between two events.
 
@@ -29,16 +31,16 @@ mod layout;
 mod map;
 #[cfg(not(loom))]
 pub mod offline;
-pub mod render;
 mod shard;
 mod snapshot;
-pub mod spec;
 mod stats;
 mod table;
 mod trigger;
 
+pub(crate) use trigger::render;
+use trigger::spec;
+
 pub use buckets::{BucketError, BucketSpec, MAX_LINEAR_BUCKETS, MAX_LOG2_SUB_BITS};
-pub use cell::READ_RETRIES;
 pub use key::{Key, MAX_KEYS};
 pub use layout::{CellLayout, LayoutError, MAX_VALS};
 pub use map::{
@@ -46,15 +48,18 @@ pub use map::{
     MAX_BOUNDED_SIZE, MAX_PENDING_SINKS, MIN_BOUNDED_SIZE, SinkBacklog,
 };
 pub use shard::{DEFAULT_SHARD_CAPACITY, Shard, ShardReader};
-pub use snapshot::{Row, Snapshot, SortField, SortKey, compare};
-pub use spec::{Command, HistSpec, KeyModifier, SpecError, SpecErrorKind};
-pub use stats::{PERCENTILES, Stats, variance};
-pub use trigger::{EventSource, HistDef, HistStat, HistTrigger, MAX_TRIGGERS_PER_EVENT, NameTable};
+pub use snapshot::{Row, Snapshot, SortField, SortKey};
+pub use spec::{
+    Command, FieldRef, HistDef, HistSpec, KeyModifier, KeySpec, MAX_SPEC_LEN, SortSpec, SpecError,
+    SpecErrorKind,
+};
+pub(crate) use stats::variance;
+pub use stats::{PERCENTILES, Stats};
+pub use trigger::{EventSource, HistStat, HistTrigger, MAX_TRIGGERS_PER_EVENT, NameTable};
 
 /// crossbeam-epoch's collector and guard, for the `*_in` methods and custom collectors.
 pub use crossbeam_epoch::{Collector, Guard, LocalHandle};
 
 /// Loom builds only: the switch behind the per-thread reservations' negative control.
 #[cfg(loom)]
-#[doc(hidden)]
-pub use arena::loom_negative;
+pub(crate) use arena::loom_negative;

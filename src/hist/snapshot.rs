@@ -146,7 +146,7 @@ impl SortKey {
 }
 
 /// Compares two rows by `keys` in turn, then by key ascending.
-pub fn compare(keys: &[SortKey], a: &Row, b: &Row) -> Ordering {
+pub(crate) fn compare(keys: &[SortKey], a: &Row, b: &Row) -> Ordering {
     keys.iter()
         .map(|k| k.cmp(a, b))
         .find(|o| o.is_ne())
@@ -162,8 +162,8 @@ pub struct Snapshot {
     pub rows: Vec<Row>,
     /// Updates refused because a bounded table was full.
     pub dropped: u64,
-    /// Rows whose copy overlapped a concurrent update on every attempt (spinning
-    /// [`READ_RETRIES`](super::READ_RETRIES) times, then yielding, then sleeping about
+    /// Rows whose copy overlapped a concurrent update on every attempt (spinning a fixed
+    /// number of times, then yielding, then sleeping about
     /// 13 ms): they hold every completed update and possibly parts of those in flight. Zero
     /// when writers are quiet or single-word cells.
     pub torn: u64,

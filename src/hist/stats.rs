@@ -38,7 +38,7 @@ pub const PERCENTILES: [(f64, &str); 4] =
 
 /// The kernel's sample variance of `n` samples with sum `sum` and sum of squares
 /// `sum_sq_hi · 2^128 + sum_sq`, exact (saturating at `u128::MAX`).
-pub fn variance(n: u64, sum: u128, sum_sq: u128, sum_sq_hi: u64) -> u128 {
+pub(crate) fn variance(n: u64, sum: u128, sum_sq: u128, sum_sq_hi: u64) -> u128 {
     if n <= 1 {
         return 0;
     }

@@ -65,10 +65,10 @@ mod conn;
 mod route;
 mod window;
 
+use crate::primitive::unmodeled::Arc;
+use crate::primitive::unmodeled::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -103,7 +103,7 @@ pub(crate) struct Limits {
 /// Options of a [`Server`], from [`Server::bind`].
 pub struct ServerBuilder {
     addrs: io::Result<Vec<SocketAddr>>,
-    fs: Option<&'static Tracefs>,
+    fs: Option<Arc<Tracefs>>,
     profiler: Option<window::ProfileSource>,
     allow_writes: bool,
     token: Option<Vec<u8>>,
@@ -143,7 +143,7 @@ impl Server {
     /// Options for an endpoint on `addr` (`"127.0.0.1:9099"`, or port 0 for any free
     /// port); [`ServerBuilder::serve`] starts it. By default it serves [`Tracefs::global`]
     /// with [`FunctionProfiler::global`] and the branch profiler's files
-    /// ([`branch::register`](crate::profile::branch::register)) on it, read-only.
+    /// ([`register_branch_stats`](crate::profile::register_branch_stats)) on it, read-only.
     pub fn bind(addr: impl ToSocketAddrs) -> ServerBuilder {
         ServerBuilder {
             addrs: addr.to_socket_addrs().map(Iterator::collect),
@@ -209,8 +209,8 @@ impl Drop for Server {
 impl ServerBuilder {
     /// Serves `fs` instead of [`Tracefs::global`] (and then no profiler unless
     /// [`profiler`](Self::profiler) names one).
-    pub fn tracefs(mut self, fs: &'static Tracefs) -> Self {
-        self.fs = Some(fs);
+    pub fn tracefs(mut self, fs: &Arc<Tracefs>) -> Self {
+        self.fs = Some(Arc::clone(fs));
         self
     }
 
@@ -289,14 +289,20 @@ impl ServerBuilder {
     }
 
     fn build_router(&self, stop: Arc<AtomicBool>, refused: Arc<AtomicU64>) -> Router {
-        let (fs, profiler) = match self.fs {
-            Some(fs) => (fs, self.profiler.clone()),
+        let (fs, profiler) = match &self.fs {
+            Some(fs) => (Arc::clone(fs), self.profiler.clone()),
             None => {
                 let global = FunctionProfiler::global().handle();
-                // The branch profiler's files too (already there is fine).
-                let _ = crate::profile::branch::register(Tracefs::global());
+                // The branch profiler's files too, once per process.
+                static BRANCH_FILES: crate::primitive::unmodeled::OnceLock<()> =
+                    crate::primitive::unmodeled::OnceLock::new();
+                Tracefs::global_instance(
+                    &BRANCH_FILES,
+                    || (),
+                    |(), fs| crate::profile::register_branch_stats(fs),
+                );
                 (
-                    Tracefs::global(),
+                    Arc::clone(Tracefs::global()),
                     Some(
                         self.profiler
                             .clone()

@@ -17,9 +17,9 @@
 //! - Only one profile window runs at a time (`409` for the others), and its length is
 //!   bounded by [`ServerBuilder::max_profile_seconds`](super::ServerBuilder::max_profile_seconds).
 
+use crate::primitive::unmodeled::Arc;
+use crate::primitive::unmodeled::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::fmt::Write as _;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use percent_encoding::percent_decode;
@@ -29,8 +29,8 @@ use super::ProfileWindow;
 use super::window;
 use super::window::ProfileSource;
 use crate::error::Error;
-use crate::export::openmetrics::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE};
 use crate::export::{self, Counter};
+use crate::export::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE};
 use crate::stat::{DirEntry, STAT_DIR, Tracefs, WriteMode};
 
 /// `Content-Type` of plain text responses.
@@ -119,7 +119,7 @@ pub(crate) fn reason(status: u16) -> &'static str {
 /// [`Server`](super::Server), by [`ServerBuilder::serve`](super::ServerBuilder::serve)); use
 /// it directly to mount the routes in another HTTP server.
 pub struct Router {
-    pub(crate) fs: &'static Tracefs,
+    pub(crate) fs: Arc<Tracefs>,
     pub(crate) profiler: Option<ProfileSource>,
     pub(crate) allow_writes: bool,
     pub(crate) token: Option<Vec<u8>>,

@@ -11,8 +11,8 @@
 //!   a workload that profiles itself) keeps its records. A profiler that is off then yields
 //!   an empty profile.
 
+use crate::primitive::unmodeled::Arc;
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use super::ProfileWindow;
 use crate::export::{FunctionStats, PathStats, Profile};

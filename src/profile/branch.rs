@@ -30,10 +30,10 @@
 //! *unlikely* the reverse. `branch_all` shows every site with `miss` = times false and
 //! `hit` = times true, the kernel's overlay of miss on "correct" and hit on "incorrect".
 
+use crate::primitive::unmodeled::{Arc, Mutex, OnceLock};
 use core::cmp::Ordering as CmpOrdering;
 use core::fmt;
 use std::cell::OnceCell;
-use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::stat::{StatTracer, Tracefs};
@@ -118,7 +118,7 @@ impl BranchSite {
 pub static BRANCH_SITES: [BranchSite];
 
 /// The number of branch sites in the binary.
-pub fn site_count() -> usize {
+pub fn branch_site_count() -> usize {
     BRANCH_SITES.len()
 }
 
@@ -168,7 +168,7 @@ fn shards() -> &'static Shards {
     static SHARDS: OnceLock<Shards> = OnceLock::new();
     SHARDS.get_or_init(|| Shards {
         all: Mutex::new(Vec::new()),
-        fallback: Shard::new(site_count()),
+        fallback: Shard::new(branch_site_count()),
     })
 }
 
@@ -177,12 +177,8 @@ thread_local! {
 }
 
 fn new_local_shard() -> Arc<Shard> {
-    let shard = Arc::new(Shard::new(site_count()));
-    shards()
-        .all
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(Arc::clone(&shard));
+    let shard = Arc::new(Shard::new(branch_site_count()));
+    shards().all.lock().push(Arc::clone(&shard));
     shard
 }
 
@@ -232,9 +228,9 @@ impl BranchCounts {
 }
 
 /// The merged counts of every site, in link order.
-pub fn snapshot() -> Vec<BranchCounts> {
+pub fn branch_snapshot() -> Vec<BranchCounts> {
     let shards = shards();
-    let all: Vec<Arc<Shard>> = shards.all.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let all: Vec<Arc<Shard>> = shards.all.lock().clone();
     BRANCH_SITES
         .iter()
         .enumerate()
@@ -354,7 +350,7 @@ impl StatTracer for BranchAnnotated {
     }
 
     fn start(&self) -> Option<Self::Entry> {
-        next_matching(&Arc::new(snapshot()), 0, annotated)
+        next_matching(&Arc::new(branch_snapshot()), 0, annotated)
     }
 
     fn next(&self, prev: &Self::Entry, _idx: usize) -> Option<Self::Entry> {
@@ -403,7 +399,7 @@ impl StatTracer for BranchAll {
     }
 
     fn start(&self) -> Option<Self::Entry> {
-        next_matching(&Arc::new(snapshot()), 0, |_| true)
+        next_matching(&Arc::new(branch_snapshot()), 0, |_| true)
     }
 
     fn next(&self, prev: &Self::Entry, _idx: usize) -> Option<Self::Entry> {
@@ -429,7 +425,7 @@ impl StatTracer for BranchAll {
 }
 
 /// Registers `trace_stat/branch_annotated` and `trace_stat/branch_all` on `fs`.
-pub fn register(fs: &Tracefs) -> Result<(), crate::Error> {
+pub fn register_branch_stats(fs: &Tracefs) -> Result<(), crate::Error> {
     fs.stats().register(BranchAnnotated)?;
     if let Err(e) = fs.stats().register(BranchAll) {
         let _ = fs.stats().unregister("branch_annotated");
@@ -449,7 +445,7 @@ pub fn register(fs: &Tracefs) -> Result<(), crate::Error> {
 #[macro_export]
 macro_rules! likely {
     ($cond:expr) => {
-        $crate::__branch_site!($crate::profile::branch::Hint::Likely, $cond)
+        $crate::branch!(@site $crate::__private::Hint::Likely, $cond)
     };
 }
 
@@ -457,47 +453,42 @@ macro_rules! likely {
 #[macro_export]
 macro_rules! unlikely {
     ($cond:expr) => {
-        $crate::__branch_site!($crate::profile::branch::Hint::Unlikely, $cond)
+        $crate::branch!(@site $crate::__private::Hint::Unlikely, $cond)
     };
 }
 
 /// Evaluates a condition with no hint and records it for `trace_stat/branch_all`.
+// The `@site` rule is what all three macros expand to (not for direct use).
 #[macro_export]
 macro_rules! branch {
-    ($cond:expr) => {
-        $crate::__branch_site!($crate::profile::branch::Hint::None, $cond)
-    };
-}
-
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __branch_site {
-    ($hint:expr, $cond:expr) => {{
-        #[$crate::linkme::distributed_slice($crate::profile::branch::BRANCH_SITES)]
-        #[linkme(crate = $crate::linkme)]
-        static __SITE: $crate::profile::branch::BranchSite =
-            $crate::profile::branch::BranchSite::new(
-                $hint,
-                {
-                    fn __here() {}
-                    fn __path() -> &'static str {
-                        fn name_of<T>(_: T) -> &'static str {
-                            ::core::any::type_name::<T>()
-                        }
-                        name_of(__here)
+    (@site $hint:expr, $cond:expr) => {{
+        #[$crate::__private::linkme::distributed_slice($crate::__private::BRANCH_SITES)]
+        #[linkme(crate = $crate::__private::linkme)]
+        static __SITE: $crate::__private::BranchSite = $crate::__private::BranchSite::new(
+            $hint,
+            {
+                fn __here() {}
+                fn __path() -> &'static str {
+                    fn name_of<T>(_: T) -> &'static str {
+                        ::core::any::type_name::<T>()
                     }
-                    __path
-                },
-                ::core::file!(),
-                ::core::line!(),
-            );
+                    name_of(__here)
+                }
+                __path
+            },
+            ::core::file!(),
+            ::core::line!(),
+        );
         let taken: bool = $cond;
-        $crate::profile::branch::record(&__SITE, taken);
+        $crate::__private::record(&__SITE, taken);
         match $hint {
-            $crate::profile::branch::Hint::Likely if !taken => $crate::profile::branch::cold(),
-            $crate::profile::branch::Hint::Unlikely if taken => $crate::profile::branch::cold(),
+            $crate::__private::Hint::Likely if !taken => $crate::__private::cold(),
+            $crate::__private::Hint::Unlikely if taken => $crate::__private::cold(),
             _ => {}
         }
         taken
     }};
+    ($cond:expr) => {
+        $crate::branch!(@site $crate::__private::Hint::None, $cond)
+    };
 }

@@ -31,9 +31,9 @@
 //!   (release store; the reader's load acquires), and never change afterwards.
 //! - The mode only moves between clocks [`TraceClock::available`] lists.
 
+use crate::primitive::unmodeled::Once;
 use core::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::fmt;
-use std::sync::Once;
 
 use crate::error::{Error, InputError};
 
@@ -301,7 +301,8 @@ mod tsc {
     /// Whether the TSC ticks at a constant rate in every P-, C- and T-state (CPUID
     /// `0x8000_0007` EDX bit 8).
     pub(super) fn invariant() -> bool {
-        static RESULT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        static RESULT: crate::primitive::unmodeled::OnceLock<bool> =
+            crate::primitive::unmodeled::OnceLock::new();
         *RESULT.get_or_init(|| {
             // Leaf 0x8000_0000 reports the highest extended leaf, so 0x8000_0007 is only
             // read when it exists.

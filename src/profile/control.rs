@@ -122,7 +122,7 @@ pub fn install(ftrace: &Arc<Ftrace>, fs: &Tracefs) -> Result<(), Error> {
     ] {
         fs.add_file(
             path,
-            std::sync::Arc::new(HookFile {
+            crate::primitive::unmodeled::Arc::new(HookFile {
                 ftrace: Arc::clone(ftrace),
                 target,
             }),

@@ -15,11 +15,11 @@
 //!   profiler counting hits, any plain tracer) is the shortest path: the thread's `Hot`
 //!   words (`thread.rs`: recursion bits, parent ip, cached reader slot) are all it touches
 //!   besides the callback, and its scope's end is an inline store of the parent ip;
-//! - **list**: otherwise the dispatcher takes the [`List`](super::Context::List) recursion
+//! - **list**: otherwise the dispatcher takes the [`List`](super::RecursionContext::List) recursion
 //!   bit and walks the list, calling each ops whose hashes cover the site.
 //!
 //! Either way an ops with `PID` is skipped on threads not in `set_ftrace_pid`, an ops with
-//! `RECURSION` runs under the [`Func`](super::Context::Func) recursion bit, and graph entry
+//! `RECURSION` runs under the [`Func`](super::RecursionContext::Func) recursion bit, and graph entry
 //! hooks run (under the `List` bit) only when the shadow stack has room; if any accepts, a
 //! frame is pushed and the returned [`ScopeGuard`] pops it and runs the return hooks on
 //! drop.
@@ -47,7 +47,7 @@ use super::graph::{Frame, GraphEntry, GraphReturn, ShadowStack, now_ns};
 use super::ops::{Callback, FtraceFunc, FtraceOps, GraphEntryFunc, OpsFlags, Regs};
 use super::pid::current_tid;
 use super::rcu::ReadGuard;
-use super::recursion::{Context, lock_bit};
+use super::recursion::{RecursionContext as Context, lock_bit};
 use super::site::Site;
 use super::thread::{self, Hot, ThreadState};
 use crate::primitive::sync::Arc;

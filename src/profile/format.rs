@@ -25,15 +25,8 @@ pub const FUNCTION_HEADER_HITS: &str =
     "  Function                               Hit\n  --------                               ---\n";
 
 /// Writes a duration in nanoseconds as `trace_print_graph_duration()` does. Any `u128`
-/// prints (a sum of huge durations has more digits than the kernel's `u64` ever shows).
-///
-/// ```
-/// # use tracestat::profile::format::graph_duration;
-/// assert_eq!(graph_duration(3_791_163), "3791.163 us ");
-/// assert_eq!(graph_duration(1_459), "1.459 us    ");
-/// assert_eq!(graph_duration(182_650_345), "182650.3 us ");
-/// assert_eq!(graph_duration(2_551_467_000), "2551467 us  ");
-/// ```
+/// prints (a sum of huge durations has more digits than the kernel's `u64` ever shows):
+/// `3791.163 us `, `1.459 us    `, `182650.3 us `, `2551467 us  ` (unit tests below).
 pub fn write_graph_duration(out: &mut dyn Write, ns: u128) -> fmt::Result {
     let usecs = ns / 1000;
     let rem = ns % 1000;
@@ -200,5 +193,14 @@ mod tests {
             "f", 2, "36893488147419103 us ", "18446744073709551 us ", "0.000 us    "
         );
         assert_eq!(s, expected);
+    }
+
+    /// Durations as the kernel's function_graph output prints them.
+    #[test]
+    fn graph_durations_as_the_kernel_prints_them() {
+        assert_eq!(graph_duration(3_791_163), "3791.163 us ");
+        assert_eq!(graph_duration(1_459), "1.459 us    ");
+        assert_eq!(graph_duration(182_650_345), "182650.3 us ");
+        assert_eq!(graph_duration(2_551_467_000), "2551467 us  ");
     }
 }

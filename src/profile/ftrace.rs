@@ -83,7 +83,7 @@ pub struct Ftrace {
     active: core::sync::atomic::AtomicBool,
     /// Loom negative control only: replaced states, freed with the instance.
     #[cfg(tracestat_loom_negative)]
-    retired: std::sync::Mutex<Vec<Box<Published>>>,
+    retired: crate::primitive::unmodeled::Mutex<Vec<Box<Published>>>,
 }
 
 impl core::fmt::Debug for Ftrace {
@@ -156,7 +156,7 @@ impl Ftrace {
             overruns: core::sync::atomic::AtomicU64::new(0),
             active: core::sync::atomic::AtomicBool::new(false),
             #[cfg(tracestat_loom_negative)]
-            retired: std::sync::Mutex::new(Vec::new()),
+            retired: crate::primitive::unmodeled::Mutex::new(Vec::new()),
         }
     }
 
@@ -174,10 +174,9 @@ impl Ftrace {
     /// [`Tracefs::global`](crate::stat::Tracefs::global).
     #[cfg(not(loom))]
     pub fn global() -> &'static Arc<Ftrace> {
-        static GLOBAL: std::sync::OnceLock<Arc<Ftrace>> = std::sync::OnceLock::new();
-        let mut fresh = false;
-        let global = GLOBAL.get_or_init(|| {
-            fresh = true;
+        static GLOBAL: crate::primitive::unmodeled::OnceLock<Arc<Ftrace>> =
+            crate::primitive::unmodeled::OnceLock::new();
+        let build = || {
             let mut sites: Vec<&'static Site> = super::site::SITES.iter().copied().collect();
             sites.sort_by(|a, b| {
                 (a.module(), a.name(), a.file(), a.line()).cmp(&(
@@ -190,12 +189,10 @@ impl Ftrace {
             Arc::new(Self::build(
                 sites.into_iter().map(SiteRef::Static).collect(),
             ))
-        });
-        if fresh {
-            // Files that already exist (someone added theirs first) are left alone.
-            let _ = super::control::install(global, crate::stat::Tracefs::global());
-        }
-        global
+        };
+        crate::stat::Tracefs::global_instance(&GLOBAL, build, |global, fs| {
+            super::control::install(global, fs)
+        })
     }
 
     pub(crate) fn rcu(&self) -> &Rcu {
@@ -247,7 +244,7 @@ impl Ftrace {
     }
 
     fn lock(&self) -> crate::primitive::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock()
     }
 
     /// Whether the calling thread is inside a callback of this instance (where a writer
@@ -337,7 +334,7 @@ impl Ftrace {
 
     /// Adds `ops` (claimed) to the state `next`, with a graph slot if it needs one.
     fn add(&self, next: &mut State, ops: &Arc<FtraceOps>, path: &str) -> Result<(), Error> {
-        let owner = ops.hashes.lock().unwrap_or_else(|e| e.into_inner()).0;
+        let owner = ops.hashes.lock().0;
         if owner != 0 && owner != self.id() {
             return Err(busy(path, "ops' filter was set on another Ftrace instance"));
         }
@@ -460,7 +457,7 @@ impl Ftrace {
             return Err(busy(path, "ops is registered in another Ftrace instance"));
         }
         let current = {
-            let guard = ops.hashes.lock().unwrap_or_else(|e| e.into_inner());
+            let guard = ops.hashes.lock();
             if guard.0 == self.id() {
                 Hashes::clone(&guard.1)
             } else {
@@ -475,7 +472,7 @@ impl Ftrace {
             let next = st.clone();
             self.commit(&mut st, next, Some((ops, Arc::clone(&hashes))))?;
         }
-        *ops.hashes.lock().unwrap_or_else(|e| e.into_inner()) = (self.id(), hashes);
+        *ops.hashes.lock() = (self.id(), hashes);
         Ok(())
     }
 
@@ -519,7 +516,7 @@ impl Ftrace {
         Arc::clone(&self.lock().global)
     }
 
-    /// Writes `set_ftrace_pid` (thread ids; see the [`pid`] module). Errors, with nothing
+    /// Writes `set_ftrace_pid` (thread ids; see [`current_tid`](super::current_tid)). Errors, with nothing
     /// changed: [`Error::InvalidInput`] wrapping a [`PidError`].
     pub fn set_pids(&self, text: &str, mode: WriteMode) -> Result<(), Error> {
         const PATH: &str = "set_ftrace_pid";
@@ -581,7 +578,7 @@ impl Ftrace {
                     let _ = o;
                     Arc::clone(h)
                 } else {
-                    Arc::clone(&ops.hashes.lock().unwrap_or_else(|e| e.into_inner()).1)
+                    Arc::clone(&ops.hashes.lock().1)
                 };
                 let addr = Arc::as_ptr(ops) as usize;
                 let (slot_bit, slot_gen) = next
@@ -662,10 +659,7 @@ impl Ftrace {
         // The loom negative control removes the reader's fence; it keeps the old state until
         // the instance drops, so that the model fails on loom's race detector rather than on a use-after-free.
         #[cfg(tracestat_loom_negative)]
-        self.retired
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(old);
+        self.retired.lock().push(old);
         #[cfg(not(tracestat_loom_negative))]
         drop(old);
         Ok(())
@@ -726,7 +720,7 @@ impl Ftrace {
 impl Drop for Ftrace {
     fn drop(&mut self) {
         let ptr = self.published.swap(core::ptr::null_mut(), Ordering::AcqRel);
-        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let st = self.state.get_mut();
         for ops in &st.ops {
             ops.owner.store(0, core::sync::atomic::Ordering::Release);
         }

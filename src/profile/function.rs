@@ -76,11 +76,11 @@
 //! a number used both ways shows the records of both (use a profiler of its own for replay).
 //! [`FunctionProfiler::to_profile`] converts the rows into the exporters' [`Profile`].
 
+use crate::primitive::unmodeled::atomic::AtomicU64 as StdAtomicU64;
+use crate::primitive::unmodeled::{Arc, Weak};
 use core::cmp::Ordering as CmpOrdering;
 use core::fmt;
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::AtomicU64 as StdAtomicU64;
-use std::sync::{Arc, Weak};
 
 /// The hook layer's `Arc` (loom's under `cfg(loom)`); the profiler's own state uses std's,
 /// since it needs `Weak`.
@@ -109,7 +109,7 @@ pub type Symbolizer = dyn Fn(usize) -> Option<String> + Send + Sync;
 
 /// How the current (or last) profiling run measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Options {
+pub struct ProfileOptions {
     /// Time calls (graph ops) rather than count them.
     pub timing: bool,
     /// Include callees' time.
@@ -122,7 +122,7 @@ pub struct Options {
     pub call_paths: bool,
 }
 
-impl Default for Options {
+impl Default for ProfileOptions {
     fn default() -> Self {
         Self {
             timing: true,
@@ -146,7 +146,7 @@ struct State {
     enabled: bool,
     ops: Option<HookArc<FtraceOps>>,
     /// The options of the current (or last) run: what the records mean.
-    run: Options,
+    run: ProfileOptions,
 }
 
 struct Inner {
@@ -178,23 +178,23 @@ struct Inner {
 }
 
 /// A `Tracefs` the profiler registers per-thread files on, kept alive by its owner.
-struct TracefsHandle(&'static Tracefs);
+struct TracefsHandle(Arc<Tracefs>);
 
 impl Inner {
     fn lock_state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock()
     }
 
     fn lock_slots(&self) -> MutexGuard<'_, Vec<Slot>> {
-        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+        self.slots.lock()
     }
 
     fn name_of(&self, ip: usize) -> String {
         (self.symbols)(ip).unwrap_or_else(|| format!("0x{ip:x}"))
     }
 
-    fn written_options(&self) -> Options {
-        Options {
+    fn written_options(&self) -> ProfileOptions {
+        ProfileOptions {
             timing: self.timing.load(Ordering::Acquire),
             graph_time: self.graph_time.load(Ordering::Acquire),
             sleep_time: self.sleep_time.load(Ordering::Acquire),
@@ -648,7 +648,7 @@ fn thread_cpu_ns() -> u64 {
 /// shares, per call. The cycle (`Inner` → `State::ops` → callback → `Inner`) lasts only while
 /// the run does: `stop` takes the ops out of `State` and unregisters it, and the hook layer
 /// drops its references after the grace period; `FunctionProfiler`'s `Drop` stops the run.
-fn build_ops(inner: &Arc<Inner>, opts: Options) -> HookArc<FtraceOps> {
+fn build_ops(inner: &Arc<Inner>, opts: ProfileOptions) -> HookArc<FtraceOps> {
     let inner = Arc::clone(inner);
     if !opts.timing {
         return FtraceOps::builder(move |ip, _parent, _ops, _regs| {
@@ -762,7 +762,7 @@ fn path_hash(parent: u64, ip: usize) -> u64 {
 /// sees it: the lock is taken once per distinct path and thread, never in the steady state.
 #[cold]
 fn publish_path(inner: &Inner, below: &[(usize, u64)], leaf: usize, hash: u64) {
-    let mut frames = inner.path_frames.lock().unwrap_or_else(|e| e.into_inner());
+    let mut frames = inner.path_frames.lock();
     frames
         .entry(hash)
         .or_insert_with(|| below.iter().map(|f| f.0).chain([leaf]).collect());
@@ -819,7 +819,7 @@ pub struct FunctionRow {
     pub buckets: Vec<u64>,
 }
 
-/// One call path's merged record (with [`Options::call_paths`]).
+/// One call path's merged record (with [`ProfileOptions::call_paths`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PathRow {
     /// Function names from the outermost traced call to the one this record is about.
@@ -862,7 +862,7 @@ impl FunctionProfiler {
                 state: Mutex::new(State {
                     enabled: false,
                     ops: None,
-                    run: Options::default(),
+                    run: ProfileOptions::default(),
                 }),
                 enabled: AtomicBool::new(false),
                 run_timing: AtomicBool::new(true),
@@ -885,24 +885,20 @@ impl FunctionProfiler {
     /// The global profiler: on [`Ftrace::global`], installed on [`Tracefs::global`].
     #[cfg(not(loom))]
     pub fn global() -> &'static FunctionProfiler {
-        static GLOBAL: std::sync::OnceLock<FunctionProfiler> = std::sync::OnceLock::new();
-        let mut fresh = false;
-        let p = GLOBAL.get_or_init(|| {
-            fresh = true;
-            FunctionProfiler::new(Arc::clone(Ftrace::global()))
-        });
-        if fresh {
-            // Files someone else added first are left alone.
-            let _ = p.install(Tracefs::global());
-        }
-        p
+        static GLOBAL: crate::primitive::unmodeled::OnceLock<FunctionProfiler> =
+            crate::primitive::unmodeled::OnceLock::new();
+        Tracefs::global_instance(
+            &GLOBAL,
+            || FunctionProfiler::new(Arc::clone(Ftrace::global())),
+            |p, fs| p.install(fs),
+        )
     }
 
     /// Adds the control files and stat files (module docs) to `fs`.
-    pub fn install(&self, fs: &'static Tracefs) -> Result<(), Error> {
-        let handle = Arc::new(TracefsHandle(fs));
-        *self.inner.fs.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::downgrade(&handle));
-        *self._fs.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+    pub fn install(&self, fs: &Arc<Tracefs>) -> Result<(), Error> {
+        let handle = Arc::new(TracefsHandle(Arc::clone(fs)));
+        *self.inner.fs.lock() = Some(Arc::downgrade(&handle));
+        *self._fs.lock() = Some(handle);
         let weak = Arc::downgrade(&self.inner);
         fs.add_file(
             "function_profile_enabled",
@@ -959,12 +955,12 @@ impl FunctionProfiler {
     /// On error (the new run could not be registered: no free graph slot, or a call from
     /// inside a callback of the hook layer) nothing changed: the options, the running
     /// profiler and its records are as they were.
-    pub fn set_options(&self, opts: Options) -> Result<(), Error> {
+    pub fn set_options(&self, opts: ProfileOptions) -> Result<(), Error> {
         apply_options(&self.inner, opts, "options", true)
     }
 
     /// The options of the current (or last) run: what the records mean.
-    pub fn run_options(&self) -> Options {
+    pub fn run_options(&self) -> ProfileOptions {
         self.inner.lock_state().run
     }
 
@@ -980,7 +976,7 @@ impl FunctionProfiler {
     }
 
     /// The merged call-path records of all threads (empty unless the run had
-    /// [`Options::call_paths`]), in no particular order.
+    /// [`ProfileOptions::call_paths`]), in no particular order.
     pub fn paths(&self) -> Vec<PathRow> {
         paths(&self.inner)
     }
@@ -1166,14 +1162,10 @@ fn lock_state_for_write<'a>(inner: &'a Inner, path: &str) -> Result<MutexGuard<'
     if !inner.ftrace.in_callback() {
         return Ok(inner.lock_state());
     }
-    match inner.state.try_lock() {
-        Ok(st) => Ok(st),
-        Err(std::sync::TryLockError::Poisoned(e)) => Ok(e.into_inner()),
-        Err(std::sync::TryLockError::WouldBlock) => Err(Error::Busy {
-            path: path.to_owned(),
-            reason: "the profiler is being changed by another thread".to_owned(),
-        }),
-    }
+    inner.state.try_lock().ok_or_else(|| Error::Busy {
+        path: path.to_owned(),
+        reason: "the profiler is being changed by another thread".to_owned(),
+    })
 }
 
 fn set_enabled(inner: &Arc<Inner>, on: bool) -> Result<(), Error> {
@@ -1193,7 +1185,7 @@ fn set_enabled(inner: &Arc<Inner>, on: bool) -> Result<(), Error> {
 /// succeeded are the records reset (a refused start keeps the last run's records readable).
 /// A call that lands between the register and the reset is one made before the enable took
 /// effect, and is not counted.
-fn start(inner: &Arc<Inner>, st: &mut State, opts: Options) -> Result<(), Error> {
+fn start(inner: &Arc<Inner>, st: &mut State, opts: ProfileOptions) -> Result<(), Error> {
     let ops = build_ops(inner, opts);
     inner.ftrace.register(&ops)?;
     reset(inner);
@@ -1227,7 +1219,7 @@ fn stop(inner: &Arc<Inner>, st: &mut State) -> Result<(), Error> {
 /// as they were.
 fn apply_options(
     inner: &Arc<Inner>,
-    next: Options,
+    next: ProfileOptions,
     path: &str,
     restart: bool,
 ) -> Result<(), Error> {
@@ -1281,12 +1273,7 @@ fn reset(inner: &Arc<Inner>) {
 }
 
 fn tracefs_of(inner: &Inner) -> Option<Arc<TracefsHandle>> {
-    inner
-        .fs
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .and_then(Weak::upgrade)
+    inner.fs.lock().as_ref().and_then(Weak::upgrade)
 }
 
 fn register_thread_file(inner: &Arc<Inner>, index: usize) {
@@ -1382,7 +1369,7 @@ fn paths(inner: &Inner) -> Vec<PathRow> {
         .map(ShardReader::snapshot)
         .collect();
     let merged = Snapshot::merge_all(PATHS, snaps.iter());
-    let frames = inner.path_frames.lock().unwrap_or_else(|e| e.into_inner());
+    let frames = inner.path_frames.lock();
     merged
         .rows
         .iter()
@@ -1766,7 +1753,7 @@ mod tests {
             let ftrace = Ftrace::new([SiteDef::new("f", "tests")]);
             let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
             profiler
-                .set_options(Options {
+                .set_options(ProfileOptions {
                     timing,
                     ..Default::default()
                 })
@@ -1802,7 +1789,7 @@ mod tests {
         let ftrace = Ftrace::new([SiteDef::new("f", "tests")]);
         let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
         profiler
-            .set_options(Options {
+            .set_options(ProfileOptions {
                 timing: false,
                 ..Default::default()
             })
@@ -1835,7 +1822,7 @@ mod tests {
             let ftrace = Ftrace::new(["lost", "outer", "inner"].map(|n| SiteDef::new(n, "tests")));
             let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
             profiler
-                .set_options(Options {
+                .set_options(ProfileOptions {
                     call_paths: true,
                     sleep_time,
                     ..Default::default()

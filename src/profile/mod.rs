@@ -6,29 +6,29 @@
 //! This is ftrace's function-hook machinery for user space, shaped after
 //! `Documentation/trace/ftrace-uses.rst` and the 2009 design for several concurrent
 //! function-tracing users, each with its own hash list of functions and a refcount per call
-//! site:
+//! site. Its files (private; everything a user needs is re-exported at this level):
 //!
-//! - [`site`]: call sites ([`Site`], the `dyn_ftrace` analog). `#[tracestat::traced]` on a
+//! - `site`: call sites ([`Site`], the `dyn_ftrace` analog). `#[tracestat::traced]` on a
 //!   function, or [`traced_block!`](crate::traced_block) on a block, creates one; all are
 //!   listed in [`SITES`] at link time. A site no ops covers costs one relaxed load and a
 //!   predicted branch.
-//! - [`ops`]: [`FtraceOps`], a function callback `(ip, parent_ip, &ops, Option<&Regs>)` or a
+//! - `ops`: [`FtraceOps`], a function callback `(ip, parent_ip, &ops, Option<&Regs>)` or a
 //!   graph entry/return pair, with [`OpsFlags`] and private data.
-//! - [`filter`] and [`glob`]: per-ops filter and notrace hashes written with the
+//! - `filter` and `glob`: per-ops filter and notrace hashes written with the
 //!   `set_ftrace_filter` syntax.
-//! - [`ftrace`]: [`Ftrace`], one instance of the layer (the global one over every static
+//! - `ftrace`: [`Ftrace`], one instance of the layer (the global one over every static
 //!   site, or one over owned sites): register / unregister with the kernel's promises,
 //!   refcounts, atomic filter changes, the `IPMODIFY` rule.
-//! - [`dispatch`]: the out-of-line path of an enabled site (direct call or list walk), the
+//! - `dispatch`: the out-of-line path of an enabled site (direct call or list walk), the
 //!   [`ScopeGuard`] that ends a traced scope, and the replay entry points
 //!   ([`Ftrace::dispatch_ip`], [`Ftrace::graph_entry_at`], [`Ftrace::graph_return_at`]).
-//! - [`graph`]: shadow stacks and the per-frame data a profiler needs (call time, child
+//! - `graph`: shadow stacks and the per-frame data a profiler needs (call time, child
 //!   time).
 //! - `cputime`: thread CPU time for sleep-time off ([`CpuClock`], [`thread_cpu_ns`]): a
 //!   perf task-clock event read from its mmap'd page where the kernel allows.
-//! - `rcu`: the grace period behind unregister; [`recursion`]: the per-thread recursion
-//!   guard; `thread`: per-thread state; [`pid`]: thread ids and `set_ftrace_pid`.
-//! - [`control`]: the control files (`available_filter_functions`, `enabled_functions`,
+//! - `rcu`: the grace period behind unregister; `recursion`: the per-thread recursion
+//!   guard; `thread`: per-thread state; `pid`: thread ids and `set_ftrace_pid`.
+//! - `control`: the control files (`available_filter_functions`, `enabled_functions`,
 //!   `set_ftrace_filter`, `set_ftrace_notrace`, `set_ftrace_pid`).
 //!
 //! ```
@@ -53,28 +53,32 @@
 //! ```
 
 mod barrier;
-pub mod branch;
+mod branch;
 mod clock;
-pub mod control;
+mod control;
 mod cputime;
-pub mod diff;
-pub mod dispatch;
-pub mod filter;
-pub mod format;
-pub mod ftrace;
-pub mod function;
-pub mod glob;
-pub mod graph;
-pub mod ops;
-pub mod pid;
+mod diff;
+mod dispatch;
+mod filter;
+pub(crate) mod format;
+mod ftrace;
+mod function;
+mod glob;
+mod graph;
+mod ops;
+mod pid;
 pub(crate) mod rcu;
-pub mod recursion;
-pub mod site;
+mod recursion;
+mod site;
 pub(crate) mod thread;
 #[cfg(feature = "tracing")]
-pub mod tracing_layer;
+mod tracing_layer;
 
 pub use barrier::ReadSideBarrier;
+pub use branch::{
+    BranchAll, BranchAnnotated, BranchCounts, BranchEntry, BranchSite, Hint, branch_site_count,
+    branch_snapshot, register_branch_stats,
+};
 pub use clock::{ClockError, TraceClock};
 pub use control::install;
 pub use cputime::{CpuClock, thread_cpu_ns};
@@ -83,7 +87,8 @@ pub use dispatch::ScopeGuard;
 pub use filter::{FilterError, FilterHash, Hashes};
 pub use ftrace::Ftrace;
 pub use function::{
-    FunctionProfiler, FunctionRow, Options as ProfileOptions, PathRow, ProfilerHandle,
+    FunctionProfiler, FunctionRow, LATENCY_BUCKETS, PathRow, ProfileOptions, ProfilerHandle,
+    Symbolizer,
 };
 pub use glob::{Glob, GlobError};
 pub use graph::{
@@ -93,10 +98,16 @@ pub use ops::{
     FtraceFunc, FtraceOps, FtraceOpsBuilder, GraphEntryFunc, GraphReturnFunc, OpsFlags, Regs,
 };
 pub use pid::{PID_MAX, PidError, current_tid};
-pub use recursion::{Context, RecursionLock, trylock};
+pub use recursion::{RecursionContext, RecursionLock, trylock};
 pub use site::{SITES, Site, SiteDef};
 #[cfg(feature = "tracing")]
-pub use tracing_layer::TracestatLayer;
+pub use tracing_layer::{LayerStats, MAX_ENTERED, SpanNames, TracestatLayer, ip_of};
+
+/// What the call-site macros (`#[traced]`, `traced_block!`, `likely!`, ...) expand to; reached
+/// through [`crate::__private`] only.
+pub(crate) mod macro_support {
+    pub use super::branch::{BRANCH_SITES, cold, record};
+}
 
 /// Runs the calling thread's thread-local teardown now, in the order std runs it at thread
 /// exit (the profiler's per-thread state, then the hook layer's). Loom models only.
@@ -108,8 +119,7 @@ pub use tracing_layer::TracestatLayer;
 /// model thread that made a traced call ends with this. The thread makes no traced call
 /// after it.
 #[cfg(loom)]
-#[doc(hidden)]
-pub fn loom_thread_exit() {
+pub(crate) fn loom_thread_exit() {
     function::exit_now();
     thread::exit_now();
 }

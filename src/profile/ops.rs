@@ -195,7 +195,7 @@ impl FtraceOps {
 
     /// The ops' own hashes (not the global ones, for a `global_filter` ops).
     pub fn hashes(&self) -> Arc<Hashes> {
-        Arc::clone(&self.hashes.lock().unwrap_or_else(|e| e.into_inner()).1)
+        Arc::clone(&self.hashes.lock().1)
     }
 
     /// Whether this ops is registered.

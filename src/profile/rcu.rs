@@ -91,7 +91,7 @@ impl Rcu {
             nest: AtomicUsize::new(0),
             dead: AtomicBool::new(false),
         });
-        let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut readers = self.readers.lock();
         readers.retain(|s| !s.dead.load(Ordering::Relaxed));
         readers.push(Arc::clone(&slot));
         slot
@@ -101,11 +101,7 @@ impl Rcu {
     /// closed when it returns.
     pub(crate) fn synchronize(&self) {
         barrier::heavy();
-        let readers: Vec<Arc<ReaderSlot>> = self
-            .readers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let readers: Vec<Arc<ReaderSlot>> = self.readers.lock().clone();
         for slot in &readers {
             let seq = slot.seq.load(Ordering::Acquire);
             if seq & 1 == 1 {

@@ -4,15 +4,15 @@
 //!
 //! A callback that calls instrumented code would re-enter the dispatcher and, without a
 //! guard, recurse until the stack overflows. Each thread holds a small bit set; a context
-//! ([`Context`]) is a bit. `trylock` sets the bit and succeeds only if it was clear; the
+//! ([`RecursionContext`]) is a bit. `trylock` sets the bit and succeeds only if it was clear; the
 //! returned [`RecursionLock`] clears it on drop, also during unwinding, so a panicking
 //! callback does not leave its thread untraceable.
 //!
-//! The dispatcher takes [`Context::List`] around a list walk and around every function-graph
-//! callback, and [`Context::Func`] around a callback of an ops with
+//! The dispatcher takes [`RecursionContext::List`] around a list walk and around every function-graph
+//! callback, and [`RecursionContext::Func`] around a callback of an ops with
 //! [`OpsFlags::RECURSION`](super::OpsFlags::RECURSION); an ops without that flag, called
 //! directly, must protect itself (as in the kernel) and can use [`trylock`] with
-//! [`Context::User`].
+//! [`RecursionContext::User`].
 //!
 //! # Invariants
 //!
@@ -28,7 +28,7 @@ use super::thread;
 /// A recursion context: one bit of the per-thread guard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
-pub enum Context {
+pub enum RecursionContext {
     /// The dispatcher's list walk and function-graph callbacks.
     List = 1,
     /// Callbacks of ops with `RECURSION`.
@@ -47,13 +47,13 @@ pub struct RecursionLock {
 /// Takes `context` for this thread: `None` if it is already held (the caller is recursing).
 ///
 /// ```
-/// use tracestat::profile::{Context, trylock};
-/// let outer = trylock(Context::User).expect("free");
-/// assert!(trylock(Context::User).is_none());
+/// use tracestat::profile::{RecursionContext, trylock};
+/// let outer = trylock(RecursionContext::User).expect("free");
+/// assert!(trylock(RecursionContext::User).is_none());
 /// drop(outer);
-/// assert!(trylock(Context::User).is_some());
+/// assert!(trylock(RecursionContext::User).is_some());
 /// ```
-pub fn trylock(context: Context) -> Option<RecursionLock> {
+pub fn trylock(context: RecursionContext) -> Option<RecursionLock> {
     let bit = context as u32;
     thread::hot(|hot| {
         let held = hot.recursion.get();
@@ -85,7 +85,7 @@ pub(crate) struct BitGuard<'a> {
 
 /// Takes `context` in `bits` (this thread's recursion bits); `None` if already held.
 #[inline]
-pub(crate) fn lock_bit(bits: &Cell<u32>, context: Context) -> Option<BitGuard<'_>> {
+pub(crate) fn lock_bit(bits: &Cell<u32>, context: RecursionContext) -> Option<BitGuard<'_>> {
     let bit = context as u32;
     let held = bits.get();
     if held & bit != 0 {
@@ -108,17 +108,17 @@ mod tests {
 
     #[test]
     fn contexts_are_independent_and_released_on_unwind() {
-        let list = trylock(Context::List).unwrap();
-        let func = trylock(Context::Func).unwrap();
-        assert!(trylock(Context::List).is_none());
+        let list = trylock(RecursionContext::List).unwrap();
+        let func = trylock(RecursionContext::Func).unwrap();
+        assert!(trylock(RecursionContext::List).is_none());
         drop(list);
-        assert!(trylock(Context::Func).is_none());
+        assert!(trylock(RecursionContext::Func).is_none());
         drop(func);
         let r = std::panic::catch_unwind(|| {
-            let _l = trylock(Context::User).unwrap();
+            let _l = trylock(RecursionContext::User).unwrap();
             panic!("boom");
         });
         assert!(r.is_err());
-        assert!(trylock(Context::User).is_some());
+        assert!(trylock(RecursionContext::User).is_some());
     }
 }

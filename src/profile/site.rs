@@ -255,15 +255,15 @@ impl fmt::Debug for Site {
 macro_rules! traced_block {
     ($name:literal, $body:block) => {{
         let __tracestat_scope = {
-            static __TRACESTAT_SITE: $crate::profile::Site = $crate::profile::Site::new(
+            static __TRACESTAT_SITE: $crate::__private::Site = $crate::__private::Site::new(
                 $name,
                 ::core::module_path!(),
                 ::core::file!(),
                 ::core::line!(),
             );
-            #[$crate::linkme::distributed_slice($crate::profile::SITES)]
-            #[linkme(crate = $crate::linkme)]
-            static __TRACESTAT_SITE_REF: &$crate::profile::Site = &__TRACESTAT_SITE;
+            #[$crate::__private::linkme::distributed_slice($crate::__private::SITES)]
+            #[linkme(crate = $crate::__private::linkme)]
+            static __TRACESTAT_SITE_REF: &$crate::__private::Site = &__TRACESTAT_SITE;
             __TRACESTAT_SITE.enter()
         };
         $body

@@ -79,11 +79,11 @@
 //!   while hooks run, and a nested enter/exit that finds it busy is ignored (never panics).
 //! - Nothing on the enter/exit path panics on any order of calls.
 
+use crate::primitive::unmodeled::atomic::{AtomicU64, Ordering};
+use crate::primitive::unmodeled::{Arc, OnceLock, RwLock, Weak};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, RwLock, Weak};
 
 use tracing::subscriber::Interest;
 use tracing::{Metadata, Subscriber, span};
@@ -143,16 +143,9 @@ struct Inner {
 impl Inner {
     fn remember(&self, metadata: &'static Metadata<'static>) {
         let ip = ip_of(metadata);
-        let known = self
-            .names
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains_key(&ip);
+        let known = self.names.read().contains_key(&ip);
         if !known {
-            self.names
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(ip, metadata);
+            self.names.write().insert(ip, metadata);
         }
     }
 }
@@ -325,7 +318,7 @@ impl TracestatLayer {
         let names = Arc::clone(&self.inner.names);
         let naming = self.inner.naming;
         move |ip| {
-            let names = names.read().unwrap_or_else(|e| e.into_inner());
+            let names = names.read();
             let m = names.get(&ip)?;
             Some(match naming {
                 SpanNames::Name => m.name().to_owned(),

@@ -25,8 +25,8 @@
 //! needs no hashing of the text and no string compare. The cache only remembers ips the
 //! table handed out; a miss goes to the table and refills the slot.
 
+use crate::primitive::unmodeled::Arc;
 use std::hash::BuildHasher;
-use std::sync::Arc;
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use super::event::Event;
+
 macro_rules! line_kinds {
     ($($(#[$doc:meta])* $variant:ident => $name:literal, yields: $yields:literal;)*) => {
         /// The kind of one trace line, as the parser classified it.
@@ -89,6 +91,33 @@ impl fmt::Display for LineKind {
 }
 
 const KINDS: usize = LineKind::ALL.len();
+
+/// What one line gave: an [`Event`], or the kind of a line that yields none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parsed<'a> {
+    /// The line yielded this event.
+    Event(Event<'a>),
+    /// The line was counted as this kind and yielded nothing.
+    Skipped(LineKind),
+}
+
+impl<'a> Parsed<'a> {
+    /// The event, if there is one.
+    pub fn event(self) -> Option<Event<'a>> {
+        match self {
+            Parsed::Event(e) => Some(e),
+            Parsed::Skipped(_) => None,
+        }
+    }
+
+    /// The kind the line was counted as.
+    pub fn kind(&self) -> LineKind {
+        match self {
+            Parsed::Event(e) => e.kind(),
+            Parsed::Skipped(k) => *k,
+        }
+    }
+}
 
 /// How many lines of each [`LineKind`] a parser has seen, plus the number of events the
 /// `[LOST N EVENTS]` lines reported.

@@ -93,7 +93,7 @@
 //! - A line yields an event exactly when its kind's [`LineKind::yields_event`] is true.
 
 mod event;
-mod graph;
+mod funcgraph;
 mod interner;
 mod kind;
 mod lex;
@@ -106,16 +106,14 @@ mod replayer;
 
 pub use event::{Context, Event, Symbol};
 pub use interner::{Interner, Names};
-pub use kind::{LineCounts, LineKind};
-pub use parse::{Parsed, Parser};
+pub use kind::{LineCounts, LineKind, Parsed};
+pub use parse::Parser;
 pub use reader::Reader;
-#[cfg(all(feature = "json", not(loom)))]
-pub use replayer::write_json;
 #[cfg(not(loom))]
 pub use replayer::{
-    DEFAULT_MAX_FUNCTIONS, EVENTS_HEADER, FunctionRow, MAX_CPUS, MAX_OPEN, MAX_TASKS, OPEN_LISTED,
-    REPLAY_SCHEMA, Replay, ReplayOptions, ReplaySummary, Sort, TraceMode, Unmatched,
-    render_functions, sort_functions,
+    DEFAULT_MAX_FUNCTIONS, EVENTS_HEADER, MAX_CPUS, MAX_OPEN, MAX_TASKS, OPEN_LISTED, Replay,
+    ReplayOptions, ReplayRow, ReplaySummary, Sort, TraceMode, Unmatched, render_functions,
+    sort_functions,
 };
 
 /// The row that function names beyond [`ReplayOptions::max_functions`] are folded into.

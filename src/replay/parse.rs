@@ -1,41 +1,14 @@
 //! The line classifier: [`Parser`] and the function-tracer (`task-pid [cpu] ts: payload`)
-//! layouts. The function_graph layouts are in `graph.rs`.
+//! layouts. The function_graph layouts are in `funcgraph.rs`.
 
 use super::event::{Context, Event};
-use super::graph;
-use super::kind::{LineCounts, LineKind};
+use super::funcgraph;
+use super::kind::{LineCounts, LineKind, Parsed};
 use super::lex::{
     self, bare_name, bracket_cpu, find_byte, find2, is_flags, latency_cpu_flags, parse_symbol,
     parse_timestamp, parse_u32, parse_u64, rfind_byte, split_last_token, symbol_len, task_pid,
     trim, trim_end, trim_start,
 };
-
-/// What one line gave: an [`Event`], or the kind of a line that yields none.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Parsed<'a> {
-    /// The line yielded this event.
-    Event(Event<'a>),
-    /// The line was counted as this kind and yielded nothing.
-    Skipped(LineKind),
-}
-
-impl<'a> Parsed<'a> {
-    /// The event, if there is one.
-    pub fn event(self) -> Option<Event<'a>> {
-        match self {
-            Parsed::Event(e) => Some(e),
-            Parsed::Skipped(_) => None,
-        }
-    }
-
-    /// The kind the line was counted as.
-    pub fn kind(&self) -> LineKind {
-        match self {
-            Parsed::Event(e) => e.kind(),
-            Parsed::Skipped(k) => *k,
-        }
-    }
-}
 
 impl Event<'_> {
     /// The [`LineKind`] of the line this event came from.
@@ -110,13 +83,11 @@ impl Parser {
 
 /// What a line gave: the event and the kind it counts as agree by construction
 /// ([`Event::kind`]), so the classifier returns the [`Parsed`] that `parse_line` hands out.
-type Classified<'a> = Parsed<'a>;
-
-fn skipped<'a>(kind: LineKind) -> Classified<'a> {
+fn skipped<'a>(kind: LineKind) -> Parsed<'a> {
     Parsed::Skipped(kind)
 }
 
-fn classify(line: &str) -> Classified<'_> {
+fn classify(line: &str) -> Parsed<'_> {
     let line = trim_end(line);
     let body = trim_start(line);
     let Some(&first) = body.as_bytes().first() else {
@@ -164,7 +135,7 @@ fn classify(line: &str) -> Classified<'_> {
     if let Some(c) = function_layout(line) {
         return c;
     }
-    match graph::parse(line) {
+    match funcgraph::parse(line) {
         // `options/context-info` off: a function tracer line is `func <-parent` alone.
         Parsed::Skipped(LineKind::Unrecognized) => match function_payload(Context::default(), body)
         {
@@ -217,7 +188,7 @@ const MAX_SPLIT_TRIES: usize = 3;
 /// Lines with a `task-pid [cpu] flags timestamp: payload` head (function tracer, events,
 /// printk, stack traces, `trace-cmd report`), in the normal or the latency layout. `None`
 /// when no `": "` is preceded by such a head.
-fn function_layout(line: &str) -> Option<Classified<'_>> {
+fn function_layout(line: &str) -> Option<Parsed<'_>> {
     let mut from = 0;
     for _ in 0..MAX_SPLIT_TRIES {
         let p = find2(line, from, *b": ")?;
@@ -326,7 +297,7 @@ fn fast_head(head: &str) -> Option<Context<'_>> {
     })
 }
 
-fn payload<'a>(ctx: Context<'a>, p: &'a str) -> Classified<'a> {
+fn payload<'a>(ctx: Context<'a>, p: &'a str) -> Parsed<'a> {
     // The prefixes are tested only when the first byte can start one (most lines: no).
     match p.as_bytes().first() {
         Some(b'<') if p.starts_with("<stack trace>") || p.starts_with("<user stack trace>") => {
@@ -358,7 +329,7 @@ fn payload<'a>(ctx: Context<'a>, p: &'a str) -> Classified<'a> {
                 if let Some(ev) = raw_graph(ctx, rest, entry.is_some()) {
                     return Parsed::Event(ev);
                 }
-                return graph::cells(rest, ctx, 0);
+                return funcgraph::cells(rest, ctx, 0);
             }
         }
         _ => {}

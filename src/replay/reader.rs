@@ -3,8 +3,9 @@
 use std::io::{self, BufRead};
 
 use super::event::Event;
+use super::kind::Parsed;
 use super::kind::{LineCounts, LineKind};
-use super::parse::{Parsed, Parser};
+use super::parse::Parser;
 
 /// Reads a trace line by line from a [`BufRead`] and parses each line with a [`Parser`].
 ///

@@ -18,7 +18,7 @@
 //!   durations of the calls made from it (self time), as the kernel's `graph-time` option.
 //! - Calls **still open at the end** of the trace (the roots of a truncated trace,
 //!   `do_idle`, a task asleep in `schedule()`, `do_task_dead`) are hits without time;
-//!   [`Replay`] counts them per function ([`FunctionRow::open_at_end`], JSON
+//!   [`Replay`] counts them per function ([`ReplayRow::open_at_end`], JSON
 //!   `open_at_end`) and in the summary.
 //! - Entries whose exit is missing (a later line of the same task at the same depth or
 //!   shallower, a `[LOST N EVENTS]` or `buffer started` line of their CPU) were entered:
@@ -179,7 +179,7 @@ pub struct Unmatched {
 /// One function's totals as the replay counted them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "json", derive(serde::Serialize))]
-pub struct FunctionRow {
+pub struct ReplayRow {
     /// The function's name (`name` or `name [module]`), or [`OTHER`](super::OTHER).
     pub name: String,
     /// Calls counted (module docs).
@@ -604,7 +604,7 @@ impl Replay {
     }
 
     /// The rows of all CPUs (`None`) or of one, threshold applied, in `sort` order.
-    pub fn functions(&self, cpu: Option<u32>, sort: Sort) -> Vec<FunctionRow> {
+    pub fn functions(&self, cpu: Option<u32>, sort: Sort) -> Vec<ReplayRow> {
         let Some(table) = self.table(cpu) else {
             return Vec::new();
         };
@@ -612,7 +612,7 @@ impl Replay {
         self.order(table, sort)
             .into_iter()
             .map(|ip| (ip as usize, table.get(ip as usize)))
-            .map(|(ip, r)| FunctionRow {
+            .map(|(ip, r)| ReplayRow {
                 name: self.interner.name(ip).unwrap_or_default().to_owned(),
                 hits: r.hits,
                 open_at_end: r.open_at_end,
@@ -1234,165 +1234,38 @@ pub fn render_functions(rows: &[FunctionStats], timed: bool) -> String {
     out
 }
 
-/// `"schema"` of the JSON document [`write_json`] writes.
-pub const REPLAY_SCHEMA: &str = "tracestat.replay";
-
-/// Writes a replay as one `tracestat.replay` JSON document (feature `json`), on one line
-/// (so that live output is NDJSON, one document per print):
-///
-/// ```json
-/// { "schema": "tracestat.replay", "version": 1, "mode": "function_graph",
-///   "graph_time": true, "threshold_us": 0, "max_functions": 1000000,
-///   "functions": [ { "name": "sys_open", "hits": 1, "open_at_end": 0, "time_ns": 2000,
-///                    "time_sq_ns2": 4000000 } ],
-///   "cpus": [ { "cpu": 0, "functions": [ ... ] } ],
-///   "events": [ { "name": "sched_switch", "count": 3 } ],
-///   "lines": { "read": 3, "parsed": 3, "skipped": 0,
-///              "by_kind": { "graph_entry": 1, ... }, "skipped_by_kind": { ... },
-///              "lost_events": 0 },
-///   "calls": 2, "folded": 0,
-///   "unmatched": { "exits": 0, "exit_only": 0, "open_at_eof": 0, "dropped_at_resync": 0,
-///                  "abandoned": 0, "overruns": 0, "ignored": 0 } }
-/// ```
-///
-/// `functions` are the rows of `trace_stat/functions` in `sort` order (threshold applied),
-/// each a [`FunctionRow`]: `time_ns` and `time_sq_ns2` are `null` for function traces;
-/// `open_at_end` counts the hits whose call was still open when the trace ended. `cpus` is
-/// present with `per_cpu`, one entry per CPU that recorded calls. `events` counts trace event
-/// lines by name. `folded` is the hits of names beyond `max_functions`, shown in the
-/// `[other]` row. `by_kind` holds every kind that occurred, `skipped_by_kind` those that
-/// yield no event; `mode` is `null` when the input held no function event. The version is
-/// [`crate::export::SCHEMA_VERSION`]; readers ignore unknown fields.
+/// One shown row of a table, its name borrowed from the interner: what the JSON writer
+/// ([`replay_to_json`](crate::export::replay_to_json)) streams, one row at a time.
 #[cfg(feature = "json")]
-pub fn write_json(
-    replay: &Replay,
-    summary: &ReplaySummary,
-    per_cpu: bool,
-    sort: Sort,
-    mut w: impl io::Write,
-) -> io::Result<()> {
-    use serde::Serialize;
-    use std::collections::BTreeMap;
+pub(crate) struct RowRef<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) hits: u64,
+    pub(crate) open_at_end: u64,
+    pub(crate) time_ns: Option<u128>,
+    pub(crate) time_sq_ns2: Option<u128>,
+}
 
-    /// A row with its name borrowed from the interner.
-    #[derive(Serialize)]
-    struct RowRef<'a> {
-        name: &'a str,
-        hits: u64,
-        open_at_end: u64,
-        time_ns: Option<u128>,
-        time_sq_ns2: Option<u128>,
-    }
-    /// The rows of a table, serialised one at a time (never all built at once).
-    struct Rows<'a> {
-        replay: &'a Replay,
+#[cfg(feature = "json")]
+impl Replay {
+    /// The shown rows of the merged table (`cpu` `None`) or of one CPU's, in `sort` order
+    /// with the threshold applied, without building them all at once.
+    pub(crate) fn row_refs(
+        &self,
         cpu: Option<u32>,
         sort: Sort,
+    ) -> impl Iterator<Item = RowRef<'_>> {
+        let timed = self.timed();
+        let table = self.table(cpu);
+        let order = table.map(|t| self.order(t, sort)).unwrap_or_default();
+        order.into_iter().filter_map(move |ip| {
+            let row = table?.get(ip as usize);
+            Some(RowRef {
+                name: self.interner.name(ip as usize).unwrap_or_default(),
+                hits: row.hits,
+                open_at_end: row.open_at_end,
+                time_ns: timed.then_some(row.time_ns),
+                time_sq_ns2: timed.then_some(row.time_sq),
+            })
+        })
     }
-    impl Serialize for Rows<'_> {
-        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            let r = self.replay;
-            let timed = r.timed();
-            let Some(table) = r.table(self.cpu) else {
-                return s.collect_seq(std::iter::empty::<RowRef<'_>>());
-            };
-            let order = r.order(table, self.sort);
-            s.collect_seq(order.into_iter().map(|ip| {
-                let row = table.get(ip as usize);
-                RowRef {
-                    name: r.interner.name(ip as usize).unwrap_or_default(),
-                    hits: row.hits,
-                    open_at_end: row.open_at_end,
-                    time_ns: timed.then_some(row.time_ns),
-                    time_sq_ns2: timed.then_some(row.time_sq),
-                }
-            }))
-        }
-    }
-    #[derive(Serialize)]
-    struct Cpu<'a> {
-        cpu: u32,
-        functions: Rows<'a>,
-    }
-    #[derive(Serialize)]
-    struct EventCount {
-        name: String,
-        count: u64,
-    }
-    #[derive(Serialize)]
-    struct Lines {
-        read: u64,
-        parsed: u64,
-        skipped: u64,
-        by_kind: BTreeMap<&'static str, u64>,
-        skipped_by_kind: BTreeMap<&'static str, u64>,
-        lost_events: u64,
-    }
-    #[derive(Serialize)]
-    struct Doc<'a> {
-        schema: &'a str,
-        version: u32,
-        mode: Option<TraceMode>,
-        graph_time: bool,
-        threshold_us: u64,
-        max_functions: usize,
-        functions: Rows<'a>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        cpus: Option<Vec<Cpu<'a>>>,
-        events: Vec<EventCount>,
-        lines: Lines,
-        calls: u64,
-        folded: u64,
-        unmatched: Unmatched,
-    }
-    let l = &summary.lines;
-    let doc = Doc {
-        schema: REPLAY_SCHEMA,
-        version: crate::export::SCHEMA_VERSION,
-        mode: summary.mode,
-        graph_time: replay.opts.graph_time,
-        threshold_us: replay.opts.threshold_us,
-        max_functions: replay.opts.max_functions,
-        functions: Rows {
-            replay,
-            cpu: None,
-            sort,
-        },
-        cpus: per_cpu.then(|| {
-            summary
-                .cpus
-                .iter()
-                .map(|&cpu| Cpu {
-                    cpu,
-                    functions: Rows {
-                        replay,
-                        cpu: Some(cpu),
-                        sort,
-                    },
-                })
-                .collect()
-        }),
-        events: replay
-            .events()
-            .into_iter()
-            .map(|(name, count)| EventCount { name, count })
-            .collect(),
-        lines: Lines {
-            read: l.lines(),
-            parsed: l.parsed(),
-            skipped: l.skipped(),
-            by_kind: l
-                .iter()
-                .filter(|&(_, n)| n > 0)
-                .map(|(k, n)| (k.name(), n))
-                .collect(),
-            skipped_by_kind: l.skipped_kinds().map(|(k, n)| (k.name(), n)).collect(),
-            lost_events: l.lost_events(),
-        },
-        calls: summary.calls,
-        folded: summary.folded,
-        unmatched: summary.unmatched,
-    };
-    serde_json::to_writer(&mut w, &doc).map_err(io::Error::from)?;
-    w.write_all(b"\n")
 }

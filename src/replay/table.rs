@@ -27,7 +27,7 @@
 use std::collections::HashMap;
 
 use crate::hist::BucketSpec;
-use crate::profile::function::LATENCY_BUCKETS;
+use crate::profile::LATENCY_BUCKETS;
 
 /// One function's record.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

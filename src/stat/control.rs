@@ -21,8 +21,8 @@
 //! - The file table is guarded by a lock that is held only to look a file up or to change the
 //!   table; reads and writes of a file run on an `Arc` clone, outside it.
 
+use crate::primitive::unmodeled::Arc;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use super::parse;
 use super::registry::StatRegistry;
@@ -138,13 +138,7 @@ impl Default for Tracefs {
 
 impl core::fmt::Debug for Tracefs {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let files: Vec<String> = self
-            .files
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
-            .collect();
+        let files: Vec<String> = self.files.read().keys().cloned().collect();
         f.debug_struct("Tracefs")
             .field("stats", &self.stats)
             .field("files", &files)
@@ -182,9 +176,38 @@ impl Tracefs {
     /// The process-wide surface, where the crate's own providers (the function profiler, the
     /// hook interface's filter files) register.
     #[cfg(not(loom))]
-    pub fn global() -> &'static Tracefs {
-        static GLOBAL: std::sync::OnceLock<Tracefs> = std::sync::OnceLock::new();
-        GLOBAL.get_or_init(Tracefs::new)
+    pub fn global() -> &'static Arc<Tracefs> {
+        static GLOBAL: crate::primitive::unmodeled::OnceLock<Arc<Tracefs>> =
+            crate::primitive::unmodeled::OnceLock::new();
+        GLOBAL.get_or_init(|| Arc::new(Tracefs::new()))
+    }
+
+    /// The one wiring of every process-wide instance (the global hook layer, the global
+    /// profiler, the branch profiler's files): `build` runs once, and the thread that ran it
+    /// then puts the instance's files on [`Tracefs::global`] with `install`.
+    ///
+    /// A path that already exists is left to whoever added it first (`install` stops there,
+    /// with [`Error::AlreadyExists`]): a user's file of the same name wins over the crate's.
+    /// `install` has no other error on the global surface (its paths are fixed and valid);
+    /// a debug build asserts that.
+    #[cfg(not(loom))]
+    pub(crate) fn global_instance<T: Sync>(
+        cell: &'static crate::primitive::unmodeled::OnceLock<T>,
+        build: impl FnOnce() -> T,
+        install: impl FnOnce(&'static T, &Arc<Tracefs>) -> Result<(), Error>,
+    ) -> &'static T {
+        let mut fresh = false;
+        let instance = cell.get_or_init(|| {
+            fresh = true;
+            build()
+        });
+        if fresh {
+            match install(instance, Tracefs::global()) {
+                Ok(()) | Err(Error::AlreadyExists { .. }) => {}
+                Err(e) => debug_assert!(false, "installing a global instance: {e}"),
+            }
+        }
+        instance
     }
 
     /// The stat tracers shown under `trace_stat/`.
@@ -216,7 +239,7 @@ impl Tracefs {
             ));
         }
         let key = parts.join("/");
-        let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        let mut files = self.files.write();
         if files.contains_key(&key) || files.keys().any(|k| is_below(k, &key)) {
             return Err(Error::AlreadyExists { path: key });
         }
@@ -234,7 +257,7 @@ impl Tracefs {
     /// Removes the control file at `path`.
     pub fn remove_file(&self, path: &str) -> Result<(), Error> {
         let key = components(path).map(|p| p.join("/")).unwrap_or_default();
-        let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        let mut files = self.files.write();
         files
             .remove(&key)
             .map(|_| ())
@@ -271,7 +294,7 @@ impl Tracefs {
             };
         }
         let key = parts.join("/");
-        let files = self.files.read().unwrap_or_else(|e| e.into_inner());
+        let files = self.files.read();
         if let Some(file) = files.get(&key) {
             return Ok(Target::File(key, Arc::clone(file)));
         }
@@ -361,7 +384,7 @@ impl Tracefs {
         } else {
             format!("{dir}/")
         };
-        let files = self.files.read().unwrap_or_else(|e| e.into_inner());
+        let files = self.files.read();
         for key in files.keys() {
             if let Some(rest) = key.strip_prefix(&prefix) {
                 match rest.split_once('/') {

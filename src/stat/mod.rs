@@ -6,7 +6,7 @@
 //!
 //! - [`StatTracer`] (in `tracer.rs`) is the provider trait: `start`/`next` enumerate typed
 //!   entries, `cmp` orders them, `headers`/`show` print them, `release` takes them back.
-//! - [`snapshot`] performs one read: collect, stable sort descending, print, release. Each
+//! - [`render`] (in `snapshot.rs`) performs one read: collect, stable sort descending, print, release. Each
 //!   read owns its entries, unlike the kernel's single shared rbtree per file.
 //! - [`StatRegistry`] (in `registry.rs`) maps names to providers; duplicate names are
 //!   refused atomically.
@@ -18,7 +18,7 @@
 mod control;
 mod parse;
 mod registry;
-pub mod snapshot;
+mod snapshot;
 mod tracer;
 #[cfg(feature = "json")]
 mod typed;

@@ -12,15 +12,15 @@
 //!
 //! - A name maps to at most one provider at every instant.
 //! - A read renders exactly one provider, from one fresh snapshot (see
-//!   [`snapshot`](super::snapshot)); a read that started before `unregister` finishes with a
+//!   [`render`](super::render)); a read that started before `unregister` finishes with a
 //!   complete output, and any read that starts after `unregister` returns gets
 //!   [`Error::NotFound`].
 //!
 //! Registration is rare and never on a hot path, so a lock is the right tool here; the hot
 //! paths (counting) live in the providers.
 
+use crate::primitive::unmodeled::Arc;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use super::snapshot::RenderedRows;
 use super::tracer::{DynStat, StatTracer};
@@ -92,22 +92,18 @@ impl StatRegistry {
         // the race the real code closes. Loom must find two winners.
         #[cfg(tracestat_loom_negative = "registry")]
         let mut map = {
-            let taken = self
-                .tracers
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains_key(&name);
+            let taken = self.tracers.read().contains_key(&name);
             if taken {
                 return Err(Error::AlreadyExists {
                     path: format!("trace_stat/{name}"),
                 });
             }
-            let mut map = self.tracers.write().unwrap_or_else(|e| e.into_inner());
+            let mut map = self.tracers.write();
             map.remove(&name);
             map
         };
         #[cfg(not(tracestat_loom_negative = "registry"))]
-        let mut map = self.tracers.write().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.tracers.write();
         if map.contains_key(&name) {
             return Err(Error::AlreadyExists {
                 path: format!("trace_stat/{name}"),
@@ -120,7 +116,7 @@ impl StatRegistry {
     /// Removes the stat tracer called `name`. Reads already in progress finish with their
     /// snapshot; later reads get [`Error::NotFound`].
     pub fn unregister(&self, name: &str) -> Result<(), Error> {
-        let mut map = self.tracers.write().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.tracers.write();
         match map.remove(name) {
             Some(_) => Ok(()),
             None => Err(Error::NotFound {
@@ -136,12 +132,12 @@ impl StatRegistry {
 
     /// The registered names, sorted.
     pub fn names(&self) -> Vec<String> {
-        let map = self.tracers.read().unwrap_or_else(|e| e.into_inner());
+        let map = self.tracers.read();
         map.keys().cloned().collect()
     }
 
     fn get(&self, name: &str) -> Option<Arc<dyn DynStat>> {
-        let map = self.tracers.read().unwrap_or_else(|e| e.into_inner());
+        let map = self.tracers.read();
         map.get(name).cloned()
     }
 

@@ -3,6 +3,9 @@
 
 use std::collections::BTreeMap;
 
+#[cfg(feature = "pprof")]
+pub mod pprof_proto;
+
 use tracestat::export::{Bucket, BucketHistogram, Counter, FunctionStats, PathStats, Profile};
 
 /// Names every format must carry or escape: space, quotes, `;`, newline, tab, backslash,

@@ -191,11 +191,12 @@ impl StatTracer for Functions {
         a.hits.cmp(&b.hits)
     }
     fn headers(&self, out: &mut dyn fmt::Write) -> fmt::Result {
-        out.write_str(tracestat::profile::format::FUNCTION_HEADER_HITS)
+        // The kernel's hit-count-only function profile header.
+        out.write_str("  Function                               Hit\n  --------                               ---\n")
     }
     fn show(&self, e: &FunctionStats, out: &mut dyn fmt::Write) -> fmt::Result {
-        tracestat::profile::format::write_padded(out, &e.name, 30)?;
-        writeln!(out, "  {:10}", e.hits)
+        // `%-30.30s` as the kernel prints it (the sample's names are ASCII).
+        writeln!(out, "  {:<30.30}  {:10}", e.name, e.hits)
     }
 }
 
@@ -231,7 +232,7 @@ fn main() -> io::Result<()> {
     // The totals every consumer must report.
     let paths = profile.stack_totals();
     let funcs = functions_only.stack_totals();
-    let folded: u128 = export::folded::folded_lines(&profile, export::FoldedWeight::Auto)?
+    let folded: u128 = export::folded_lines(&profile, export::FoldedWeight::Auto)?
         .iter()
         .map(|(_, w)| w)
         .sum();

@@ -326,7 +326,7 @@ fn write_output(
         }
         #[cfg(feature = "json")]
         FormatArg::Json => {
-            return tracestat::replay::write_json(replay, summary, args.per_cpu, sort, out);
+            return tracestat::export::replay_to_json(replay, summary, args.per_cpu, sort, out);
         }
         #[cfg(not(feature = "json"))]
         FormatArg::Json => Format::Json,

@@ -129,14 +129,14 @@ pub fn replay(args: &ServeArgs) -> Result<(Served, Option<Shared>), String> {
     {
         use tracestat::http::ProfileWindow;
         use tracestat::stat::Tracefs;
-        // The endpoint needs a surface for the whole run: one, leaked, per process.
-        let fs: &'static Tracefs = Box::leak(Box::new(Tracefs::new()));
+        // The endpoint's own surface, serving the replay for the whole run.
+        let fs = Arc::new(Tracefs::new());
         fs.stats()
             .register(PublishedFunctions(Arc::clone(&shared)))
             .map_err(|e| format!("cannot serve the replay: {e}"))?;
         let read = Arc::clone(&shared);
         let served = start(args, addr, |b| {
-            b.tracefs(fs)
+            b.tracefs(&fs)
                 .profile_from(move || {
                     read.lock()
                         .unwrap_or_else(|e| e.into_inner())

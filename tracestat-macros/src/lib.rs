@@ -21,8 +21,9 @@
 //! may resume on another thread), a function without a body, anything that is not a
 //! function, and an argument that is not one string literal.
 //!
-//! The expansion names `::tracestat` and `::tracestat::linkme` only, so a crate that uses the
-//! attribute needs no direct dependency on `linkme`.
+//! The expansion names only `::tracestat::__private` (the hidden module of macro support:
+//! `Site`, `SITES` and the `linkme` re-export), so a crate that uses the attribute needs no
+//! direct dependency on `linkme`.
 #![deny(missing_docs)]
 
 use proc_macro::TokenStream;
@@ -108,15 +109,15 @@ fn expand(
     let stmts = std::mem::take(&mut func.block.stmts);
     let enter: syn::Stmt = syn::parse_quote! {
         let #scope = {
-            static __TRACESTAT_SITE: ::tracestat::profile::Site = ::tracestat::profile::Site::new(
+            static __TRACESTAT_SITE: ::tracestat::__private::Site = ::tracestat::__private::Site::new(
                 #name,
                 ::core::module_path!(),
                 ::core::file!(),
                 #line,
             );
-            #[::tracestat::linkme::distributed_slice(::tracestat::profile::SITES)]
-            #[linkme(crate = ::tracestat::linkme)]
-            static __TRACESTAT_SITE_REF: &::tracestat::profile::Site = &__TRACESTAT_SITE;
+            #[::tracestat::__private::linkme::distributed_slice(::tracestat::__private::SITES)]
+            #[linkme(crate = ::tracestat::__private::linkme)]
+            static __TRACESTAT_SITE_REF: &::tracestat::__private::Site = &__TRACESTAT_SITE;
             __TRACESTAT_SITE.enter()
         };
     };

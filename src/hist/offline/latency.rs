@@ -16,9 +16,9 @@
 //! An end with no waiting start is counted in `unmatched_ends`; one earlier than its start
 //! (a trace whose CPUs' clocks disagree) in `negative`. Both fields must be numbers.
 
+use crate::primitive::unmodeled::Arc;
 use core::fmt::{self, Write};
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use super::super::trigger::{HistTrigger, NameTable};
 use super::line::{Fields, Head, number};

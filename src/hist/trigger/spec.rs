@@ -26,10 +26,12 @@
 
 use core::fmt;
 
-use super::buckets::BucketSpec;
-use super::key::MAX_KEYS;
-use super::layout::MAX_VALS;
-use super::map::{MAX_BOUNDED_SIZE, MIN_BOUNDED_SIZE};
+use crate::hist::buckets::BucketSpec;
+use crate::hist::key::MAX_KEYS;
+use crate::hist::layout::CellLayout;
+use crate::hist::layout::MAX_VALS;
+use crate::hist::map::{DEFAULT_BOUNDED_SIZE, MAX_BOUNDED_SIZE, MIN_BOUNDED_SIZE};
+use crate::hist::snapshot::{SortField, SortKey};
 
 /// The longest spec accepted, in bytes.
 pub const MAX_SPEC_LEN: usize = 4096;
@@ -190,7 +192,7 @@ pub enum SpecErrorKind {
     /// A trigger with the same keys, values, sort keys, modifiers and name is attached.
     Exists,
     /// A `>>` write that would attach more than
-    /// [`MAX_TRIGGERS_PER_EVENT`](super::trigger::MAX_TRIGGERS_PER_EVENT) triggers to one
+    /// [`MAX_TRIGGERS_PER_EVENT`](crate::hist::MAX_TRIGGERS_PER_EVENT) triggers to one
     /// event.
     TooManyTriggers,
     /// An `if` filter that does not parse: a stray or missing token, unbalanced parentheses.
@@ -548,6 +550,127 @@ impl HistSpec {
         }
         s += &format!(":size={}", self.size.unwrap_or(default_size));
         s
+    }
+}
+
+/// A spec bound to an event's fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistDef {
+    /// The parsed spec.
+    pub spec: HistSpec,
+    /// Field index and modifier of each key.
+    pub keys: Vec<(usize, KeyModifier)>,
+    /// Field index of each value (the spec's, then the `hist=` field if it is not one).
+    pub vals: Vec<usize>,
+    /// The sort order.
+    pub sort: Vec<SortKey>,
+    /// The cell layout.
+    pub layout: CellLayout,
+    /// The bounded size.
+    pub size: usize,
+    pub(super) key_names: Vec<String>,
+    pub(super) val_names: Vec<String>,
+}
+
+impl HistSpec {
+    /// Binds the spec to an event with these field names.
+    pub fn bind(&self, fields: &[&str]) -> Result<HistDef, SpecError> {
+        let find = |name: &str, pos: usize| {
+            fields
+                .iter()
+                .position(|f| *f == name)
+                .ok_or_else(|| SpecError::new(SpecErrorKind::UnknownField, name, pos))
+        };
+        let keys = self
+            .keys
+            .iter()
+            .map(|k| Ok((find(&k.field.name, k.field.pos)?, k.modifier)))
+            .collect::<Result<Vec<_>, SpecError>>()?;
+        let mut vals = self
+            .vals
+            .iter()
+            .map(|v| find(&v.name, v.pos))
+            .collect::<Result<Vec<_>, SpecError>>()?;
+        let mut val_names: Vec<String> = self.vals.iter().map(|v| v.name.clone()).collect();
+        let mut layout = CellLayout::new(keys.len().max(1) as u8, 0);
+        if let Some((f, spec)) = &self.buckets {
+            let idx = find(&f.name, f.pos)?;
+            let stat = match vals.iter().position(|&v| v == idx) {
+                Some(i) => i,
+                None if vals.len() < MAX_VALS => {
+                    vals.push(idx);
+                    val_names.push(f.name.clone());
+                    vals.len() - 1
+                }
+                None => {
+                    return Err(SpecError::new(SpecErrorKind::TooManyVals, &f.name, f.pos));
+                }
+            };
+            layout = layout
+                .with_stat_val(stat as u8)
+                .with_extrema()
+                .with_sum_sq()
+                .with_buckets(*spec);
+        }
+        layout.vals = vals.len() as u8;
+        let sort = self
+            .sort
+            .iter()
+            .map(|s| {
+                let name = s.field.name.as_str();
+                let field = if name == "hitcount" {
+                    SortField::Hits
+                } else if let Some(i) = self.keys.iter().position(|k| k.field.name == name) {
+                    SortField::Key(i as u8)
+                } else if let Some(i) = val_names.iter().position(|v| v == name) {
+                    SortField::Val(i as u8)
+                } else {
+                    return Err(SpecError::new(
+                        SpecErrorKind::BadSortField,
+                        name,
+                        s.field.pos,
+                    ));
+                };
+                Ok(SortKey {
+                    field,
+                    descending: s.descending,
+                })
+            })
+            .collect::<Result<Vec<_>, SpecError>>()?;
+        Ok(HistDef {
+            spec: self.clone(),
+            keys,
+            vals,
+            sort: if sort.is_empty() {
+                vec![SortKey::asc(SortField::Hits)]
+            } else {
+                sort
+            },
+            layout,
+            size: self.size.unwrap_or(DEFAULT_BOUNDED_SIZE),
+            key_names: self.keys.iter().map(|k| k.field.name.clone()).collect(),
+            val_names,
+        })
+    }
+}
+
+impl HistDef {
+    /// The `trigger info` text.
+    pub fn info(&self) -> String {
+        self.spec.canonical(self.size)
+    }
+
+    /// Whether two definitions are the same trigger, as the kernel's `hist_trigger_match`
+    /// decides: the same keys with the same modifiers, the same values, the same sort keys
+    /// in the same directions, and the same name (the size and commands do not count).
+    /// `sort=hitcount` and no `sort=` are the same sort.
+    pub(super) fn same_trigger(&self, other: &HistDef) -> bool {
+        self.keys == other.keys
+            && self.vals == other.vals
+            && self.sort == other.sort
+            && self.spec.name == other.spec.name
+            && self.layout.buckets == other.layout.buckets
+            && self.layout.stat_val == other.layout.stat_val
     }
 }
 

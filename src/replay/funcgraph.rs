@@ -2,20 +2,17 @@
 //! latency flags, overhead + duration), each closed by `|` or `)`, then the indented body.
 
 use super::event::{Context, Event};
-use super::kind::LineKind;
+use super::kind::{LineKind, Parsed};
 use super::lex::{
     all_digits, find_byte, find2, is_flags, parse_duration_cell, parse_scaled, parse_symbol,
     parse_u64, split_first_token, strip_trailing_comment, task_pid, trim, trim_end, trim_start,
 };
-use super::parse::Parsed;
-
-type Classified<'a> = Parsed<'a>;
 
 /// How many `|`-closed cells may precede the body: task/pid, latency flags, duration.
 const MAX_CELLS: usize = 3;
 
 /// A whole function_graph line (right-trimmed, not a header).
-pub(super) fn parse(line: &str) -> Classified<'_> {
+pub(super) fn parse(line: &str) -> Parsed<'_> {
     let mut ctx = Context::default();
     let t = trim_start(line);
     // Most lines start with the CPU column. Then neither time column can be there: a first
@@ -78,7 +75,7 @@ fn cpu_column(s: &str) -> Option<(u32, &str)> {
 /// The cells after the CPU column, then the body. Also the payload of `trace-cmd report`'s
 /// `funcgraph_entry:` / `funcgraph_exit:` lines. `base` is the number of spaces that precede
 /// a depth-0 body when no `|` cell comes before it.
-pub(super) fn cells<'a>(mut s: &'a str, mut ctx: Context<'a>, mut base: usize) -> Classified<'a> {
+pub(super) fn cells<'a>(mut s: &'a str, mut ctx: Context<'a>, mut base: usize) -> Parsed<'a> {
     let mut duration = None;
     for _ in 0..MAX_CELLS {
         let Some(bar) = find_byte(s, 0, b'|') else {
@@ -168,7 +165,7 @@ fn glued_flags(t: &str) -> Option<&str> {
     })
 }
 
-fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) -> Classified<'a> {
+fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) -> Parsed<'a> {
     // Bare flags come only where no duration cell (blank or not) was read.
     let bare = if base < 2 && duration.is_none() {
         strip_bare_flags(s)

@@ -1,4 +1,7 @@
-//! Histograms defined by specs on event sources, their `hist` control file and stat files.
+//! Histograms defined by specs on event sources, their `hist` control file and stat files:
+//! the trigger language over the map core of the parent module (which knows nothing of
+//! specs). `spec.rs` parses `hist:keys=...` into a [`HistSpec`] and binds it to an event's
+//! fields ([`HistSpec::bind`] → [`HistDef`]); `render.rs` prints the kernel's `hist` text.
 //!
 //! # Design
 //!
@@ -34,146 +37,27 @@
 
 use core::fmt::{self, Write};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
 
 use arc_swap::ArcSwap;
 
+pub(crate) mod render;
+pub(super) mod spec;
+
 use crate::error::{Error, InputError};
 use crate::primitive::sync::atomic::{AtomicBool, Ordering};
+use crate::primitive::unmodeled::{Arc, Mutex, Weak};
 use crate::stat::{ControlFile, Mode, StatTracer, Tracefs, WriteMode, as_text};
 
-use super::buckets::BucketSpec;
-use super::key::{Key, MAX_KEYS};
-use super::layout::{CellLayout, MAX_VALS};
-use super::map::{DEFAULT_BOUNDED_SIZE, HashHist};
-use super::render;
-use super::snapshot::{Snapshot, SortField, SortKey};
-use super::spec::{Command, HistSpec, KeyModifier, SpecError, SpecErrorKind};
+use crate::hist::buckets::BucketSpec;
+use crate::hist::key::{Key, MAX_KEYS};
+use crate::hist::layout::{CellLayout, MAX_VALS};
+use crate::hist::map::HashHist;
+use crate::hist::snapshot::Snapshot;
+use spec::{Command, HistDef, HistSpec, KeyModifier, SpecError, SpecErrorKind};
 
 /// The most hist triggers one [`EventSource`] holds. Each costs one table update per event
 /// (about 0.2 µs), so the cap bounds an event's cost to some 13 µs.
 pub const MAX_TRIGGERS_PER_EVENT: usize = 64;
-
-/// A spec bound to an event's fields.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HistDef {
-    /// The parsed spec.
-    pub spec: HistSpec,
-    /// Field index and modifier of each key.
-    pub keys: Vec<(usize, KeyModifier)>,
-    /// Field index of each value (the spec's, then the `hist=` field if it is not one).
-    pub vals: Vec<usize>,
-    /// The sort order.
-    pub sort: Vec<SortKey>,
-    /// The cell layout.
-    pub layout: CellLayout,
-    /// The bounded size.
-    pub size: usize,
-    key_names: Vec<String>,
-    val_names: Vec<String>,
-}
-
-impl HistSpec {
-    /// Binds the spec to an event with these field names.
-    pub fn bind(&self, fields: &[&str]) -> Result<HistDef, SpecError> {
-        let find = |name: &str, pos: usize| {
-            fields
-                .iter()
-                .position(|f| *f == name)
-                .ok_or_else(|| SpecError::new(SpecErrorKind::UnknownField, name, pos))
-        };
-        let keys = self
-            .keys
-            .iter()
-            .map(|k| Ok((find(&k.field.name, k.field.pos)?, k.modifier)))
-            .collect::<Result<Vec<_>, SpecError>>()?;
-        let mut vals = self
-            .vals
-            .iter()
-            .map(|v| find(&v.name, v.pos))
-            .collect::<Result<Vec<_>, SpecError>>()?;
-        let mut val_names: Vec<String> = self.vals.iter().map(|v| v.name.clone()).collect();
-        let mut layout = CellLayout::new(keys.len().max(1) as u8, 0);
-        if let Some((f, spec)) = &self.buckets {
-            let idx = find(&f.name, f.pos)?;
-            let stat = match vals.iter().position(|&v| v == idx) {
-                Some(i) => i,
-                None if vals.len() < MAX_VALS => {
-                    vals.push(idx);
-                    val_names.push(f.name.clone());
-                    vals.len() - 1
-                }
-                None => {
-                    return Err(SpecError::new(SpecErrorKind::TooManyVals, &f.name, f.pos));
-                }
-            };
-            layout = layout
-                .with_stat_val(stat as u8)
-                .with_extrema()
-                .with_sum_sq()
-                .with_buckets(*spec);
-        }
-        layout.vals = vals.len() as u8;
-        let sort = self
-            .sort
-            .iter()
-            .map(|s| {
-                let name = s.field.name.as_str();
-                let field = if name == "hitcount" {
-                    SortField::Hits
-                } else if let Some(i) = self.keys.iter().position(|k| k.field.name == name) {
-                    SortField::Key(i as u8)
-                } else if let Some(i) = val_names.iter().position(|v| v == name) {
-                    SortField::Val(i as u8)
-                } else {
-                    return Err(SpecError::new(
-                        SpecErrorKind::BadSortField,
-                        name,
-                        s.field.pos,
-                    ));
-                };
-                Ok(SortKey {
-                    field,
-                    descending: s.descending,
-                })
-            })
-            .collect::<Result<Vec<_>, SpecError>>()?;
-        Ok(HistDef {
-            spec: self.clone(),
-            keys,
-            vals,
-            sort: if sort.is_empty() {
-                vec![SortKey::asc(SortField::Hits)]
-            } else {
-                sort
-            },
-            layout,
-            size: self.size.unwrap_or(DEFAULT_BOUNDED_SIZE),
-            key_names: self.keys.iter().map(|k| k.field.name.clone()).collect(),
-            val_names,
-        })
-    }
-}
-
-impl HistDef {
-    /// The `trigger info` text.
-    pub fn info(&self) -> String {
-        self.spec.canonical(self.size)
-    }
-
-    /// Whether two definitions are the same trigger, as the kernel's `hist_trigger_match`
-    /// decides: the same keys with the same modifiers, the same values, the same sort keys
-    /// in the same directions, and the same name (the size and commands do not count).
-    /// `sort=hitcount` and no `sort=` are the same sort.
-    fn same_trigger(&self, other: &HistDef) -> bool {
-        self.keys == other.keys
-            && self.vals == other.vals
-            && self.sort == other.sort
-            && self.spec.name == other.spec.name
-            && self.layout.buckets == other.layout.buckets
-            && self.layout.stat_val == other.layout.stat_val
-    }
-}
 
 /// Named tables shared between definitions (`name=`).
 #[derive(Debug, Default)]
@@ -194,7 +78,7 @@ impl NameTable {
         let Some(name) = &def.spec.name else {
             return fresh();
         };
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.0.lock();
         if let Some(t) = map.get(name).and_then(Weak::upgrade) {
             if *t.layout() != def.layout || t.bounded_size() != Some(def.size) {
                 return Err(SpecError::new(SpecErrorKind::Incompatible, name, 0));
@@ -421,9 +305,9 @@ pub(crate) fn write_bucket_block(
     out: &mut dyn Write,
     layout: &CellLayout,
     spec: &BucketSpec,
-    row: &super::Row,
+    row: &crate::hist::Row,
 ) -> fmt::Result {
-    let s = super::Stats::of(row, usize::from(layout.stat_val), layout.extrema);
+    let s = crate::hist::Stats::of(row, usize::from(layout.stat_val), layout.extrema);
     write!(
         out,
         "  count {} min {} max {} avg {} s^2 {}",
@@ -433,7 +317,7 @@ pub(crate) fn write_bucket_block(
         s.mean,
         s.variance
     )?;
-    for (q, name) in super::stats::PERCENTILES {
+    for (q, name) in crate::hist::PERCENTILES {
         if let Some((lo, _)) = spec.percentile(&row.buckets, q) {
             write!(out, " {name} {}", render::size_label(lo))?;
         }
@@ -525,7 +409,7 @@ impl EventSource {
         text: &str,
         mode: WriteMode,
     ) -> Result<Option<Arc<HistTrigger>>, SpecError> {
-        let _serial = self.write.lock().unwrap_or_else(|e| e.into_inner());
+        let _serial = self.write.lock();
         let line = text.strip_suffix('\n').unwrap_or(text);
         let fields: Vec<&str> = self.fields.iter().map(String::as_str).collect();
         let current = self.triggers.load_full();
@@ -662,8 +546,8 @@ impl HistStat {
         let layout = *table.layout();
         let mut spec = HistSpec::default();
         for i in 0..layout.keys {
-            spec.keys.push(super::spec::KeySpec {
-                field: super::spec::FieldRef {
+            spec.keys.push(spec::KeySpec {
+                field: spec::FieldRef {
                     name: format!("key{i}"),
                     pos: 0,
                 },
@@ -671,7 +555,7 @@ impl HistStat {
             });
         }
         for i in 0..layout.vals {
-            spec.vals.push(super::spec::FieldRef {
+            spec.vals.push(spec::FieldRef {
                 name: format!("val{i}"),
                 pos: 0,
             });

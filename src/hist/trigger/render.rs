@@ -17,9 +17,9 @@
 
 use core::fmt::{self, Write};
 
-use super::buckets::BucketSpec;
-use super::snapshot::Row;
 use super::spec::KeyModifier;
+use crate::hist::buckets::BucketSpec;
+use crate::hist::snapshot::Row;
 
 /// Width of the bpftrace bar.
 pub const BAR_WIDTH: u128 = 52;
@@ -97,6 +97,8 @@ pub fn write_row(
 
 /// What a key field holds, for [`write_key`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// Strings and execnames come from the offline tables only, which loom builds leave out.
+#[cfg_attr(loom, allow(dead_code))]
 pub enum KeyValue<'a> {
     /// A number (after the modifier was applied).
     Num(u64),
