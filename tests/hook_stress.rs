@@ -80,10 +80,10 @@ fn everything_at_once_keeps_exact_totals() {
             .iter()
             .map(|n| tracestat::profile::SiteDef::new(*n, "stress")),
     );
-    let fs: &'static Tracefs = Box::leak(Box::new(Tracefs::new()));
-    install(&f, fs).unwrap();
+    let fs = Arc::new(Tracefs::new());
+    install(&f, &fs).unwrap();
     let profiler = FunctionProfiler::new(Arc::clone(&f));
-    profiler.install(fs).unwrap();
+    profiler.install(&fs).unwrap();
     let clock_before = TraceClock::current();
 
     // The counting ops, registered before the first call and until after the last.
