@@ -24,6 +24,8 @@
 //!   ([`Ftrace::dispatch_ip`], [`Ftrace::graph_entry_at`], [`Ftrace::graph_return_at`]).
 //! - [`graph`]: shadow stacks and the per-frame data a profiler needs (call time, child
 //!   time).
+//! - [`future`]: instrumented futures ([`TracedFuture`], `#[traced]` on `async fn`): one
+//!   call per future, whose frame moves with the task between polls.
 //! - `rcu`: the grace period behind unregister; [`recursion`]: the per-thread recursion
 //!   guard; `thread`: per-thread state; [`pid`]: thread ids and `set_ftrace_pid`.
 //! - [`control`]: the control files (`available_filter_functions`, `enabled_functions`,
@@ -60,6 +62,7 @@ pub mod filter;
 pub mod format;
 pub mod ftrace;
 pub mod function;
+pub mod future;
 pub mod glob;
 pub mod graph;
 pub mod ops;
@@ -81,9 +84,12 @@ pub use ftrace::Ftrace;
 pub use function::{
     FunctionProfiler, FunctionRow, Options as ProfileOptions, PathRow, ProfilerHandle,
 };
+pub use future::TracedFuture;
+#[cfg(not(loom))]
+pub use future::TracedFutureExt;
 pub use glob::{Glob, GlobError};
 pub use graph::{
-    Frame, GRAPH_SLOTS, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, now_ns,
+    Frame, GRAPH_SLOTS, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, TaskTimes, now_ns,
 };
 pub use ops::{
     FtraceFunc, FtraceOps, FtraceOpsBuilder, GraphEntryFunc, GraphReturnFunc, OpsFlags, Regs,
