@@ -191,7 +191,7 @@ pub use tracestat_macros::traced;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::profile::macro_support::{BRANCH_SITES, cold, record};
-    pub use crate::profile::{BranchSite, Hint, SITES, Site};
+    pub use crate::profile::{BranchSite, Hint, SITES, Site, TracedFuture};
     pub use linkme;
 
     /// Hooks of the loom models (`tests/loom_*`), in loom builds only.

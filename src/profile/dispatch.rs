@@ -43,7 +43,7 @@ use core::cell::Cell;
 
 use super::filter::Hashes;
 use super::ftrace::Ftrace;
-use super::graph::{Frame, GraphEntry, GraphReturn, ShadowStack, now_ns};
+use super::graph::{Frame, GraphEntry, GraphReturn, ShadowStack, TaskTimes, now_ns};
 use super::ops::{Callback, FtraceFunc, FtraceOps, GraphEntryFunc, OpsFlags, Regs};
 use super::pid::current_tid;
 use super::rcu::ReadGuard;
@@ -85,12 +85,8 @@ pub(crate) struct Published {
 /// send(tracestat::profile::ScopeGuard::none());
 /// ```
 ///
-/// For the same reason `#[traced]` refuses `async fn` (a future may resume elsewhere):
-///
-/// ```compile_fail
-/// #[tracestat::traced]
-/// async fn fetch() {}
-/// ```
+/// For the same reason an instrumented future does not hold one across polls (a future
+/// may resume elsewhere): see [`future`](super::future).
 #[must_use = "the scope ends when the guard drops"]
 pub struct ScopeGuard<'a> {
     inner: Option<Exit<'a>>,
@@ -629,5 +625,128 @@ fn run_func(hot: &Hot, call: &Call<'_>, ops: &FtraceOps, func: &FtraceFunc) {
         func(call.ip, call.parent, ops, Some(&regs));
     } else {
         func(call.ip, call.parent, ops, None);
+    }
+}
+
+// ---- Task calls (`future.rs`) ------------------------------------------------------------
+//
+// A task call (an instrumented future) is entered like any call at its first poll
+// (`Ftrace::call` / `Site::enter`), then its guard is taken apart (`into_task`): between
+// polls its frame lives in the future, and each poll puts it back on the polling thread's
+// stack (`resume_task`) and takes it off again (`suspend_task`) without a return; the
+// completion or drop returns it once (`return_task`). These are the only hook-layer entry
+// points the future wrapper uses.
+
+/// How a task call ends (see [`Ftrace::return_task`]).
+pub(crate) struct TaskEnd {
+    /// The ip to restore as the thread's current ip (`None`: the call is not being polled).
+    pub(crate) prev_ip: Option<usize>,
+    /// The call's frame is the top of this thread's stack (pushed for this poll).
+    pub(crate) pushed: bool,
+    /// The frame kept between polls, used when not `pushed`.
+    pub(crate) frame: Option<Frame>,
+    /// When not `pushed`: charge the call's wall time to this thread's top frame.
+    pub(crate) charge_top: bool,
+    /// Completion (or drop) time.
+    pub(crate) rettime: u64,
+    /// Time spent inside the call's polls.
+    pub(crate) running: u64,
+    /// Wall time less running time of the call's task children (subtracted from the frame's
+    /// child time to get `child_running`).
+    pub(crate) adjust: u64,
+    /// Dropped before completion.
+    pub(crate) cancelled: bool,
+}
+
+impl<'a> ScopeGuard<'a> {
+    /// Takes a dispatched guard apart without ending its scope (the current ip stays the
+    /// call's, its frame, if any, stays on the stack): the instance, the parent ip to
+    /// restore, and whether a frame was pushed. `None` for an untraced scope. The caller
+    /// must end the scope on this thread with [`Ftrace::suspend_task`] or
+    /// [`Ftrace::return_task`].
+    pub(crate) fn into_task(mut self) -> Option<(&'a Ftrace, usize, bool)> {
+        self.inner.take().map(|e| (e.ftrace, e.prev_ip, e.graph))
+    }
+}
+
+/// The depth of this thread's shadow stack (0 when unallocated or borrowed).
+pub(crate) fn stack_depth() -> usize {
+    thread::with(|ts| stack_room(ts).1).unwrap_or(0)
+}
+
+impl Ftrace {
+    /// Resumes a task call for one poll on this thread: the current ip becomes `ip` and
+    /// `frame` (the one kept between polls) is pushed if the stack has room. Returns the ip
+    /// to restore and, if pushed, the frame's depth. Must be followed on this thread, once
+    /// everything pushed since has been popped, by [`suspend_task`](Self::suspend_task) or
+    /// [`return_task`](Self::return_task).
+    pub(crate) fn resume_task(&self, ip: usize, frame: Option<&Frame>) -> (usize, Option<usize>) {
+        let prev = thread::hot(|hot| hot.current_ip.replace(ip)).unwrap_or(0);
+        let depth = frame.and_then(|f| {
+            thread::with(|ts| {
+                let (room, depth) = stack_room(ts);
+                (room && push_frame(ts, *f)).then_some(depth)
+            })
+            .flatten()
+        });
+        (prev, depth)
+    }
+
+    /// Ends a poll that did not complete the call: restores `prev_ip` and, if `pushed`,
+    /// takes the call's frame (with the child time this poll added) off the stack without
+    /// returning it and without charging its parent.
+    pub(crate) fn suspend_task(&self, prev_ip: usize, pushed: bool) -> Option<Frame> {
+        thread::hot(|hot| hot.current_ip.set(prev_ip));
+        if !pushed {
+            return None;
+        }
+        thread::with(|ts| match ts.stack.try_borrow_mut() {
+            Ok(mut stack) => stack.as_mut().and_then(|s| s.pop_uncharged()),
+            Err(_) => None,
+        })
+        .flatten()
+    }
+
+    /// Ends a task call: restores the ip, takes the frame off the stack if pushed (its whole
+    /// wall time is charged to the frame below, as a synchronous return charges its caller)
+    /// or uses the kept one (charging this thread's top frame if `charge_top`), and runs
+    /// the return hooks of the graph ops that accepted it, with [`GraphReturn::task`] set.
+    /// Returns what the hooks saw; `None` when the call has no frame (a function ops only,
+    /// or a full stack at entry).
+    pub(crate) fn return_task(&self, end: TaskEnd) -> Option<GraphReturn> {
+        if let Some(ip) = end.prev_ip {
+            thread::hot(|hot| hot.current_ip.set(ip));
+        }
+        let (frame, mut ret) = thread::with(|ts| {
+            let mut stack = ts.stack.try_borrow_mut().ok()?;
+            let stack = stack.as_mut();
+            if end.pushed {
+                return stack?.pop(end.rettime);
+            }
+            let frame = end.frame?;
+            let ret = GraphReturn {
+                func: frame.func,
+                depth: stack.as_ref().map_or(0, |s| s.depth()),
+                calltime: frame.calltime,
+                rettime: end.rettime,
+                child_time: frame.child_time,
+                overrun: stack.as_ref().map_or(0, |s| s.overrun()),
+                task: None,
+            };
+            if end.charge_top
+                && let Some(top) = stack.and_then(|s| s.top_mut())
+            {
+                top.child_time = top.child_time.saturating_add(ret.duration());
+            }
+            Some((frame, ret))
+        })
+        .flatten()?;
+        ret.task = Some(TaskTimes {
+            running: end.running,
+            child_running: ret.child_time.saturating_sub(end.adjust),
+            cancelled: end.cancelled,
+        });
+        thread::hot(|hot| self.run_returns(hot, &frame, &ret));
+        Some(ret)
     }
 }

@@ -61,6 +61,14 @@
 //!   `N` = that CPU, so these are the kernel's per-CPU files again);
 //! - `trace_stat/function_latency`: per function, the count, average, p50/p90/p99/p999 and
 //!   the log2 latency histogram in bpftrace's layout.
+//! - `trace_stat/function_cancelled`: per function, the instrumented futures dropped before
+//!   completion (all threads; see [`future`](super::future)); empty when none was, so the
+//!   `functions` files keep the kernel's format byte for byte. The JSON of the `functions`
+//!   files has a `cancelled` field on the rows that have some.
+//!
+//! An instrumented future (`#[traced]` on an `async fn`) is one call from its first poll to
+//! its completion: its Time is wall time with `sleep-time` on, the sum of its polls with it
+//! off (see [`future`](super::future)).
 //!
 //! Rows are the kernel's (`format` module); they are sorted by time when timed and by hits
 //! otherwise, descending, ties by name; functions with no hit are not shown.
@@ -175,6 +183,8 @@ struct Inner {
     /// Calls made while their thread's local storage was gone: shared, multi-writer.
     orphans_counted: HashHist,
     orphans_timed: HashHist,
+    /// Task calls (instrumented futures) dropped before completion, by ip: shared.
+    cancelled: HashHist,
 }
 
 /// A `Tracefs` the profiler registers per-thread files on, kept alive by its owner.
@@ -670,6 +680,9 @@ fn build_ops(inner: &Arc<Inner>, opts: ProfileOptions) -> HookArc<FtraceOps> {
                 true
             },
             move |r: &GraphReturn, _ops| {
+                if r.task.is_some() {
+                    return record_task(&inner, opts, r);
+                }
                 let d = if graph_time {
                     r.duration()
                 } else {
@@ -708,6 +721,9 @@ fn build_ops(inner: &Arc<Inner>, opts: ProfileOptions) -> HookArc<FtraceOps> {
             .is_some()
         },
         move |r: &GraphReturn, _ops| {
+            if r.task.is_some() {
+                return record_task(&inner, opts, r);
+            }
             let recorded = with_local(&inner, |l| {
                 // As on entry: frames above this one were dropped without their returns.
                 l.cpu_stack.truncate(r.depth + 1);
@@ -749,6 +765,29 @@ fn build_ops(inner: &Arc<Inner>, opts: ProfileOptions) -> HookArc<FtraceOps> {
     )
     .global_filter()
     .build()
+}
+
+/// Records the return of a task call (an instrumented future, `profile::future`): wall
+/// time from first poll to completion with `sleep-time` on, the sum of its polls with it
+/// off; children's time (of the same kind) subtracted with `graph-time` off. It is not a
+/// frame of this thread's CPU-time or call-path stacks (its later polls may run on other
+/// threads), so those are left alone.
+fn record_task(inner: &Arc<Inner>, opts: Options, r: &GraphReturn) {
+    let Some(t) = r.task else { return };
+    let (total, own) = if opts.sleep_time {
+        (r.duration(), r.self_time())
+    } else {
+        (t.running, t.running.saturating_sub(t.child_running))
+    };
+    record(
+        inner,
+        r.func,
+        Some(if opts.graph_time { total } else { own }),
+    );
+    if t.cancelled {
+        // Rare (a dropped future): the shared table, one atomic update.
+        inner.cancelled.increment(Key::one(r.func as u64));
+    }
 }
 
 /// The hash of the call path `parent` extended by `ip` (64 bits; distinct paths colliding
@@ -817,6 +856,10 @@ pub struct FunctionRow {
     pub time_sq_hi: u64,
     /// Latency histogram counts, indexed by [`LATENCY_BUCKETS`] (empty when not timed).
     pub buckets: Vec<u64>,
+    /// Of `hits`, the calls of an instrumented future dropped before completion (see
+    /// [`profile::future`](super::future)); always 0 for a synchronous function. All
+    /// threads together: per-thread rows show 0.
+    pub cancelled: u64,
 }
 
 /// One call path's merged record (with [`ProfileOptions::call_paths`]).
@@ -877,6 +920,7 @@ impl FunctionProfiler {
                 fs: Mutex::new(None),
                 orphans_counted: orphans(COUNTED),
                 orphans_timed: orphans(TIMED),
+                cancelled: orphans(COUNTED),
             }),
             _fs: Mutex::new(None),
         }
@@ -922,7 +966,8 @@ impl FunctionProfiler {
             which: None,
             name: "functions".to_owned(),
         })?;
-        fs.stats().register(LatencyStat(weak))?;
+        fs.stats().register(LatencyStat(weak.clone()))?;
+        fs.stats().register(CancelledStat(weak))?;
         // Threads that already called get their files now.
         for index in self.inner.lock_slots().iter().map(|s| s.index) {
             register_thread_file(&self.inner, index);
@@ -1264,6 +1309,7 @@ fn reset(inner: &Arc<Inner>) {
     }
     inner.orphans_counted.reset();
     inner.orphans_timed.reset();
+    inner.cancelled.reset();
     // Exited threads' records are gone: so are their files.
     if let Some(fs) = tracefs_of(inner) {
         for index in gone {
@@ -1297,6 +1343,14 @@ fn rows(inner: &Inner, thread: Option<usize>) -> Vec<FunctionRow> {
 /// tables), as the kernel counts a hit at entry and adds time at return.
 fn rows_of(inner: &Inner, thread: Option<usize>, timed: bool) -> Vec<FunctionRow> {
     let mut rows = table_rows(inner, thread, timed);
+    if thread.is_none() {
+        let cancelled = cancelled_by_ip(inner);
+        if !cancelled.is_empty() {
+            for r in &mut rows {
+                r.cancelled = cancelled.get(&r.ip).copied().unwrap_or(0);
+            }
+        }
+    }
     if timed {
         let untimed = table_rows(inner, thread, false);
         if !untimed.is_empty() {
@@ -1356,8 +1410,21 @@ fn table_rows(inner: &Inner, thread: Option<usize>, timed: bool) -> Vec<Function
                 time_sq: r.sum_sq,
                 time_sq_hi: r.sum_sq_hi,
                 buckets: r.buckets.clone(),
+                cancelled: 0,
             }
         })
+        .collect()
+}
+
+/// Cancelled task calls by ip, all threads (see `record_task`).
+fn cancelled_by_ip(inner: &Inner) -> hashbrown::HashMap<usize, u64> {
+    inner
+        .cancelled
+        .snapshot()
+        .rows
+        .iter()
+        .filter(|r| r.hits > 0)
+        .map(|r| (r.key.field(0) as usize, r.hits))
         .collect()
 }
 
@@ -1427,6 +1494,13 @@ mod typed {
         time_ns: Option<u128>,
         avg_ns: Option<u128>,
         s2_ns2: Option<u128>,
+        /// Instrumented futures dropped before completion; absent when none.
+        #[serde(skip_serializing_if = "is_zero")]
+        cancelled: u64,
+    }
+
+    fn is_zero(n: &u64) -> bool {
+        *n == 0
     }
 
     #[derive(Serialize)]
@@ -1445,6 +1519,7 @@ mod typed {
                 avg_ns: timed.then(|| r.avg_ns()),
                 s2_ns2: timed
                     .then(|| sample_variance_ns2(r.hits, r.time_ns, r.time_sq, r.time_sq_hi)),
+                cancelled: r.cancelled,
             })
             .collect();
         TypedStat::new("functions", &Functions { timed, functions })
@@ -1575,6 +1650,47 @@ impl StatTracer for FunctionStat {
             None => (Vec::new(), true),
         };
         typed::functions(&rows, timed)
+    }
+}
+
+/// `trace_stat/function_cancelled`: per function, the instrumented futures dropped before
+/// completion (all threads), most first; functions with none are not shown, so the file is
+/// empty (and `functions` keeps the kernel's format) when nothing was cancelled.
+struct CancelledStat(Weak<Inner>);
+
+/// Header of `trace_stat/function_cancelled` (the columns of the hits-only profile).
+const CANCELLED_HEADER: &str = "  Function                               Cancelled\n  --------                               ---------\n";
+
+impl StatTracer for CancelledStat {
+    type Entry = Entry;
+
+    fn name(&self) -> &str {
+        "function_cancelled"
+    }
+
+    fn start(&self) -> Option<Entry> {
+        let inner = self.0.upgrade()?;
+        let (mut rows, timed) = sorted_rows(&inner, None);
+        rows.retain(|r| r.cancelled > 0);
+        let snap = Arc::new((rows, timed));
+        (!snap.0.is_empty()).then_some((snap, 0))
+    }
+
+    fn next(&self, prev: &Entry, idx: usize) -> Option<Entry> {
+        (idx < prev.0.0.len()).then(|| (Arc::clone(&prev.0), idx))
+    }
+
+    fn cmp(&self, a: &Entry, b: &Entry) -> CmpOrdering {
+        a.0.0[a.1].cancelled.cmp(&b.0.0[b.1].cancelled)
+    }
+
+    fn headers(&self, out: &mut dyn fmt::Write) -> fmt::Result {
+        out.write_str(CANCELLED_HEADER)
+    }
+
+    fn show(&self, (snap, i): &Entry, out: &mut dyn fmt::Write) -> fmt::Result {
+        let r = &snap.0[*i];
+        format::write_function_row(out, &r.name, r.cancelled, None)
     }
 }
 

@@ -89,6 +89,27 @@ pub struct GraphReturn {
     pub child_time: u64,
     /// Calls this stack could not trace because it was full, so far.
     pub overrun: u64,
+    /// `Some` for the return of a task call (an instrumented future, see
+    /// [`future`](super::future)): its running time and whether it was cancelled. `None` for
+    /// a synchronous call.
+    pub task: Option<TaskTimes>,
+}
+
+/// The return of a task call (an instrumented future; see [`future`](super::future)).
+///
+/// The [`GraphReturn`] of a task call has `calltime` = its first poll, `rettime` = its
+/// completion (or drop), and `child_time` = the wall time of the traced calls made inside
+/// its polls (a child future's whole life, first poll to completion, when it ended inside
+/// one of them). These are the *running* counterparts: time inside polls only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TaskTimes {
+    /// Sum of the durations of the call's polls (ns): its own running time.
+    pub running: u64,
+    /// The part of `running` spent in traced children (ns), each child counted with its own
+    /// running time: `running - child_running` is the running self time.
+    pub child_running: u64,
+    /// The future was dropped (or its poll panicked) before it completed.
+    pub cancelled: bool,
 }
 
 impl GraphReturn {
@@ -177,6 +198,17 @@ impl ShadowStack {
         self.overrun += 1;
     }
 
+    /// The innermost frame (task calls charge a cancelled child to it).
+    pub(crate) fn top_mut(&mut self) -> Option<&mut Frame> {
+        self.frames.last_mut()
+    }
+
+    /// Pops the top frame without returning it: no parent charged (a task call's frame
+    /// leaving the thread at the end of a poll that did not complete it).
+    pub(crate) fn pop_uncharged(&mut self) -> Option<Frame> {
+        self.frames.pop()
+    }
+
     pub(crate) fn push(&mut self, frame: Frame) {
         debug_assert!(!self.is_full());
         self.frames.push(frame);
@@ -193,6 +225,7 @@ impl ShadowStack {
             rettime,
             child_time: frame.child_time,
             overrun: self.overrun,
+            task: None,
         };
         if let Some(parent) = self.frames.last_mut() {
             parent.child_time = parent.child_time.saturating_add(ret.duration());

@@ -26,6 +26,8 @@
 //!   time).
 //! - `cputime`: thread CPU time for sleep-time off ([`CpuClock`], [`thread_cpu_ns`]): a
 //!   perf task-clock event read from its mmap'd page where the kernel allows.
+//! - `future`: instrumented futures ([`TracedFuture`], `#[traced]` on `async fn`): one
+//!   call per future, whose frame moves with the task between polls.
 //! - `rcu`: the grace period behind unregister; `recursion`: the per-thread recursion
 //!   guard; `thread`: per-thread state; `pid`: thread ids and `set_ftrace_pid`.
 //! - `control`: the control files (`available_filter_functions`, `enabled_functions`,
@@ -63,6 +65,7 @@ mod filter;
 pub(crate) mod format;
 mod ftrace;
 mod function;
+mod future;
 mod glob;
 mod graph;
 mod ops;
@@ -90,9 +93,12 @@ pub use function::{
     FunctionProfiler, FunctionRow, LATENCY_BUCKETS, PathRow, ProfileOptions, ProfilerHandle,
     Symbolizer,
 };
+pub use future::TracedFuture;
+#[cfg(not(loom))]
+pub use future::TracedFutureExt;
 pub use glob::{Glob, GlobError};
 pub use graph::{
-    Frame, GRAPH_SLOTS, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, now_ns,
+    Frame, GRAPH_SLOTS, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, TaskTimes, now_ns,
 };
 pub use ops::{
     FtraceFunc, FtraceOps, FtraceOpsBuilder, GraphEntryFunc, GraphReturnFunc, OpsFlags, Regs,

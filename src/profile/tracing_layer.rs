@@ -46,6 +46,22 @@
 //! - **cost.** With no ops registered (profiling off) enter and exit cost one relaxed load
 //!   ([`Ftrace::has_active_ops`]) and, on exit, one thread-local read; nothing else.
 //!
+//! # Async spans (`tracing::Instrument`)
+//!
+//! An instrumented future (`#[traced]` on an `async fn`, see [`future`](super::future)) is
+//! **one call** from its first poll to its completion, its frame moving with the task. A span
+//! attached with `Instrument` is different here, on purpose and by what the layer can see:
+//! it is entered and exited once **per poll**, so each poll is a hit and its time is the
+//! time inside that poll (the sum over its polls is the `sleep-time` off figure of the
+//! future; its wall time is not measured). Its polls nest under the spans and `#[traced]`
+//! frames of the layer's own stack on the polling thread only, and a span dropped before its
+//! future completed is not told apart from one that completed (`tracing` closes both the
+//! same way), so nothing is counted as cancelled. An enter and its exit happen in the same
+//! poll on the same thread, so `Instrument` never produces the cross-thread exits described
+//! below. For task semantics (one hit per future, wall time across awaits, cancellations),
+//! instrument the function with `#[traced]`; both may be used at once (they are separate
+//! rows).
+//!
 //! # Semantics of unusual orders
 //!
 //! Per thread the layer keeps the stack of spans it entered (span id, ip, whether a graph

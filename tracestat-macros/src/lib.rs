@@ -17,9 +17,14 @@
 //! receiver), trait default methods, generic functions (one site for all instances, as the
 //! kernel has one record per function), `impl Trait` and `!` returns, `unsafe fn` and
 //! `extern "C" fn`. Refused, with a message naming why: `const fn` (a call site is a runtime
-//! hook), `async fn` (the guard would pop the polling thread's shadow stack, and a future
-//! may resume on another thread), a function without a body, anything that is not a
-//! function, and an argument that is not one string literal.
+//! hook), a function without a body, anything that is not a function, and an argument that
+//! is not one string literal.
+//!
+//! On an `async fn` the body becomes an `async move` block wrapped in
+//! `TracedFuture` and awaited: the call is entered at the future's first
+//! poll and returns when it completes (or is dropped), its frame moving with the task
+//! between polls (see `tracestat::profile::TracedFuture`). `return` and `?` in the body keep
+//! their meaning (they leave the block, which is the whole body).
 //!
 //! The expansion names only `::tracestat::__private` (the hidden module of macro support:
 //! `Site`, `SITES` and the `linkme` re-export), so a crate that uses the attribute needs no
@@ -39,7 +44,8 @@ use syn::{Ident, ItemFn, LitStr, TraitItemFn};
 /// ```
 ///
 /// An optional string argument overrides the site name (default: the function's name):
-/// `#[tracestat::traced("parse_header")]`. `const fn` and `async fn` cannot be instrumented.
+/// `#[tracestat::traced("parse_header")]`. `const fn` cannot be instrumented; an `async fn`
+/// is one call from its first poll to its completion.
 #[proc_macro_attribute]
 pub fn traced(attr: TokenStream, item: TokenStream) -> TokenStream {
     match expand(attr.into(), item.into()) {
@@ -94,30 +100,41 @@ fn expand(
             "#[traced] cannot instrument a const fn: a call site is a runtime hook",
         ));
     }
-    if let Some(a) = func.sig.asyncness {
-        // The scope guard pops the entering thread's shadow stack, and a future may resume
-        // on another thread: instrumenting async fns needs per-task stacks.
-        return Err(syn::Error::new_spanned(
-            a,
-            "#[traced] cannot instrument an async fn: its calls would be timed per poll \
-             on the polling thread's stack",
-        ));
-    }
     let span = func.sig.ident.span();
     let line = quote_spanned!(span=> ::core::line!());
-    let scope = Ident::new("__tracestat_scope", Span::mixed_site());
+    let site = quote! {
+        static __TRACESTAT_SITE: ::tracestat::__private::Site = ::tracestat::__private::Site::new(
+            #name,
+            ::core::module_path!(),
+            ::core::file!(),
+            #line,
+        );
+        #[::tracestat::__private::linkme::distributed_slice(::tracestat::__private::SITES)]
+        #[linkme(crate = ::tracestat::__private::linkme)]
+        static __TRACESTAT_SITE_REF: &::tracestat::__private::Site = &__TRACESTAT_SITE;
+    };
     let stmts = std::mem::take(&mut func.block.stmts);
+    if func.sig.asyncness.is_some() {
+        // One call per future: the body becomes an async block (it captures the arguments
+        // by move, as the async fn's own future does), wrapped in a `TracedFuture` whose
+        // frame moves with the task between polls; awaiting it is the whole body.
+        let body: syn::Expr = syn::parse_quote! {
+            {
+                #site
+                ::tracestat::__private::TracedFuture::new(
+                    &__TRACESTAT_SITE,
+                    async move { #(#stmts)* },
+                )
+                .await
+            }
+        };
+        func.block.stmts = vec![syn::Stmt::Expr(body, None)];
+        return Ok(quote!(#func));
+    }
+    let scope = Ident::new("__tracestat_scope", Span::mixed_site());
     let enter: syn::Stmt = syn::parse_quote! {
         let #scope = {
-            static __TRACESTAT_SITE: ::tracestat::__private::Site = ::tracestat::__private::Site::new(
-                #name,
-                ::core::module_path!(),
-                ::core::file!(),
-                #line,
-            );
-            #[::tracestat::__private::linkme::distributed_slice(::tracestat::__private::SITES)]
-            #[linkme(crate = ::tracestat::__private::linkme)]
-            static __TRACESTAT_SITE_REF: &::tracestat::__private::Site = &__TRACESTAT_SITE;
+            #site
             __TRACESTAT_SITE.enter()
         };
     };
