@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+mod kernel_format;
+
 use tracestat::profile::{Ftrace, FunctionProfiler, FunctionRow, ProfileOptions, SiteDef};
 use tracestat::stat::Tracefs;
 
@@ -267,8 +269,8 @@ fn cancelled_futures_are_counted_in_rows_stat_files_and_json() {
     const DOOMED_TASKS: u64 = 50;
     let ft = instance();
     let p = FunctionProfiler::new(Arc::clone(&ft));
-    let fs: &'static Tracefs = Box::leak(Box::new(Tracefs::new()));
-    p.install(fs).unwrap();
+    let fs = Arc::new(Tracefs::new());
+    p.install(&fs).unwrap();
     fs.write("function_profile_enabled", b"1").unwrap();
     let empty = fs.read("trace_stat/function_cancelled").unwrap();
     let rt = tokio_runtime();
@@ -309,11 +311,10 @@ fn cancelled_futures_are_counted_in_rows_stat_files_and_json() {
     );
     // The functions file is the kernel's: its header and a row per function, no new column.
     let functions = fs.read("trace_stat/functions").unwrap();
-    assert!(functions.starts_with(tracestat::profile::format::FUNCTION_HEADER_TIMED));
+    assert!(functions.starts_with(kernel_format::FUNCTION_HEADER_TIMED));
     assert_eq!(functions.lines().count(), 2 + 2, "{functions}");
     let mut json = Vec::new();
-    tracestat::export::json::registry_stat_to_json_typed(fs.stats(), "functions", &mut json)
-        .unwrap();
+    tracestat::export::registry_stat_to_json_typed(fs.stats(), "functions", &mut json).unwrap();
     let json: serde_json::Value = serde_json::from_slice(&json).unwrap();
     let funcs = json
         .pointer("/data/functions")

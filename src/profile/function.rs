@@ -772,7 +772,7 @@ fn build_ops(inner: &Arc<Inner>, opts: ProfileOptions) -> HookArc<FtraceOps> {
 /// off; children's time (of the same kind) subtracted with `graph-time` off. It is not a
 /// frame of this thread's CPU-time or call-path stacks (its later polls may run on other
 /// threads), so those are left alone.
-fn record_task(inner: &Arc<Inner>, opts: Options, r: &GraphReturn) {
+fn record_task(inner: &Arc<Inner>, opts: ProfileOptions, r: &GraphReturn) {
     let Some(t) = r.task else { return };
     let (total, own) = if opts.sleep_time {
         (r.duration(), r.self_time())

@@ -409,15 +409,15 @@ fn cancel(ftrace: &Ftrace, frame: Frame, running: u64, adjust: u64) {
 #[macro_export]
 macro_rules! traced_future {
     ($name:literal, $fut:expr) => {{
-        static __TRACESTAT_SITE: $crate::profile::Site = $crate::profile::Site::new(
+        static __TRACESTAT_SITE: $crate::__private::Site = $crate::__private::Site::new(
             $name,
             ::core::module_path!(),
             ::core::file!(),
             ::core::line!(),
         );
-        #[$crate::linkme::distributed_slice($crate::profile::SITES)]
-        #[linkme(crate = $crate::linkme)]
-        static __TRACESTAT_SITE_REF: &$crate::profile::Site = &__TRACESTAT_SITE;
-        $crate::profile::TracedFuture::new(&__TRACESTAT_SITE, $fut)
+        #[$crate::__private::linkme::distributed_slice($crate::__private::SITES)]
+        #[linkme(crate = $crate::__private::linkme)]
+        static __TRACESTAT_SITE_REF: &$crate::__private::Site = &__TRACESTAT_SITE;
+        $crate::__private::TracedFuture::new(&__TRACESTAT_SITE, $fut)
     }};
 }
