@@ -5,7 +5,7 @@
 //! Run: `RUSTFLAGS="--cfg loom --cfg crossbeam_loom --cfg crossbeam_sanitize"
 //! LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_future`.
 //!
-//! Every thread that makes a traced call ends with `loom_thread_exit` (see
+//! Every thread that makes a traced call ends with `__private::loom::thread_exit` (see
 //! `tests/loom_profiler.rs` for why).
 #![cfg(loom)]
 
@@ -69,7 +69,7 @@ fn a_future_polled_on_two_threads_while_the_profiler_resets() {
         };
         let first = thread::spawn(move || {
             assert!(!poll(&mut fut), "pending at the first poll");
-            tracestat::profile::loom_thread_exit();
+            tracestat::__private::loom::thread_exit();
             fut
         });
         let mut fut = first.join().unwrap();
@@ -82,7 +82,7 @@ fn a_future_polled_on_two_threads_while_the_profiler_resets() {
                 // A synchronous call after it: the stack was left balanced, so this is a
                 // top-level call of its own.
                 drop(ftrace.call(ftrace.site(0).unwrap()));
-                tracestat::profile::loom_thread_exit();
+                tracestat::__private::loom::thread_exit();
                 after_reset
             })
         };
