@@ -23,6 +23,7 @@
 mod arena;
 mod buckets;
 mod cell;
+mod dense;
 mod flat;
 mod key;
 mod layout;
@@ -39,6 +40,7 @@ mod trigger;
 
 pub use buckets::{BucketError, BucketSpec, MAX_LINEAR_BUCKETS, MAX_LOG2_SUB_BITS};
 pub use cell::READ_RETRIES;
+pub(crate) use dense::{DenseTable, DenseWriter};
 pub use key::{Key, MAX_KEYS};
 pub use layout::{CellLayout, LayoutError, MAX_VALS};
 pub use map::{

@@ -93,7 +93,8 @@ use super::{Ftrace, FtraceOps, GraphEntry, GraphReturn};
 use crate::error::{Error, InputError};
 use crate::export::{BucketHistogram, FunctionStats, PathStats, Profile};
 use crate::hist::{
-    BucketSpec, CellLayout, HashHist, Key, PERCENTILES, Row, Shard, ShardReader, Snapshot,
+    BucketSpec, CellLayout, DenseTable, DenseWriter, HashHist, Key, PERCENTILES, Row, Shard,
+    ShardReader, Snapshot,
 };
 use crate::stat::{ControlFile, Mode, StatTracer, Tracefs, UlongControl, WriteMode, parse_bool};
 
@@ -140,6 +141,9 @@ struct Slot {
     counted: Option<ShardReader>,
     timed: Option<ShardReader>,
     paths: Option<ShardReader>,
+    /// The records of the instance's sites, by dense index (see `dense`).
+    dense_counted: Option<HookArc<DenseTable>>,
+    dense_timed: Option<HookArc<DenseTable>>,
 }
 
 struct State {
@@ -214,6 +218,9 @@ struct Local {
     counted: Option<Box<Shard>>,
     timed: Option<Box<Shard>>,
     paths: Option<Box<Shard>>,
+    /// Records of the instance's sites by dense index (boxed: `Last` caches their address).
+    dense_counted: Option<Box<DenseWriter>>,
+    dense_timed: Option<Box<DenseWriter>>,
     /// CPU-time frames (start, children) for `sleep-time` off.
     cpu_stack: Vec<(u64, u64)>,
     /// Call-path frames (ip, path hash) for `call_paths`.
@@ -234,6 +241,8 @@ struct Parked {
     timed: Option<Box<Shard>>,
     path_stack: Vec<(usize, u64)>,
     paths: Option<Box<Shard>>,
+    dense_counted: Option<Box<DenseWriter>>,
+    dense_timed: Option<Box<DenseWriter>>,
 }
 
 impl Drop for Local {
@@ -277,6 +286,9 @@ struct Last {
     /// state; `switch_shard`, which swaps the active ones, refreshes these.
     counted: Cell<*const Shard>,
     timed: Cell<*const Shard>,
+    /// Likewise its active dense records.
+    dense_counted: Cell<*const DenseWriter>,
+    dense_timed: Cell<*const DenseWriter>,
     busy: Cell<bool>,
 }
 
@@ -287,6 +299,8 @@ impl Last {
             local: Cell::new(core::ptr::null_mut()),
             counted: Cell::new(core::ptr::null()),
             timed: Cell::new(core::ptr::null()),
+            dense_counted: Cell::new(core::ptr::null()),
+            dense_timed: Cell::new(core::ptr::null()),
             busy: Cell::new(false),
         }
     }
@@ -296,6 +310,8 @@ impl Last {
         self.local.set(core::ptr::null_mut());
         self.counted.set(core::ptr::null());
         self.timed.set(core::ptr::null());
+        self.dense_counted.set(core::ptr::null());
+        self.dense_timed.set(core::ptr::null());
     }
 
     /// Caches `local` as the state of profiler `id`.
@@ -311,6 +327,12 @@ impl Last {
         };
         self.counted.set(ptr(&local.counted));
         self.timed.set(ptr(&local.timed));
+        let dense = |d: &Option<Box<DenseWriter>>| {
+            d.as_deref()
+                .map_or(core::ptr::null(), |d| d as *const DenseWriter)
+        };
+        self.dense_counted.set(dense(&local.dense_counted));
+        self.dense_timed.set(dense(&local.dense_timed));
     }
 }
 
@@ -448,6 +470,8 @@ fn new_local_at(inner: &Arc<Inner>, index: usize) -> Local {
         counted: None,
         timed: None,
         paths: None,
+        dense_counted: None,
+        dense_timed: None,
         cpu_stack: Vec::with_capacity(super::SHADOW_STACK_DEPTH),
         path_stack: Vec::with_capacity(super::SHADOW_STACK_DEPTH),
         known_paths: hashbrown::HashSet::new(),
@@ -464,6 +488,8 @@ fn new_parked(inner: &Arc<Inner>, index: usize) -> Parked {
         counted: None,
         timed: None,
         paths: None,
+        dense_counted: None,
+        dense_timed: None,
     });
     register_thread_file(inner, index);
     Parked {
@@ -473,6 +499,8 @@ fn new_parked(inner: &Arc<Inner>, index: usize) -> Parked {
         timed: None,
         paths: None,
         path_stack: Vec::new(),
+        dense_counted: None,
+        dense_timed: None,
     }
 }
 
@@ -519,10 +547,14 @@ fn switch_shard(inner: &Arc<Inner>, index: usize) -> bool {
                 timed: local.timed.take(),
                 paths: local.paths.take(),
                 path_stack: std::mem::take(&mut local.path_stack),
+                dense_counted: local.dense_counted.take(),
+                dense_timed: local.dense_timed.take(),
             };
             local.counted = next.counted.take();
             local.timed = next.timed.take();
             local.paths = next.paths.take();
+            local.dense_counted = next.dense_counted.take();
+            local.dense_timed = next.dense_timed.take();
             local.path_stack = std::mem::take(&mut next.path_stack);
             local.parked.push(current);
         }
@@ -585,9 +617,32 @@ fn new_shard(inner: &Inner, index: usize, slice: Slice) -> Shard {
     shard
 }
 
-/// Records one hit of `ip` (with its duration when timed) in this thread's shard.
+/// The dense index of `ip` in the profiler's instance, if the dispatcher's hint names it:
+/// the hint is trusted only once the site at that index is checked to have this very ip,
+/// so a stale or foreign hint (replay's interned ips, another instance's call) is `None`.
+#[inline(always)]
+fn dense_index(inner: &Inner, ip: usize) -> Option<usize> {
+    let hint = super::thread::hot(|hot| hot.site_index.get())?;
+    inner
+        .ftrace
+        .site(hint)
+        .is_some_and(|s| s.ip() == ip)
+        .then_some(hint)
+}
+
+/// The key word of dense record `index`: its site's ip.
+fn site_key(inner: &Inner, index: usize) -> u64 {
+    inner.ftrace.site(index).map_or(0, |s| s.ip() as u64)
+}
+
+/// Records one hit of `ip` (with its duration when timed) in this thread's records: by
+/// dense index for a site of the instance, else in the thread's hash shard.
 #[inline(always)]
 fn record(inner: &Arc<Inner>, ip: usize, duration: Option<u64>) {
+    if let Some(index) = dense_index(inner, ip) {
+        record_dense(inner, index, duration);
+        return;
+    }
     let key = Key::one(ip as u64);
     let recorded = LAST
         .try_with(|last| {
@@ -619,6 +674,86 @@ fn record(inner: &Arc<Inner>, ip: usize, duration: Option<u64>) {
     if !recorded {
         record_slow(inner, key, duration);
     }
+}
+
+/// Records a call of the site at dense `index` in this thread's dense records.
+#[inline(always)]
+fn record_dense(inner: &Arc<Inner>, index: usize, duration: Option<u64>) {
+    let recorded = LAST
+        .try_with(|last| {
+            if last.id.get() != inner.id {
+                return false;
+            }
+            let dense = match duration {
+                None => last.dense_counted.get(),
+                Some(_) => last.dense_timed.get(),
+            };
+            if dense.is_null() {
+                return false;
+            }
+            let Some(_busy) = Busy::take(last) else {
+                return false;
+            };
+            // SAFETY: a non-null cached writer lives in the boxed state of profiler
+            // `inner.id` in this thread's list; it is neither moved nor dropped without
+            // forgetting the cache first (`Last`'s invariant), and `busy` keeps anything
+            // else from touching the state until this update returns.
+            let dense = unsafe { &*dense };
+            match duration {
+                Some(d) => dense.update(index, &[d], |i| site_key(inner, i)),
+                None => dense.update(index, &[], |i| site_key(inner, i)),
+            }
+        })
+        .unwrap_or(false);
+    if !recorded {
+        record_dense_slow(inner, index, duration);
+    }
+}
+
+/// `record_dense` without a cached writer: the thread's first record, another profiler's
+/// state cached, or a call from inside a borrow (which the orphan tables take).
+#[cold]
+#[inline(never)]
+fn record_dense_slow(inner: &Arc<Inner>, index: usize, duration: Option<u64>) {
+    let done = with_local(inner, |local| {
+        let vals: &[u64] = match &duration {
+            Some(d) => core::slice::from_ref(d),
+            None => &[],
+        };
+        dense(inner, local, duration.is_some()).update(index, vals, |i| site_key(inner, i))
+    });
+    if done != Some(true) {
+        let key = Key::one(site_key(inner, index));
+        match duration {
+            Some(d) => inner.orphans_timed.update(key, &[d]),
+            None => inner.orphans_counted.increment(key),
+        };
+    }
+}
+
+/// The dense records of `local` (timed or hits only), created (and listed) on first use.
+fn dense<'l>(inner: &Inner, local: &'l mut Local, timed: bool) -> &'l DenseWriter {
+    let which = if timed {
+        &mut local.dense_timed
+    } else {
+        &mut local.dense_counted
+    };
+    if let Some(d) = which {
+        return d;
+    }
+    let layout = if timed { TIMED } else { COUNTED };
+    let (writer, reader) = DenseWriter::new(layout, inner.ftrace.site_count())
+        .expect("the profiler's layouts are valid");
+    let mut slots = inner.lock_slots();
+    if let Some(slot) = slots.iter_mut().find(|s| s.index == local.index) {
+        if timed {
+            slot.dense_timed = Some(reader);
+        } else {
+            slot.dense_counted = Some(reader);
+        }
+    }
+    drop(slots);
+    which.insert(Box::new(writer))
 }
 
 /// `record` without a cached shard: the thread's first record, another profiler's state
@@ -1280,6 +1415,9 @@ fn reset(inner: &Arc<Inner>) {
             for r in s.counted.iter().chain(s.timed.iter()).chain(s.paths.iter()) {
                 r.request_reset();
             }
+            for d in s.dense_counted.iter().chain(s.dense_timed.iter()) {
+                d.request_reset();
+            }
         }
     }
     inner.orphans_counted.reset();
@@ -1353,14 +1491,17 @@ fn table_rows(inner: &Inner, thread: Option<usize>, timed: bool) -> Vec<Function
         slots
             .iter()
             .filter(|s| thread.is_none_or(|t| s.index == t))
-            .filter_map(|s| {
-                if timed {
-                    s.timed.as_ref()
+            .flat_map(|s| {
+                let (shard, dense) = if timed {
+                    (s.timed.as_ref(), s.dense_timed.as_ref())
                 } else {
-                    s.counted.as_ref()
-                }
+                    (s.counted.as_ref(), s.dense_counted.as_ref())
+                };
+                shard
+                    .map(ShardReader::snapshot)
+                    .into_iter()
+                    .chain(dense.map(|d| d.snapshot()))
             })
-            .map(ShardReader::snapshot)
             .collect()
     };
     let mut merged = Snapshot::merge_all(layout, snaps.iter());
@@ -1803,6 +1944,88 @@ mod tests {
             // After the nested calls, the cache serves records again.
             record(inner, ip, d);
             assert_eq!(hits_of(&profiler, ip), 5);
+        }
+    }
+
+    /// Hits of each key in one of the first slot's tables.
+    fn slot_hits(inner: &Inner, pick: impl Fn(&Slot) -> Option<Snapshot>) -> Vec<(u64, u64)> {
+        let slots = inner.lock_slots();
+        let mut v: Vec<(u64, u64)> = pick(&slots[0])
+            .map(|s| s.rows.iter().map(|r| (r.key.field(0), r.hits)).collect())
+            .unwrap_or_default();
+        v.sort_unstable();
+        v
+    }
+
+    /// Calls of the instance's sites land in the dense records (by site index), ips that
+    /// are not sites (replay's interned names) in the hash shard; a reset made by another
+    /// thread empties both, and the owner's next calls count from zero.
+    #[test]
+    fn sites_are_recorded_densely_and_foreign_ips_by_hash() {
+        for timing in [false, true] {
+            let ftrace = Ftrace::new(["a", "b", "c"].map(|n| SiteDef::new(n, "tests")));
+            let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
+            profiler
+                .set_options(Options {
+                    timing,
+                    ..Default::default()
+                })
+                .unwrap();
+            profiler.enable().unwrap();
+            let (a, b) = (ftrace.site(0).unwrap(), ftrace.site(2).unwrap());
+            for _ in 0..3 {
+                drop(ftrace.call(a));
+            }
+            for _ in 0..2 {
+                drop(ftrace.call(b));
+            }
+            let foreign = 0x1234;
+            let mut stack = ShadowStack::new();
+            for t in 0..4 {
+                if timing {
+                    assert!(ftrace.graph_entry_at(&mut stack, foreign, 0, t * 10));
+                    assert!(ftrace.graph_return_at(&mut stack, t * 10 + 5).is_some());
+                } else {
+                    assert!(ftrace.dispatch_ip(foreign, 0));
+                }
+            }
+            let inner = &profiler.inner;
+            let dense = |s: &Slot| {
+                if timing {
+                    s.dense_timed.as_ref().map(|d| d.snapshot())
+                } else {
+                    s.dense_counted.as_ref().map(|d| d.snapshot())
+                }
+            };
+            let hashed = |s: &Slot| {
+                if timing {
+                    s.timed.as_ref().map(ShardReader::snapshot)
+                } else {
+                    s.counted.as_ref().map(ShardReader::snapshot)
+                }
+            };
+            let (ia, ib) = (a.ip() as u64, b.ip() as u64);
+            let mut want = vec![(ia, 3), (ib, 2)];
+            want.sort_unstable();
+            assert_eq!(slot_hits(inner, dense), want, "timing: {timing}");
+            assert_eq!(slot_hits(inner, hashed), [(foreign as u64, 4)]);
+            assert_eq!(hits_of(&profiler, a.ip()), 3);
+            assert_eq!(hits_of(&profiler, foreign), 4);
+            if timing {
+                let row = profiler
+                    .rows(None)
+                    .into_iter()
+                    .find(|r| r.ip == foreign)
+                    .unwrap();
+                assert_eq!((row.time_ns, row.time_sq), (20, 100));
+            }
+            std::thread::scope(|s| {
+                s.spawn(|| profiler.reset());
+            });
+            assert!(profiler.rows(None).is_empty());
+            drop(ftrace.call(a));
+            assert_eq!(slot_hits(inner, dense), [(ia, 1)]);
+            assert_eq!(profiler.rows(None).len(), 1);
         }
     }
 
