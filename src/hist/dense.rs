@@ -175,25 +175,24 @@ impl DenseWriter {
         ))
     }
 
-    /// Applies one update (`vals`) to entry `index`, whose key `key_of(index)` gives if the
-    /// entry's chunk is not allocated yet. `false` (nothing recorded) if `index` is out of
-    /// range.
+    /// Applies one update (`vals`) to entry `index` if that entry exists and its key is
+    /// `key` (a single-field key, never 0); `false`, with nothing recorded, otherwise (out of
+    /// range, another entry's key, or the entry's chunk not allocated yet: see
+    /// [`alloc`](Self::alloc)). The key check makes a wrong `index` harmless.
     #[inline(always)]
-    pub(crate) fn update(&self, index: usize, vals: &[u64], key_of: impl Fn(usize) -> u64) -> bool {
+    pub(crate) fn update(&self, index: usize, key: u64, vals: &[u64]) -> bool {
         let t = &*self.table;
-        if index >= t.len {
-            return false;
-        }
         if t.requested.load(Ordering::Relaxed) != self.seen.get() {
             self.apply_reset();
         }
-        let c = index / CHUNK;
         // Relaxed: only this thread stores chunk pointers.
-        let lines = match t.chunk(c, Ordering::Relaxed) {
-            Some(lines) => lines,
-            None => self.alloc_chunk(c, &key_of),
+        let Some(lines) = t.chunk(index / CHUNK, Ordering::Relaxed) else {
+            return false;
         };
         let e = t.entry(lines, index);
+        if e.word(0).load(Ordering::Relaxed) != key {
+            return false;
+        }
         if t.words.single {
             <Owned as cell::Writer>::add(e.word(t.words.hits), 1, Ordering::Release);
         } else {
@@ -202,10 +201,23 @@ impl DenseWriter {
         true
     }
 
+    /// Allocates the chunk of entry `index` if it is in range and not allocated yet, with
+    /// the keys `key_of` gives its entries. `false` if `index` is out of range.
+    pub(crate) fn alloc(&self, index: usize, key_of: impl Fn(usize) -> u64) -> bool {
+        let t = &*self.table;
+        if index >= t.len {
+            return false;
+        }
+        if t.chunk(index / CHUNK, Ordering::Relaxed).is_none() {
+            self.alloc_chunk(index / CHUNK, &key_of);
+        }
+        true
+    }
+
     /// Allocates chunk `c`, writes its keys and publishes it.
     #[cold]
     #[inline(never)]
-    fn alloc_chunk(&self, c: usize, key_of: &dyn Fn(usize) -> u64) -> &[Line] {
+    fn alloc_chunk(&self, c: usize, key_of: &dyn Fn(usize) -> u64) {
         let t = &*self.table;
         // SAFETY: a `Line` of zero bytes is eight zero atomics, i.e. `Line::new()`.
         let lines: Box<[Line]> = unsafe { zeroed_slice(t.lines_per_chunk, Line::new) };
@@ -218,8 +230,6 @@ impl DenseWriter {
         }
         let p = Box::into_raw(lines).cast::<Line>();
         t.chunks[c].store(p, Ordering::Release);
-        t.chunk(c, Ordering::Relaxed)
-            .expect("the chunk was just published")
     }
 
     /// Carries out a pending reset request: zeroes every data word in place.
@@ -264,14 +274,21 @@ mod tests {
     #[test]
     fn matches_a_shard() {
         let (w, r) = DenseWriter::new(layout(), 40).unwrap();
+        // Nothing is recorded before the entry's chunk exists.
+        assert!(!w.update(3, 103, &[1]));
         let shard = Shard::new(layout()).unwrap();
         let vals = [0u64, 1, 7, 1000, u64::MAX, u64::MAX, 3];
+        let key = |i: usize| 100 + i as u64;
         for (n, &v) in vals.iter().enumerate() {
             let index = (n * 13) % 40;
-            assert!(w.update(index, &[v], |i| 100 + i as u64));
-            shard.update(Key::one(100 + index as u64), &[v]);
+            assert!(w.alloc(index, key));
+            assert!(w.update(index, key(index), &[v]));
+            shard.update(Key::one(key(index)), &[v]);
         }
-        assert!(!w.update(40, &[1], |i| i as u64));
+        assert!(!w.alloc(40, key));
+        assert!(!w.update(40, key(40), &[1]));
+        // A wrong index (its entry has another key) records nothing.
+        assert!(!w.update(0, key(1), &[1]));
         let mut a = r.snapshot().rows;
         let mut b = shard.snapshot().rows;
         a.sort_by_key(|r| r.key.0[0]);
@@ -285,13 +302,15 @@ mod tests {
     #[test]
     fn reset_is_seen_by_the_owner() {
         let (w, r) = DenseWriter::new(CellLayout::counter(), 3).unwrap();
+        let key = |i: usize| i as u64 + 10;
+        assert!(w.alloc(1, key) && w.alloc(2, key));
         for _ in 0..5 {
-            w.update(1, &[], |i| i as u64 + 10);
+            assert!(w.update(1, 11, &[]));
         }
         assert_eq!(r.snapshot().rows[0].hits, 5);
         r.request_reset();
         assert!(r.snapshot().rows.is_empty());
-        w.update(2, &[], |i| i as u64 + 10);
+        assert!(w.update(2, 12, &[]));
         let rows = r.snapshot().rows;
         assert_eq!(rows.len(), 1);
         assert_eq!((rows[0].key.0[0], rows[0].hits), (12, 1));

@@ -620,9 +620,7 @@ fn new_shard(inner: &Inner, index: usize, slice: Slice) -> Shard {
 /// The dense index of `ip` in the profiler's instance, if the dispatcher's hint names it:
 /// the hint is trusted only once the site at that index is checked to have this very ip,
 /// so a stale or foreign hint (replay's interned ips, another instance's call) is `None`.
-#[inline(always)]
-fn dense_index(inner: &Inner, ip: usize) -> Option<usize> {
-    let hint = super::thread::hot(|hot| hot.site_index.get())?;
+fn dense_index(inner: &Inner, ip: usize, hint: usize) -> Option<usize> {
     inner
         .ftrace
         .site(hint)
@@ -637,12 +635,104 @@ fn site_key(inner: &Inner, index: usize) -> u64 {
 
 /// Records one hit of `ip` (with its duration when timed) in this thread's records: by
 /// dense index for a site of the instance, else in the thread's hash shard.
+///
+/// The dispatcher leaves the site's dense index in the thread's `Hot` words; the cached
+/// dense writer checks it against the entry's key (the site's ip), so a stale hint costs a
+/// trip through the slow path, never a wrong record.
 #[inline(always)]
 fn record(inner: &Arc<Inner>, ip: usize, duration: Option<u64>) {
-    if let Some(index) = dense_index(inner, ip) {
-        record_dense(inner, index, duration);
-        return;
+    let hint = super::thread::hot(|hot| hot.site_index.get()).unwrap_or(usize::MAX);
+    let recorded = LAST
+        .try_with(|last| {
+            if last.id.get() != inner.id {
+                return false;
+            }
+            let dense = match duration {
+                None => last.dense_counted.get(),
+                Some(_) => last.dense_timed.get(),
+            };
+            if dense.is_null() {
+                return false;
+            }
+            let Some(_busy) = Busy::take(last) else {
+                return false;
+            };
+            // SAFETY: a non-null cached writer lives in the boxed state of profiler
+            // `inner.id` in this thread's list; it is neither moved nor dropped without
+            // forgetting the cache first (`Last`'s invariant), and `busy` keeps anything
+            // else from touching the state until this update returns.
+            let dense = unsafe { &*dense };
+            match duration {
+                Some(d) => dense.update(hint, ip as u64, &[d]),
+                None => dense.update(hint, ip as u64, &[]),
+            }
+        })
+        .unwrap_or(false);
+    if !recorded {
+        record_miss(inner, ip, hint, duration);
     }
+}
+
+/// `record` without a cached dense record: a site's first record on this thread (or the
+/// first of its chunk), another profiler's state cached, an ip that is not a site (the
+/// hash shard), or a call from inside a borrow (which the orphan tables take).
+#[cold]
+#[inline(never)]
+fn record_miss(inner: &Arc<Inner>, ip: usize, hint: usize, duration: Option<u64>) {
+    let Some(index) = dense_index(inner, ip, hint) else {
+        record_hashed(inner, ip, duration);
+        return;
+    };
+    let key = ip as u64;
+    let done = with_local(inner, |local| {
+        let vals: &[u64] = match &duration {
+            Some(d) => core::slice::from_ref(d),
+            None => &[],
+        };
+        let d = dense(inner, local, duration.is_some());
+        d.alloc(index, |i| site_key(inner, i)) && d.update(index, key, vals)
+    });
+    if done != Some(true) {
+        orphan(inner, Key::one(key), duration);
+    }
+}
+
+/// A record of a call made while its thread's state is unreachable: the shared tables.
+fn orphan(inner: &Inner, key: Key, duration: Option<u64>) {
+    match duration {
+        Some(d) => inner.orphans_timed.update(key, &[d]),
+        None => inner.orphans_counted.increment(key),
+    };
+}
+
+/// The dense records of `local` (timed or hits only), created (and listed) on first use.
+fn dense<'l>(inner: &Inner, local: &'l mut Local, timed: bool) -> &'l DenseWriter {
+    let which = if timed {
+        &mut local.dense_timed
+    } else {
+        &mut local.dense_counted
+    };
+    if let Some(d) = which {
+        return d;
+    }
+    let layout = if timed { TIMED } else { COUNTED };
+    let (writer, reader) = DenseWriter::new(layout, inner.ftrace.site_count())
+        .expect("the profiler's layouts are valid");
+    let mut slots = inner.lock_slots();
+    if let Some(slot) = slots.iter_mut().find(|s| s.index == local.index) {
+        if timed {
+            slot.dense_timed = Some(reader);
+        } else {
+            slot.dense_counted = Some(reader);
+        }
+    }
+    drop(slots);
+    which.insert(Box::new(writer))
+}
+
+/// Records one hit of `ip`, which is not a site of the instance, in this thread's shard.
+#[inline(always)]
+fn record_hashed(inner: &Arc<Inner>, ip: usize, duration: Option<u64>) {
     let key = Key::one(ip as u64);
     let recorded = LAST
         .try_with(|last| {
@@ -676,87 +766,7 @@ fn record(inner: &Arc<Inner>, ip: usize, duration: Option<u64>) {
     }
 }
 
-/// Records a call of the site at dense `index` in this thread's dense records.
-#[inline(always)]
-fn record_dense(inner: &Arc<Inner>, index: usize, duration: Option<u64>) {
-    let recorded = LAST
-        .try_with(|last| {
-            if last.id.get() != inner.id {
-                return false;
-            }
-            let dense = match duration {
-                None => last.dense_counted.get(),
-                Some(_) => last.dense_timed.get(),
-            };
-            if dense.is_null() {
-                return false;
-            }
-            let Some(_busy) = Busy::take(last) else {
-                return false;
-            };
-            // SAFETY: a non-null cached writer lives in the boxed state of profiler
-            // `inner.id` in this thread's list; it is neither moved nor dropped without
-            // forgetting the cache first (`Last`'s invariant), and `busy` keeps anything
-            // else from touching the state until this update returns.
-            let dense = unsafe { &*dense };
-            match duration {
-                Some(d) => dense.update(index, &[d], |i| site_key(inner, i)),
-                None => dense.update(index, &[], |i| site_key(inner, i)),
-            }
-        })
-        .unwrap_or(false);
-    if !recorded {
-        record_dense_slow(inner, index, duration);
-    }
-}
-
-/// `record_dense` without a cached writer: the thread's first record, another profiler's
-/// state cached, or a call from inside a borrow (which the orphan tables take).
-#[cold]
-#[inline(never)]
-fn record_dense_slow(inner: &Arc<Inner>, index: usize, duration: Option<u64>) {
-    let done = with_local(inner, |local| {
-        let vals: &[u64] = match &duration {
-            Some(d) => core::slice::from_ref(d),
-            None => &[],
-        };
-        dense(inner, local, duration.is_some()).update(index, vals, |i| site_key(inner, i))
-    });
-    if done != Some(true) {
-        let key = Key::one(site_key(inner, index));
-        match duration {
-            Some(d) => inner.orphans_timed.update(key, &[d]),
-            None => inner.orphans_counted.increment(key),
-        };
-    }
-}
-
-/// The dense records of `local` (timed or hits only), created (and listed) on first use.
-fn dense<'l>(inner: &Inner, local: &'l mut Local, timed: bool) -> &'l DenseWriter {
-    let which = if timed {
-        &mut local.dense_timed
-    } else {
-        &mut local.dense_counted
-    };
-    if let Some(d) = which {
-        return d;
-    }
-    let layout = if timed { TIMED } else { COUNTED };
-    let (writer, reader) = DenseWriter::new(layout, inner.ftrace.site_count())
-        .expect("the profiler's layouts are valid");
-    let mut slots = inner.lock_slots();
-    if let Some(slot) = slots.iter_mut().find(|s| s.index == local.index) {
-        if timed {
-            slot.dense_timed = Some(reader);
-        } else {
-            slot.dense_counted = Some(reader);
-        }
-    }
-    drop(slots);
-    which.insert(Box::new(writer))
-}
-
-/// `record` without a cached shard: the thread's first record, another profiler's state
+/// `record_hashed` without a cached shard: the thread's first record, another profiler's state
 /// cached, or a call from inside a borrow (which the orphan tables take).
 #[cold]
 #[inline(never)]
@@ -766,10 +776,7 @@ fn record_slow(inner: &Arc<Inner>, key: Key, duration: Option<u64>) {
         None => shard(inner, local, Slice::Counted).increment(key),
     });
     if done.is_none() {
-        match duration {
-            Some(d) => inner.orphans_timed.update(key, &[d]),
-            None => inner.orphans_counted.increment(key),
-        };
+        orphan(inner, key, duration);
     }
 }
 
