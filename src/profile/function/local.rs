@@ -176,6 +176,38 @@ loom::thread_local! {
     pub(super) static LAST: Last = Last::new();
 }
 
+/// Runs `f` with this thread's [`Last`]: by reference, without `try_with`'s closure (which
+/// the compiler may leave out of line), since `LAST` is `const`-initialised and has no
+/// destructor. Under loom, whose thread-locals are dropped with the model's threads, `None`
+/// once they are gone.
+#[cfg(not(loom))]
+#[inline(always)]
+pub(super) fn with_last<R>(f: impl FnOnce(&Last) -> R) -> Option<R> {
+    // SAFETY: `LAST` is `const`-initialised and `Last` has no destructor (its fields are
+    // `Cell`s of plain data), so its storage is valid from the thread's first instruction to
+    // its last and is never dropped; the reference does not outlive this call and cannot
+    // leave the thread (`Last` is not `Sync`).
+    let last = LAST.with(|last| unsafe { &*(last as *const Last) });
+    Some(f(last))
+}
+
+/// This thread's [`Last`], by reference (see [`with_last`]). Not under loom.
+#[cfg(not(loom))]
+#[inline(always)]
+pub(super) fn last() -> &'static Last {
+    // SAFETY: as in `with_last`: `LAST` is `const`-initialised and has no destructor, so
+    // its storage is valid as long as the thread runs, and `Last` is not `Sync`, so the
+    // reference cannot leave the thread.
+    LAST.with(|last| unsafe { &*(last as *const Last) })
+}
+
+/// See the non-loom [`with_last`].
+#[cfg(loom)]
+#[inline(always)]
+pub(super) fn with_last<R>(f: impl FnOnce(&Last) -> R) -> Option<R> {
+    LAST.try_with(f).ok()
+}
+
 /// Drops this thread's profiler state now, as its exit would. Loom only (see
 /// [`loom_thread_exit`](crate::profile::loom_thread_exit)).
 #[cfg(loom)]

@@ -33,34 +33,50 @@ pub(super) fn site_key(inner: &Inner, index: usize) -> u64 {
 /// trip through the slow path, never a wrong record.
 #[inline(always)]
 pub(super) fn record(inner: &Arc<Inner>, ip: usize, duration: Option<u64>) {
+    #[cfg(not(loom))]
+    let hint = crate::profile::thread::hot_ref().site_index.get();
+    #[cfg(loom)]
     let hint = crate::profile::thread::hot(|hot| hot.site_index.get()).unwrap_or(usize::MAX);
-    let recorded = LAST
-        .try_with(|last| {
-            if last.id.get() != inner.id {
-                return false;
-            }
-            let dense = match duration {
-                None => last.dense_counted.get(),
-                Some(_) => last.dense_timed.get(),
-            };
-            if dense.is_null() || last.busy.get() {
-                return false;
-            }
-            // SAFETY: a non-null cached writer lives in the boxed state of profiler
-            // `inner.id` in this thread's list; it is neither moved nor dropped without
-            // forgetting the cache first (`Last`'s invariant). `busy` is clear, so no `&mut`
-            // into the state exists, and none can be made before this update returns: a
-            // dense update calls nothing that could re-enter (word loads and stores, and on
-            // a reset request the in-place zeroing), so `busy` need not be set around it.
-            let dense = unsafe { &*dense };
-            match duration {
-                Some(d) => dense.update(hint, ip as u64, &[d]),
-                None => dense.update(hint, ip as u64, &[]),
-            }
-        })
-        .unwrap_or(false);
+    #[cfg(not(loom))]
+    let recorded = record_cached(last(), inner, hint, ip, duration);
+    #[cfg(loom)]
+    let recorded =
+        with_last(|last| record_cached(last, inner, hint, ip, duration)).unwrap_or(false);
     if !recorded {
         record_miss(inner, ip, hint, duration);
+    }
+}
+
+/// `record`'s steady state: the cached dense writer of profiler `inner` on this thread
+/// (`last`), if any, records the call; `false` otherwise.
+#[inline(always)]
+fn record_cached(
+    last: &Last,
+    inner: &Inner,
+    hint: usize,
+    ip: usize,
+    duration: Option<u64>,
+) -> bool {
+    if last.id.get() != inner.id {
+        return false;
+    }
+    let dense = match duration {
+        None => last.dense_counted.get(),
+        Some(_) => last.dense_timed.get(),
+    };
+    if dense.is_null() || last.busy.get() {
+        return false;
+    }
+    // SAFETY: a non-null cached writer lives in the boxed state of profiler
+    // `inner.id` in this thread's list; it is neither moved nor dropped without
+    // forgetting the cache first (`Last`'s invariant). `busy` is clear, so no `&mut`
+    // into the state exists, and none can be made before this update returns: a
+    // dense update calls nothing that could re-enter (word loads and stores, and on
+    // a reset request the in-place zeroing), so `busy` need not be set around it.
+    let dense = unsafe { &*dense };
+    match duration {
+        Some(d) => dense.update(hint, ip as u64, &[d]),
+        None => dense.update(hint, ip as u64, &[]),
     }
 }
 
@@ -100,33 +116,32 @@ pub(super) fn orphan(inner: &Inner, key: Key, duration: Option<u64>) {
 #[inline(always)]
 pub(super) fn record_hashed(inner: &Arc<Inner>, ip: usize, duration: Option<u64>) {
     let key = Key::one(ip as u64);
-    let recorded = LAST
-        .try_with(|last| {
-            if last.id.get() != inner.id {
-                return false;
-            }
-            let shard = match duration {
-                None => last.counted.get(),
-                Some(_) => last.timed.get(),
-            };
-            if shard.is_null() {
-                return false;
-            }
-            let Some(_busy) = Busy::take(last) else {
-                return false;
-            };
-            // SAFETY: a non-null cached shard lives in the boxed state of profiler
-            // `inner.id` in this thread's list; it is neither moved nor dropped without
-            // forgetting the cache first (`Last`'s invariant), and `busy` keeps anything
-            // else from touching the state until this update returns.
-            let shard = unsafe { &*shard };
-            match duration {
-                Some(d) => shard.update_hot(key, &[d]),
-                None => shard.update_hot(key, &[]),
-            }
-            true
-        })
-        .unwrap_or(false);
+    let recorded = with_last(|last| {
+        if last.id.get() != inner.id {
+            return false;
+        }
+        let shard = match duration {
+            None => last.counted.get(),
+            Some(_) => last.timed.get(),
+        };
+        if shard.is_null() {
+            return false;
+        }
+        let Some(_busy) = Busy::take(last) else {
+            return false;
+        };
+        // SAFETY: a non-null cached shard lives in the boxed state of profiler
+        // `inner.id` in this thread's list; it is neither moved nor dropped without
+        // forgetting the cache first (`Last`'s invariant), and `busy` keeps anything
+        // else from touching the state until this update returns.
+        let shard = unsafe { &*shard };
+        match duration {
+            Some(d) => shard.update_hot(key, &[d]),
+            None => shard.update_hot(key, &[]),
+        }
+        true
+    })
+    .unwrap_or(false);
     if !recorded {
         record_slow(inner, key, duration);
     }
