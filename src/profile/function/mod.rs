@@ -110,6 +110,9 @@ use record::*;
 use rows::*;
 use stat::*;
 
+#[cfg(loom)]
+pub(crate) use local::exit_now;
+
 /// The latency buckets of every timed function: log2, 4 sub-buckets per power of two
 /// (relative error of a percentile at most 25%).
 pub const LATENCY_BUCKETS: BucketSpec = BucketSpec::Log2 { sub_bits: 2 };
