@@ -157,6 +157,23 @@ impl<'a> EntryRef<'a> {
     #[inline]
     pub(crate) fn in_lines(lines: &'a [Line], word: usize) -> Self {
         debug_assert!(word / LINE_WORDS < lines.len());
+        if FLAT_LINES {
+            // Flat lines: point at the entry itself, as `from_addr` does (no division into
+            // line and index).
+            let at = lines
+                .as_ptr()
+                .cast::<AtomicU64>()
+                .wrapping_add(word)
+                .cast::<Line>()
+                .cast_mut();
+            return EntryRef {
+                // SAFETY: derived from a slice's pointer, which is never null; the offset
+                // stays inside the slice (the caller's contract), so no wrapping happens.
+                line: unsafe { NonNull::new_unchecked(at) },
+                first: 0,
+                _arena: PhantomData,
+            };
+        }
         let line = lines.as_ptr().wrapping_add(word / LINE_WORDS).cast_mut();
         EntryRef {
             // SAFETY: derived from a slice's pointer, which is never null; the offset stays

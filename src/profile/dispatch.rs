@@ -209,6 +209,8 @@ impl GraphCx {
 struct Call<'p> {
     published: &'p Published,
     ip: usize,
+    /// The site's dense index (`usize::MAX` for an ip that is not a site of the instance).
+    index: usize,
     parent: usize,
     /// Run function ops.
     funcs: bool,
@@ -271,6 +273,7 @@ impl Ftrace {
         let call = Call {
             published,
             ip: site.ip(),
+            index: site.index(),
             parent: hot.current_ip.get(),
             funcs: true,
             pids: true,
@@ -316,6 +319,7 @@ impl Ftrace {
                     if !room {
                         self.count_overrun_on(ts);
                         // Seen, so it can be counted; never pushed, never returned.
+                        hot.site_index.set(call.index);
                         hook(&GraphEntry::overrun(call.ip, call.parent), &entry.ops);
                         return false;
                     }
@@ -327,11 +331,13 @@ impl Ftrace {
                         calltime,
                     };
                     // No borrow of `ts` is held while the hook runs.
+                    hot.site_index.set(call.index);
                     hook(&record, &entry.ops)
                         && push_frame(
                             ts,
                             Frame::entered(
                                 call.ip,
+                                call.index,
                                 calltime,
                                 entry.slot_bit,
                                 call.published.generation,
@@ -361,6 +367,7 @@ impl Ftrace {
         let pushed = accepted != 0 && {
             let frame = Frame::entered(
                 call.ip,
+                call.index,
                 graph.calltime(),
                 accepted,
                 call.published.generation,
@@ -429,6 +436,7 @@ impl Ftrace {
                 && entry.slot_gen <= frame.generation
                 && let Callback::Graph { ret: hook, .. } = &entry.ops.callback
             {
+                hot.site_index.set(frame.index);
                 hook(ret, &entry.ops);
             }
         }
@@ -453,14 +461,16 @@ impl Ftrace {
                 return None;
             }
             let _list = lock_bit(&hot.recursion, Context::List)?;
+            let index = self.index_of_ip(ip);
             let call = Call {
                 published,
                 ip,
+                index: index.unwrap_or(usize::MAX),
                 parent,
                 funcs,
                 pids: false,
             };
-            let accepted = self.walk(hot, &call, self.index_of_ip(ip), &mut graph);
+            let accepted = self.walk(hot, &call, index, &mut graph);
             push(published, accepted, graph.wanted && !graph.room);
             Some(())
         })
@@ -505,7 +515,14 @@ impl Ftrace {
                     self.note_overrun();
                 }
                 if accepted != 0 {
-                    stack.push(Frame::entered(ip, calltime, accepted, published.generation));
+                    let index = self.index_of_ip(ip).unwrap_or(usize::MAX);
+                    stack.push(Frame::entered(
+                        ip,
+                        index,
+                        calltime,
+                        accepted,
+                        published.generation,
+                    ));
                     pushed = true;
                 }
             },
@@ -540,6 +557,7 @@ fn run_one(hot: &Hot, call: &Call<'_>, entry: &OpsEntry, graph: &mut GraphCx) ->
             }
             graph.wanted = true;
             graph.read_stack();
+            hot.site_index.set(call.index);
             if !graph.room {
                 // Seen, so it can be counted; never pushed, never returned.
                 hook(&GraphEntry::overrun(call.ip, call.parent), ops);
@@ -614,6 +632,7 @@ fn run_func(hot: &Hot, call: &Call<'_>, ops: &FtraceOps, func: &FtraceFunc) {
     } else {
         None
     };
+    hot.site_index.set(call.index);
     if flags.wants_regs() {
         let marker = Cell::new(0u8);
         let regs = Regs {

@@ -133,6 +133,8 @@ pub struct Frame {
     pub calltime: u64,
     /// Sum of the durations of this frame's returned children (ns).
     pub child_time: u64,
+    /// The site's dense index in its instance (`usize::MAX` for an ip that is not a site).
+    pub(crate) index: usize,
     /// Graph slots whose entry hook accepted.
     pub(crate) accepted: u32,
     /// Slot generation at entry.
@@ -140,11 +142,18 @@ pub struct Frame {
 }
 
 impl Frame {
-    /// The frame of a call entered at `calltime` that the graph slots in `accepted` took,
-    /// under slot generation `generation` (no child time yet).
-    pub(crate) fn entered(func: usize, calltime: u64, accepted: u32, generation: u64) -> Self {
+    /// The frame of a call of `func` (dense index `index`) entered at `calltime` that the
+    /// graph slots in `accepted` took, under slot generation `generation` (no child time yet).
+    pub(crate) fn entered(
+        func: usize,
+        index: usize,
+        calltime: u64,
+        accepted: u32,
+        generation: u64,
+    ) -> Self {
         Frame {
             func,
+            index,
             calltime,
             child_time: 0,
             accepted,

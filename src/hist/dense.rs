@@ -1,0 +1,318 @@
+//! Dense single-writer tables: one entry per small integer index, written by one thread,
+//! read by any.
+//!
+//! # Design
+//!
+//! When the keys of a table are known in advance and numbered densely (the sites of a
+//! hook layer instance: [`Site::index`](crate::profile::Site::index)), finding a key's
+//! entry needs no hashing and no probing: entry `i` is at a fixed place. A [`DenseTable`]
+//! holds one entry per index in chunks of [`CHUNK`] entries, allocated on first use by the
+//! owner (so a thread that calls a few functions of a large program holds a few chunks) and
+//! published with a release store; a chunk is never moved or freed before the table, so a
+//! reader that loaded its pointer may copy it at any time. Entries use the cell layout and
+//! update protocol of every other table (`cell.rs`): the same `pending`/`hits` bracket, the
+//! same exact `u128` sums and 192-bit sums of squares, the same buckets, written by the
+//! owner with a relaxed load and a store per word (no read-modify-write). Each entry's key
+//! words are written once, when its chunk is allocated, from the caller's `key_of`.
+//!
+//! **Reset** works as for shards: a reader cannot clear the owner's words under it, so a
+//! reset is a request ([`DenseTable::request_reset`] bumps `requested`, a generation word);
+//! the owner sees it at its next update (one relaxed load of a line it only reads), zeroes
+//! the data words of its chunks in place and stores `applied`. Snapshots taken while a
+//! request is pending, or during which one was made, are empty: a reader never sees data
+//! from before a reset it asked for. A table whose owner has exited is never reset in place:
+//! its holder drops it instead.
+//!
+//! # Invariants
+//!
+//! - Only the owner ([`DenseWriter`]) writes entries, allocates chunks and stores `applied`.
+//! - A non-null chunk pointer points at a live allocation of `lines_per_chunk` lines, freed
+//!   only when the table is dropped (no reader or writer is left then).
+//! - Key words are written before the chunk pointer is published and never change.
+
+use core::cell::Cell;
+
+use crate::primitive::sync::Arc;
+use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use crate::primitive::zeroed_slice;
+
+use super::arena::{EntryRef, LINE_WORDS, Line};
+use super::cell::{self, Owned};
+use super::key::Key;
+use super::layout::{CellLayout, Words};
+use super::snapshot::Snapshot;
+
+/// Entries per chunk.
+pub(crate) const CHUNK: usize = 16;
+
+/// A table of one entry per index below its length (see the module docs).
+pub(crate) struct DenseTable {
+    layout: CellLayout,
+    words: Words,
+    lines_per_chunk: usize,
+    len: usize,
+    chunks: Box<[AtomicPtr<Line>]>,
+    /// Resets asked for (the generation word).
+    requested: AtomicU64,
+    /// Resets the owner has carried out.
+    applied: AtomicU64,
+}
+
+// SAFETY: the raw chunk pointers are owned allocations of atomics (`Line`), shared by
+// design: every access to their words is atomic, and they are freed only in `Drop`, when
+// nothing else refers to the table.
+unsafe impl Send for DenseTable {}
+// SAFETY: as above.
+unsafe impl Sync for DenseTable {}
+
+impl DenseTable {
+    /// A table of `len` entries laid out as `layout` (which must be valid), no chunk yet.
+    fn new(layout: CellLayout, len: usize) -> Self {
+        let words = layout.words();
+        let lines_per_chunk = (CHUNK * words.stride).div_ceil(LINE_WORDS);
+        DenseTable {
+            layout,
+            words,
+            lines_per_chunk,
+            len,
+            chunks: (0..len.div_ceil(CHUNK))
+                .map(|_| AtomicPtr::new(core::ptr::null_mut()))
+                .collect(),
+            requested: AtomicU64::new(0),
+            applied: AtomicU64::new(0),
+        }
+    }
+
+    /// Chunk `c`'s lines, if allocated.
+    #[inline(always)]
+    fn chunk(&self, c: usize, order: Ordering) -> Option<&[Line]> {
+        let p = self.chunks.get(c)?.load(order);
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null chunk pointer is a live allocation of `lines_per_chunk` lines,
+        // freed only with the table (module invariants), which `&self` keeps alive.
+        Some(unsafe { core::slice::from_raw_parts(p, self.lines_per_chunk) })
+    }
+
+    /// Entry `i` of chunk `lines`.
+    #[inline(always)]
+    fn entry<'a>(&self, lines: &'a [Line], i: usize) -> EntryRef<'a> {
+        EntryRef::in_lines(lines, (i % CHUNK) * self.words.stride)
+    }
+
+    /// Asks the owner to clear the table (see the module docs); snapshots are empty from
+    /// now until it has.
+    pub(crate) fn request_reset(&self) {
+        self.requested.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The entries with at least one hit, as a snapshot of this table's layout.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        let applied = self.applied.load(Ordering::Acquire);
+        if self.requested.load(Ordering::Acquire) != applied {
+            return Snapshot::empty(self.layout);
+        }
+        let (rows, torn) = cell::copy_rows(&self.words, |visit| {
+            for c in 0..self.chunks.len() {
+                let Some(lines) = self.chunk(c, Ordering::Acquire) else {
+                    continue;
+                };
+                let n = CHUNK.min(self.len - c * CHUNK);
+                for i in 0..n {
+                    visit(self.entry(lines, i));
+                }
+            }
+        });
+        // A reset asked for while we copied may have cleared part of what we read.
+        if self.requested.load(Ordering::Acquire) != applied {
+            return Snapshot::empty(self.layout);
+        }
+        Snapshot {
+            layout: self.layout,
+            rows,
+            dropped: 0,
+            torn,
+        }
+    }
+}
+
+impl Drop for DenseTable {
+    fn drop(&mut self) {
+        for c in self.chunks.iter() {
+            let p = c.load(Ordering::Acquire);
+            if !p.is_null() {
+                // SAFETY: allocated by `DenseWriter::alloc_chunk` as a `Box<[Line]>` of
+                // `lines_per_chunk` lines, and nothing refers to it any more (`&mut self`).
+                drop(unsafe {
+                    Box::from_raw(core::ptr::slice_from_raw_parts_mut(p, self.lines_per_chunk))
+                });
+            }
+        }
+    }
+}
+
+/// The owner's handle on a [`DenseTable`]: the only writer (`Send`, not `Sync`).
+pub(crate) struct DenseWriter {
+    table: Arc<DenseTable>,
+    /// The last reset request carried out.
+    seen: Cell<u64>,
+}
+
+impl DenseWriter {
+    /// A table of `len` entries laid out as `layout`, and the reader's handle on it.
+    /// `None` if the layout is invalid.
+    pub(crate) fn new(layout: CellLayout, len: usize) -> Option<(Self, Arc<DenseTable>)> {
+        layout.validate().ok()?;
+        let table = Arc::new(DenseTable::new(layout, len));
+        let reader = Arc::clone(&table);
+        Some((
+            DenseWriter {
+                table,
+                seen: Cell::new(0),
+            },
+            reader,
+        ))
+    }
+
+    /// Applies one update (`vals`) to entry `index` if that entry exists and its key is
+    /// `key` (a single-field key, never 0); `false`, with nothing recorded, otherwise (out of
+    /// range, another entry's key, or the entry's chunk not allocated yet: see
+    /// [`alloc`](Self::alloc)). The key check makes a wrong `index` harmless.
+    #[inline(always)]
+    pub(crate) fn update(&self, index: usize, key: u64, vals: &[u64]) -> bool {
+        let t = &*self.table;
+        if t.requested.load(Ordering::Relaxed) != self.seen.get() {
+            self.apply_reset();
+        }
+        // Relaxed: only this thread stores chunk pointers.
+        let Some(lines) = t.chunk(index / CHUNK, Ordering::Relaxed) else {
+            return false;
+        };
+        let e = t.entry(lines, index);
+        if e.word(0).load(Ordering::Relaxed) != key {
+            return false;
+        }
+        if t.words.single {
+            <Owned as cell::Writer>::add(e.word(t.words.hits), 1, Ordering::Release);
+        } else {
+            apply_out_of_line(e, &t.words, vals);
+        }
+        true
+    }
+
+    /// Allocates the chunk of entry `index` if it is in range and not allocated yet, with
+    /// the keys `key_of` gives its entries. `false` if `index` is out of range.
+    pub(crate) fn alloc(&self, index: usize, key_of: impl Fn(usize) -> u64) -> bool {
+        let t = &*self.table;
+        if index >= t.len {
+            return false;
+        }
+        if t.chunk(index / CHUNK, Ordering::Relaxed).is_none() {
+            self.alloc_chunk(index / CHUNK, &key_of);
+        }
+        true
+    }
+
+    /// Allocates chunk `c`, writes its keys and publishes it.
+    #[cold]
+    #[inline(never)]
+    fn alloc_chunk(&self, c: usize, key_of: &dyn Fn(usize) -> u64) {
+        let t = &*self.table;
+        // SAFETY: a `Line` of zero bytes is eight zero atomics, i.e. `Line::new()`.
+        let lines: Box<[Line]> = unsafe { zeroed_slice(t.lines_per_chunk, Line::new) };
+        for i in 0..CHUNK.min(t.len - c * CHUNK) {
+            let key = Key::one(key_of(c * CHUNK + i));
+            let e = t.entry(&lines, i);
+            for k in 0..t.words.keys {
+                e.word(k).store(key.0[k], Ordering::Relaxed);
+            }
+        }
+        let p = Box::into_raw(lines).cast::<Line>();
+        t.chunks[c].store(p, Ordering::Release);
+    }
+
+    /// Carries out a pending reset request: zeroes every data word in place.
+    #[cold]
+    #[inline(never)]
+    fn apply_reset(&self) {
+        let t = &*self.table;
+        let req = t.requested.load(Ordering::Acquire);
+        for c in 0..t.chunks.len() {
+            let Some(lines) = t.chunk(c, Ordering::Relaxed) else {
+                continue;
+            };
+            for i in 0..CHUNK.min(t.len - c * CHUNK) {
+                let e = t.entry(lines, i);
+                // `hits` first: a reader that sees it zero stops there.
+                e.word(t.words.hits).store(0, Ordering::Relaxed);
+                for w in t.words.keys..t.words.stride {
+                    e.word(w).store(0, Ordering::Relaxed);
+                }
+            }
+        }
+        t.applied.store(req, Ordering::Release);
+        self.seen.set(req);
+    }
+}
+
+#[inline(never)]
+fn apply_out_of_line(e: EntryRef<'_>, w: &Words, vals: &[u64]) {
+    cell::apply::<Owned>(e, w, vals);
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::hist::{BucketSpec, Shard};
+
+    fn layout() -> CellLayout {
+        CellLayout::timing(Some(BucketSpec::Log2 { sub_bits: 2 }))
+    }
+
+    /// The same updates give the same rows as a shard of the hash histogram.
+    #[test]
+    fn matches_a_shard() {
+        let (w, r) = DenseWriter::new(layout(), 40).unwrap();
+        // Nothing is recorded before the entry's chunk exists.
+        assert!(!w.update(3, 103, &[1]));
+        let shard = Shard::new(layout()).unwrap();
+        let vals = [0u64, 1, 7, 1000, u64::MAX, u64::MAX, 3];
+        let key = |i: usize| 100 + i as u64;
+        for (n, &v) in vals.iter().enumerate() {
+            let index = (n * 13) % 40;
+            assert!(w.alloc(index, key));
+            assert!(w.update(index, key(index), &[v]));
+            shard.update(Key::one(key(index)), &[v]);
+        }
+        assert!(!w.alloc(40, key));
+        assert!(!w.update(40, key(40), &[1]));
+        // A wrong index (its entry has another key) records nothing.
+        assert!(!w.update(0, key(1), &[1]));
+        let mut a = r.snapshot().rows;
+        let mut b = shard.snapshot().rows;
+        a.sort_by_key(|r| r.key.0[0]);
+        b.sort_by_key(|r| r.key.0[0]);
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 7);
+    }
+
+    /// A reset asked for by a reader empties snapshots at once and the table at the
+    /// owner's next update, which lands after it.
+    #[test]
+    fn reset_is_seen_by_the_owner() {
+        let (w, r) = DenseWriter::new(CellLayout::counter(), 3).unwrap();
+        let key = |i: usize| i as u64 + 10;
+        assert!(w.alloc(1, key) && w.alloc(2, key));
+        for _ in 0..5 {
+            assert!(w.update(1, 11, &[]));
+        }
+        assert_eq!(r.snapshot().rows[0].hits, 5);
+        r.request_reset();
+        assert!(r.snapshot().rows.is_empty());
+        assert!(w.update(2, 12, &[]));
+        let rows = r.snapshot().rows;
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].key.0[0], rows[0].hits), (12, 1));
+    }
+}

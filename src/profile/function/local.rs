@@ -1,0 +1,482 @@
+//! Per-thread state of the function profiler: each thread's records for each profiler
+//! (`Local`: shards of the hash histogram and dense records, parked shards of
+//! `record_into`, the CPU-time and call-path stacks), the one-entry cache that reaches the
+//! current profiler's state without a lookup (`Last`), and the `busy` flag that turns a
+//! call made from inside a borrow of that state into an orphan record instead of an
+//! aliasing borrow.
+//!
+//! # Invariants
+//!
+//! - Only the owner thread touches its states; other threads reach the records through
+//!   the readers listed in the profiler's slots.
+//! - `Last` points at a state of this thread's list, or nowhere: whoever removes a state
+//!   or drops the list forgets the cache first.
+
+use super::*;
+
+/// One thread's view of one profiler.
+pub(super) struct Local {
+    pub(super) id: u64,
+    pub(super) weak: Weak<Inner>,
+    pub(super) index: usize,
+    pub(super) alive: Arc<AtomicBool>,
+    /// Boxed, so that `record_into` moves pointers, not shards (a shard with its recent-key
+    /// cache is 4 KiB), and the addresses `Last` caches survive the move.
+    pub(super) counted: Option<Box<Shard>>,
+    pub(super) timed: Option<Box<Shard>>,
+    pub(super) paths: Option<Box<Shard>>,
+    /// Records of the instance's sites by dense index (boxed: `Last` caches their address).
+    pub(super) dense_counted: Option<Box<DenseWriter>>,
+    pub(super) dense_timed: Option<Box<DenseWriter>>,
+    /// CPU-time frames (start, children) for `sleep-time` off.
+    pub(super) cpu_stack: Vec<(u64, u64)>,
+    /// Call-path frames (ip, path hash) for `call_paths`.
+    pub(super) path_stack: Vec<(usize, u64)>,
+    /// Path hashes this thread has already published in `Inner::path_frames`.
+    pub(super) known_paths: hashbrown::HashSet<u64>,
+    /// Shards this thread recorded into before a [`FunctionProfiler::record_into`] switched
+    /// it to another one (empty unless `record_into` is used).
+    pub(super) parked: Vec<Parked>,
+}
+
+/// A shard a thread is not recording into right now (see `record_into`), with the call-path
+/// stack that goes with it (replay keeps one per trace CPU).
+pub(super) struct Parked {
+    pub(super) index: usize,
+    pub(super) alive: Arc<AtomicBool>,
+    pub(super) counted: Option<Box<Shard>>,
+    pub(super) timed: Option<Box<Shard>>,
+    pub(super) path_stack: Vec<(usize, u64)>,
+    pub(super) paths: Option<Box<Shard>>,
+    pub(super) dense_counted: Option<Box<DenseWriter>>,
+    pub(super) dense_timed: Option<Box<DenseWriter>>,
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        self.alive.store(false, Ordering::Release);
+        for p in &self.parked {
+            p.alive.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// This thread's profiler states. Boxed: [`Last`] points into them. Dropping the list
+/// (thread exit) first empties the cache.
+#[derive(Default)]
+// Boxed on purpose: `Last` holds addresses of states, which a `Vec<Local>` would move
+// when it grows.
+#[allow(clippy::vec_box)]
+pub(super) struct Locals(pub(super) Vec<Box<Local>>);
+
+impl Drop for Locals {
+    fn drop(&mut self) {
+        let _ = LAST.try_with(Last::forget);
+    }
+}
+
+/// The thread's most recently used profiler state, so that a call reaches it without the
+/// list: the profiler's id and its boxed [`Local`] (id 0: none; ids start at 1), and
+/// `busy`, set while anything holds a `&mut` into this thread's states (the cache's user or
+/// [`borrow_locals`]): a call made from inside one of them (a traced allocator, say) is
+/// refused and goes to the orphan tables instead of aliasing the state.
+///
+/// `const`-initialised, no destructor: reaching it is one thread-pointer-relative address.
+/// Invariant: `local` points at the boxed state of profiler `id` in this thread's
+/// [`Locals`]; whoever removes states from the list (only [`borrow_locals`]' callers, with
+/// `busy` set) or drops the list forgets the cache first.
+pub(super) struct Last {
+    pub(super) id: Cell<u64>,
+    pub(super) local: Cell<*mut Local>,
+    /// That state's active `counted` and `timed` shards once created (null until then), so
+    /// a record goes straight to its shard. Shards are boxed and dropped only with their
+    /// state; `switch_shard`, which swaps the active ones, refreshes these.
+    pub(super) counted: Cell<*const Shard>,
+    pub(super) timed: Cell<*const Shard>,
+    /// Likewise its active dense records.
+    pub(super) dense_counted: Cell<*const DenseWriter>,
+    pub(super) dense_timed: Cell<*const DenseWriter>,
+    pub(super) busy: Cell<bool>,
+}
+
+impl Last {
+    pub(super) const fn new() -> Self {
+        Last {
+            id: Cell::new(0),
+            local: Cell::new(core::ptr::null_mut()),
+            counted: Cell::new(core::ptr::null()),
+            timed: Cell::new(core::ptr::null()),
+            dense_counted: Cell::new(core::ptr::null()),
+            dense_timed: Cell::new(core::ptr::null()),
+            busy: Cell::new(false),
+        }
+    }
+
+    pub(super) fn forget(&self) {
+        self.id.set(0);
+        self.local.set(core::ptr::null_mut());
+        self.counted.set(core::ptr::null());
+        self.timed.set(core::ptr::null());
+        self.dense_counted.set(core::ptr::null());
+        self.dense_timed.set(core::ptr::null());
+    }
+
+    /// Caches `local` as the state of profiler `id`.
+    pub(super) fn remember(&self, id: u64, local: &mut Local) {
+        if self.id.get() != id || !core::ptr::eq(self.local.get(), local) {
+            self.forget();
+            self.id.set(id);
+            self.local.set(local);
+        }
+        let ptr = |s: &Option<Box<Shard>>| {
+            s.as_deref()
+                .map_or(core::ptr::null(), |s| s as *const Shard)
+        };
+        self.counted.set(ptr(&local.counted));
+        self.timed.set(ptr(&local.timed));
+        let dense = |d: &Option<Box<DenseWriter>>| {
+            d.as_deref()
+                .map_or(core::ptr::null(), |d| d as *const DenseWriter)
+        };
+        self.dense_counted.set(dense(&local.dense_counted));
+        self.dense_timed.set(dense(&local.dense_timed));
+    }
+}
+
+/// Clears `busy` when the borrow ends (also on unwinding).
+pub(super) struct Busy<'a>(pub(super) &'a Last);
+
+impl<'a> Busy<'a> {
+    /// Sets `busy`, or `None` if it is set already.
+    #[inline(always)]
+    pub(super) fn take(last: &'a Last) -> Option<Self> {
+        if last.busy.replace(true) {
+            return None;
+        }
+        Some(Busy(last))
+    }
+}
+
+impl Drop for Busy<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.0.busy.set(false);
+    }
+}
+
+// loom's `thread_local!` takes no `const` initializer; std's is cheaper with one.
+#[cfg(not(loom))]
+std::thread_local! {
+    pub(super) static LOCALS: RefCell<Locals> = const { RefCell::new(Locals(Vec::new())) };
+    pub(super) static LAST: Last = const { Last::new() };
+}
+#[cfg(loom)]
+loom::thread_local! {
+    pub(super) static LOCALS: RefCell<Locals> = RefCell::new(Locals::default());
+    pub(super) static LAST: Last = Last::new();
+}
+
+/// Runs `f` with this thread's [`Last`]: by reference, without `try_with`'s closure (which
+/// the compiler may leave out of line), since `LAST` is `const`-initialised and has no
+/// destructor. Under loom, whose thread-locals are dropped with the model's threads, `None`
+/// once they are gone.
+#[cfg(not(loom))]
+#[inline(always)]
+pub(super) fn with_last<R>(f: impl FnOnce(&Last) -> R) -> Option<R> {
+    // SAFETY: `LAST` is `const`-initialised and `Last` has no destructor (its fields are
+    // `Cell`s of plain data), so its storage is valid from the thread's first instruction to
+    // its last and is never dropped; the reference does not outlive this call and cannot
+    // leave the thread (`Last` is not `Sync`).
+    let last = LAST.with(|last| unsafe { &*(last as *const Last) });
+    Some(f(last))
+}
+
+/// This thread's [`Last`], by reference (see [`with_last`]). Not under loom.
+#[cfg(not(loom))]
+#[inline(always)]
+pub(super) fn last() -> &'static Last {
+    // SAFETY: as in `with_last`: `LAST` is `const`-initialised and has no destructor, so
+    // its storage is valid as long as the thread runs, and `Last` is not `Sync`, so the
+    // reference cannot leave the thread.
+    LAST.with(|last| unsafe { &*(last as *const Last) })
+}
+
+/// See the non-loom [`with_last`].
+#[cfg(loom)]
+#[inline(always)]
+pub(super) fn with_last<R>(f: impl FnOnce(&Last) -> R) -> Option<R> {
+    LAST.try_with(f).ok()
+}
+
+/// Drops this thread's profiler state now, as its exit would. Loom only (see
+/// [`loom_thread_exit`](crate::profile::loom_thread_exit)).
+#[cfg(loom)]
+pub(crate) fn exit_now() {
+    let _ = LOCALS.try_with(|cell| {
+        if let Ok(mut locals) = cell.try_borrow_mut() {
+            drop(core::mem::take(&mut *locals));
+        }
+    });
+}
+
+/// Profiler ids, for the thread-local lookup (not part of any model: plain std).
+pub(super) static NEXT_ID: StdAtomicU64 = StdAtomicU64::new(1);
+
+/// Runs `f` on this thread's state for `inner`, creating it on first use. `None` when the
+/// thread's local storage is gone or busy (the caller then uses the shared orphan tables).
+#[inline(always)]
+pub(super) fn with_local<R>(inner: &Arc<Inner>, f: impl FnOnce(&mut Local) -> R) -> Option<R> {
+    let mut f = Some(f);
+    let cached = LAST
+        .try_with(|last| {
+            if last.id.get() != inner.id {
+                return None;
+            }
+            let _busy = Busy::take(last)?;
+            let f = f.take()?;
+            // SAFETY: `local` is the boxed state of profiler `inner.id` in this thread's
+            // list, alive until it is removed or the list dropped, both of which forget
+            // the cache first (`Last`'s invariant); `busy` was clear, so no other `&mut`
+            // into the list exists, and it stays set (no other can be made) until `f`
+            // returns.
+            let local = unsafe { &mut *last.local.get() };
+            let r = f(local);
+            // `f` may have created a shard.
+            last.remember(inner.id, local);
+            Some(r)
+        })
+        .ok()
+        .flatten();
+    if cached.is_some() {
+        return cached;
+    }
+    with_local_slow(inner, f?)
+}
+
+#[cold]
+#[inline(never)]
+pub(super) fn with_local_slow<R>(inner: &Arc<Inner>, f: impl FnOnce(&mut Local) -> R) -> Option<R> {
+    borrow_locals(|locals, last| {
+        let pos = match locals.iter().position(|l| l.id == inner.id) {
+            Some(pos) => pos,
+            None => {
+                // Forget the state of profilers that no longer exist.
+                last.forget();
+                locals.retain(|l| l.weak.strong_count() > 0);
+                locals.push(Box::new(new_local(inner)));
+                locals.len() - 1
+            }
+        };
+        let local: &mut Local = &mut locals[pos];
+        let r = f(local);
+        // After `f`, which may have created a shard (`busy` keeps the cache unread until
+        // then).
+        last.remember(inner.id, local);
+        r
+    })
+}
+
+/// Runs `f` on this thread's list of states with `busy` set; `None` if the list is gone
+/// (thread exit) or already borrowed (a call from inside a borrow).
+pub(super) fn borrow_locals<R>(f: impl FnOnce(&mut Vec<Box<Local>>, &Last) -> R) -> Option<R> {
+    LAST.try_with(|last| {
+        let _busy = Busy::take(last)?;
+        LOCALS
+            .try_with(|cell| {
+                let mut locals = cell.try_borrow_mut().ok()?;
+                Some(f(&mut locals.0, last))
+            })
+            .ok()
+            .flatten()
+    })
+    .ok()
+    .flatten()
+}
+
+pub(super) fn new_local(inner: &Arc<Inner>) -> Local {
+    let index = inner.next_index.fetch_add(1, Ordering::Relaxed);
+    new_local_at(inner, index)
+}
+
+/// This thread's state for `inner`, recording into shard `index` (listed now).
+pub(super) fn new_local_at(inner: &Arc<Inner>, index: usize) -> Local {
+    let p = new_parked(inner, index);
+    Local {
+        id: inner.id,
+        weak: Arc::downgrade(inner),
+        index: p.index,
+        alive: Arc::clone(&p.alive),
+        counted: None,
+        timed: None,
+        paths: None,
+        dense_counted: None,
+        dense_timed: None,
+        cpu_stack: Vec::with_capacity(crate::profile::SHADOW_STACK_DEPTH),
+        path_stack: Vec::with_capacity(crate::profile::SHADOW_STACK_DEPTH),
+        known_paths: hashbrown::HashSet::new(),
+        parked: Vec::new(),
+    }
+}
+
+/// Lists a new slot numbered `index` (its shards are created on first record).
+pub(super) fn new_parked(inner: &Arc<Inner>, index: usize) -> Parked {
+    let alive = Arc::new(AtomicBool::new(true));
+    inner.lock_slots().push(Slot {
+        index,
+        alive: Arc::clone(&alive),
+        counted: None,
+        timed: None,
+        paths: None,
+        dense_counted: None,
+        dense_timed: None,
+    });
+    register_thread_file(inner, index);
+    Parked {
+        index,
+        alive,
+        counted: None,
+        timed: None,
+        paths: None,
+        path_stack: Vec::new(),
+        dense_counted: None,
+        dense_timed: None,
+    }
+}
+
+/// Makes shard `index` the calling thread's active shard for `inner` (see `record_into`).
+pub(super) fn switch_shard(inner: &Arc<Inner>, index: usize) -> bool {
+    // Replay switches at every change of trace CPU: staying put costs a few loads.
+    let current = LAST
+        .try_with(|last| {
+            last.id.get() == inner.id
+                && !last.busy.get()
+                // SAFETY: `local` is this thread's live state of `inner` (`Last`'s
+                // invariant) and `busy` is clear: no `&mut` to it exists while we read.
+                && unsafe { (*last.local.get()).index } == index
+        })
+        .unwrap_or(false);
+    if current {
+        return true;
+    }
+    // Thread numbers handed out from now on skip `index` (a load first: the read-modify-
+    // write is needed once per new index, not per switch).
+    if inner.next_index.load(Ordering::Relaxed) <= index {
+        inner
+            .next_index
+            .fetch_max(index.saturating_add(1), Ordering::Relaxed);
+    }
+    borrow_locals(|locals, last| {
+        let Some(pos) = locals.iter().position(|l| l.id == inner.id) else {
+            // States may be dropped below.
+            last.forget();
+            locals.retain(|l| l.weak.strong_count() > 0);
+            locals.push(Box::new(new_local_at(inner, index)));
+            return;
+        };
+        let local: &mut Local = &mut locals[pos];
+        if local.index != index {
+            let mut next = match local.parked.iter().position(|p| p.index == index) {
+                Some(i) => local.parked.swap_remove(i),
+                None => new_parked(inner, index),
+            };
+            let current = Parked {
+                index: std::mem::replace(&mut local.index, next.index),
+                alive: std::mem::replace(&mut local.alive, Arc::clone(&next.alive)),
+                counted: local.counted.take(),
+                timed: local.timed.take(),
+                paths: local.paths.take(),
+                path_stack: std::mem::take(&mut local.path_stack),
+                dense_counted: local.dense_counted.take(),
+                dense_timed: local.dense_timed.take(),
+            };
+            local.counted = next.counted.take();
+            local.timed = next.timed.take();
+            local.paths = next.paths.take();
+            local.dense_counted = next.dense_counted.take();
+            local.dense_timed = next.dense_timed.take();
+            local.path_stack = std::mem::take(&mut next.path_stack);
+            local.parked.push(current);
+        }
+        // The active shards changed: point the cache at them.
+        last.remember(inner.id, local);
+    })
+    .is_some()
+}
+
+/// Which of a thread's tables.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Slice {
+    /// Hits only, by ip.
+    Counted,
+    /// Timed, by ip.
+    Timed,
+    /// Timed, by call-path hash: values (self time, total time).
+    Paths,
+}
+
+/// The table of the call-path records.
+pub(super) const PATHS: CellLayout = CellLayout::new(1, 2);
+
+/// The shard of `local` for `slice`, created (and listed) on first use.
+#[inline]
+pub(super) fn shard<'l>(inner: &Inner, local: &'l mut Local, slice: Slice) -> &'l Shard {
+    let which = match slice {
+        Slice::Counted => &mut local.counted,
+        Slice::Timed => &mut local.timed,
+        Slice::Paths => &mut local.paths,
+    };
+    if let Some(shard) = which {
+        // Not `get_or_insert_with`: that would copy the layout constant on every call.
+        return shard;
+    }
+    which.insert(Box::new(new_shard(inner, local.index, slice)))
+}
+
+#[cold]
+#[inline(never)]
+pub(super) fn new_shard(inner: &Inner, index: usize, slice: Slice) -> Shard {
+    let layout = match slice {
+        Slice::Counted => COUNTED,
+        Slice::Timed => TIMED,
+        Slice::Paths => PATHS,
+    };
+    // A thread's calls go to a few hot functions (and paths): the recent-entry cache pays.
+    let shard = Shard::new(layout)
+        .expect("the profiler's layouts are valid")
+        .hot_keys();
+    let mut slots = inner.lock_slots();
+    if let Some(slot) = slots.iter_mut().find(|s| s.index == index) {
+        let reader = Some(shard.reader());
+        match slice {
+            Slice::Counted => slot.counted = reader,
+            Slice::Timed => slot.timed = reader,
+            Slice::Paths => slot.paths = reader,
+        }
+    }
+    shard
+}
+
+/// The dense records of `local` (timed or hits only), created (and listed) on first use.
+pub(super) fn dense<'l>(inner: &Inner, local: &'l mut Local, timed: bool) -> &'l DenseWriter {
+    let which = if timed {
+        &mut local.dense_timed
+    } else {
+        &mut local.dense_counted
+    };
+    if let Some(d) = which {
+        return d;
+    }
+    let layout = if timed { TIMED } else { COUNTED };
+    let (writer, reader) = DenseWriter::new(layout, inner.ftrace.site_count())
+        .expect("the profiler's layouts are valid");
+    let mut slots = inner.lock_slots();
+    if let Some(slot) = slots.iter_mut().find(|s| s.index == local.index) {
+        if timed {
+            slot.dense_timed = Some(reader);
+        } else {
+            slot.dense_counted = Some(reader);
+        }
+    }
+    drop(slots);
+    which.insert(Box::new(writer))
+}

@@ -1,0 +1,778 @@
+//! The function profiler: `echo 1 > function_profile_enabled`, run, `cat trace_stat/functions`.
+//!
+//! # Design
+//!
+//! [`FunctionProfiler`] is an ops on a hook layer ([`Ftrace`]): a function ops counting hits
+//! when timing is off, a graph ops timing every call when it is on (the default, as the
+//! kernel with `CONFIG_FUNCTION_GRAPH_TRACER`). Like the kernel's profiler it follows the
+//! instance's `set_ftrace_filter` / `set_ftrace_notrace`.
+//!
+//! Records live in per-thread [single-writer shards](crate::hist::Shard) of the hash
+//! histogram, keyed by ip: hits, and with timing total time, time², min/max and a log2
+//! latency histogram. A thread's first call creates its shard and lists it with the
+//! profiler (one lock, once per thread); every later call reads the shard's address from a
+//! one-entry cache in a `const` thread-local (`Last`, with a `busy` flag that turns a call
+//! made from inside a record into an orphan instead of an aliasing borrow) and makes a
+//! relaxed load + store per word of the thread's own cell: no shared cache line, no
+//! read-modify-write, no lock, no allocation. Readers merge the shards. A shard outlives its
+//! thread, so threads that exit keep their records until the next reset. A call made while
+//! the thread's local storage is being torn down goes to one shared, multi-writer table
+//! instead, so no call is ever lost.
+//!
+//! # Control files and options
+//!
+//! [`FunctionProfiler::install`] adds, on a [`Tracefs`]:
+//! - `function_profile_enabled`: writing 1 (any non-zero number) when disabled **resets** the
+//!   records and starts profiling; 0 stops it and keeps the records readable; writing the
+//!   current state does nothing (the kernel's rule). Bad writes are refused, nothing changes.
+//! - `options/graph-time` (default 1): a function's time includes its callees'; 0: self time
+//!   — the time of traced callees is subtracted, and a leaf keeps its whole time.
+//! - `options/sleep-time` (default 1): wall-clock time; 0: time the thread was not running is
+//!   excluded, by timing with the thread's CPU clock (`CLOCK_THREAD_CPUTIME_ID`). That clock
+//!   is a system call on Linux (no vDSO), so a timed call costs two of them, roughly 0.3 µs
+//!   more than wall-clock timing (see BENCHMARKS.md).
+//! - `options/function-profile-timing` (default 1; not in the kernel, where timing is a
+//!   build option): 0 counts hits only, the cheapest mode.
+//! - `options/function-profile-callpath` (default 0): also key timed records by call path
+//!   (the thread's chain of traced callers, hashed incrementally on entry), for full-stack
+//!   pprof profiles and flame graphs ([`FunctionProfiler::paths`]). It costs a push and pop on
+//!   a thread-local path stack and a second table update per call; each distinct path's
+//!   frames are published once per thread under a lock.
+//! - `tracing_thresh` (µs, default 0): rows whose average is below it are hidden, as the
+//!   kernel does.
+//!
+//! Changing an option while profiling restarts profiling with the new option (and so resets
+//! the records): records made under two settings would not mean anything together.
+//!
+//! Every control write is a transaction: parse, then prepare the new run (build its ops and
+//! register it, or swap it for the running one in one commit of the hook layer, so that it
+//! can take over the running one's graph slot), and only when that succeeded reset the
+//! records and store the option. A write refused at any step — a bad value, no free graph
+//! slot, a write from inside a callback of the same hook layer — leaves every file, the
+//! running profiler and the records as they were.
+//!
+//! # Stat files
+//!
+//! - `trace_stat/functions`: all threads merged;
+//! - `trace_stat/function<N>`: thread `N` (numbered in the order threads first called a
+//!   profiled function) — the kernel's per-CPU files, per thread here;
+//! - `trace_stat/function<N>` with an explicit `N`: records a thread made after
+//!   [`FunctionProfiler::record_into`]`(N)` (replay records each trace CPU's calls into shard
+//!   `N` = that CPU, so these are the kernel's per-CPU files again);
+//! - `trace_stat/function_latency`: per function, the count, average, p50/p90/p99/p999 and
+//!   the log2 latency histogram in bpftrace's layout.
+//! - `trace_stat/function_cancelled`: per function, the instrumented futures dropped before
+//!   completion (all threads; see [`TracedFuture`](crate::profile::TracedFuture)); empty when
+//!   none was, so the `functions` files keep the kernel's format byte for byte. The JSON of
+//!   the `functions` files has a `cancelled` field on the rows that have some.
+//!
+//! An instrumented future (`#[traced]` on an `async fn`) is one call from its first poll to
+//! its completion: its Time is wall time with `sleep-time` on, the sum of its polls with it
+//! off (see [`TracedFuture`](crate::profile::TracedFuture)).
+//!
+//! Rows are the kernel's (`format` module); they are sorted by time when timed and by hits
+//! otherwise, descending, ties by name; functions with no hit are not shown.
+//!
+//! # Explicit shards (replay)
+//!
+//! [`FunctionProfiler::record_into`] makes the calling thread's records go to shard `N`
+//! instead of its own, until the next `record_into`: the thread's state swaps the active
+//! shard with one of its *parked* shards (created and listed on first use, one lock then).
+//! The record path itself is unchanged — it always writes the thread's active shard — so
+//! live profiling pays nothing for this. Explicit numbers share the `function<N>` name space
+//! with thread numbers: thread numbers handed out later skip every explicit number used, and
+//! a number used both ways shows the records of both (use a profiler of its own for replay).
+//! [`FunctionProfiler::to_profile`] converts the rows into the exporters' [`Profile`].
+
+use crate::primitive::unmodeled::atomic::AtomicU64 as StdAtomicU64;
+use crate::primitive::unmodeled::{Arc, Weak};
+use core::cmp::Ordering as CmpOrdering;
+use core::fmt;
+use std::cell::{Cell, RefCell};
+
+/// The hook layer's `Arc` (loom's under `cfg(loom)`); the profiler's own state uses std's,
+/// since it needs `Weak`.
+use crate::primitive::sync::Arc as HookArc;
+use crate::primitive::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use crate::primitive::sync::{Mutex, MutexGuard};
+
+use super::format::{self, FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED, RowTiming};
+use super::{Ftrace, FtraceOps, GraphEntry, GraphReturn};
+use crate::error::{Error, InputError};
+use crate::export::{BucketHistogram, FunctionStats, PathStats, Profile};
+use crate::hist::{
+    BucketSpec, CellLayout, DenseTable, DenseWriter, HashHist, Key, PERCENTILES, Row, Shard,
+    ShardReader, Snapshot,
+};
+use crate::stat::{ControlFile, Mode, StatTracer, Tracefs, UlongControl, WriteMode, parse_bool};
+
+mod control;
+mod local;
+mod record;
+mod rows;
+mod stat;
+
+use control::*;
+use local::*;
+use record::*;
+use rows::*;
+use stat::*;
+
+#[cfg(loom)]
+pub(crate) use local::exit_now;
+
+/// The latency buckets of every timed function: log2, 4 sub-buckets per power of two
+/// (relative error of a percentile at most 25%).
+pub const LATENCY_BUCKETS: BucketSpec = BucketSpec::Log2 { sub_bits: 2 };
+
+const TIMED: CellLayout = CellLayout::timing(Some(LATENCY_BUCKETS));
+const COUNTED: CellLayout = CellLayout::counter();
+
+/// Names for ips: the hook layer's site names by default, interned names for replay.
+pub type Symbolizer = dyn Fn(usize) -> Option<String> + Send + Sync;
+
+/// How the current (or last) profiling run measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProfileOptions {
+    /// Time calls (graph ops) rather than count them.
+    pub timing: bool,
+    /// Include callees' time.
+    pub graph_time: bool,
+    /// Wall-clock time rather than thread CPU time.
+    pub sleep_time: bool,
+    /// Also record per call path (timed runs only): the prerequisite of full-stack pprof
+    /// profiles and flame graphs. Costs a thread-local path stack and a second table
+    /// update per call.
+    pub call_paths: bool,
+}
+
+impl Default for ProfileOptions {
+    fn default() -> Self {
+        Self {
+            timing: true,
+            graph_time: true,
+            sleep_time: true,
+            call_paths: false,
+        }
+    }
+}
+
+/// One thread's shards, listed with the profiler.
+struct Slot {
+    index: usize,
+    alive: Arc<AtomicBool>,
+    counted: Option<ShardReader>,
+    timed: Option<ShardReader>,
+    paths: Option<ShardReader>,
+    /// The records of the instance's sites, by dense index (see `dense`).
+    dense_counted: Option<HookArc<DenseTable>>,
+    dense_timed: Option<HookArc<DenseTable>>,
+}
+
+struct State {
+    enabled: bool,
+    ops: Option<HookArc<FtraceOps>>,
+    /// The options of the current (or last) run: what the records mean.
+    run: ProfileOptions,
+}
+
+struct Inner {
+    id: u64,
+    ftrace: HookArc<Ftrace>,
+    symbols: Box<Symbolizer>,
+    state: Mutex<State>,
+    /// `State::enabled` and `State::run.timing`, mirrored (stored under the state lock) for
+    /// readers: a read never waits for the state lock, whose holder may be waiting in a
+    /// grace period for the very callback that reads.
+    enabled: AtomicBool,
+    run_timing: AtomicBool,
+    /// Options as written to the control files (apply at the next start).
+    timing: AtomicBool,
+    graph_time: AtomicBool,
+    sleep_time: AtomicBool,
+    call_paths: AtomicBool,
+    /// Frames of every call path seen (by path hash), root first; grows with the distinct
+    /// paths of the program, not with calls.
+    path_frames: Mutex<hashbrown::HashMap<u64, Box<[usize]>>>,
+    thresh_us: Arc<UlongControl>,
+    slots: Mutex<Vec<Slot>>,
+    next_index: AtomicUsize,
+    /// Where per-thread stat files are registered (set by `install`).
+    fs: Mutex<Option<Weak<TracefsHandle>>>,
+    /// Calls made while their thread's local storage was gone: shared, multi-writer.
+    orphans_counted: HashHist,
+    orphans_timed: HashHist,
+    /// Task calls (instrumented futures) dropped before completion, by ip: shared.
+    cancelled: HashHist,
+}
+
+/// A `Tracefs` the profiler registers per-thread files on, kept alive by its owner.
+struct TracefsHandle(Arc<Tracefs>);
+
+impl Inner {
+    fn lock_state(&self) -> MutexGuard<'_, State> {
+        self.state.lock()
+    }
+
+    fn lock_slots(&self) -> MutexGuard<'_, Vec<Slot>> {
+        self.slots.lock()
+    }
+
+    fn name_of(&self, ip: usize) -> String {
+        (self.symbols)(ip).unwrap_or_else(|| format!("0x{ip:x}"))
+    }
+
+    fn written_options(&self) -> ProfileOptions {
+        ProfileOptions {
+            timing: self.timing.load(Ordering::Acquire),
+            graph_time: self.graph_time.load(Ordering::Acquire),
+            sleep_time: self.sleep_time.load(Ordering::Acquire),
+            call_paths: self.call_paths.load(Ordering::Acquire),
+        }
+    }
+}
+
+/// The function profiler (see the module docs).
+///
+/// ```
+/// use tracestat::profile::{Ftrace, FunctionProfiler, SiteDef};
+///
+/// let ftrace = Ftrace::new([SiteDef::new("work", "demo")]);
+/// let profiler = FunctionProfiler::new(ftrace.clone());
+/// profiler.enable()?;
+/// let work = ftrace.site(0).unwrap();
+/// for _ in 0..3 {
+///     let _scope = ftrace.call(work);
+/// }
+/// profiler.disable()?;
+/// let row = &profiler.rows(None)[0];
+/// assert_eq!((row.name.as_str(), row.hits), ("work", 3));
+/// # Ok::<(), tracestat::Error>(())
+/// ```
+pub struct FunctionProfiler {
+    inner: Arc<Inner>,
+    /// Keeps the Tracefs handle alive while this profiler is installed.
+    _fs: Mutex<Option<Arc<TracefsHandle>>>,
+}
+
+impl fmt::Debug for FunctionProfiler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FunctionProfiler")
+            .field("enabled", &self.is_enabled())
+            .field("options", &self.inner.written_options())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One function's merged record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionRow {
+    /// The ip (site address, or interned id for replay).
+    pub ip: usize,
+    /// Its name.
+    pub name: String,
+    /// Calls.
+    pub hits: u64,
+    /// Total time, ns (0 when not timed).
+    pub time_ns: u128,
+    /// Sum of squared call times, ns²: its low 128 bits.
+    pub time_sq: u128,
+    /// Bits 128..192 of the sum of squared call times (0 unless calls took near `2^64` ns).
+    pub time_sq_hi: u64,
+    /// Latency histogram counts, indexed by [`LATENCY_BUCKETS`] (empty when not timed).
+    pub buckets: Vec<u64>,
+    /// Of `hits`, the calls of an instrumented future dropped before completion (see
+    /// [`TracedFuture`](crate::profile::TracedFuture)); always 0 for a synchronous function.
+    /// All threads together: per-thread rows show 0.
+    pub cancelled: u64,
+}
+
+/// One call path's merged record (with [`ProfileOptions::call_paths`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathRow {
+    /// Function names from the outermost traced call to the one this record is about.
+    pub frames: Vec<String>,
+    /// Calls of the last frame along this path.
+    pub hits: u64,
+    /// Their self time (callees' time subtracted), ns.
+    pub self_ns: u128,
+    /// Their total time, ns.
+    pub total_ns: u128,
+}
+
+impl FunctionRow {
+    /// Average time per call, ns.
+    pub fn avg_ns(&self) -> u128 {
+        self.time_ns.checked_div(u128::from(self.hits)).unwrap_or(0)
+    }
+}
+
+impl FunctionProfiler {
+    /// A profiler on `ftrace`, naming ips by its sites.
+    pub fn new(ftrace: HookArc<Ftrace>) -> Self {
+        let names = HookArc::clone(&ftrace);
+        Self::with_symbols(ftrace, move |ip| {
+            names.site_by_ip(ip).map(|s| s.name().to_owned())
+        })
+    }
+
+    /// A profiler on `ftrace` with its own names for ips (replay's interned names).
+    pub fn with_symbols(
+        ftrace: HookArc<Ftrace>,
+        symbols: impl Fn(usize) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        let orphans = |layout| HashHist::new(layout).expect("the profiler's layouts are valid");
+        Self {
+            inner: Arc::new(Inner {
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                ftrace,
+                symbols: Box::new(symbols),
+                state: Mutex::new(State {
+                    enabled: false,
+                    ops: None,
+                    run: ProfileOptions::default(),
+                }),
+                enabled: AtomicBool::new(false),
+                run_timing: AtomicBool::new(true),
+                timing: AtomicBool::new(true),
+                graph_time: AtomicBool::new(true),
+                sleep_time: AtomicBool::new(true),
+                call_paths: AtomicBool::new(false),
+                path_frames: Mutex::new(hashbrown::HashMap::new()),
+                thresh_us: UlongControl::new(0, 0, u64::MAX / 1000),
+                slots: Mutex::new(Vec::new()),
+                next_index: AtomicUsize::new(0),
+                fs: Mutex::new(None),
+                orphans_counted: orphans(COUNTED),
+                orphans_timed: orphans(TIMED),
+                cancelled: orphans(COUNTED),
+            }),
+            _fs: Mutex::new(None),
+        }
+    }
+
+    /// The global profiler: on [`Ftrace::global`], installed on [`Tracefs::global`].
+    #[cfg(not(loom))]
+    pub fn global() -> &'static FunctionProfiler {
+        static GLOBAL: crate::primitive::unmodeled::OnceLock<FunctionProfiler> =
+            crate::primitive::unmodeled::OnceLock::new();
+        Tracefs::global_instance(
+            &GLOBAL,
+            || FunctionProfiler::new(Arc::clone(Ftrace::global())),
+            |p, fs| p.install(fs),
+        )
+    }
+
+    /// Adds the control files and stat files (module docs) to `fs`.
+    pub fn install(&self, fs: &Arc<Tracefs>) -> Result<(), Error> {
+        let handle = Arc::new(TracefsHandle(Arc::clone(fs)));
+        *self.inner.fs.lock() = Some(Arc::downgrade(&handle));
+        *self._fs.lock() = Some(handle);
+        let weak = Arc::downgrade(&self.inner);
+        fs.add_file(
+            "function_profile_enabled",
+            Arc::new(EnabledFile(weak.clone())),
+        )?;
+        for which in [
+            OptionKind::GraphTime,
+            OptionKind::SleepTime,
+            OptionKind::Timing,
+            OptionKind::CallPaths,
+        ] {
+            let file = Arc::new(OptionFile {
+                inner: weak.clone(),
+                which,
+            });
+            fs.add_file(file.path(), file)?;
+        }
+        fs.add_file("tracing_thresh", Arc::clone(&self.inner.thresh_us))?;
+        fs.stats().register(FunctionStat {
+            inner: weak.clone(),
+            which: None,
+            name: "functions".to_owned(),
+        })?;
+        fs.stats().register(LatencyStat(weak.clone()))?;
+        fs.stats().register(CancelledStat(weak))?;
+        // Threads that already called get their files now.
+        for index in self.inner.lock_slots().iter().map(|s| s.index) {
+            register_thread_file(&self.inner, index);
+        }
+        Ok(())
+    }
+
+    /// Whether profiling is on.
+    pub fn is_enabled(&self) -> bool {
+        self.inner.enabled.load(Ordering::Acquire)
+    }
+
+    /// `echo 1 > function_profile_enabled`: resets the records and starts, unless already on.
+    pub fn enable(&self) -> Result<(), Error> {
+        set_enabled(&self.inner, true)
+    }
+
+    /// `echo 0 > function_profile_enabled`: stops; the records stay readable. Once this
+    /// returns, no call is recorded any more (the hook layer's unregister promise).
+    pub fn disable(&self) -> Result<(), Error> {
+        set_enabled(&self.inner, false)
+    }
+
+    /// Discards every record (the next read shows nothing until new calls).
+    pub fn reset(&self) {
+        reset(&self.inner);
+    }
+
+    /// Sets the options used from the next start (a running profiler restarts with them).
+    /// On error (the new run could not be registered: no free graph slot, or a call from
+    /// inside a callback of the hook layer) nothing changed: the options, the running
+    /// profiler and its records are as they were.
+    pub fn set_options(&self, opts: ProfileOptions) -> Result<(), Error> {
+        apply_options(&self.inner, opts, "options", true)
+    }
+
+    /// The options of the current (or last) run: what the records mean.
+    pub fn run_options(&self) -> ProfileOptions {
+        self.inner.lock_state().run
+    }
+
+    /// Sets `tracing_thresh` (µs): rows with a smaller average are hidden.
+    pub fn set_threshold_us(&self, us: u64) {
+        self.inner.thresh_us.set(us);
+    }
+
+    /// The merged records of all threads (`None`) or of thread `Some(n)`, unsorted, with
+    /// no threshold applied; functions with no hit are left out.
+    pub fn rows(&self, thread: Option<usize>) -> Vec<FunctionRow> {
+        rows(&self.inner, thread)
+    }
+
+    /// The merged call-path records of all threads (empty unless the run had
+    /// [`ProfileOptions::call_paths`]), in no particular order.
+    pub fn paths(&self) -> Vec<PathRow> {
+        paths(&self.inner)
+    }
+
+    /// The threads that have a shard (their `function<N>` numbers), ascending, each once.
+    pub fn threads(&self) -> Vec<usize> {
+        let mut v: Vec<usize> = self.inner.lock_slots().iter().map(|s| s.index).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// From now on, the calling thread's records for this profiler go to shard `index`
+    /// (`trace_stat/function<index>`, [`rows`](Self::rows)`(Some(index))`) instead of the
+    /// thread's own, until the next call; the shard is created and listed on first use.
+    /// Replay uses it to keep the per-CPU files of a trace: one shard per trace CPU.
+    ///
+    /// Thread numbers handed out later skip `index`; see the module docs. Returns `false`
+    /// (and changes nothing) when the thread's local storage is gone or in use by a
+    /// callback of this thread.
+    ///
+    /// ```
+    /// use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions};
+    ///
+    /// let ftrace = Ftrace::new([]);
+    /// let p = FunctionProfiler::with_symbols(ftrace.clone(), |ip| Some(format!("f{ip}")));
+    /// p.set_options(ProfileOptions { timing: false, ..Default::default() })?;
+    /// p.enable()?;
+    /// assert!(p.record_into(3));
+    /// ftrace.dispatch_ip(7, 0);
+    /// assert!(p.record_into(1));
+    /// ftrace.dispatch_ip(7, 0);
+    /// ftrace.dispatch_ip(8, 0);
+    /// p.disable()?;
+    /// assert_eq!(p.threads(), [1, 3]);
+    /// assert_eq!(p.rows(Some(3)).len(), 1);
+    /// assert_eq!(p.rows(Some(1)).len(), 2);
+    /// assert_eq!(p.rows(None).iter().map(|r| r.hits).sum::<u64>(), 3);
+    /// # Ok::<(), tracestat::Error>(())
+    /// ```
+    pub fn record_into(&self, index: usize) -> bool {
+        switch_shard(&self.inner, index)
+    }
+
+    /// The rows of all threads (`None`) or of one, as the stat file shows them (threshold
+    /// applied, sorted by time when timed, else by hits, descending, ties by name),
+    /// converted into the exporters' [`Profile`]: `time_ns` and `time_sq_ns2` are set when
+    /// the run was timed.
+    pub fn to_profile(&self, thread: Option<usize>) -> Profile {
+        to_profile(&self.inner, thread)
+    }
+
+    /// A handle to this profiler that other threads keep (for example an HTTP endpoint
+    /// serving a profiler that its owner drives): it reads and switches the profiler while
+    /// it exists and reports it gone afterwards. It does not keep the profiler alive.
+    pub fn handle(&self) -> ProfilerHandle {
+        ProfilerHandle(Arc::downgrade(&self.inner))
+    }
+
+    /// The stat file text of all threads (`None`) or of one.
+    pub fn render(&self, thread: Option<usize>) -> String {
+        let stat = FunctionStat {
+            inner: Arc::downgrade(&self.inner),
+            which: thread,
+            name: String::new(),
+        };
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = crate::stat::render(&stat, &mut out);
+        out
+    }
+}
+
+impl Drop for FunctionProfiler {
+    fn drop(&mut self) {
+        let _ = set_enabled(&self.inner, false);
+    }
+}
+
+/// A weak, cloneable handle to a [`FunctionProfiler`] (see [`FunctionProfiler::handle`]).
+/// Once the profiler is dropped, reads return `None` or `false` and switches fail with
+/// [`Error::NotFound`] naming `function_profile_enabled`.
+#[derive(Debug, Clone)]
+pub struct ProfilerHandle(Weak<Inner>);
+
+impl ProfilerHandle {
+    fn inner(&self) -> Result<Arc<Inner>, Error> {
+        self.0.upgrade().ok_or_else(|| Error::NotFound {
+            path: "function_profile_enabled".to_owned(),
+        })
+    }
+
+    /// Whether the profiler still exists.
+    pub fn is_alive(&self) -> bool {
+        self.0.strong_count() > 0
+    }
+
+    /// [`FunctionProfiler::is_enabled`]; `false` once the profiler is gone.
+    pub fn is_enabled(&self) -> bool {
+        self.0.upgrade().is_some_and(|i| i.lock_state().enabled)
+    }
+
+    /// [`FunctionProfiler::enable`]: resets the records and starts, unless already on.
+    pub fn enable(&self) -> Result<(), Error> {
+        set_enabled(&self.inner()?, true)
+    }
+
+    /// [`FunctionProfiler::disable`].
+    pub fn disable(&self) -> Result<(), Error> {
+        set_enabled(&self.inner()?, false)
+    }
+
+    /// [`FunctionProfiler::to_profile`]; `None` once the profiler is gone.
+    pub fn to_profile(&self, thread: Option<usize>) -> Option<Profile> {
+        self.0.upgrade().map(|i| to_profile(&i, thread))
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::profile::{ShadowStack, SiteDef};
+
+    /// Total hits of `ip` over all threads and the orphan table.
+    fn hits_of(p: &FunctionProfiler, ip: usize) -> u64 {
+        p.rows(None)
+            .iter()
+            .filter(|r| r.ip == ip)
+            .map(|r| r.hits)
+            .sum()
+    }
+
+    /// A record made while this thread's state is borrowed (a traced allocator called from
+    /// inside a record, say) must neither alias that borrow nor be lost: it goes to the
+    /// orphan table. Covers the cached path (`Last`) and the list path alike.
+    #[test]
+    fn a_record_from_inside_a_record_goes_to_the_orphans() {
+        for timing in [false, true] {
+            let ftrace = Ftrace::new([SiteDef::new("f", "tests")]);
+            let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
+            profiler
+                .set_options(ProfileOptions {
+                    timing,
+                    ..Default::default()
+                })
+                .unwrap();
+            profiler.enable().unwrap();
+            let inner = &profiler.inner;
+            let ip = ftrace.find("f").unwrap().ip();
+            let d = timing.then_some(5);
+            record(inner, ip, d); // creates the state and its shard, fills the cache
+            record(inner, ip, d); // through the cache
+            // Nested inside a borrow of the state (the cache's and the list's).
+            with_local(inner, |_| record(inner, ip, d)).unwrap();
+            LAST.with(Last::forget);
+            with_local(inner, |_| record(inner, ip, d)).unwrap();
+            let orphans = if timing {
+                inner.orphans_timed.snapshot()
+            } else {
+                inner.orphans_counted.snapshot()
+            };
+            assert_eq!(orphans.get(ip as u64).map(|r| r.hits), Some(2));
+            assert_eq!(hits_of(&profiler, ip), 4, "timing: {timing}");
+            // After the nested calls, the cache serves records again.
+            record(inner, ip, d);
+            assert_eq!(hits_of(&profiler, ip), 5);
+        }
+    }
+
+    /// Hits of each key in one of the first slot's tables.
+    fn slot_hits(inner: &Inner, pick: impl Fn(&Slot) -> Option<Snapshot>) -> Vec<(u64, u64)> {
+        let slots = inner.lock_slots();
+        let mut v: Vec<(u64, u64)> = pick(&slots[0])
+            .map(|s| s.rows.iter().map(|r| (r.key.field(0), r.hits)).collect())
+            .unwrap_or_default();
+        v.sort_unstable();
+        v
+    }
+
+    /// Calls of the instance's sites land in the dense records (by site index), ips that
+    /// are not sites (replay's interned names) in the hash shard; a reset made by another
+    /// thread empties both, and the owner's next calls count from zero.
+    #[test]
+    fn sites_are_recorded_densely_and_foreign_ips_by_hash() {
+        for timing in [false, true] {
+            let ftrace = Ftrace::new(["a", "b", "c"].map(|n| SiteDef::new(n, "tests")));
+            let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
+            profiler
+                .set_options(ProfileOptions {
+                    timing,
+                    ..Default::default()
+                })
+                .unwrap();
+            profiler.enable().unwrap();
+            let (a, b) = (ftrace.site(0).unwrap(), ftrace.site(2).unwrap());
+            for _ in 0..3 {
+                drop(ftrace.call(a));
+            }
+            for _ in 0..2 {
+                drop(ftrace.call(b));
+            }
+            let foreign = 0x1234;
+            let mut stack = ShadowStack::new();
+            for t in 0..4 {
+                if timing {
+                    assert!(ftrace.graph_entry_at(&mut stack, foreign, 0, t * 10));
+                    assert!(ftrace.graph_return_at(&mut stack, t * 10 + 5).is_some());
+                } else {
+                    assert!(ftrace.dispatch_ip(foreign, 0));
+                }
+            }
+            let inner = &profiler.inner;
+            let dense = |s: &Slot| {
+                if timing {
+                    s.dense_timed.as_ref().map(|d| d.snapshot())
+                } else {
+                    s.dense_counted.as_ref().map(|d| d.snapshot())
+                }
+            };
+            let hashed = |s: &Slot| {
+                if timing {
+                    s.timed.as_ref().map(ShardReader::snapshot)
+                } else {
+                    s.counted.as_ref().map(ShardReader::snapshot)
+                }
+            };
+            let (ia, ib) = (a.ip() as u64, b.ip() as u64);
+            let mut want = vec![(ia, 3), (ib, 2)];
+            want.sort_unstable();
+            assert_eq!(slot_hits(inner, dense), want, "timing: {timing}");
+            assert_eq!(slot_hits(inner, hashed), [(foreign as u64, 4)]);
+            assert_eq!(hits_of(&profiler, a.ip()), 3);
+            assert_eq!(hits_of(&profiler, foreign), 4);
+            if timing {
+                let row = profiler
+                    .rows(None)
+                    .into_iter()
+                    .find(|r| r.ip == foreign)
+                    .unwrap();
+                assert_eq!((row.time_ns, row.time_sq), (20, 100));
+            }
+            std::thread::scope(|s| {
+                s.spawn(|| profiler.reset());
+            });
+            assert!(profiler.rows(None).is_empty());
+            drop(ftrace.call(a));
+            assert_eq!(slot_hits(inner, dense), [(ia, 1)]);
+            assert_eq!(profiler.rows(None).len(), 1);
+        }
+    }
+
+    /// `record_into` swaps the active shards of a thread's state with parked ones: the cache
+    /// must follow the swap, not keep feeding the shard that was active. Each shard gets
+    /// exactly its own records.
+    #[test]
+    fn switching_shards_keeps_each_shards_records() {
+        let ftrace = Ftrace::new([SiteDef::new("f", "tests")]);
+        let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
+        profiler
+            .set_options(ProfileOptions {
+                timing: false,
+                ..Default::default()
+            })
+            .unwrap();
+        profiler.enable().unwrap();
+        let ip = ftrace.find("f").unwrap().ip();
+        let site = ftrace.site(0).unwrap();
+        let calls = |n| {
+            for _ in 0..n {
+                drop(ftrace.call(site));
+            }
+        };
+        assert!(profiler.record_into(10));
+        calls(3);
+        assert!(profiler.record_into(11));
+        calls(5);
+        assert!(profiler.record_into(10));
+        calls(7);
+        let hits = |t| profiler.rows(Some(t)).iter().map(|r| r.hits).sum::<u64>();
+        assert_eq!((hits(10), hits(11)), (10, 5));
+        assert_eq!(hits_of(&profiler, ip), 15);
+    }
+
+    /// Frames the hook layer drops without a return (replay does, for entries whose exit is
+    /// not in the trace) leave no trace in the call paths: the profiler's own path and CPU
+    /// stacks follow the shadow stack's depth, so they stay bounded and later paths are right.
+    #[test]
+    fn frames_dropped_without_a_return_do_not_pile_up_in_call_paths() {
+        for sleep_time in [true, false] {
+            let ftrace = Ftrace::new(["lost", "outer", "inner"].map(|n| SiteDef::new(n, "tests")));
+            let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
+            profiler
+                .set_options(ProfileOptions {
+                    call_paths: true,
+                    sleep_time,
+                    ..Default::default()
+                })
+                .unwrap();
+            profiler.enable().unwrap();
+            let ip = |name| ftrace.find(name).unwrap().ip();
+            let (lost, outer, inner) = (ip("lost"), ip("outer"), ip("inner"));
+            let mut stack = ShadowStack::new();
+            for t in 0..1000 {
+                // An entry whose return never comes: the frame is dropped without hooks.
+                assert!(ftrace.graph_entry_at(&mut stack, lost, 0, t));
+                assert!(stack.pop(t).is_some());
+            }
+            // outer -> inner, then one more lost frame on top of outer, then outer returns.
+            assert!(ftrace.graph_entry_at(&mut stack, outer, 0, 2000));
+            assert!(ftrace.graph_entry_at(&mut stack, inner, outer, 2100));
+            assert!(ftrace.graph_return_at(&mut stack, 2200).is_some());
+            assert!(ftrace.graph_entry_at(&mut stack, lost, outer, 2300));
+            assert!(stack.pop(2300).is_some());
+            assert!(ftrace.graph_return_at(&mut stack, 3000).is_some());
+            profiler.disable().unwrap();
+            let mut paths: Vec<(String, u64)> = profiler
+                .paths()
+                .into_iter()
+                .map(|p| (p.frames.join(";"), p.hits))
+                .collect();
+            paths.sort();
+            assert_eq!(
+                paths,
+                [("outer".to_owned(), 1), ("outer;inner".to_owned(), 1)],
+                "sleep_time {sleep_time}"
+            );
+        }
+    }
+}
