@@ -26,6 +26,11 @@
 //!   (perf events refused by `perf_event_paranoid`, a seccomp filter or a missing
 //!   `CONFIG_PERF_EVENTS`).
 //!
+//! The perf sources and `CLOCK_THREAD_CPUTIME_ID` can differ on a virtual machine by the
+//! time the hypervisor stole from the vCPU while the thread ran: the task clock follows the
+//! scheduler clock, which keeps running through steal, while the thread's CPU time leaves
+//! it out when the guest accounts steal time. Idle hosts show no difference.
+//!
 //! The choice is made once per process, on the first read (or [`CpuClock::current`]), and
 //! never changes. `TRACESTAT_CPU_CLOCK=perf-mmap|perf-read|thread-cputime` in the
 //! environment asks for a source: it is used where available, else the automatic choice
