@@ -1,4 +1,4 @@
-//! Cost of an instrumented future (`profile::future`), side by side with the uninstrumented
+//! Cost of an instrumented future (`TracedFuture`), side by side with the uninstrumented
 //! future and with `tracing::Instrument` under the tracestat `tracing` layer with the
 //! function profiler timing (the `tracing` way to time a future), interleaved in one run:
 //! every round measures each variant once, in turn, so drift and load hit all alike; the

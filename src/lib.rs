@@ -171,6 +171,7 @@ pub(crate) mod primitive;
 
 pub mod export;
 pub mod hist;
+mod hook;
 // The endpoint serves the global profiler by default, which does not exist under loom.
 #[cfg(all(feature = "http", not(loom)))]
 pub mod http;

@@ -1,4 +1,4 @@
-//! The function profiler on instrumented futures (`profile::future`): one call per future,
+//! The function profiler on instrumented futures (`TracedFuture`): one call per future,
 //! entered at its first poll, returned at completion or drop, its frame moving with the task
 //! between worker threads. Two executors (tokio's multi-threaded runtime and the `futures`
 //! thread pool) and a hand-driven one that moves a future between two threads on purpose.

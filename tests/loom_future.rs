@@ -1,4 +1,4 @@
-//! Loom model of an instrumented future (`profile::future`): one future polled alternately
+//! Loom model of an instrumented future (`TracedFuture`): one future polled alternately
 //! from two threads (its frame leaves the first thread's shadow stack and is put back on
 //! the second's) while another thread resets the profiler.
 //!

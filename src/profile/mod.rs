@@ -3,10 +3,10 @@
 //!
 //! # The hook layer
 //!
-//! This is ftrace's function-hook machinery for user space, shaped after
-//! `Documentation/trace/ftrace-uses.rst` and the 2009 design for several concurrent
-//! function-tracing users, each with its own hash list of functions and a refcount per call
-//! site. Its files (private; everything a user needs is re-exported at this level):
+//! ftrace's function-hook machinery for user space (in `src/hook/`, private; everything a
+//! user needs is re-exported here), shaped after `Documentation/trace/ftrace-uses.rst` and
+//! the 2009 design for several concurrent function-tracing users, each with its own hash
+//! list of functions and a refcount per call site:
 //!
 //! - `site`: call sites ([`Site`], the `dyn_ftrace` analog). `#[tracestat::traced]` on a
 //!   function, or [`traced_block!`](crate::traced_block) on a block, creates one; all are
@@ -24,14 +24,24 @@
 //!   ([`Ftrace::dispatch_ip`], [`Ftrace::graph_entry_at`], [`Ftrace::graph_return_at`]).
 //! - `graph`: shadow stacks and the per-frame data a profiler needs (call time, child
 //!   time).
-//! - `cputime`: thread CPU time for sleep-time off ([`CpuClock`], [`thread_cpu_ns`]): a
-//!   perf task-clock event read from its mmap'd page where the kernel allows.
 //! - `future`: instrumented futures ([`TracedFuture`], `#[traced]` on `async fn`): one
 //!   call per future, whose frame moves with the task between polls.
 //! - `rcu`: the grace period behind unregister; `recursion`: the per-thread recursion
 //!   guard; `thread`: per-thread state; `pid`: thread ids and `set_ftrace_pid`.
 //! - `control`: the control files (`available_filter_functions`, `enabled_functions`,
 //!   `set_ftrace_filter`, `set_ftrace_notrace`, `set_ftrace_pid`).
+//!
+//!
+//! # The providers
+//!
+//! - [`FunctionProfiler`] (`function/`): the kernel's function profiler — Hit, Time, Avg,
+//!   s^2 per function, per thread and merged, with latency histograms and call paths.
+//! - the branch profiler (`branch`): `likely!` / `unlikely!` / `branch!` outcomes, as the
+//!   kernel's `branch_annotated` and `branch_all`.
+//! - `cputime`: thread CPU time for sleep-time off ([`CpuClock`], [`thread_cpu_ns`]): a
+//!   perf task-clock event read from its mmap'd page where the kernel allows.
+//! - `diff`: two runs' function rows compared ([`diff`]).
+//! - `tracing_layer` (feature `tracing`): spans of the `tracing` crate as calls.
 //!
 //! ```
 //! use std::sync::atomic::{AtomicU64, Ordering};
@@ -54,58 +64,33 @@
 //! # Ok::<(), tracestat::Error>(())
 //! ```
 
-mod barrier;
 mod branch;
-mod clock;
-mod control;
 mod cputime;
 mod diff;
-mod dispatch;
-mod filter;
 pub(crate) mod format;
-mod ftrace;
 mod function;
-mod future;
-mod glob;
-mod graph;
-mod ops;
-mod pid;
-pub(crate) mod rcu;
-mod recursion;
-mod site;
-pub(crate) mod thread;
 #[cfg(feature = "tracing")]
 mod tracing_layer;
 
-pub use barrier::ReadSideBarrier;
+#[cfg(not(loom))]
+pub use crate::hook::TracedFutureExt;
+pub use crate::hook::{
+    ClockError, FilterError, FilterHash, Frame, Ftrace, FtraceFunc, FtraceOps, FtraceOpsBuilder,
+    GRAPH_SLOTS, Glob, GlobError, GraphEntry, GraphEntryFunc, GraphReturn, GraphReturnFunc, Hashes,
+    OpsFlags, PID_MAX, PidError, ReadSideBarrier, RecursionContext, RecursionLock, Regs,
+    SHADOW_STACK_DEPTH, SITES, ScopeGuard, ShadowStack, Site, SiteDef, TaskTimes, TraceClock,
+    TracedFuture, current_tid, install, now_ns, trylock,
+};
 pub use branch::{
     BranchAll, BranchAnnotated, BranchCounts, BranchEntry, BranchSite, Hint, branch_site_count,
     branch_snapshot, register_branch_stats,
 };
-pub use clock::{ClockError, TraceClock};
-pub use control::install;
 pub use cputime::{CpuClock, thread_cpu_ns};
 pub use diff::{DiffRow, DiffSort, FunctionSnapshot, ProfileDiff, RunStats, diff};
-pub use dispatch::ScopeGuard;
-pub use filter::{FilterError, FilterHash, Hashes};
-pub use ftrace::Ftrace;
 pub use function::{
     FunctionProfiler, FunctionRow, LATENCY_BUCKETS, PathRow, ProfileOptions, ProfilerHandle,
     Symbolizer,
 };
-pub use future::TracedFuture;
-#[cfg(not(loom))]
-pub use future::TracedFutureExt;
-pub use glob::{Glob, GlobError};
-pub use graph::{
-    Frame, GRAPH_SLOTS, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, TaskTimes, now_ns,
-};
-pub use ops::{
-    FtraceFunc, FtraceOps, FtraceOpsBuilder, GraphEntryFunc, GraphReturnFunc, OpsFlags, Regs,
-};
-pub use pid::{PID_MAX, PidError, current_tid};
-pub use recursion::{RecursionContext, RecursionLock, trylock};
-pub use site::{SITES, Site, SiteDef};
 #[cfg(feature = "tracing")]
 pub use tracing_layer::{LayerStats, MAX_ENTERED, SpanNames, TracestatLayer, ip_of};
 
@@ -127,5 +112,5 @@ pub(crate) mod macro_support {
 #[cfg(loom)]
 pub(crate) fn loom_thread_exit() {
     function::exit_now();
-    thread::exit_now();
+    crate::hook::exit_now();
 }

@@ -106,8 +106,8 @@ use tracing::{Metadata, Subscriber, span};
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
-use super::graph::{SHADOW_STACK_DEPTH, ShadowStack, now_ns};
 use super::{Ftrace, FunctionProfiler};
+use super::{SHADOW_STACK_DEPTH, ShadowStack, now_ns};
 use crate::error::Error;
 use crate::primitive::sync::Arc as HookArc;
 use crate::stat::Tracefs;

@@ -344,6 +344,7 @@ impl Interner {
     }
 
     /// The ip of a display name (`name` or `name [module]`) already interned.
+    #[cfg(not(loom))]
     pub(crate) fn lookup_existing(&self, display: &str) -> Option<usize> {
         let (name, module) = match display.strip_suffix(']').and_then(|d| d.rsplit_once(" [")) {
             Some((n, m)) => (n, Some(m)),

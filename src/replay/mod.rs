@@ -99,6 +99,8 @@ mod kind;
 mod lex;
 mod parse;
 mod reader;
+// The replay's own tables: only the replayer (not built under loom) uses them.
+#[cfg(not(loom))]
 mod table;
 // Replay drives the hook layer from one thread with std types; it is in no loom model.
 #[cfg(not(loom))]

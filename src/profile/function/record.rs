@@ -34,9 +34,9 @@ pub(super) fn site_key(inner: &Inner, index: usize) -> u64 {
 #[inline(always)]
 pub(super) fn record(inner: &Arc<Inner>, ip: usize, duration: Option<u64>) {
     #[cfg(not(loom))]
-    let hint = crate::profile::thread::hot_ref().site_index.get();
+    let hint = crate::hook::thread::hot_ref().site_index.get();
     #[cfg(loom)]
-    let hint = crate::profile::thread::hot(|hot| hot.site_index.get()).unwrap_or(usize::MAX);
+    let hint = crate::hook::thread::hot(|hot| hot.site_index.get()).unwrap_or(usize::MAX);
     #[cfg(not(loom))]
     let recorded = record_cached(last(), inner, hint, ip, duration);
     #[cfg(loom)]
@@ -280,7 +280,7 @@ pub(super) fn build_ops(inner: &Arc<Inner>, opts: ProfileOptions) -> HookArc<Ftr
     .build()
 }
 
-/// Records the return of a task call (an instrumented future, `profile::future`): wall
+/// Records the return of a task call (an instrumented future, `TracedFuture`): wall
 /// time from first poll to completion with `sleep-time` on, the sum of its polls with it
 /// off; children's time (of the same kind) subtracted with `graph-time` off. It is not a
 /// frame of this thread's CPU-time or call-path stacks (its later polls may run on other

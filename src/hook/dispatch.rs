@@ -86,7 +86,7 @@ pub(crate) struct Published {
 /// ```
 ///
 /// For the same reason an instrumented future does not hold one across polls (a future
-/// may resume elsewhere): see [`future`](super::future).
+/// may resume elsewhere): see [`TracedFuture`](super::TracedFuture).
 #[must_use = "the scope ends when the guard drops"]
 pub struct ScopeGuard<'a> {
     inner: Option<Exit<'a>>,

@@ -394,7 +394,7 @@ fn cancel(ftrace: &Ftrace, frame: Frame, running: u64, adjust: u64) {
 
 /// Instruments a future with a static call site named `$name`: the future is one call
 /// of that site, entered at its first poll and returned at its completion (see
-/// [`profile::future`](crate::profile::future)).
+/// [`TracedFuture`](crate::profile::TracedFuture)).
 ///
 /// ```
 /// use std::future::Future;

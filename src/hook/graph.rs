@@ -90,12 +90,12 @@ pub struct GraphReturn {
     /// Calls this stack could not trace because it was full, so far.
     pub overrun: u64,
     /// `Some` for the return of a task call (an instrumented future, see
-    /// [`future`](super::future)): its running time and whether it was cancelled. `None` for
+    /// [`TracedFuture`](super::TracedFuture)): its running time and whether it was cancelled. `None` for
     /// a synchronous call.
     pub task: Option<TaskTimes>,
 }
 
-/// The return of a task call (an instrumented future; see [`future`](super::future)).
+/// The return of a task call (an instrumented future; see [`TracedFuture`](super::TracedFuture)).
 ///
 /// The [`GraphReturn`] of a task call has `calltime` = its first poll, `rettime` = its
 /// completion (or drop), and `child_time` = the wall time of the traced calls made inside

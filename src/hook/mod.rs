@@ -1,0 +1,84 @@
+//! The hook layer: ftrace's function-hook machinery for user space.
+//!
+//! # Design
+//!
+//! Shaped after `Documentation/trace/ftrace-uses.rst` and the 2009 design for several
+//! concurrent function-tracing users, each with its own hash list of functions and a refcount
+//! per call site. A one-way stack, each file using only the ones above it:
+//!
+//! - `site`: call sites (`Site`, the `dyn_ftrace` analog). `#[tracestat::traced]` on a
+//!   function, or `traced_block!` on a block, creates one; all are listed in `SITES` at link
+//!   time. A site no ops covers costs one relaxed load and a predicted branch.
+//! - `ops`: `FtraceOps`, a function callback `(ip, parent_ip, &ops, Option<&Regs>)` or a
+//!   graph entry/return pair, with `OpsFlags` and private data.
+//! - `glob` and `filter`: per-ops filter and notrace hashes written with the
+//!   `set_ftrace_filter` syntax.
+//! - `pid`: thread ids and `set_ftrace_pid`; `recursion`: the per-thread recursion guard.
+//! - `barrier` and `rcu`: the read side (a compiler fence paired with the writer's
+//!   `membarrier`, or a full fence) and the grace period behind unregister.
+//! - `clock`: the trace clock (the invariant TSC, else `CLOCK_MONOTONIC`); `graph`: shadow
+//!   stacks and the per-frame data a profiler needs (call time, child time).
+//! - `thread`: the per-thread state every enabled call touches.
+//! - `ftrace`: `Ftrace`, one instance of the layer (the global one over every static site,
+//!   or one over owned sites): register / unregister with the kernel's promises, refcounts,
+//!   atomic filter changes, the `IPMODIFY` rule, the published state dispatchers read.
+//! - `dispatch`: the out-of-line path of an enabled site (direct call or list walk), the
+//!   `ScopeGuard` that ends a traced scope, the replay entry points, and the task entry
+//!   points of `future`.
+//! - `future`: instrumented futures (`TracedFuture`, `#[traced]` on `async fn`): one call per
+//!   future, whose frame moves with the task between polls.
+//! - `control`: the control files (`available_filter_functions`, `enabled_functions`,
+//!   `set_ftrace_filter`, `set_ftrace_notrace`, `set_ftrace_pid`, `trace_clock`).
+//!
+//! The providers (the function and branch profilers, the `tracing` layer) live in
+//! [`crate::profile`], which is also where users reach this layer: every public item here is
+//! re-exported there, and this module is private.
+//!
+//! # Invariants
+//!
+//! Each file states its own; the ones that span files: the hot path (an enabled call)
+//! allocates nothing and takes no lock after a thread's first call; no callback runs with a
+//! borrow of per-thread state held; a published state is freed only after a grace period.
+
+mod barrier;
+mod clock;
+mod control;
+mod dispatch;
+mod filter;
+mod ftrace;
+mod future;
+mod glob;
+mod graph;
+mod ops;
+mod pid;
+pub(crate) mod rcu;
+mod recursion;
+mod site;
+pub(crate) mod thread;
+
+pub use barrier::ReadSideBarrier;
+pub use clock::{ClockError, TraceClock};
+pub use control::install;
+pub use dispatch::ScopeGuard;
+pub use filter::{FilterError, FilterHash, Hashes};
+pub use ftrace::Ftrace;
+pub use future::TracedFuture;
+#[cfg(not(loom))]
+pub use future::TracedFutureExt;
+pub use glob::{Glob, GlobError};
+pub use graph::{
+    Frame, GRAPH_SLOTS, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, TaskTimes, now_ns,
+};
+pub use ops::{
+    FtraceFunc, FtraceOps, FtraceOpsBuilder, GraphEntryFunc, GraphReturnFunc, OpsFlags, Regs,
+};
+pub use pid::{PID_MAX, PidError, current_tid};
+pub use recursion::{RecursionContext, RecursionLock, trylock};
+pub use site::{SITES, Site, SiteDef};
+
+/// Runs the calling thread's hook-layer thread-local teardown now (loom models; see
+/// [`crate::profile`]'s `loom_thread_exit`).
+#[cfg(loom)]
+pub(crate) fn exit_now() {
+    thread::exit_now();
+}
