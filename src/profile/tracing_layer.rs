@@ -48,7 +48,7 @@
 //!
 //! # Async spans (`tracing::Instrument`)
 //!
-//! An instrumented future (`#[traced]` on an `async fn`, see [`future`](super::future)) is
+//! An instrumented future (`#[traced]` on an `async fn`, see [`TracedFuture`](super::TracedFuture)) is
 //! **one call** from its first poll to its completion, its frame moving with the task. A span
 //! attached with `Instrument` is different here, on purpose and by what the layer can see:
 //! it is entered and exited once **per poll**, so each poll is a hit and its time is the
