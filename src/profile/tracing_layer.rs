@@ -104,10 +104,10 @@ use std::fmt;
 use tracing::subscriber::Interest;
 use tracing::{Metadata, Subscriber, span};
 use tracing_subscriber::layer::{Context, Layer};
-use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::registry::{LookupSpan, SpanRef};
 
+use super::{Frame, SHADOW_STACK_DEPTH, ShadowStack, now_ns};
 use super::{Ftrace, FunctionProfiler};
-use super::{SHADOW_STACK_DEPTH, ShadowStack, now_ns};
 use crate::error::Error;
 use crate::primitive::sync::Arc as HookArc;
 use crate::stat::Tracefs;
@@ -142,6 +142,9 @@ pub struct LayerStats {
     pub unmatched_exits: u64,
     /// Enters not tracked because the thread had [`MAX_ENTERED`] spans entered.
     pub untracked: u64,
+    /// Spans closed while still entered (an enter whose exit never came, or came on
+    /// another thread): their call returns at the close all the same.
+    pub closed_entered: u64,
 }
 
 type Names = RwLock<HashMap<usize, &'static Metadata<'static>>>;
@@ -154,6 +157,7 @@ struct Inner {
     out_of_order: AtomicU64,
     unmatched_exits: AtomicU64,
     untracked: AtomicU64,
+    closed_entered: AtomicU64,
 }
 
 impl Inner {
@@ -192,12 +196,161 @@ struct Local {
     entered: Vec<Entered>,
 }
 
-/// One entered span on the thread's layer stack.
+impl Local {
+    /// Takes the frame of the frame-bearing entry that was at `k` on the layer stack (already
+    /// removed from it) off the shadow stack, uncharged: its index there is the number of
+    /// frame-bearing entries below it.
+    fn take_frame(&mut self, k: usize) -> Option<Frame> {
+        let index = self.entered[..k].iter().filter(|e| e.frame).count();
+        self.shadow.remove_uncharged(index)
+    }
+}
+
+/// One enter of a span on the thread's layer stack.
 struct Entered {
     span: u64,
     ip: usize,
-    /// A graph frame was pushed for it (and not yet returned).
+    /// The span's frame is on this thread's shadow stack for this enter.
     frame: bool,
+    /// Wall time less running time of the child spans that closed while this enter's frame
+    /// was the innermost one (handed to the span's state at the exit).
+    adjust: u64,
+}
+
+/// What an enter is to the span's call.
+enum EnterKind {
+    /// The first enter: the entry (a hit, a new frame).
+    First,
+    /// An enter after all earlier ones exited: the call resumes, with its kept frame if it
+    /// has one and this thread's shadow stack has room.
+    Resume(Option<Frame>),
+    /// An enter while the span is already entered (here or on another thread): the same
+    /// call continues, no hit, no frame.
+    Nested,
+}
+
+/// One span's call for one layer, kept in the span's extensions (shared by the threads that
+/// enter it).
+#[derive(Clone, Copy, Default)]
+struct SpanTask {
+    entered: bool,
+    /// The call's graph frame (`None` without one): kept here between enters; while `live`
+    /// it is on the shadow stack of a thread that has the span entered, and this is a copy
+    /// as of its first enter or latest exit.
+    frame: Option<Frame>,
+    live: bool,
+    /// Enters not yet exited, all threads.
+    active: u32,
+    /// When `active` last went from 0 to 1.
+    since: u64,
+    /// Sum of the intervals with the span entered (on any thread), up to `since`.
+    running: u64,
+    /// Wall less running time of the child spans charged to the frame.
+    adjust: u64,
+}
+
+impl SpanTask {
+    fn enter(&mut self, now: u64, room: bool) -> EnterKind {
+        let kind = if self.active > 0 {
+            EnterKind::Nested
+        } else if !self.entered {
+            EnterKind::First
+        } else if room && !self.live && self.frame.is_some() {
+            self.live = true;
+            EnterKind::Resume(self.frame)
+        } else {
+            EnterKind::Resume(None)
+        };
+        if self.active == 0 {
+            self.since = now;
+        }
+        self.entered = true;
+        self.active = self.active.saturating_add(1);
+        kind
+    }
+
+    fn exit(&mut self, now: u64, adjust: u64, frame: Option<Frame>) {
+        if self.active == 1 {
+            self.running = self.running_at(now);
+        }
+        self.active = self.active.saturating_sub(1);
+        self.adjust = self.adjust.saturating_add(adjust);
+        if frame.is_some() {
+            self.frame = frame;
+            self.live = false;
+        }
+    }
+
+    /// The running time if the span's open enters all exited at `now`.
+    fn running_at(&self, now: u64) -> u64 {
+        if self.active == 0 {
+            return self.running;
+        }
+        self.running.saturating_add(now.saturating_sub(self.since))
+    }
+}
+
+/// The calls of one span, by layer (one layer per subscriber is the rule, so no allocation
+/// beyond the extension's own).
+struct SpanTasks {
+    first: (u64, SpanTask),
+    more: Vec<(u64, SpanTask)>,
+}
+
+impl SpanTasks {
+    fn get_mut(&mut self, layer: u64) -> Option<&mut SpanTask> {
+        if self.first.0 == layer {
+            return Some(&mut self.first.1);
+        }
+        self.more
+            .iter_mut()
+            .find(|t| t.0 == layer)
+            .map(|t| &mut t.1)
+    }
+}
+
+/// Runs `f` on `span`'s call for layer `layer` (created if `create`); `None` if there is
+/// none.
+fn with_task<S, R>(
+    span: &SpanRef<'_, S>,
+    layer: u64,
+    create: bool,
+    f: impl FnOnce(&mut SpanTask) -> R,
+) -> Option<R>
+where
+    S: for<'a> LookupSpan<'a>,
+{
+    let mut ext = span.extensions_mut();
+    if let Some(tasks) = ext.get_mut::<SpanTasks>() {
+        if tasks.get_mut(layer).is_none() {
+            if !create {
+                return None;
+            }
+            tasks.more.push((layer, SpanTask::default()));
+        }
+        return tasks.get_mut(layer).map(f);
+    }
+    if !create {
+        return None;
+    }
+    let mut task = SpanTask::default();
+    let r = f(&mut task);
+    ext.insert(SpanTasks {
+        first: (layer, task),
+        more: Vec::new(),
+    });
+    Some(r)
+}
+
+/// Takes `span`'s call for layer `layer` out (at its close); `None` if it was never entered.
+fn take_task<S>(span: &SpanRef<'_, S>, layer: u64) -> Option<SpanTask>
+where
+    S: for<'a> LookupSpan<'a>,
+{
+    let mut ext = span.extensions_mut();
+    let task = ext.get_mut::<SpanTasks>()?.get_mut(layer)?;
+    let taken = std::mem::take(task);
+    taken.entered.then_some(taken)
 }
 
 std::thread_local! {
@@ -268,6 +421,7 @@ impl TracestatLayer {
                 out_of_order: AtomicU64::new(0),
                 unmatched_exits: AtomicU64::new(0),
                 untracked: AtomicU64::new(0),
+                closed_entered: AtomicU64::new(0),
             }),
         }
     }
@@ -354,61 +508,136 @@ impl TracestatLayer {
             out_of_order: self.inner.out_of_order.load(Ordering::Relaxed),
             unmatched_exits: self.inner.unmatched_exits.load(Ordering::Relaxed),
             untracked: self.inner.untracked.load(Ordering::Relaxed),
+            closed_entered: self.inner.closed_entered.load(Ordering::Relaxed),
         }
     }
 
-    fn enter(&self, id: &span::Id, metadata: &'static Metadata<'static>) {
+    fn enter<S>(&self, id: &span::Id, span: &SpanRef<'_, S>)
+    where
+        S: for<'a> LookupSpan<'a>,
+    {
         let inner = &self.inner;
         let ftrace = &*inner.ftrace;
-        let ip = ip_of(metadata);
+        let ip = ip_of(span.metadata());
+        let now = now_ns();
         with_local(inner, true, |local| {
             if local.entered.len() >= MAX_ENTERED {
                 inner.untracked.fetch_add(1, Ordering::Relaxed);
                 return;
             }
-            let parent = local.entered.last().map_or(0, |e| e.ip);
-            ftrace.dispatch_ip(ip, parent);
-            let frame = ftrace.graph_entry_at(&mut local.shadow, ip, parent, now_ns());
+            let room = !local.shadow.is_full();
+            let Some(kind) = with_task(span, inner.id, true, |t| t.enter(now, room)) else {
+                return;
+            };
+            let frame = match kind {
+                EnterKind::First => {
+                    let parent = local.entered.last().map_or(0, |e| e.ip);
+                    ftrace.dispatch_ip(ip, parent);
+                    let pushed = ftrace.graph_entry_at(&mut local.shadow, ip, parent, now);
+                    let copy = local.shadow.frames().last().copied().filter(|_| pushed);
+                    with_task(span, inner.id, false, |t| {
+                        t.frame = copy;
+                        t.live = pushed;
+                    });
+                    pushed
+                }
+                EnterKind::Resume(Some(frame)) => {
+                    local.shadow.push(frame);
+                    true
+                }
+                EnterKind::Resume(None) | EnterKind::Nested => false,
+            };
             local.entered.push(Entered {
                 span: id.into_u64(),
                 ip,
                 frame,
+                adjust: 0,
             });
             open_delta(true);
         });
     }
 
-    fn exit(&self, id: &span::Id) {
+    fn exit<S>(&self, id: &span::Id, span: Option<SpanRef<'_, S>>)
+    where
+        S: for<'a> LookupSpan<'a>,
+    {
         let inner = &self.inner;
-        let ftrace = &*inner.ftrace;
-        let rettime = now_ns();
-        let span = id.into_u64();
+        let now = now_ns();
+        let key = id.into_u64();
         let found = with_local(inner, false, |local| {
-            let k = local.entered.iter().rposition(|e| e.span == span)?;
+            let k = local.entered.iter().rposition(|e| e.span == key)?;
             if k + 1 != local.entered.len() {
                 inner.out_of_order.fetch_add(1, Ordering::Relaxed);
-                // Return the frames above first (top down), keeping stack and frames aligned.
-                for e in local.entered[k + 1..].iter_mut().rev() {
-                    if e.frame {
-                        ftrace.graph_return_at(&mut local.shadow, rettime);
-                        e.frame = false;
-                    }
-                }
             }
             let e = local.entered.remove(k);
-            if e.frame {
-                ftrace.graph_return_at(&mut local.shadow, rettime);
-            }
+            let frame = e.frame.then(|| local.take_frame(k)).flatten();
             open_delta(false);
+            Some((e.adjust, frame))
+        });
+        match found {
+            Some(Some((adjust, frame))) => {
+                // A span closed meanwhile (entered elsewhere) has no state: the frame goes.
+                if let Some(span) = span {
+                    with_task(&span, inner.id, false, |t| t.exit(now, adjust, frame));
+                }
+            }
+            // `None` from a busy thread-local (a hook's own span) is not counted; only a
+            // span this thread's stack does not hold is.
+            Some(None) => {
+                inner.unmatched_exits.fetch_add(1, Ordering::Relaxed);
+            }
+            None => {
+                if inner.ftrace.has_active_ops() && !local_busy() {
+                    inner.unmatched_exits.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    fn close<S>(&self, id: &span::Id, span: &SpanRef<'_, S>)
+    where
+        S: for<'a> LookupSpan<'a>,
+    {
+        let inner = &self.inner;
+        let Some(task) = take_task(span, inner.id) else {
+            return;
+        };
+        let now = now_ns();
+        if task.active > 0 {
+            inner.closed_entered.fetch_add(1, Ordering::Relaxed);
+        }
+        let key = id.into_u64();
+        with_local(inner, true, |local| {
+            // Enters of this span still open on this thread end here.
+            let (mut live, mut adjust) = (None, task.adjust);
+            while let Some(k) = local.entered.iter().rposition(|e| e.span == key) {
+                let e = local.entered.remove(k);
+                if e.frame {
+                    live = local.take_frame(k);
+                }
+                adjust = adjust.saturating_add(e.adjust);
+                open_delta(false);
+            }
+            // Entered on another thread only: its frame as of its last exit stands in.
+            let frame = live.or(task.frame)?;
+            let running = task.running_at(now);
+            let charge_top = local.shadow.depth() > 0;
+            let ret = inner.ftrace.return_kept_at(
+                &mut local.shadow,
+                &frame,
+                now,
+                charge_top,
+                running,
+                adjust,
+            );
+            if charge_top && let Some(parent) = local.entered.iter_mut().rev().find(|e| e.frame) {
+                // The parent learns how much of the wall time it was charged was not
+                // this span's running time.
+                let idle = ret.duration().saturating_sub(running);
+                parent.adjust = parent.adjust.saturating_add(idle);
+            }
             Some(())
         });
-        // `None` from a busy thread-local (a hook's own span) is not counted; only a span
-        // this thread's stack does not hold is.
-        if let Some(None) = found {
-            inner.unmatched_exits.fetch_add(1, Ordering::Relaxed);
-        } else if found.is_none() && inner.ftrace.has_active_ops() && !local_busy() {
-            inner.unmatched_exits.fetch_add(1, Ordering::Relaxed);
-        }
     }
 }
 
@@ -441,15 +670,24 @@ where
         if !self.inner.ftrace.has_active_ops() {
             return;
         }
-        if let Some(metadata) = ctx.metadata(id) {
-            self.enter(id, metadata);
+        if let Some(span) = ctx.span(id) {
+            self.enter(id, &span);
         }
     }
 
-    fn on_exit(&self, id: &span::Id, _ctx: Context<'_, S>) {
+    fn on_exit(&self, id: &span::Id, ctx: Context<'_, S>) {
         if !self.inner.ftrace.has_active_ops() && OPEN.try_with(Cell::get).unwrap_or(0) == 0 {
             return;
         }
-        self.exit(id);
+        self.exit(id, ctx.span(id));
+    }
+
+    fn on_close(&self, id: span::Id, ctx: Context<'_, S>) {
+        if !self.inner.ftrace.has_active_ops() && OPEN.try_with(Cell::get).unwrap_or(0) == 0 {
+            return;
+        }
+        if let Some(span) = ctx.span(&id) {
+            self.close(&id, &span);
+        }
     }
 }
