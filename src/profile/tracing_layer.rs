@@ -33,67 +33,106 @@
 //!   ([`SpanNames::TargetAndName`], to tell apart equally named spans of different modules;
 //!   rows are keyed by callsite either way). [`TracestatLayer::symbols`] is the symbolizer
 //!   to hand to [`FunctionProfiler::with_symbols`].
-//! - **enter** runs the function ops ([`Ftrace::dispatch_ip`]) and the graph entry hooks
-//!   ([`Ftrace::graph_entry_at`]) on this thread's shadow stack for this layer at
-//!   [`now_ns`], with parent ip = the ip of the innermost span entered on this thread
-//!   through this layer (0 at top level). Spans and `#[traced]` sites live on separate
-//!   shadow stacks: neither is the other's parent, and with graph-time off a span's self
-//!   time subtracts the spans inside it, not the sites (nor a site's the spans).
-//!   **exit** runs the graph return
-//!   ([`Ftrace::graph_return_at`]). Hit counts *enters*: a span entered three times (an
-//!   instrumented future polled three times) is three hits, and its time is the time spent
-//!   inside it, not its lifetime.
-//! - **cost.** With no ops registered (profiling off) enter and exit cost one relaxed load
-//!   ([`Ftrace::has_active_ops`]) and, on exit, one thread-local read; nothing else.
+//! - **A span is one call**, from its **first enter** to its **close** (`on_close`: the
+//!   last handle to it dropped), exactly as an instrumented future
+//!   ([`TracedFuture`](super::TracedFuture)) is one call from its first poll to its
+//!   completion. The first enter runs the function ops ([`Ftrace::dispatch_ip`]) and the
+//!   graph entry hooks ([`Ftrace::graph_entry_at`]) on this thread's shadow stack for this
+//!   layer at [`now_ns`], with parent ip = the ip of the innermost span entered on this
+//!   thread through this layer (0 at top level): the hit. Between enters the call's graph
+//!   frame is kept with the span (in its registry extensions); each later enter puts it
+//!   back on the entering thread's shadow stack and each exit takes it off again, uncharged,
+//!   so the frame **moves with the span between threads** and child spans entered inside
+//!   any enter nest under it. The close returns the frame once (the return hooks see a
+//!   [`GraphReturn::task`](super::GraphReturn::task)), charging the call's whole wall time
+//!   to the innermost span entered on the closing thread, if any: the awaiting parent, for
+//!   a child future that completes inside its parent's poll.
+//! - **Time** with `sleep-time` on (the default) is the wall time from the first enter to
+//!   the close. With `sleep-time` off it is the sum of the intervals during which the span
+//!   was entered (on any thread; overlapping enters count once), the analog of a task's
+//!   running time. With `graph-time` off the child spans' time (of the same kind) is
+//!   subtracted across all the enters.
+//! - Spans and `#[traced]` sites live on separate shadow stacks: neither is the other's
+//!   parent, and with graph-time off a span's self time subtracts the spans inside it, not
+//!   the sites (nor a site's the spans).
+//! - **A synchronous span** (`#[tracing::instrument]` on a plain function, `in_scope`) is
+//!   entered once and closed right after its exit: one hit per call, its time the call's,
+//!   as in the kernel.
+//! - **cost.** With no ops registered (profiling off) enter, exit and close cost one
+//!   relaxed load ([`Ftrace::has_active_ops`]) and, on exit and close, one thread-local
+//!   read; nothing else. With profiling on, each enter, exit and close also takes the
+//!   span's extensions lock (uncontended unless the span is entered on several threads at
+//!   once), and the first enter of a span stores its call state there (one allocation per
+//!   span, freed by the registry at the close).
 //!
 //! # Async spans (`tracing::Instrument`)
 //!
-//! An instrumented future (`#[traced]` on an `async fn`, see [`TracedFuture`](super::TracedFuture)) is
-//! **one call** from its first poll to its completion, its frame moving with the task. A span
-//! attached with `Instrument` is different here, on purpose and by what the layer can see:
-//! it is entered and exited once **per poll**, so each poll is a hit and its time is the
-//! time inside that poll (the sum over its polls is the `sleep-time` off figure of the
-//! future; its wall time is not measured). Its polls nest under the spans and `#[traced]`
-//! frames of the layer's own stack on the polling thread only, and a span dropped before its
-//! future completed is not told apart from one that completed (`tracing` closes both the
-//! same way), so nothing is counted as cancelled. An enter and its exit happen in the same
-//! poll on the same thread, so `Instrument` never produces the cross-thread exits described
-//! below. For task semantics (one hit per future, wall time across awaits, cancellations),
-//! instrument the function with `#[traced]`; both may be used at once (they are separate
-//! rows).
+//! `Instrument` enters the span around every poll of its future, on whichever thread polls
+//! it; by the rules above the span is **one call per future**: one hit at its first poll,
+//! its wall time (sleep-time on) from the first poll to the drop of the `Instrumented`
+//! future, its running time (sleep-time off) the sum of its polls, and its child futures'
+//! spans (closed inside its polls, at their `.await`) subtracted with graph-time off. A
+//! future moved to another worker thread brings its frame along: the spans polled inside it
+//! there nest under it. This agrees with [`TracedFuture`](super::TracedFuture) (`#[traced]`
+//! on an `async fn`); both may be used at once (they are separate rows).
+//!
+//! **Cancellation** is not visible here: `tracing` closes the span of a future dropped
+//! before it completed exactly as that of a completed one (when the `Instrumented` wrapper
+//! is dropped), and `Instrumented` enters the span once more while it drops the inner
+//! future (so spans closed by that drop are its children, and the drop counts as entered
+//! time). The layer invents no signal: a dropped future's span is one call ending at the
+//! drop, with its time until then, and is **not** counted as cancelled (`#[traced]`
+//! futures are). A span kept open by a handle (a clone of the `Span`, an open child span
+//! that names it as parent) ends at its last handle's drop: its wall time runs until then.
+//! A span never closed never returns (in timing mode it has no hit, as a future never
+//! completed nor dropped).
 //!
 //! # Semantics of unusual orders
 //!
-//! Per thread the layer keeps the stack of spans it entered (span id, ip, whether a graph
-//! frame was pushed), like the registry's own span stack:
+//! Per thread the layer keeps the stack of enters it saw (span id, ip, whether the span's
+//! frame is on this thread's shadow stack for it), like the registry's own span stack:
 //!
-//! - **re-entering** a span already entered on this thread is a nested call: two hits, the
-//!   inner one's time inside the outer one's (as a recursive function in the kernel);
+//! - **re-entering** a span that is already entered (on this thread, or on another thread
+//!   at the same time) continues the same call: no hit, no new frame (children entered
+//!   inside it nest under the frame where it is), and its entered time counts once; its
+//!   exits match its enters innermost first. A span is a call, not an activation record.
 //! - **exit out of order** (a span that is not the innermost one): counted in
-//!   [`LayerStats::out_of_order`]; the graph frames above it are returned at this exit's time
-//!   (those spans get their hit, their time cut there; their own exit later only leaves the
-//!   stack), then the span's own frame. No accepted entry loses its return.
+//!   [`LayerStats::out_of_order`]; the span's frame is taken out from under the frames of
+//!   the spans above it (nothing is returned or charged: returns happen at close), and
+//!   those spans stay entered.
 //! - **exit on another thread** than the enter, or of a span entered before profiling
 //!   started: it is not on this thread's stack; counted in [`LayerStats::unmatched_exits`]
-//!   and ignored (another thread's stack is not ours to pop). As in the registry, the
-//!   entering thread keeps the entry; its frame is returned when an enclosing span of that
-//!   thread exits (out of order), else never (a top-level span exited elsewhere has no hit).
+//!   and ignored (another thread's stack is not ours to pop). The entering thread keeps
+//!   the enter; for the span's call it stays entered until it is closed.
+//! - **close while entered** (an enter whose exit never came on its thread): counted in
+//!   [`LayerStats::closed_entered`]. Enters of the span still on the closing thread's stack
+//!   end at the close, and the call returns there with its frame. If it is entered only
+//!   on another thread, the call returns at the close with its frame as of its latest exit
+//!   (the child time of the open enter is not seen), and that thread later drops its enter
+//!   and frame without a return. Either way every accepted entry gets exactly one return.
 //! - **full shadow stack**: the hook layer counts the overrun
 //!   ([`Ftrace::graph_overruns`]) and the graph entry hooks still see it (the function
 //!   profiler counts a hit without a time); the span stays on the layer's stack (parent ips
-//!   stay right) without a frame. Beyond [`MAX_ENTERED`] spans on one thread the layer stops
-//!   tracking new enters ([`LayerStats::untracked`]).
+//!   stay right) without a frame. A later enter that finds the stack full resumes the call
+//!   without putting its frame there (its children then nest under whatever is below).
+//!   Beyond [`MAX_ENTERED`] enters on one thread the layer stops tracking new enters
+//!   ([`LayerStats::untracked`]).
 //! - spans entered and exited by a hook callback itself (the dispatcher's recursion guard
 //!   is held) are not traced.
 //!
 //! # Invariants
 //!
 //! - The frame-bearing entries of a thread's layer stack are, in order, exactly the frames
-//!   of that thread's shadow stack for the layer: every push and pop of one is mirrored in
-//!   the other, so a graph return always pops the frame of the span it is for.
-//! - No `RefCell` borrow is held across a tracing call; the layer's thread-local is borrowed
-//!   while hooks run, and a nested enter/exit that finds it busy is ignored (never panics).
-//! - Nothing on the enter/exit path panics on any order of calls.
+//!   of that thread's shadow stack for the layer: every push and removal of one is mirrored
+//!   in the other, so an exit takes the frame of the span it is for.
+//! - A span's frame is on at most one thread's shadow stack at a time (`live` in its
+//!   state) while the span is open; every accepted entry is returned exactly once, at the
+//!   close (the state is taken out of the span then). A frame left on another thread's
+//!   stack by a close there is removed at that thread's exit, never returned.
+//! - No `RefCell` borrow or extensions lock is held across a tracing call, and no
+//!   extensions lock across a hook; the layer's thread-local is borrowed while hooks run,
+//!   and a nested enter/exit/close that finds it busy is ignored (never panics).
+//! - Nothing on the enter/exit/close path panics on any order of calls.
 
 use crate::primitive::unmodeled::atomic::{AtomicU64, Ordering};
 use crate::primitive::unmodeled::{Arc, OnceLock, RwLock, Weak};
