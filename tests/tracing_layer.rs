@@ -291,10 +291,12 @@ mod async_spans {
         .await
     }
 
-    async fn mid(sleep: bool) {
+    async fn mid(sleep: bool, sync: bool) {
         async {
             // A synchronous span inside a poll nests under the async one.
-            tracing::info_span!("sync_work").in_scope(|| spin(100));
+            if sync {
+                tracing::info_span!("sync_work").in_scope(|| spin(100));
+            }
             YieldNow(false).await;
             leaf(sleep).await;
         }
@@ -302,10 +304,10 @@ mod async_spans {
         .await
     }
 
-    async fn outer(sleep: bool) {
+    async fn outer(sleep: bool, sync: bool) {
         async {
-            mid(sleep).await;
-            mid(sleep).await;
+            mid(sleep, sync).await;
+            mid(sleep, sync).await;
         }
         .instrument(tracing::info_span!("outer"))
         .await
@@ -334,13 +336,18 @@ mod async_spans {
             .unwrap_or_else(|| panic!("{name} missing: {rows:?}"))
     }
 
-    fn assert_scenario_hits(rows: &[FunctionRow]) {
+    fn assert_scenario_hits(rows: &[FunctionRow], sync: bool) {
+        let syncs = if sync { 2 * TASKS } else { 0 };
         for (name, n) in [
             ("outer", TASKS),
             ("mid", 2 * TASKS),
             ("leaf", 2 * TASKS),
-            ("sync_work", 2 * TASKS),
+            ("sync_work", syncs),
         ] {
+            if n == 0 {
+                assert!(rows.iter().all(|r| r.name != name), "{name}");
+                continue;
+            }
             assert_eq!(row(rows, name).hits, n, "{name}: {rows:?}");
             assert_eq!(row(rows, name).cancelled, 0, "{name}");
         }
@@ -350,7 +357,7 @@ mod async_spans {
     /// rig's dispatcher the default on every worker; returns the executor's clock's total of
     /// the outer calls (each measured around the `outer(..).await`, which encloses the span
     /// from its first enter to its close).
-    fn run_tokio(r: &Rig, sleep: bool) -> u128 {
+    fn run_tokio(r: &Rig, sleep: bool, sync: bool) -> u128 {
         let d = r.dispatch.clone();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(4)
@@ -368,7 +375,7 @@ mod async_spans {
                 let measured = Arc::clone(&measured);
                 handles.push(tokio::spawn(async move {
                     let t0 = Instant::now();
-                    outer(sleep).await;
+                    outer(sleep, sync).await;
                     measured.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 }));
             }
@@ -387,13 +394,13 @@ mod async_spans {
     fn tokio_instrumented_futures_are_one_call_each() {
         let r = rig(SpanNames::Name);
         let ps = profilers(&r, &[(true, true), (false, true)]);
-        let measured = run_tokio(&r, true);
+        let measured = run_tokio(&r, true, true);
         for p in &ps {
             p.disable().unwrap();
         }
         let (t, s) = (ps[0].rows(None), ps[1].rows(None));
-        assert_scenario_hits(&t);
-        assert_scenario_hits(&s);
+        assert_scenario_hits(&t, true);
+        assert_scenario_hits(&s, true);
         let outer_ns = row(&t, "outer").time_ns;
         assert!(outer_ns >= row(&t, "mid").time_ns);
         assert!(row(&t, "mid").time_ns >= row(&t, "leaf").time_ns + row(&t, "sync_work").time_ns);
@@ -411,20 +418,21 @@ mod async_spans {
         assert_eq!(r.layer.stats(), LayerStats::default());
     }
 
-    /// sleep-time off: a span's time is the sum of its entered intervals. The running times
-    /// telescope exactly (graph-time off) and are below the wall times by at least the
-    /// leaves' sleeps.
+    /// sleep-time off: an async span's time is the sum of its entered intervals. The running
+    /// times (no synchronous spans here, whose time is the thread's CPU time, so every child
+    /// time is in the same unit) telescope exactly (graph-time off) and are below the wall
+    /// times by at least the leaves' sleeps.
     #[test]
     fn tokio_sleep_time_off_counts_entered_time_only() {
         let r = rig(SpanNames::Name);
         let ps = profilers(&r, &[(true, true), (true, false), (false, false)]);
-        run_tokio(&r, true);
+        run_tokio(&r, true, false);
         for p in &ps {
             p.disable().unwrap();
         }
         let (w, run, run_self) = (ps[0].rows(None), ps[1].rows(None), ps[2].rows(None));
         for rows in [&w, &run, &run_self] {
-            assert_scenario_hits(rows);
+            assert_scenario_hits(rows, false);
         }
         for f in ["outer", "mid", "leaf"] {
             assert!(row(&run, f).time_ns < row(&w, f).time_ns, "{f}");
@@ -449,7 +457,7 @@ mod async_spans {
             let tx = tx.clone();
             pool.spawn_ok(
                 async move {
-                    outer(false).await;
+                    outer(false, true).await;
                     tx.send(()).unwrap();
                 }
                 .with_subscriber(r.dispatch.clone()),
@@ -462,8 +470,8 @@ mod async_spans {
             p.disable().unwrap();
         }
         let (t, s) = (ps[0].rows(None), ps[1].rows(None));
-        assert_scenario_hits(&t);
-        assert_scenario_hits(&s);
+        assert_scenario_hits(&t, true);
+        assert_scenario_hits(&s, true);
         let self_sum: u128 = s.iter().map(|r| r.time_ns).sum();
         assert_eq!(self_sum, row(&t, "outer").time_ns);
         assert_eq!(r.layer.stats(), LayerStats::default());
@@ -598,5 +606,27 @@ mod async_spans {
         assert_eq!(row(&t, "instrumented_sync").hits, 40);
         assert!(row(&s, "instrumented_sync").time_ns <= row(&t, "instrumented_sync").time_ns);
         assert_eq!(r.layer.stats(), LayerStats::default());
+    }
+
+    /// A synchronous span (entered once, closed where it was entered) keeps the profiler's
+    /// synchronous semantics: with sleep-time off its time is the thread's CPU time, so a
+    /// span that sleeps inside is timed well below its sleep; an async span's entered time
+    /// (sleep-time off) would include it.
+    #[test]
+    fn sync_span_with_sleep_time_off_is_timed_on_the_thread_cpu_clock() {
+        const NAP: Duration = Duration::from_millis(20);
+        let r = rig(SpanNames::Name);
+        let ps = profilers(&r, &[(true, true), (true, false)]);
+        tracing::dispatcher::with_default(&r.dispatch, || {
+            tracing::info_span!("napping").in_scope(|| std::thread::sleep(NAP));
+        });
+        for p in &ps {
+            p.disable().unwrap();
+        }
+        let (w, cpu) = (ps[0].rows(None), ps[1].rows(None));
+        assert_eq!(row(&w, "napping").hits, 1);
+        assert_eq!(row(&cpu, "napping").hits, 1);
+        assert!(row(&w, "napping").time_ns >= NAP.as_nanos());
+        assert!(row(&cpu, "napping").time_ns < NAP.as_nanos() / 2);
     }
 }

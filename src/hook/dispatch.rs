@@ -752,21 +752,21 @@ impl Ftrace {
         Some(ret)
     }
 
-    /// Ends a task call whose frame is not on a stack (kept between enters) on the replay
-    /// stack `stack`: charges `stack`'s top frame the call's wall time if `charge_top`, and
-    /// runs the return hooks of the graph ops that accepted it, with [`GraphReturn::task`]
-    /// set from `running` and `adjust` (as in [`TaskEnd`]). Returns what the hooks saw.
+    /// Ends a call whose frame is not on a stack (kept between enters) on the replay stack
+    /// `stack`: charges `stack`'s top frame the call's wall time if `charge_top`, and runs
+    /// the return hooks of the graph ops that accepted it, with [`GraphReturn::task`] set
+    /// from `task` = (running, adjust) as in [`TaskEnd`] (`None`: a synchronous return).
+    /// Returns what the hooks saw.
     pub(crate) fn return_kept_at(
         &self,
         stack: &mut ShadowStack,
         frame: &Frame,
         rettime: u64,
         charge_top: bool,
-        running: u64,
-        adjust: u64,
+        task: Option<(u64, u64)>,
     ) -> GraphReturn {
         let mut ret = kept_return(Some(stack), frame, rettime, charge_top);
-        ret.task = Some(task_times(&ret, running, adjust, false));
+        ret.task = task.map(|(running, adjust)| task_times(&ret, running, adjust, false));
         thread::hot(|hot| self.run_returns(hot, frame, &ret));
         ret
     }

@@ -48,16 +48,20 @@
 //!   to the innermost span entered on the closing thread, if any: the awaiting parent, for
 //!   a child future that completes inside its parent's poll.
 //! - **Time** with `sleep-time` on (the default) is the wall time from the first enter to
-//!   the close. With `sleep-time` off it is the sum of the intervals during which the span
-//!   was entered (on any thread; overlapping enters count once), the analog of a task's
-//!   running time. With `graph-time` off the child spans' time (of the same kind) is
-//!   subtracted across all the enters.
+//!   the close. With `sleep-time` off it is (for a span entered more than once) the sum of
+//!   the intervals during which the span was entered (on any thread; overlapping enters
+//!   count once), the analog of a task's running time. With `graph-time` off the child
+//!   spans' time (of the same kind) is subtracted across all the enters.
 //! - Spans and `#[traced]` sites live on separate shadow stacks: neither is the other's
 //!   parent, and with graph-time off a span's self time subtracts the spans inside it, not
 //!   the sites (nor a site's the spans).
 //! - **A synchronous span** (`#[tracing::instrument]` on a plain function, `in_scope`) is
 //!   entered once and closed right after its exit: one hit per call, its time the call's,
-//!   as in the kernel.
+//!   as in the kernel. A span entered exactly once and closed on the thread and at the
+//!   stack depth of its enter is returned as a *synchronous* call (its `task` is `None`),
+//!   so the profiler's `sleep-time` off (thread CPU time) and call paths treat it as
+//!   before; every other span (entered more than once, or closed elsewhere) is a task call,
+//!   whose `sleep-time` off time is its entered wall time as above.
 //! - **cost.** With no ops registered (profiling off) enter, exit and close cost one
 //!   relaxed load ([`Ftrace::has_active_ops`]) and, on exit and close, one thread-local
 //!   read; nothing else. With profiling on, each enter, exit and close also takes the
@@ -145,7 +149,7 @@ use tracing::{Metadata, Subscriber, span};
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::{LookupSpan, SpanRef};
 
-use super::{Frame, SHADOW_STACK_DEPTH, ShadowStack, now_ns};
+use super::{Frame, SHADOW_STACK_DEPTH, ShadowStack, current_tid, now_ns};
 use super::{Ftrace, FunctionProfiler};
 use crate::error::Error;
 use crate::primitive::sync::Arc as HookArc;
@@ -280,6 +284,11 @@ struct SpanTask {
     live: bool,
     /// Enters not yet exited, all threads.
     active: u32,
+    /// Enters so far (saturating).
+    enters: u32,
+    /// The thread of the first enter, and the depth of its shadow stack below the frame.
+    tid: u32,
+    depth: usize,
     /// When `active` last went from 0 to 1.
     since: u64,
     /// Sum of the intervals with the span entered (on any thread), up to `since`.
@@ -305,6 +314,7 @@ impl SpanTask {
         }
         self.entered = true;
         self.active = self.active.saturating_add(1);
+        self.enters = self.enters.saturating_add(1);
         kind
     }
 
@@ -571,12 +581,16 @@ impl TracestatLayer {
             let frame = match kind {
                 EnterKind::First => {
                     let parent = local.entered.last().map_or(0, |e| e.ip);
+                    let depth = local.shadow.depth();
                     ftrace.dispatch_ip(ip, parent);
                     let pushed = ftrace.graph_entry_at(&mut local.shadow, ip, parent, now);
                     let copy = local.shadow.frames().last().copied().filter(|_| pushed);
+                    let tid = current_tid();
                     with_task(span, inner.id, false, |t| {
                         t.frame = copy;
                         t.live = pushed;
+                        t.tid = tid;
+                        t.depth = depth;
                     });
                     pushed
                 }
@@ -660,14 +674,20 @@ impl TracestatLayer {
             // Entered on another thread only: its frame as of its last exit stands in.
             let frame = live.or(task.frame)?;
             let running = task.running_at(now);
-            let charge_top = local.shadow.depth() > 0;
+            let depth = local.shadow.depth();
+            // A span entered once and closed where it was entered (a synchronous call) is a
+            // synchronous return: the profiler's thread CPU time and call paths apply.
+            let sync = task.enters == 1
+                && task.active == 0
+                && task.depth == depth
+                && task.tid == current_tid();
+            let charge_top = depth > 0;
             let ret = inner.ftrace.return_kept_at(
                 &mut local.shadow,
                 &frame,
                 now,
                 charge_top,
-                running,
-                adjust,
+                (!sync).then_some((running, adjust)),
             );
             if charge_top && let Some(parent) = local.entered.iter_mut().rev().find(|e| e.frame) {
                 // The parent learns how much of the wall time it was charged was not
