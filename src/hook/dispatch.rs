@@ -752,6 +752,7 @@ impl Ftrace {
         Some(ret)
     }
 
+    #[cfg(feature = "tracing")]
     /// Ends a call whose frame is not on a stack (kept between enters) on the replay stack
     /// `stack`: charges `stack`'s top frame the call's wall time if `charge_top`, and runs
     /// the return hooks of the graph ops that accepted it, with [`GraphReturn::task`] set

@@ -218,6 +218,7 @@ impl ShadowStack {
         self.frames.pop()
     }
 
+    #[cfg(feature = "tracing")]
     /// Takes the frame at `index` (0 = outermost) out of the stack without returning it or
     /// charging anyone; the frames above it move down. `None` if there is none there.
     pub(crate) fn remove_uncharged(&mut self, index: usize) -> Option<Frame> {
