@@ -210,6 +210,50 @@ fn cross_thread_exit_is_counted_and_ignored() {
     assert_eq!(hits_of(&r.fs, "child"), 1);
 }
 
+/// A span closed on one thread while entered on another: counted, returned once at the
+/// close (with its child's time), and the entering thread's later exit of the closed span
+/// only drops its stale enter (its stack is clean afterwards).
+#[test]
+fn span_closed_while_entered_on_another_thread_returns_once() {
+    let r = rig(SpanNames::Name);
+    r.profiler.enable().unwrap();
+    let d = r.dispatch.clone();
+    let span = tracing::dispatcher::with_default(&d, || tracing::info_span!("wanderer"));
+    let id = span.id().unwrap();
+    let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+    let (closed_tx, closed_rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        let (d, id) = (&d, &id);
+        s.spawn(move || {
+            tracing::dispatcher::with_default(d, || {
+                d.enter(id);
+                tracing::info_span!("inside").in_scope(|| spin(100));
+                entered_tx.send(()).unwrap();
+                closed_rx.recv().unwrap();
+                d.exit(id);
+                nested(2);
+            })
+        });
+        entered_rx.recv().unwrap();
+        drop(span);
+        closed_tx.send(()).unwrap();
+    });
+    r.profiler.disable().unwrap();
+    assert_eq!(
+        r.layer.stats(),
+        LayerStats {
+            closed_entered: 1,
+            ..LayerStats::default()
+        }
+    );
+    for (name, n) in [("wanderer", 1), ("inside", 1), ("outer", 2), ("inner", 2)] {
+        assert_eq!(hits_of(&r.fs, name), n, "{name}");
+    }
+    let rows = r.profiler.rows(None);
+    let time = |n: &str| rows.iter().find(|r| r.name == n).unwrap().time_ns;
+    assert!(time("wanderer") >= time("inside"));
+}
+
 fn deep(d: usize) {
     if d == 0 {
         return;
