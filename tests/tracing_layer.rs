@@ -143,8 +143,10 @@ fn nothing_recorded_while_disabled() {
     assert!(!r.layer.ftrace().has_active_ops());
 }
 
+/// A span is one call from its first enter to its close: entering it again while it is
+/// entered continues that call (no second hit, no nested frame).
 #[test]
-fn reentering_a_span_is_a_nested_call() {
+fn reentering_a_span_continues_its_call() {
     let r = rig(SpanNames::Name);
     r.profiler.enable().unwrap();
     tracing::dispatcher::with_default(&r.dispatch, || {
@@ -155,7 +157,7 @@ fn reentering_a_span_is_a_nested_call() {
         drop(g1);
     });
     r.profiler.disable().unwrap();
-    assert_eq!(hits_of(&r.fs, "again"), 2);
+    assert_eq!(hits_of(&r.fs, "again"), 1);
     assert_eq!(r.layer.stats(), LayerStats::default());
 }
 
@@ -201,9 +203,55 @@ fn cross_thread_exit_is_counted_and_ignored() {
     let stats = r.layer.stats();
     assert_eq!(stats.unmatched_exits, 1);
     assert_eq!(stats.out_of_order, 1);
-    // The child's frame is returned with its enclosing span: no accepted entry is lost.
+    // The child was still entered on this thread when it closed.
+    assert_eq!(stats.closed_entered, 1);
+    // The child's call returns at its close: no accepted entry is lost.
     assert_eq!(hits_of(&r.fs, "parent"), 1);
     assert_eq!(hits_of(&r.fs, "child"), 1);
+}
+
+/// A span closed on one thread while entered on another: counted, returned once at the
+/// close (with its child's time), and the entering thread's later exit of the closed span
+/// only drops its stale enter (its stack is clean afterwards).
+#[test]
+fn span_closed_while_entered_on_another_thread_returns_once() {
+    let r = rig(SpanNames::Name);
+    r.profiler.enable().unwrap();
+    let d = r.dispatch.clone();
+    let span = tracing::dispatcher::with_default(&d, || tracing::info_span!("wanderer"));
+    let id = span.id().unwrap();
+    let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+    let (closed_tx, closed_rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        let (d, id) = (&d, &id);
+        s.spawn(move || {
+            tracing::dispatcher::with_default(d, || {
+                d.enter(id);
+                tracing::info_span!("inside").in_scope(|| spin(100));
+                entered_tx.send(()).unwrap();
+                closed_rx.recv().unwrap();
+                d.exit(id);
+                nested(2);
+            })
+        });
+        entered_rx.recv().unwrap();
+        drop(span);
+        closed_tx.send(()).unwrap();
+    });
+    r.profiler.disable().unwrap();
+    assert_eq!(
+        r.layer.stats(),
+        LayerStats {
+            closed_entered: 1,
+            ..LayerStats::default()
+        }
+    );
+    for (name, n) in [("wanderer", 1), ("inside", 1), ("outer", 2), ("inner", 2)] {
+        assert_eq!(hits_of(&r.fs, name), n, "{name}");
+    }
+    let rows = r.profiler.rows(None);
+    let time = |n: &str| rows.iter().find(|r| r.name == n).unwrap().time_ns;
+    assert!(time("wanderer") >= time("inside"));
 }
 
 fn deep(d: usize) {
@@ -241,4 +289,388 @@ fn global_layer_behind_the_global_control_files() {
     assert_eq!(hits_of(fs, "inner"), 7);
     // Every call returns the same layer; its profiler owns the global files.
     assert!(TracestatLayer::global().is_ok());
+}
+
+// ---- Async spans (`tracing::Instrument`): one call per span, like an instrumented future.
+
+mod async_spans {
+    use super::*;
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::task::{Context, Poll, Waker};
+    use std::time::{Duration, Instant};
+
+    use tracestat::profile::FunctionRow;
+    use tracing::Instrument;
+    use tracing::instrument::WithSubscriber;
+
+    const TASKS: u64 = 300;
+
+    /// Pending once (waking itself), then ready: a reschedule, which on a multi-threaded
+    /// executor may resume on another worker.
+    struct YieldNow(bool);
+
+    impl Future for YieldNow {
+        type Output = ();
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+            if self.0 {
+                return Poll::Ready(());
+            }
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+
+    async fn leaf(sleep: bool) {
+        async {
+            if sleep {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            YieldNow(false).await;
+            spin(100);
+        }
+        .instrument(tracing::info_span!("leaf"))
+        .await
+    }
+
+    async fn mid(sleep: bool, sync: bool) {
+        async {
+            // A synchronous span inside a poll nests under the async one.
+            if sync {
+                tracing::info_span!("sync_work").in_scope(|| spin(100));
+            }
+            YieldNow(false).await;
+            leaf(sleep).await;
+        }
+        .instrument(tracing::info_span!("mid"))
+        .await
+    }
+
+    async fn outer(sleep: bool, sync: bool) {
+        async {
+            mid(sleep, sync).await;
+            mid(sleep, sync).await;
+        }
+        .instrument(tracing::info_span!("outer"))
+        .await
+    }
+
+    /// Profilers on the rig's instance with the given (graph-time, sleep-time) options.
+    fn profilers(r: &Rig, opts: &[(bool, bool)]) -> Vec<FunctionProfiler> {
+        opts.iter()
+            .map(|&(graph_time, sleep_time)| {
+                let p = FunctionProfiler::with_symbols(r.layer.ftrace().clone(), r.layer.symbols());
+                p.set_options(ProfileOptions {
+                    graph_time,
+                    sleep_time,
+                    ..ProfileOptions::default()
+                })
+                .unwrap();
+                p.enable().unwrap();
+                p
+            })
+            .collect()
+    }
+
+    fn row<'a>(rows: &'a [FunctionRow], name: &str) -> &'a FunctionRow {
+        rows.iter()
+            .find(|r| r.name == name)
+            .unwrap_or_else(|| panic!("{name} missing: {rows:?}"))
+    }
+
+    fn assert_scenario_hits(rows: &[FunctionRow], sync: bool) {
+        let syncs = if sync { 2 * TASKS } else { 0 };
+        for (name, n) in [
+            ("outer", TASKS),
+            ("mid", 2 * TASKS),
+            ("leaf", 2 * TASKS),
+            ("sync_work", syncs),
+        ] {
+            if n == 0 {
+                assert!(rows.iter().all(|r| r.name != name), "{name}");
+                continue;
+            }
+            assert_eq!(row(rows, name).hits, n, "{name}: {rows:?}");
+            assert_eq!(row(rows, name).cancelled, 0, "{name}");
+        }
+    }
+
+    /// Runs `TASKS` tasks of the nested scenario on tokio's multi-threaded runtime, the
+    /// rig's dispatcher the default on every worker; returns the executor's clock's total of
+    /// the outer calls (each measured around the `outer(..).await`, which encloses the span
+    /// from its first enter to its close).
+    fn run_tokio(r: &Rig, sleep: bool, sync: bool) -> u128 {
+        let d = r.dispatch.clone();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(4)
+            .enable_time()
+            .on_thread_start(move || {
+                // Leaked guard: the worker keeps the dispatcher for its life.
+                std::mem::forget(tracing::dispatcher::set_default(&d));
+            })
+            .build()
+            .unwrap();
+        let measured = Arc::new(AtomicU64::new(0));
+        rt.block_on(async {
+            let mut handles = Vec::new();
+            for _ in 0..TASKS {
+                let measured = Arc::clone(&measured);
+                handles.push(tokio::spawn(async move {
+                    let t0 = Instant::now();
+                    outer(sleep, sync).await;
+                    measured.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                }));
+            }
+            for h in handles {
+                h.await.unwrap();
+            }
+        });
+        drop(rt);
+        u128::from(measured.load(Ordering::Relaxed))
+    }
+
+    /// Instrumented futures on a multi-threaded runtime: exact hits (one per future, not one
+    /// per poll); wall times include the sleeps and are bounded by the executor's clock; self
+    /// times (graph-time off) add up exactly to the outer calls' total.
+    #[test]
+    fn tokio_instrumented_futures_are_one_call_each() {
+        let r = rig(SpanNames::Name);
+        let ps = profilers(&r, &[(true, true), (false, true)]);
+        let measured = run_tokio(&r, true, true);
+        for p in &ps {
+            p.disable().unwrap();
+        }
+        let (t, s) = (ps[0].rows(None), ps[1].rows(None));
+        assert_scenario_hits(&t, true);
+        assert_scenario_hits(&s, true);
+        let outer_ns = row(&t, "outer").time_ns;
+        assert!(outer_ns >= row(&t, "mid").time_ns);
+        assert!(row(&t, "mid").time_ns >= row(&t, "leaf").time_ns + row(&t, "sync_work").time_ns);
+        // Each leaf slept 1 ms between its polls: its wall time includes it.
+        assert!(row(&t, "leaf").time_ns >= u128::from(2 * TASKS) * 1_000_000);
+        // The executor's clock measured an interval enclosing each outer span's life. Bound:
+        // the two clocks may differ by 0.1% in rate plus 10 us per call.
+        assert!(
+            outer_ns <= measured + measured / 1000 + u128::from(TASKS) * 10_000,
+            "profiled {outer_ns} ns > measured {measured} ns"
+        );
+        // Every child span closed inside an enter of its parent and was charged to it whole.
+        let self_sum: u128 = s.iter().map(|r| r.time_ns).sum();
+        assert_eq!(self_sum, outer_ns);
+        assert_eq!(r.layer.stats(), LayerStats::default());
+    }
+
+    /// sleep-time off: an async span's time is the sum of its entered intervals. The running
+    /// times (no synchronous spans here, whose time is the thread's CPU time, so every child
+    /// time is in the same unit) telescope exactly (graph-time off) and are below the wall
+    /// times by at least the leaves' sleeps.
+    #[test]
+    fn tokio_sleep_time_off_counts_entered_time_only() {
+        let r = rig(SpanNames::Name);
+        let ps = profilers(&r, &[(true, true), (true, false), (false, false)]);
+        run_tokio(&r, true, false);
+        for p in &ps {
+            p.disable().unwrap();
+        }
+        let (w, run, run_self) = (ps[0].rows(None), ps[1].rows(None), ps[2].rows(None));
+        for rows in [&w, &run, &run_self] {
+            assert_scenario_hits(rows, false);
+        }
+        for f in ["outer", "mid", "leaf"] {
+            assert!(row(&run, f).time_ns < row(&w, f).time_ns, "{f}");
+        }
+        assert!(
+            row(&w, "leaf").time_ns - row(&run, "leaf").time_ns
+                >= u128::from(2 * TASKS) * 1_000_000
+        );
+        let self_sum: u128 = run_self.iter().map(|r| r.time_ns).sum();
+        assert_eq!(self_sum, row(&run, "outer").time_ns);
+    }
+
+    /// The `futures` thread pool: every wake reschedules the task on any pool thread.
+    #[test]
+    fn futures_thread_pool_instrumented_futures_are_one_call_each() {
+        use futures::executor::ThreadPool;
+        let r = rig(SpanNames::Name);
+        let ps = profilers(&r, &[(true, true), (false, true)]);
+        let pool = ThreadPool::builder().pool_size(4).create().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        for _ in 0..TASKS {
+            let tx = tx.clone();
+            pool.spawn_ok(
+                async move {
+                    outer(false, true).await;
+                    tx.send(()).unwrap();
+                }
+                .with_subscriber(r.dispatch.clone()),
+            );
+        }
+        for _ in 0..TASKS {
+            rx.recv().unwrap();
+        }
+        for p in &ps {
+            p.disable().unwrap();
+        }
+        let (t, s) = (ps[0].rows(None), ps[1].rows(None));
+        assert_scenario_hits(&t, true);
+        assert_scenario_hits(&s, true);
+        let self_sum: u128 = s.iter().map(|r| r.time_ns).sum();
+        assert_eq!(self_sum, row(&t, "outer").time_ns);
+        assert_eq!(r.layer.stats(), LayerStats::default());
+    }
+
+    /// Pending `n` times, spinning inside each poll.
+    struct Polls(u32);
+
+    impl Future for Polls {
+        type Output = ();
+        fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+            spin(1_000);
+            if self.0 == 0 {
+                return Poll::Ready(());
+            }
+            self.0 -= 1;
+            Poll::Pending
+        }
+    }
+
+    /// One instrumented future polled by hand on two threads in turn, sleeping between
+    /// polls: one hit; wall time at least the sleeps; entered time at most the wall time
+    /// less the sleeps; a child span resumed on the other thread still charges its parent.
+    #[test]
+    fn future_polled_alternately_on_two_threads_is_one_call() {
+        const POLLS: u32 = 6;
+        const GAP: Duration = Duration::from_millis(2);
+        let r = rig(SpanNames::Name);
+        let ps = profilers(&r, &[(true, true), (true, false), (false, true)]);
+        let fut = tracing::dispatcher::with_default(&r.dispatch, || {
+            async {
+                Polls(POLLS - 1)
+                    .instrument(tracing::info_span!("child"))
+                    .await;
+            }
+            .instrument(tracing::info_span!("moved"))
+        });
+        let mut fut = Box::pin(fut);
+        let mut done = false;
+        for i in 0..POLLS {
+            let (f, d) = (&mut fut, &r.dispatch);
+            let ready = std::thread::scope(|s| {
+                s.spawn(move || {
+                    let mut cx = Context::from_waker(Waker::noop());
+                    // The child span is created inside the first poll: with this default.
+                    tracing::dispatcher::with_default(d, || f.as_mut().poll(&mut cx).is_ready())
+                })
+                .join()
+                .unwrap()
+            });
+            done = ready;
+            if i + 1 < POLLS {
+                assert!(!ready);
+                std::thread::sleep(GAP);
+            }
+        }
+        assert!(done);
+        drop(fut);
+        for p in &ps {
+            p.disable().unwrap();
+        }
+        let (w, run, s) = (ps[0].rows(None), ps[1].rows(None), ps[2].rows(None));
+        for rows in [&w, &run, &s] {
+            assert_eq!(row(rows, "moved").hits, 1);
+            assert_eq!(row(rows, "child").hits, 1);
+        }
+        let sleeps = u128::from(POLLS - 1) * GAP.as_nanos();
+        assert!(row(&w, "moved").time_ns >= sleeps);
+        assert!(row(&w, "child").time_ns >= sleeps);
+        assert!(row(&run, "moved").time_ns + sleeps <= row(&w, "moved").time_ns);
+        assert!(row(&run, "child").time_ns <= row(&run, "moved").time_ns);
+        // The child's whole life was charged to the parent across the thread moves.
+        assert_eq!(
+            row(&s, "moved").time_ns + row(&s, "child").time_ns,
+            row(&w, "moved").time_ns
+        );
+        assert_eq!(r.layer.stats(), LayerStats::default());
+    }
+
+    /// A future dropped before completion: `tracing` closes its span as for a completed
+    /// one, so it is one call ending at the drop, not counted as cancelled.
+    #[test]
+    fn dropped_instrumented_future_ends_at_the_drop_uncancelled() {
+        const DOOMED: u64 = 20;
+        let r = rig(SpanNames::Name);
+        let ps = profilers(&r, &[(true, true)]);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        tracing::dispatcher::with_default(&r.dispatch, || {
+            rt.block_on(async {
+                for _ in 0..DOOMED {
+                    let doomed = tokio::time::sleep(Duration::from_secs(3600))
+                        .instrument(tracing::info_span!("doomed"));
+                    let t = tokio::time::timeout(Duration::from_millis(1), doomed).await;
+                    assert!(t.is_err());
+                }
+            })
+        });
+        ps[0].disable().unwrap();
+        let rows = ps[0].rows(None);
+        assert_eq!(row(&rows, "doomed").hits, DOOMED);
+        assert_eq!(row(&rows, "doomed").cancelled, 0);
+        assert!(row(&rows, "doomed").time_ns >= u128::from(DOOMED) * 1_000_000);
+        assert_eq!(r.layer.stats(), LayerStats::default());
+    }
+
+    #[tracing::instrument]
+    fn instrumented_sync(depth: u32) -> u64 {
+        if depth == 0 {
+            return spin(50);
+        }
+        instrumented_sync(depth - 1) + 1
+    }
+
+    /// A synchronous `#[tracing::instrument]` function is a span per call, entered once:
+    /// a hit per call, as before; recursion nests.
+    #[test]
+    fn sync_instrumented_function_is_a_call_per_call() {
+        let r = rig(SpanNames::Name);
+        let ps = profilers(&r, &[(true, true), (false, true)]);
+        tracing::dispatcher::with_default(&r.dispatch, || {
+            for _ in 0..10 {
+                instrumented_sync(3);
+            }
+        });
+        for p in &ps {
+            p.disable().unwrap();
+        }
+        let (t, s) = (ps[0].rows(None), ps[1].rows(None));
+        assert_eq!(row(&t, "instrumented_sync").hits, 40);
+        assert!(row(&s, "instrumented_sync").time_ns <= row(&t, "instrumented_sync").time_ns);
+        assert_eq!(r.layer.stats(), LayerStats::default());
+    }
+
+    /// A synchronous span (entered once, closed where it was entered) keeps the profiler's
+    /// synchronous semantics: with sleep-time off its time is the thread's CPU time, so a
+    /// span that sleeps inside is timed well below its sleep; an async span's entered time
+    /// (sleep-time off) would include it.
+    #[test]
+    fn sync_span_with_sleep_time_off_is_timed_on_the_thread_cpu_clock() {
+        const NAP: Duration = Duration::from_millis(20);
+        let r = rig(SpanNames::Name);
+        let ps = profilers(&r, &[(true, true), (true, false)]);
+        tracing::dispatcher::with_default(&r.dispatch, || {
+            tracing::info_span!("napping").in_scope(|| std::thread::sleep(NAP));
+        });
+        for p in &ps {
+            p.disable().unwrap();
+        }
+        let (w, cpu) = (ps[0].rows(None), ps[1].rows(None));
+        assert_eq!(row(&w, "napping").hits, 1);
+        assert_eq!(row(&cpu, "napping").hits, 1);
+        assert!(row(&w, "napping").time_ns >= NAP.as_nanos());
+        assert!(row(&cpu, "napping").time_ns < NAP.as_nanos() / 2);
+    }
 }

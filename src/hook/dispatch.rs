@@ -743,29 +743,65 @@ impl Ftrace {
                 return stack?.pop(end.rettime);
             }
             let frame = end.frame?;
-            let ret = GraphReturn {
-                func: frame.func,
-                depth: stack.as_ref().map_or(0, |s| s.depth()),
-                calltime: frame.calltime,
-                rettime: end.rettime,
-                child_time: frame.child_time,
-                overrun: stack.as_ref().map_or(0, |s| s.overrun()),
-                task: None,
-            };
-            if end.charge_top
-                && let Some(top) = stack.and_then(|s| s.top_mut())
-            {
-                top.child_time = top.child_time.saturating_add(ret.duration());
-            }
+            let ret = kept_return(stack.map(|s| &mut **s), &frame, end.rettime, end.charge_top);
             Some((frame, ret))
         })
         .flatten()?;
-        ret.task = Some(TaskTimes {
-            running: end.running,
-            child_running: ret.child_time.saturating_sub(end.adjust),
-            cancelled: end.cancelled,
-        });
+        ret.task = Some(task_times(&ret, end.running, end.adjust, end.cancelled));
         thread::hot(|hot| self.run_returns(hot, &frame, &ret));
         Some(ret)
+    }
+
+    #[cfg(feature = "tracing")]
+    /// Ends a call whose frame is not on a stack (kept between enters) on the replay stack
+    /// `stack`: charges `stack`'s top frame the call's wall time if `charge_top`, and runs
+    /// the return hooks of the graph ops that accepted it, with [`GraphReturn::task`] set
+    /// from `task` = (running, adjust) as in [`TaskEnd`] (`None`: a synchronous return).
+    /// Returns what the hooks saw.
+    pub(crate) fn return_kept_at(
+        &self,
+        stack: &mut ShadowStack,
+        frame: &Frame,
+        rettime: u64,
+        charge_top: bool,
+        task: Option<(u64, u64)>,
+    ) -> GraphReturn {
+        let mut ret = kept_return(Some(stack), frame, rettime, charge_top);
+        ret.task = task.map(|(running, adjust)| task_times(&ret, running, adjust, false));
+        thread::hot(|hot| self.run_returns(hot, frame, &ret));
+        ret
+    }
+}
+
+/// The return of a task call's kept `frame` at `rettime` on `stack` (its depth and overrun
+/// count), charging `stack`'s top frame the call's wall time if `charge_top`.
+fn kept_return(
+    stack: Option<&mut ShadowStack>,
+    frame: &Frame,
+    rettime: u64,
+    charge_top: bool,
+) -> GraphReturn {
+    let ret = GraphReturn {
+        func: frame.func,
+        depth: stack.as_ref().map_or(0, |s| s.depth()),
+        calltime: frame.calltime,
+        rettime,
+        child_time: frame.child_time,
+        overrun: stack.as_ref().map_or(0, |s| s.overrun()),
+        task: None,
+    };
+    if charge_top && let Some(top) = stack.and_then(|s| s.top_mut()) {
+        top.child_time = top.child_time.saturating_add(ret.duration());
+    }
+    ret
+}
+
+/// A task call's running times: `adjust` (its task children's wall less running time) is
+/// taken off its child time.
+fn task_times(ret: &GraphReturn, running: u64, adjust: u64, cancelled: bool) -> TaskTimes {
+    TaskTimes {
+        running,
+        child_running: ret.child_time.saturating_sub(adjust),
+        cancelled,
     }
 }

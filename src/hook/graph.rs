@@ -218,6 +218,13 @@ impl ShadowStack {
         self.frames.pop()
     }
 
+    #[cfg(feature = "tracing")]
+    /// Takes the frame at `index` (0 = outermost) out of the stack without returning it or
+    /// charging anyone; the frames above it move down. `None` if there is none there.
+    pub(crate) fn remove_uncharged(&mut self, index: usize) -> Option<Frame> {
+        (index < self.frames.len()).then(|| self.frames.remove(index))
+    }
+
     pub(crate) fn push(&mut self, frame: Frame) {
         debug_assert!(!self.is_full());
         self.frames.push(frame);
