@@ -1,7 +1,7 @@
 //! `tracestat hist`: the kernel documentation's example spec through the command line, as
 //! text and JSON, its filters, and its refusals of bad specs, filters and files (exit 1 with
 //! a message). The tables themselves are checked against a naive count in the library's
-//! tests (tests/hist_offline.rs).
+//! tests (tests/hist/offline.rs).
 
 use std::process::Command;
 

@@ -72,7 +72,7 @@ fn run_child(read_side: Option<&str>) -> String {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
         "--exact",
-        "unregister_promise_in_this_process_mode",
+        &crate::common::test_name(module_path!(), "unregister_promise_in_this_process_mode"),
         "--nocapture",
         "--test-threads",
         "1",

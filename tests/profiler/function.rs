@@ -3,12 +3,12 @@
 //! per-thread files and thresholds.
 //!
 //! These tests use owned hook-layer instances (`Ftrace::new`) so they do not share state;
-//! the global profiler with `#[traced]` functions is tested in `function_profiler_global.rs`.
+//! the global profiler with `#[traced]` functions is tested in `tests/global/function_profiler.rs`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-mod kernel_format;
+use crate::common::kernel_format;
 use kernel_format::{FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED, graph_duration};
 use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions, ShadowStack, SiteDef};
 use tracestat::stat::Tracefs;

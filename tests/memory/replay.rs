@@ -18,6 +18,7 @@ fn rss_kib() -> u64 {
 
 #[test]
 fn replay_memory_is_bounded_and_given_back() {
+    let _serial = crate::serial();
     const FUNCTIONS: usize = 20_000;
     let mut trace = String::new();
     for i in 0..FUNCTIONS {

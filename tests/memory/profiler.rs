@@ -1,5 +1,5 @@
-//! Memory bounds, measured as the process's resident set (`VmRSS`): this test binary holds
-//! one test so that nothing else runs in the process while it measures. The bounds are
+//! Memory bounds, measured as the process's resident set (`VmRSS`): the test holds the binary's
+//! `serial` lock so that nothing else runs in the process while it measures. The bounds are
 //! generous multiples of what was measured, to catch leaks (growth per thread that a reset
 //! does not give back), not to time anything.
 
@@ -41,6 +41,7 @@ const CALLS: u64 = 10;
 /// cycle after cycle.
 #[test]
 fn short_lived_profiled_threads_are_given_back_by_a_reset() {
+    let _serial = crate::serial();
     const THREADS: u64 = 10_000;
     /// Bounds: 64 KiB per held thread; 64 MiB over the start after a reset (and trim).
     const PER_THREAD_KIB: u64 = 64;

@@ -41,7 +41,7 @@ fn kernel_row(a: u64, b: u64, func: &str, file: &str, line: u32) -> String {
 }
 
 fn line_of(func: &str) -> u32 {
-    let src = include_str!("branch_profiler.rs");
+    let src = include_str!("branch.rs");
     let decl = format!("fn {func}(");
     let start = src.find(&decl).unwrap();
     let body_line = src[..start].lines().count() + 2;
@@ -102,12 +102,12 @@ fn counts_are_exact_and_files_match_the_kernel_format() {
     assert_eq!(find("plain").site.hint(), Hint::None);
     assert_eq!(
         find("plain").site.module_path_and_function(),
-        "branch_profiler::plain"
+        "profiler::branch::plain"
     );
 
     let fs = Tracefs::new();
     register_branch_stats(&fs).unwrap();
-    let file = "branch_profiler.rs";
+    let file = "branch.rs";
 
     // Worst first: wrong_hint (66% incorrect), mostly_even (25%), rare_error (10%), then the
     // never-run site (X, percent -1) last.

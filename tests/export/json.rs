@@ -1,11 +1,9 @@
 //! JSON: schema, round trips, stat files, bad names.
 #![cfg(feature = "json")]
 
-mod export_common;
-
 use std::fmt;
 
-use export_common::{BAD, bad_names, sample};
+use crate::common::{BAD, bad_names, sample};
 use serde::Serialize;
 use tracestat::export::{
     Profile, histogram_to_json, profile_from_json, registry_stat_to_json,

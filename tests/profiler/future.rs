@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-mod kernel_format;
+use crate::common::kernel_format;
 
 use tracestat::profile::{Ftrace, FunctionProfiler, FunctionRow, ProfileOptions, SiteDef};
 use tracestat::stat::Tracefs;

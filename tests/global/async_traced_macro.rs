@@ -43,6 +43,7 @@ impl Service {
 
 #[test]
 fn async_fns_are_one_call_each_and_nest_through_the_global_profiler() {
+    let _serial = crate::serial();
     const TASKS: u64 = 200;
     FunctionProfiler::global();
     let fs = Tracefs::global();

@@ -1,13 +1,11 @@
-//! The naive event counter of `tests/common_naive` on hand-made lines with known answers, and
+//! The naive event counter of `naive` (tests/hist/naive.rs) on hand-made lines with known answers, and
 //! on real event traces whose counts were cross-checked with grep: the reference that the
 //! offline histogram tests compare `tracestat hist` with must itself be right.
-
-mod common_naive;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common_naive::{
+use crate::naive::{
     EventLine, event_line, naive_event_counts, naive_event_hits, naive_event_latency_us,
     naive_event_sum, timestamp_us,
 };

@@ -180,7 +180,7 @@ fn run_child(asked: Option<&str>, child: &str) -> String {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
         "--exact",
-        "cpu_clock_in_this_process",
+        &crate::common::test_name(module_path!(), "cpu_clock_in_this_process"),
         "--nocapture",
         "--test-threads",
         "1",

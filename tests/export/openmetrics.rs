@@ -1,10 +1,8 @@
 //! OpenMetrics / Prometheus text: parse our own output back and check totals and escaping.
 
-mod export_common;
-
 use std::collections::BTreeMap;
 
-use export_common::{BAD, bad_names, labels, sample};
+use crate::common::{BAD, bad_names, labels, sample};
 use tracestat::export::{
     Counter, ModelError, Profile, TextFormat, to_metrics_text, to_openmetrics,
 };

@@ -1,8 +1,6 @@
 //! Folded stacks: totals, escaping, merging.
 
-mod export_common;
-
-use export_common::{BAD, bad_names, function, path, sample};
+use crate::common::{BAD, bad_names, function, path, sample};
 use tracestat::export::{FoldedWeight, Profile, to_folded, to_folded_weighted};
 
 fn folded(p: &Profile, weight: FoldedWeight) -> String {

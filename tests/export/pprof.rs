@@ -1,12 +1,10 @@
 //! pprof: decode our own output with prost and check totals, stacks and names.
 #![cfg(feature = "pprof")]
 
-mod export_common;
-
 use std::io::Read;
 
-use export_common::pprof_proto as proto;
-use export_common::{BAD, bad_names, function, path, sample};
+use crate::common::pprof_proto as proto;
+use crate::common::{BAD, bad_names, function, path, sample};
 use flate2::read::GzDecoder;
 use prost::Message;
 use tracestat::export::{Profile, to_pprof};

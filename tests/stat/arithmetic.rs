@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
-use tracestat::hist::{CellLayout, HashHist, Row, Shard, Stats};
-mod kernel_format;
+use crate::common::kernel_format;
 use kernel_format::graph_duration;
+use tracestat::hist::{CellLayout, HashHist, Row, Shard, Stats};
 use tracestat::profile::{Ftrace, FunctionProfiler, ShadowStack, SiteDef};
 
 const M: u64 = u64::MAX;

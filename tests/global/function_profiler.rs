@@ -20,6 +20,7 @@ fn never_called() {}
 
 #[test]
 fn n_threads_times_m_calls_sum_exactly_through_the_control_surface() {
+    let _serial = crate::serial();
     const THREADS: u64 = 4;
     const CALLS: u64 = 25_000;
     FunctionProfiler::global();

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-mod kernel_format;
+use crate::common::kernel_format;
 use kernel_format::graph_duration;
 use tracestat::replay::{Event, Parser, Replay, ReplayOptions, Sort};
 

@@ -114,9 +114,11 @@ fn recording_ops() -> Arc<FtraceOps> {
 
 #[test]
 fn every_kind_of_function_is_instrumented_once_per_call() {
+    let _serial = crate::serial();
     let f = Ftrace::global();
     let ops = recording_ops();
-    f.set_filter(&ops, "*:mod:traced_macro*", WriteMode::Truncate)
+    let this_module = format!("*:mod:{}", module_path!());
+    f.set_filter(&ops, &this_module, WriteMode::Truncate)
         .unwrap();
     f.register(&ops).unwrap();
 

@@ -10,10 +10,10 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use crate::common::kernel_format;
+use kernel_format::{FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED};
 use proptest::prelude::*;
 use tracestat::Error;
-mod kernel_format;
-use kernel_format::{FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED};
 use tracestat::profile::GRAPH_SLOTS;
 use tracestat::profile::{Ftrace, FtraceOps, FunctionProfiler, ProfileOptions, SiteDef};
 use tracestat::stat::{Tracefs, WriteMode};
