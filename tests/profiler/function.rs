@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::common::kernel_format;
+use crate::common::profiler::{HITS_AND_TIMED, TIMED, with_profiler};
 use kernel_format::{FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED, graph_duration};
 use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions, ShadowStack, SiteDef};
 use tracestat::stat::Tracefs;
@@ -52,57 +53,53 @@ fn kernel_row(name: &str, hits: u64, timing: Option<(u64, u64, u64)>) -> String 
 fn exact_totals_under_concurrency_in_both_modes() {
     const THREADS: u64 = 4;
     const CALLS: u64 = 20_000;
-    for timing in [true, false] {
-        let ftrace = instance(&["outer", "inner"]);
-        let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
-        profiler
-            .set_options(ProfileOptions {
-                timing,
-                ..ProfileOptions::default()
-            })
-            .unwrap();
-        profiler.enable().unwrap();
-        let (outer, inner) = (ftrace.find("outer").unwrap(), ftrace.find("inner").unwrap());
-        std::thread::scope(|s| {
-            for _ in 0..THREADS {
-                s.spawn(|| {
-                    for _ in 0..CALLS {
-                        let _o = ftrace.call(outer);
-                        let _i = ftrace.call(inner);
-                    }
-                });
-            }
-        });
-        profiler.disable().unwrap();
-        let mut rows = profiler.rows(None);
-        rows.sort_by(|a, b| a.name.cmp(&b.name));
-        let hits: Vec<(&str, u64)> = rows.iter().map(|r| (r.name.as_str(), r.hits)).collect();
-        assert_eq!(
-            hits,
-            [("inner", THREADS * CALLS), ("outer", THREADS * CALLS)],
-            "timing={timing}"
-        );
-        // Every thread has its own shard, and the per-thread rows add up to the merged ones.
-        let threads = profiler.threads();
-        assert_eq!(threads.len(), THREADS as usize);
-        let per_thread: u64 = threads
-            .iter()
-            .flat_map(|&t| profiler.rows(Some(t)))
-            .map(|r| r.hits)
-            .sum();
-        assert_eq!(per_thread, 2 * THREADS * CALLS);
-        if timing {
-            let outer = rows.iter().find(|r| r.name == "outer").unwrap();
-            let inner = rows.iter().find(|r| r.name == "inner").unwrap();
-            assert!(
-                outer.time_ns >= inner.time_ns,
-                "graph-time: outer includes inner"
+    with_profiler(
+        &HITS_AND_TIMED,
+        &["outer", "inner"],
+        |opts, ftrace, profiler| {
+            let timing = opts.timing;
+            let (outer, inner) = (ftrace.find("outer").unwrap(), ftrace.find("inner").unwrap());
+            std::thread::scope(|s| {
+                for _ in 0..THREADS {
+                    s.spawn(|| {
+                        for _ in 0..CALLS {
+                            let _o = ftrace.call(outer);
+                            let _i = ftrace.call(inner);
+                        }
+                    });
+                }
+            });
+            profiler.disable().unwrap();
+            let mut rows = profiler.rows(None);
+            rows.sort_by(|a, b| a.name.cmp(&b.name));
+            let hits: Vec<(&str, u64)> = rows.iter().map(|r| (r.name.as_str(), r.hits)).collect();
+            assert_eq!(
+                hits,
+                [("inner", THREADS * CALLS), ("outer", THREADS * CALLS)],
+                "timing={timing}"
             );
-            assert_eq!(outer.buckets.iter().sum::<u64>(), THREADS * CALLS);
-        } else {
-            assert!(rows.iter().all(|r| r.time_ns == 0));
-        }
-    }
+            // Every thread has its own shard, and the per-thread rows add up to the merged ones.
+            let threads = profiler.threads();
+            assert_eq!(threads.len(), THREADS as usize);
+            let per_thread: u64 = threads
+                .iter()
+                .flat_map(|&t| profiler.rows(Some(t)))
+                .map(|r| r.hits)
+                .sum();
+            assert_eq!(per_thread, 2 * THREADS * CALLS);
+            if timing {
+                let outer = rows.iter().find(|r| r.name == "outer").unwrap();
+                let inner = rows.iter().find(|r| r.name == "inner").unwrap();
+                assert!(
+                    outer.time_ns >= inner.time_ns,
+                    "graph-time: outer includes inner"
+                );
+                assert_eq!(outer.buckets.iter().sum::<u64>(), THREADS * CALLS);
+            } else {
+                assert!(rows.iter().all(|r| r.time_ns == 0));
+            }
+        },
+    );
 }
 
 /// Drives graph calls with explicit timestamps (the replay entry points), so times are exact.
@@ -567,14 +564,14 @@ fn the_profile_export_carries_functions_paths_and_latency_histograms() {
 #[test]
 fn recursion_deeper_than_the_shadow_stack_counts_every_call() {
     use tracestat::profile::{SHADOW_STACK_DEPTH, install};
-    for opts in [
-        ProfileOptions::default(),
+    let wall_and_cpu = [
+        TIMED,
         ProfileOptions {
             sleep_time: false,
-            ..ProfileOptions::default()
+            ..TIMED
         },
-    ] {
-        let (ftrace, profiler) = enabled(&["recurse"], opts);
+    ];
+    with_profiler(&wall_and_cpu, &["recurse"], |opts, ftrace, profiler| {
         let fs = &new_fs();
         install(&ftrace, fs).unwrap();
         fn recurse(f: &Ftrace, n: usize) {
@@ -592,5 +589,5 @@ fn recursion_deeper_than_the_shadow_stack_counts_every_call() {
         let overruns = (200 - SHADOW_STACK_DEPTH) as u64;
         assert_eq!(ftrace.graph_overruns(), overruns);
         assert_eq!(fs.read("graph_overruns").unwrap(), format!("{overruns}\n"));
-    }
+    });
 }

@@ -3,48 +3,9 @@
 //! call counted exactly once in every mode, re-enable and option changes reset, and dropping
 //! an enabled profiler unregisters its ops and frees its state (no reference cycle left).
 
+use crate::common::profiler::{EVERY, HITS_AND_TIMED, with_profiler};
 use std::sync::Arc;
-use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions, SiteDef};
-
-/// Every combination of the options the profiler builds a different ops for.
-const MODES: [ProfileOptions; 6] = [
-    ProfileOptions {
-        timing: false,
-        graph_time: true,
-        sleep_time: true,
-        call_paths: false,
-    },
-    ProfileOptions {
-        timing: true,
-        graph_time: true,
-        sleep_time: true,
-        call_paths: false,
-    },
-    ProfileOptions {
-        timing: true,
-        graph_time: false,
-        sleep_time: true,
-        call_paths: false,
-    },
-    ProfileOptions {
-        timing: true,
-        graph_time: true,
-        sleep_time: false,
-        call_paths: false,
-    },
-    ProfileOptions {
-        timing: true,
-        graph_time: false,
-        sleep_time: false,
-        call_paths: false,
-    },
-    ProfileOptions {
-        timing: true,
-        graph_time: false,
-        sleep_time: false,
-        call_paths: true,
-    },
-];
+use tracestat::profile::{Ftrace, FunctionProfiler};
 
 /// `threads` threads each call `a` with `b` nested inside, `calls` times.
 fn hammer(ftrace: &Arc<Ftrace>, threads: usize, calls: u64) {
@@ -67,11 +28,7 @@ fn total_hits(p: &FunctionProfiler) -> u64 {
 
 #[test]
 fn exact_totals_resets_and_no_leak_in_every_mode() {
-    for mode in MODES {
-        let ftrace = Ftrace::new([SiteDef::new("a", "m"), SiteDef::new("b", "m")]);
-        let p = FunctionProfiler::new(ftrace.clone());
-        p.set_options(mode).unwrap();
-        p.enable().unwrap();
+    with_profiler(&EVERY, &["a", "b"], |mode, ftrace, p| {
         hammer(&ftrace, 4, 10_000);
         p.disable().unwrap();
         assert_eq!(total_hits(&p), 80_000, "{mode:?}");
@@ -97,7 +54,7 @@ fn exact_totals_resets_and_no_leak_in_every_mode() {
             1,
             "profiler state leaked: {mode:?}"
         );
-    }
+    });
 }
 
 /// Makes a traced call of `ftrace`'s first site when dropped: a thread-local destructor
@@ -124,16 +81,8 @@ thread_local! {
 /// would be dispatched through a retired slot (and counted in the orphan table).
 #[test]
 fn a_call_from_a_late_thread_local_destructor_is_not_traced() {
-    for timing in [false, true] {
-        let ftrace = Ftrace::new([SiteDef::new("late", "tests")]);
-        let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
-        profiler
-            .set_options(ProfileOptions {
-                timing,
-                ..ProfileOptions::default()
-            })
-            .unwrap();
-        profiler.enable().unwrap();
+    with_profiler(&HITS_AND_TIMED, &["late"], |opts, ftrace, profiler| {
+        let timing = opts.timing;
         let f = Arc::clone(&ftrace);
         std::thread::spawn(move || {
             // First use (destructor registered) before any traced call, so it runs last.
@@ -144,5 +93,5 @@ fn a_call_from_a_late_thread_local_destructor_is_not_traced() {
         .unwrap();
         let hits: u64 = profiler.rows(None).iter().map(|r| r.hits).sum();
         assert_eq!(hits, 1, "timing: {timing}");
-    }
+    });
 }
