@@ -27,7 +27,8 @@
 //!   the trace was left without its exit (then the count would be ambiguous).
 //!
 //! Each trace is its own test. The traces on which replay does not follow these rules yet are
-//! marked `#[ignore]` with that reason; `cargo test --test replay_real -- --include-ignored`
+//! marked `#[ignore]` with that reason; `cargo test -p tracestat-cli --test cli
+//! replay_real -- --include-ignored`
 //! lists every mismatch (trace, function, expected, got).
 #![cfg(feature = "json")]
 

@@ -3,19 +3,7 @@
 //! a message). The tables themselves are checked against a naive count in the library's
 //! tests (tests/hist/offline.rs).
 
-use std::process::Command;
-
-fn tracestat(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tracestat"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use crate::tracestat;
 
 #[test]
 fn cli_text_json_and_errors() {

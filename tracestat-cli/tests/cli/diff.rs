@@ -1,22 +1,10 @@
 //! `tracestat diff` and `profile::diff`: a run against itself is empty, known changes come
 //! out exactly, every input form (trace, JSON, stat text) is read, bad input is refused.
 
+use crate::tracestat;
 use std::fs;
-use std::process::Command;
 
 use tracestat::profile::{FunctionSnapshot, diff};
-
-fn tracestat(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tracestat"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn data(name: &str) -> String {
     format!("{}/../tests/data/{name}", env!("CARGO_MANIFEST_DIR"))
