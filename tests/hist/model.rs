@@ -173,7 +173,8 @@ fn merge_snapshots_of_shards() {
 /// Regression: a shard's owner retires tables while growing; they used to be freed at once
 /// (unprotected guard) while the lookup that retired them was still reading them. Small
 /// enough to run under valgrind, which reports the invalid reads the old code made:
-/// `valgrind --error-exitcode=1 target/debug/deps/hist-* model::shard_grows`.
+/// `valgrind --error-exitcode=1 BIN model::shard_grows`, where BIN is the `hist` test
+/// binary that `cargo test --test hist --no-run` names.
 #[test]
 fn shard_grows_through_many_tables() {
     for round in 0..3u64 {
