@@ -5,7 +5,7 @@
 //! hook layer and function profiler on a free loopback port, and speaks raw HTTP/1.1 over a
 //! `TcpStream`, so what is checked is exactly what goes over the wire.
 
-#[path = "export_common/pprof_proto.rs"]
+#[path = "export/common/pprof_proto.rs"]
 mod proto;
 
 use std::io::{Read, Write};

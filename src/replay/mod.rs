@@ -19,7 +19,7 @@
 //!   `12345.678901 |` time, a `3)` CPU, a `comm-pid |` task, a flags word with or without
 //!   its own `|`, a `+ 1.234 us |` duration), in any combination and order the kernel prints
 //!   them, so a stream can start anywhere, layouts may mix, and no header is needed (the
-//!   header, when there is one, is counted). `tests/replay_columns.rs` renders real samples
+//!   header, when there is one, is counted). `tests/replay/columns.rs` renders real samples
 //!   in every combination and checks that the counts do not change.
 //! - **Borrowed, not allocated.** Events borrow task and function names from the line;
 //!   parsing allocates nothing and runs no regular expression. [`Reader`] reuses one line

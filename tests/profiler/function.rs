@@ -1,0 +1,593 @@
+//! The function profiler: exact totals under concurrency, the kernel's output byte for byte,
+//! graph-time off (self times add up), reset on enable while threads call, control files,
+//! per-thread files and thresholds.
+//!
+//! These tests use owned hook-layer instances (`Ftrace::new`) so they do not share state;
+//! the global profiler with `#[traced]` functions is tested in `tests/global/function_profiler.rs`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use crate::common::kernel_format;
+use crate::common::profiler::{HITS_AND_TIMED, TIMED, with_profiler};
+use kernel_format::{FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED, graph_duration};
+use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions, ShadowStack, SiteDef};
+use tracestat::stat::Tracefs;
+use tracestat::{Error, InputError};
+
+fn instance(names: &[&str]) -> Arc<Ftrace> {
+    Ftrace::new(names.iter().map(|n| SiteDef::new(*n, "tests")))
+}
+
+fn new_fs() -> Arc<Tracefs> {
+    Arc::new(Tracefs::new())
+}
+
+/// An owned hook-layer instance over `names` and a profiler on it, enabled with `opts`.
+fn enabled(names: &[&str], opts: ProfileOptions) -> (Arc<Ftrace>, FunctionProfiler) {
+    let ftrace = instance(names);
+    let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
+    profiler.set_options(opts).unwrap();
+    profiler.enable().unwrap();
+    (ftrace, profiler)
+}
+
+fn ip(ftrace: &Ftrace, name: &str) -> usize {
+    ftrace.find(name).unwrap().ip()
+}
+
+/// The kernel's row: `"  %-30.30s  %10lu"` + (`"    "` + duration) x 3 + `"\n"`.
+fn kernel_row(name: &str, hits: u64, timing: Option<(u64, u64, u64)>) -> String {
+    let mut s = format!("  {name:<30.30}  {hits:10}");
+    if let Some((time, avg, s2)) = timing {
+        for v in [time, avg, s2] {
+            s.push_str("    ");
+            s.push_str(&graph_duration(v));
+        }
+    }
+    s.push('\n');
+    s
+}
+
+#[test]
+fn exact_totals_under_concurrency_in_both_modes() {
+    const THREADS: u64 = 4;
+    const CALLS: u64 = 20_000;
+    with_profiler(
+        &HITS_AND_TIMED,
+        &["outer", "inner"],
+        |opts, ftrace, profiler| {
+            let timing = opts.timing;
+            let (outer, inner) = (ftrace.find("outer").unwrap(), ftrace.find("inner").unwrap());
+            std::thread::scope(|s| {
+                for _ in 0..THREADS {
+                    s.spawn(|| {
+                        for _ in 0..CALLS {
+                            let _o = ftrace.call(outer);
+                            let _i = ftrace.call(inner);
+                        }
+                    });
+                }
+            });
+            profiler.disable().unwrap();
+            let mut rows = profiler.rows(None);
+            rows.sort_by(|a, b| a.name.cmp(&b.name));
+            let hits: Vec<(&str, u64)> = rows.iter().map(|r| (r.name.as_str(), r.hits)).collect();
+            assert_eq!(
+                hits,
+                [("inner", THREADS * CALLS), ("outer", THREADS * CALLS)],
+                "timing={timing}"
+            );
+            // Every thread has its own shard, and the per-thread rows add up to the merged ones.
+            let threads = profiler.threads();
+            assert_eq!(threads.len(), THREADS as usize);
+            let per_thread: u64 = threads
+                .iter()
+                .flat_map(|&t| profiler.rows(Some(t)))
+                .map(|r| r.hits)
+                .sum();
+            assert_eq!(per_thread, 2 * THREADS * CALLS);
+            if timing {
+                let outer = rows.iter().find(|r| r.name == "outer").unwrap();
+                let inner = rows.iter().find(|r| r.name == "inner").unwrap();
+                assert!(
+                    outer.time_ns >= inner.time_ns,
+                    "graph-time: outer includes inner"
+                );
+                assert_eq!(outer.buckets.iter().sum::<u64>(), THREADS * CALLS);
+            } else {
+                assert!(rows.iter().all(|r| r.time_ns == 0));
+            }
+        },
+    );
+}
+
+/// Drives graph calls with explicit timestamps (the replay entry points), so times are exact.
+fn timed_calls(ftrace: &Ftrace, calls: &[(&str, u64, u64)]) {
+    // (name, calltime, rettime), properly nested, in entry order; returns in LIFO order.
+    let mut stack = ShadowStack::new();
+    let mut open: Vec<u64> = Vec::new();
+    for &(name, call, ret) in calls {
+        while let Some(&top_ret) = open.last() {
+            if top_ret <= call {
+                ftrace.graph_return_at(&mut stack, top_ret).unwrap();
+                open.pop();
+            } else {
+                break;
+            }
+        }
+        assert!(ftrace.graph_entry_at(&mut stack, ip(ftrace, name), 0, call));
+        open.push(ret);
+    }
+    while let Some(ret) = open.pop() {
+        ftrace.graph_return_at(&mut stack, ret).unwrap();
+    }
+}
+
+#[test]
+fn output_is_the_kernels_byte_for_byte() {
+    let ftrace = instance(&["do_sys_poll", "schedule", "tcp_sendmsg"]);
+    let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
+    profiler.enable().unwrap();
+    timed_calls(
+        &ftrace,
+        &[
+            ("tcp_sendmsg", 0, 1_500),
+            ("tcp_sendmsg", 10_000, 12_500),
+            ("do_sys_poll", 20_000, 3_811_163),
+            ("schedule", 4_000_000, 4_000_459),
+        ],
+    );
+    profiler.disable().unwrap();
+    // tcp_sendmsg: 1500 + 2500 ns: avg 2000, s^2 = (2·(1500²+2500²) − 4000²) / (2·1·1000) = 500.
+    let expected = String::from(FUNCTION_HEADER_TIMED)
+        + &kernel_row("do_sys_poll", 1, Some((3_791_163, 3_791_163, 0)))
+        + &kernel_row("tcp_sendmsg", 2, Some((4_000, 2_000, 500)))
+        + &kernel_row("schedule", 1, Some((459, 459, 0)));
+    assert_eq!(profiler.render(None), expected);
+    // The literal bytes of one row, as a real trace_stat file prints it.
+    assert!(expected.contains(
+        "  do_sys_poll                              1    3791.163 us     3791.163 us     0.000 us    \n"
+    ));
+}
+
+#[test]
+fn hits_only_output_sorts_by_hits_and_omits_unhit_functions() {
+    let (ftrace, profiler) = enabled(
+        &["a", "b", "never"],
+        ProfileOptions {
+            timing: false,
+            ..Default::default()
+        },
+    );
+    for (name, n) in [("a", 3), ("b", 7)] {
+        for _ in 0..n {
+            assert!(ftrace.dispatch_ip(ip(&ftrace, name), 0));
+        }
+    }
+    profiler.disable().unwrap();
+    let expected =
+        String::from(FUNCTION_HEADER_HITS) + &kernel_row("b", 7, None) + &kernel_row("a", 3, None);
+    assert_eq!(profiler.render(None), expected);
+}
+
+#[test]
+fn graph_time_off_gives_self_times_that_add_up() {
+    let (ftrace, profiler) = enabled(
+        &["outer", "mid", "leaf"],
+        ProfileOptions {
+            graph_time: false,
+            ..Default::default()
+        },
+    );
+    // outer [0, 1000) calls mid [100, 600) which calls leaf [200, 300) and leaf [400, 450);
+    // outer then calls leaf [700, 900).
+    timed_calls(
+        &ftrace,
+        &[
+            ("outer", 0, 1000),
+            ("mid", 100, 600),
+            ("leaf", 200, 300),
+            ("leaf", 400, 450),
+            ("leaf", 700, 900),
+        ],
+    );
+    profiler.disable().unwrap();
+    let time = |name: &str| {
+        profiler
+            .rows(None)
+            .into_iter()
+            .find(|r| r.name == name)
+            .unwrap()
+            .time_ns
+    };
+    assert_eq!(time("leaf"), 100 + 50 + 200, "a leaf keeps its whole time");
+    assert_eq!(time("mid"), 500 - 150);
+    assert_eq!(time("outer"), 1000 - 500 - 200);
+    assert_eq!(
+        time("leaf") + time("mid") + time("outer"),
+        1000,
+        "self times add up to the total"
+    );
+
+    // graph-time on: the same calls give inclusive times.
+    profiler.set_options(ProfileOptions::default()).unwrap();
+    profiler.enable().unwrap();
+    timed_calls(
+        &ftrace,
+        &[("outer", 0, 1000), ("mid", 100, 600), ("leaf", 200, 300)],
+    );
+    profiler.disable().unwrap();
+    assert_eq!((time("outer"), time("mid"), time("leaf")), (1000, 500, 100));
+}
+
+#[test]
+fn sleep_time_off_excludes_time_asleep() {
+    let ftrace = instance(&["naps"]);
+    let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
+    let site = ftrace.find("naps").unwrap();
+    let nap = || {
+        let _s = ftrace.call(site);
+        std::thread::sleep(std::time::Duration::from_millis(30));
+    };
+    profiler.enable().unwrap();
+    nap();
+    profiler.disable().unwrap();
+    let wall = profiler.rows(None)[0].time_ns;
+    assert!(wall >= 30_000_000, "sleep-time on counts the sleep: {wall}");
+
+    profiler
+        .set_options(ProfileOptions {
+            sleep_time: false,
+            ..Default::default()
+        })
+        .unwrap();
+    profiler.enable().unwrap();
+    nap();
+    profiler.disable().unwrap();
+    let cpu = profiler.rows(None)[0].time_ns;
+    assert!(cpu < 15_000_000, "sleep-time off excludes the sleep: {cpu}");
+}
+
+#[test]
+fn enable_resets_disable_keeps_and_nothing_counts_after_disable() {
+    let ftrace = instance(&["f"]);
+    let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
+    let f = ftrace.find("f").unwrap();
+    let call_n = |n| {
+        for _ in 0..n {
+            drop(ftrace.call(f));
+        }
+    };
+    profiler.enable().unwrap();
+    call_n(5);
+    profiler.disable().unwrap();
+    call_n(5); // disabled: not counted
+    assert_eq!(profiler.rows(None)[0].hits, 5, "disable keeps the data");
+    profiler.enable().unwrap(); // 0 -> 1 resets
+    assert!(profiler.rows(None).is_empty(), "enable resets");
+    call_n(2);
+    profiler.enable().unwrap(); // already on: no reset (the kernel's rule)
+    call_n(1);
+    profiler.disable().unwrap();
+    assert_eq!(profiler.rows(None)[0].hits, 3);
+}
+
+#[test]
+fn reset_on_enable_while_other_threads_call() {
+    const THREADS: u64 = 3;
+    let ftrace = instance(&["hot"]);
+    let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
+    let hot = ftrace.find("hot").unwrap();
+    profiler.enable().unwrap();
+    // Phases: 0 before the reset, 1 reset under way, 2 reset done, 3 disable under way,
+    // 4 stop. Each thread counts the calls it started in each phase.
+    let phase = AtomicUsize::new(0);
+    let counts: [AtomicU64; 4] = Default::default();
+    let ready = AtomicUsize::new(0);
+    let wait_calls = |n: u64| {
+        let start = counts[2].load(Ordering::SeqCst);
+        while counts[2].load(Ordering::SeqCst) < start + n {
+            std::thread::yield_now();
+        }
+    };
+    std::thread::scope(|s| {
+        for _ in 0..THREADS {
+            s.spawn(|| {
+                ready.fetch_add(1, Ordering::SeqCst);
+                loop {
+                    let p = phase.load(Ordering::SeqCst);
+                    if p == 4 {
+                        break;
+                    }
+                    drop(ftrace.call(hot));
+                    counts[p].fetch_add(1, Ordering::SeqCst);
+                }
+            });
+        }
+        while ready.load(Ordering::SeqCst) < THREADS as usize {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        phase.store(1, Ordering::SeqCst);
+        profiler.disable().unwrap();
+        profiler.enable().unwrap(); // resets while the threads keep calling
+        phase.store(2, Ordering::SeqCst);
+        wait_calls(50_000);
+        phase.store(3, Ordering::SeqCst);
+        profiler.disable().unwrap();
+        phase.store(4, Ordering::SeqCst);
+    });
+    let hits: u64 = profiler.rows(None).iter().map(|r| r.hits).sum();
+    let c: Vec<u64> = counts.iter().map(|c| c.load(Ordering::SeqCst)).collect();
+    // Every call started while the profiler was surely on (phase 2) is counted — none lost
+    // to the reset — except at most one per thread that read the phase just before being
+    // preempted past the final disable. Nothing from before the reset survives it, except
+    // at most one call per thread that read phase 0 and ran after the reset.
+    let (lower, upper) = (c[2].saturating_sub(THREADS), c[1] + c[2] + c[3] + THREADS);
+    assert!(c[2] >= 50_000, "the threads ran after the reset: {c:?}");
+    assert!(
+        (lower..=upper).contains(&hits),
+        "hits {hits} outside [{lower}, {upper}] (calls per phase {c:?})"
+    );
+}
+
+#[test]
+fn control_files_per_thread_files_and_threshold() {
+    let fs = &new_fs();
+    let ftrace = instance(&["fast", "slow"]);
+    let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
+    profiler.install(fs).unwrap();
+    assert_eq!(fs.read("function_profile_enabled").unwrap(), "0\n");
+    assert_eq!(fs.read("options/graph-time").unwrap(), "1\n");
+    assert_eq!(fs.read("options/sleep-time").unwrap(), "1\n");
+    assert_eq!(fs.read("tracing_thresh").unwrap(), "0\n");
+
+    // Bad writes are refused with the file named, and change nothing.
+    for bad in [&b""[..], b"abc", b"1x", b"-1", b"\xff"] {
+        let err = fs.write("function_profile_enabled", bad).unwrap_err();
+        assert!(matches!(err, Error::InvalidInput { .. }), "{err}");
+        assert_eq!(err.path(), "function_profile_enabled");
+        assert!(!profiler.is_enabled());
+        let err = fs.write("options/graph-time", bad).unwrap_err();
+        assert_eq!(err.path(), "options/graph-time");
+        assert_eq!(fs.read("options/graph-time").unwrap(), "1\n");
+    }
+    assert!(matches!(
+        fs.write("tracing_thresh", b"-5"),
+        Err(Error::InvalidInput {
+            reason: InputError::Negative,
+            ..
+        })
+    ));
+
+    fs.write("function_profile_enabled", b"1\n").unwrap();
+    assert!(profiler.is_enabled());
+    // Two threads, each calling once: files function0 and function1; thread-exit keeps data.
+    let (fast, slow) = (ip(&ftrace, "fast"), ip(&ftrace, "slow"));
+    for (name, dur) in [(fast, 1_000), (slow, 900_000)] {
+        let ftrace = Arc::clone(&ftrace);
+        std::thread::spawn(move || {
+            let mut stack = ShadowStack::new();
+            assert!(ftrace.graph_entry_at(&mut stack, name, 0, 0));
+            ftrace.graph_return_at(&mut stack, dur).unwrap();
+        })
+        .join()
+        .unwrap();
+    }
+    fs.write("function_profile_enabled", b"0").unwrap();
+    let names = fs.stats().names();
+    assert!(names.contains(&"function0".to_owned()) && names.contains(&"function1".to_owned()));
+    let f0 = fs.read("trace_stat/function0").unwrap();
+    let f1 = fs.read("trace_stat/function1").unwrap();
+    assert_eq!(f0.lines().count() + f1.lines().count(), 2 * 2 + 2);
+    let all = fs.read("trace_stat/functions").unwrap();
+    assert_eq!(all.lines().count(), 2 + 2);
+    assert!(all.lines().nth(2).unwrap().starts_with("  slow "));
+
+    // tracing_thresh (µs) hides rows whose average is below it.
+    fs.write("tracing_thresh", b"100").unwrap();
+    let all = fs.read("trace_stat/functions").unwrap();
+    assert_eq!(all.lines().count(), 2 + 1);
+    assert!(!all.contains("fast"));
+    fs.write("tracing_thresh", b"0").unwrap();
+
+    // The latency file: percentiles and a bpftrace-style histogram per function.
+    let lat = fs.read("trace_stat/function_latency").unwrap();
+    assert!(lat.contains("slow  hits=1 avg=900000 p50<"), "{lat}");
+    assert!(lat.contains('@'));
+
+    // Re-enabling resets; the exited threads' files go with their records.
+    fs.write("function_profile_enabled", b"1").unwrap();
+    fs.write("function_profile_enabled", b"0").unwrap();
+    assert!(!fs.stats().contains("function0") && !fs.stats().contains("function1"));
+    assert_eq!(
+        fs.read("trace_stat/functions").unwrap(),
+        FUNCTION_HEADER_TIMED
+    );
+}
+
+#[test]
+fn option_change_while_enabled_restarts_with_the_new_option() {
+    let fs = &new_fs();
+    let ftrace = instance(&["f"]);
+    let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
+    profiler.install(fs).unwrap();
+    fs.write("function_profile_enabled", b"1").unwrap();
+    // A timed call before the switch: it must not survive the restart.
+    assert!(profiler.run_options().timing);
+    timed_calls(&ftrace, &[("f", 0, 500)]);
+    assert_eq!(profiler.rows(None)[0].hits, 1);
+    fs.write("options/function-profile-timing", b"0").unwrap();
+    assert!(profiler.is_enabled());
+    assert!(!profiler.run_options().timing);
+    assert!(profiler.rows(None).is_empty(), "restart resets");
+    assert!(ftrace.dispatch_ip(ip(&ftrace, "f"), 0));
+    fs.write("function_profile_enabled", b"0").unwrap();
+    assert_eq!(
+        fs.read("trace_stat/functions").unwrap(),
+        String::from(FUNCTION_HEADER_HITS) + &kernel_row("f", 1, None)
+    );
+}
+
+#[test]
+fn filters_apply_to_the_profiler() {
+    let fs = &new_fs();
+    let ftrace = instance(&["net_rx", "net_tx", "disk_io"]);
+    tracestat::profile::install(&ftrace, fs).unwrap();
+    let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
+    profiler.install(fs).unwrap();
+    fs.write("set_ftrace_filter", b"net_*").unwrap();
+    fs.write("function_profile_enabled", b"1").unwrap();
+    for name in ["net_rx", "net_tx", "disk_io"] {
+        drop(ftrace.call(ftrace.find(name).unwrap()));
+    }
+    fs.write("function_profile_enabled", b"0").unwrap();
+    let mut names: Vec<String> = profiler.rows(None).into_iter().map(|r| r.name).collect();
+    names.sort();
+    assert_eq!(names, ["net_rx", "net_tx"]);
+}
+
+#[test]
+fn call_paths_record_self_time_per_path() {
+    let (ftrace, profiler) = enabled(
+        &["main", "a", "b", "leaf"],
+        ProfileOptions {
+            call_paths: true,
+            ..Default::default()
+        },
+    );
+    // main [0,1000): a [0,400) -> leaf [100,200); b [500,900) -> leaf [600,650), leaf [700,800)
+    timed_calls(
+        &ftrace,
+        &[
+            ("main", 0, 1000),
+            ("a", 0, 400),
+            ("leaf", 100, 200),
+            ("b", 500, 900),
+            ("leaf", 600, 650),
+            ("leaf", 700, 800),
+        ],
+    );
+    profiler.disable().unwrap();
+    let mut paths: Vec<(String, u64, u128, u128)> = profiler
+        .paths()
+        .into_iter()
+        .map(|p| (p.frames.join(";"), p.hits, p.self_ns, p.total_ns))
+        .collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        [
+            ("main".to_owned(), 1, 1000 - 400 - 400, 1000),
+            ("main;a".to_owned(), 1, 300, 400),
+            ("main;a;leaf".to_owned(), 1, 100, 100),
+            ("main;b".to_owned(), 1, 400 - 150, 400),
+            ("main;b;leaf".to_owned(), 2, 150, 150),
+        ]
+    );
+    // Self times over all paths add up to the root's total.
+    assert_eq!(paths.iter().map(|p| p.2).sum::<u128>(), 1000);
+    // The per-function records are unchanged by the option.
+    let leaf = profiler
+        .rows(None)
+        .into_iter()
+        .find(|r| r.name == "leaf")
+        .unwrap();
+    assert_eq!((leaf.hits, leaf.time_ns), (3, 250));
+}
+
+#[test]
+fn the_profile_export_carries_functions_paths_and_latency_histograms() {
+    let (ftrace, profiler) = enabled(
+        &["outer", "inner"],
+        ProfileOptions {
+            call_paths: true,
+            ..Default::default()
+        },
+    );
+    timed_calls(
+        &ftrace,
+        &[
+            ("outer", 0, 10_000),
+            ("inner", 1_000, 3_000),
+            ("inner", 5_000, 5_100),
+        ],
+    );
+    profiler.disable().unwrap();
+    let profile = profiler.to_profile(None);
+    profile.validate().unwrap();
+    let names: Vec<(&str, u64, Option<u128>)> = profile
+        .functions
+        .iter()
+        .map(|f| (f.name.as_str(), f.hits, f.time_ns))
+        .collect();
+    assert_eq!(
+        names,
+        [("outer", 1, Some(10_000)), ("inner", 2, Some(2_100))]
+    );
+    let paths: Vec<(String, Option<u128>)> = profile
+        .paths
+        .iter()
+        .map(|p| (p.frames.join(";"), p.self_time_ns))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            ("outer".to_owned(), Some(7_900)),
+            ("outer;inner".to_owned(), Some(2_100))
+        ]
+    );
+    let inner = profile
+        .histograms
+        .iter()
+        .find(|h| h.labels["function"] == "inner")
+        .unwrap();
+    assert_eq!((inner.count, inner.sum), (2, 2_100));
+    assert_eq!(inner.buckets.iter().map(|b| b.count).sum::<u64>(), 2);
+    // 100 ns lies in a bucket whose bound is within 25% above it; 2000 ns likewise.
+    let les: Vec<u128> = inner
+        .buckets
+        .iter()
+        .filter(|b| b.count > 0)
+        .map(|b| b.le)
+        .collect();
+    assert!(
+        les[0] >= 100 && les[0] < 125 && les[1] >= 2_000 && les[1] < 2_500,
+        "{les:?}"
+    );
+}
+
+/// Recursion deeper than the shadow stack: every call is a hit (the deep ones without a
+/// time, as the kernel counts a hit at entry), and the overruns are shown in
+/// `graph_overruns`.
+#[test]
+fn recursion_deeper_than_the_shadow_stack_counts_every_call() {
+    use tracestat::profile::{SHADOW_STACK_DEPTH, install};
+    let wall_and_cpu = [
+        TIMED,
+        ProfileOptions {
+            sleep_time: false,
+            ..TIMED
+        },
+    ];
+    with_profiler(&wall_and_cpu, &["recurse"], |opts, ftrace, profiler| {
+        let fs = &new_fs();
+        install(&ftrace, fs).unwrap();
+        fn recurse(f: &Ftrace, n: usize) {
+            let _s = f.call(f.site(0).unwrap());
+            if n > 1 {
+                recurse(f, n - 1);
+            }
+        }
+        recurse(&ftrace, 200);
+        profiler.disable().unwrap();
+        let rows = profiler.rows(None);
+        assert_eq!(rows.len(), 1, "{opts:?}");
+        assert_eq!(rows[0].hits, 200, "{opts:?}");
+        assert!(rows[0].time_ns > 0);
+        let overruns = (200 - SHADOW_STACK_DEPTH) as u64;
+        assert_eq!(ftrace.graph_overruns(), overruns);
+        assert_eq!(fs.read("graph_overruns").unwrap(), format!("{overruns}\n"));
+    });
+}

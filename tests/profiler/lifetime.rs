@@ -1,0 +1,97 @@
+//! The function profiler's ops owns its profiler state while a run lasts (benchmark
+//! optimisation: no `Weak` upgrade per call). These checks pin what must not change: every
+//! call counted exactly once in every mode, re-enable and option changes reset, and dropping
+//! an enabled profiler unregisters its ops and frees its state (no reference cycle left).
+
+use crate::common::profiler::{EVERY, HITS_AND_TIMED, with_profiler};
+use std::sync::Arc;
+use tracestat::profile::{Ftrace, FunctionProfiler};
+
+/// `threads` threads each call `a` with `b` nested inside, `calls` times.
+fn hammer(ftrace: &Arc<Ftrace>, threads: usize, calls: u64) {
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let (a, b) = (ftrace.site(0).unwrap(), ftrace.site(1).unwrap());
+                for _ in 0..calls {
+                    let _outer = ftrace.call(a);
+                    let _inner = ftrace.call(b);
+                }
+            });
+        }
+    });
+}
+
+fn total_hits(p: &FunctionProfiler) -> u64 {
+    p.rows(None).iter().map(|r| r.hits).sum()
+}
+
+#[test]
+fn exact_totals_resets_and_no_leak_in_every_mode() {
+    with_profiler(&EVERY, &["a", "b"], |mode, ftrace, p| {
+        hammer(&ftrace, 4, 10_000);
+        p.disable().unwrap();
+        assert_eq!(total_hits(&p), 80_000, "{mode:?}");
+        assert_eq!(p.threads().len(), 4, "{mode:?}");
+        if mode.timing {
+            assert!(p.rows(None).iter().all(|r| r.time_ns > 0), "{mode:?}");
+        }
+
+        // Enabling again resets; an option write while running restarts (and resets).
+        p.enable().unwrap();
+        assert_eq!(total_hits(&p), 0, "{mode:?}");
+        hammer(&ftrace, 2, 100);
+        p.set_options(mode).unwrap();
+        hammer(&ftrace, 1, 7);
+        assert_eq!(total_hits(&p), 14, "{mode:?}");
+
+        // Dropping an enabled profiler unregisters its ops and frees its state, which
+        // holds the only other reference to the Ftrace.
+        drop(p);
+        assert_eq!(ftrace.registered(), 0, "{mode:?}");
+        assert_eq!(
+            Arc::strong_count(&ftrace),
+            1,
+            "profiler state leaked: {mode:?}"
+        );
+    });
+}
+
+/// Makes a traced call of `ftrace`'s first site when dropped: a thread-local destructor
+/// that runs after the hook layer's own per-thread state is gone.
+struct CallsOnDrop(Option<Arc<Ftrace>>);
+
+impl Drop for CallsOnDrop {
+    fn drop(&mut self) {
+        if let Some(ftrace) = self.0.take() {
+            drop(ftrace.call(ftrace.site(0).unwrap()));
+        }
+    }
+}
+
+thread_local! {
+    static LATE: std::cell::RefCell<CallsOnDrop> =
+        const { std::cell::RefCell::new(CallsOnDrop(None)) };
+}
+
+/// A traced call from a thread-local destructor that runs after the hook layer's thread
+/// state was dropped (glibc runs thread-local destructors in reverse order of first use) is
+/// not traced, and touches nothing freed: the reader slot the hook layer caches in its
+/// `const` thread-local is forgotten when that state goes. Without that, the late call
+/// would be dispatched through a retired slot (and counted in the orphan table).
+#[test]
+fn a_call_from_a_late_thread_local_destructor_is_not_traced() {
+    with_profiler(&HITS_AND_TIMED, &["late"], |opts, ftrace, profiler| {
+        let timing = opts.timing;
+        let f = Arc::clone(&ftrace);
+        std::thread::spawn(move || {
+            // First use (destructor registered) before any traced call, so it runs last.
+            LATE.with(|l| l.borrow_mut().0 = Some(Arc::clone(&f)));
+            drop(f.call(f.site(0).unwrap()));
+        })
+        .join()
+        .unwrap();
+        let hits: u64 = profiler.rows(None).iter().map(|r| r.hits).sum();
+        assert_eq!(hits, 1, "timing: {timing}");
+    });
+}
