@@ -227,6 +227,21 @@ struct Call<'p> {
     pids: bool,
 }
 
+impl<'p> Call<'p> {
+    /// An instrumented call of `site` on the thread whose `Hot` block is `hot`.
+    #[inline(always)]
+    fn live(published: &'p Published, site: &Site, hot: &Hot) -> Self {
+        Call {
+            published,
+            ip: site.ip(),
+            index: site.index(),
+            parent: hot.current_ip.get(),
+            funcs: true,
+            pids: true,
+        }
+    }
+}
+
 impl Ftrace {
     /// Enters a site this instance owns (for sites built from [`SiteDef`](super::SiteDef)s;
     /// static sites use `Site::enter`). Disabled: one relaxed load and a branch.
@@ -277,16 +292,9 @@ impl Ftrace {
         if !published.enabled {
             return ScopeGuard::none();
         }
-        let call = Call {
-            published,
-            ip: site.ip(),
-            index: site.index(),
-            parent: hot.current_ip.get(),
-            funcs: true,
-            pids: true,
-        };
         let direct = site.direct.load(Ordering::Acquire);
         if !direct.is_null() {
+            let call = Call::live(published, site, hot);
             // SAFETY: a non-null `direct` points at an entry of a published state that is
             // freed only after a grace period that our open section (`section`) holds off.
             let entry = unsafe { &*direct };
@@ -303,7 +311,9 @@ impl Ftrace {
                 }
             }
         }
-        self.enter_list(hot, &call, site)
+        // Built here, not before the `direct` test: a `Call` passed by reference to this
+        // out-of-line path would be stored to memory on the direct paths too.
+        self.enter_list(hot, &Call::live(published, site, hot), site)
     }
 
     /// One graph ops covers the site (the function profiler timing calls): its entry hook
