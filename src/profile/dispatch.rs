@@ -36,8 +36,10 @@
 //! - The hot path allocates nothing and takes no lock (the thread's first call per domain
 //!   registers a reader slot; the shadow stack is a fixed array in the thread's `Hot`
 //!   block).
-//! - A call reaches the thread-locals once: [`Hot`] by reference, passed down to the guard's
-//!   exit and the callbacks' record path (which read the site index from it).
+//! - An entry and a graph exit each reach the thread's [`Hot`] block once, by reference
+//!   (one thread-pointer-relative address: const-initialised, no destructor, nothing
+//!   lazy), and pass it down; the lazily initialised `ThreadState` is reached only on a
+//!   reader-slot cache miss and for `set_ftrace_pid`.
 //! - `published` is never null and is freed only after a grace period following its
 //!   replacement; an `OpsEntry` reached through a site's `direct` pointer belongs to a
 //!   published state that has not been freed (writers clear or repoint `direct` before the
