@@ -22,7 +22,9 @@
 //! `RECURSION` runs under the [`Func`](super::RecursionContext::Func) recursion bit, and graph entry
 //! hooks run (under the `List` bit) only when the shadow stack has room; if any accepts, a
 //! frame is pushed and the returned [`ScopeGuard`] pops it and runs the return hooks on
-//! drop.
+//! drop. The guard keeps the call's site: at exit, inside a new read-side section, a frame
+//! that the site's `direct` graph ops alone accepted (the function profiler timing calls)
+//! gets that ops' return hook without a walk of the list.
 //!
 //! Replay enters through [`Ftrace::dispatch_ip`], [`Ftrace::graph_entry_at`] and
 //! [`Ftrace::graph_return_at`] with arbitrary ips and explicit timestamps; an ip that is a
@@ -32,7 +34,12 @@
 //! # Invariants
 //!
 //! - The hot path allocates nothing and takes no lock (the thread's first call per domain
-//!   registers a reader slot, and its first graph frame allocates its shadow stack).
+//!   registers a reader slot; the shadow stack is a fixed array in the thread's `Hot`
+//!   block).
+//! - An entry and a graph exit each reach the thread's [`Hot`] block once, by reference
+//!   (one thread-pointer-relative address: const-initialised, no destructor, nothing
+//!   lazy), and pass it down; the lazily initialised `ThreadState` is reached only on a
+//!   reader-slot cache miss and for `set_ftrace_pid`.
 //! - `published` is never null and is freed only after a grace period following its
 //!   replacement; an `OpsEntry` reached through a site's `direct` pointer belongs to a
 //!   published state that has not been freed (writers clear or repoint `direct` before the
@@ -49,7 +56,7 @@ use super::pid::current_tid;
 use super::rcu::ReadGuard;
 use super::recursion::{RecursionContext as Context, lock_bit};
 use super::site::Site;
-use super::thread::{self, Hot, ThreadState};
+use super::thread::{self, Hot};
 use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::Ordering;
 
@@ -95,6 +102,8 @@ pub struct ScopeGuard<'a> {
 
 struct Exit<'a> {
     ftrace: &'a Ftrace,
+    /// The call's site (one of `ftrace`'s): a graph exit reads its `direct` entry.
+    site: &'a Site,
     prev_ip: usize,
     graph: bool,
 }
@@ -116,12 +125,14 @@ impl ScopeGuard<'_> {
 }
 
 impl<'a> ScopeGuard<'a> {
-    /// The guard of a dispatched scope: restores `prev_ip` and, if `graph`, pops the frame.
+    /// The guard of a dispatched scope of `site`: restores `prev_ip` and, if `graph`, pops
+    /// the frame.
     #[inline(always)]
-    fn traced(ftrace: &'a Ftrace, prev_ip: usize, graph: bool) -> Self {
+    fn traced(ftrace: &'a Ftrace, site: &'a Site, prev_ip: usize, graph: bool) -> Self {
         ScopeGuard {
             inner: Some(Exit {
                 ftrace,
+                site,
                 prev_ip,
                 graph,
             }),
@@ -135,7 +146,7 @@ impl Drop for ScopeGuard<'_> {
     fn drop(&mut self) {
         if let Some(exit) = self.inner.take() {
             if exit.graph {
-                exit.ftrace.exit_graph(exit.prev_ip);
+                exit.ftrace.exit_graph(exit.site, exit.prev_ip);
             } else {
                 // No frame: the scope's end only restores the parent ip (a few inline
                 // instructions on the `Hot` thread-local).
@@ -197,10 +208,10 @@ impl GraphCx {
     }
 
     /// Reads room and depth from this thread's shadow stack if not done yet.
-    fn read_stack(&mut self) {
+    fn read_stack(&mut self, hot: &Hot) {
         if self.stack_unread {
             self.stack_unread = false;
-            (self.room, self.depth) = thread::with(stack_room).unwrap_or((false, 0));
+            (self.room, self.depth) = hot.stack.room();
         }
     }
 }
@@ -218,6 +229,21 @@ struct Call<'p> {
     pids: bool,
 }
 
+impl<'p> Call<'p> {
+    /// An instrumented call of `site` on the thread whose `Hot` block is `hot`.
+    #[inline(always)]
+    fn live(published: &'p Published, site: &Site, hot: &Hot) -> Self {
+        Call {
+            published,
+            ip: site.ip(),
+            index: site.index(),
+            parent: hot.current_ip.get(),
+            funcs: true,
+            pids: true,
+        }
+    }
+}
+
 impl Ftrace {
     /// Enters a site this instance owns (for sites built from [`SiteDef`](super::SiteDef)s;
     /// static sites use `Site::enter`). Disabled: one relaxed load and a branch.
@@ -232,13 +258,11 @@ impl Ftrace {
     #[cold]
     #[inline(never)]
     fn call_slow(&self, site: &Site) -> ScopeGuard<'_> {
-        if !self
-            .site(site.index())
-            .is_some_and(|s| core::ptr::eq(s, site))
-        {
-            return ScopeGuard::none();
+        match self.site(site.index()) {
+            // The instance's own site, borrowed for as long as the instance.
+            Some(own) if core::ptr::eq(own, site) => self.enter_live(own),
+            _ => ScopeGuard::none(),
         }
-        self.enter_live(site)
     }
 
     fn published<'g>(&self, _section: &'g ReadGuard<'_>) -> &'g Published {
@@ -251,7 +275,7 @@ impl Ftrace {
     /// Dispatches an enabled call of `site`, which must be one of this instance's sites
     /// (`Site::enter` calls it on the global instance, which owns every static site).
     #[inline(always)]
-    pub(crate) fn enter_live(&self, site: &Site) -> ScopeGuard<'_> {
+    pub(crate) fn enter_live<'a>(&'a self, site: &'a Site) -> ScopeGuard<'a> {
         // By reference, not through a closure: the guard is then built in place, not
         // copied out of an `Option` (whose byte-wise copy stalls store forwarding).
         #[cfg(not(loom))]
@@ -261,7 +285,7 @@ impl Ftrace {
     }
 
     #[inline(always)]
-    fn enter_hot<'a>(&'a self, hot: &Hot, site: &Site) -> ScopeGuard<'a> {
+    fn enter_hot<'a>(&'a self, hot: &Hot, site: &'a Site) -> ScopeGuard<'a> {
         let Some(slot) = hot.slot(self.rcu()) else {
             return ScopeGuard::none();
         };
@@ -270,16 +294,9 @@ impl Ftrace {
         if !published.enabled {
             return ScopeGuard::none();
         }
-        let call = Call {
-            published,
-            ip: site.ip(),
-            index: site.index(),
-            parent: hot.current_ip.get(),
-            funcs: true,
-            pids: true,
-        };
         let direct = site.direct.load(Ordering::Acquire);
         if !direct.is_null() {
+            let call = Call::live(published, site, hot);
             // SAFETY: a non-null `direct` points at an entry of a published state that is
             // freed only after a grace period that our open section (`section`) holds off.
             let entry = unsafe { &*direct };
@@ -289,14 +306,16 @@ impl Ftrace {
                     // no list bit, no graph context, no frame.
                     run_func(hot, &call, &entry.ops, func);
                     hot.current_ip.set(call.ip);
-                    return ScopeGuard::traced(self, call.parent, false);
+                    return ScopeGuard::traced(self, site, call.parent, false);
                 }
                 Callback::Graph { entry: hook, .. } => {
-                    return self.enter_direct_graph(hot, &call, entry, hook);
+                    return self.enter_direct_graph(hot, &call, site, entry, hook);
                 }
             }
         }
-        self.enter_list(hot, &call, site)
+        // Built here, not before the `direct` test: a `Call` passed by reference to this
+        // out-of-line path would be stored to memory on the direct paths too.
+        self.enter_list(hot, &Call::live(published, site, hot), site)
     }
 
     /// One graph ops covers the site (the function profiler timing calls): its entry hook
@@ -306,6 +325,7 @@ impl Ftrace {
         &'a self,
         hot: &Hot,
         call: &Call<'_>,
+        site: &'a Site,
         entry: &OpsEntry,
         hook: &GraphEntryFunc,
     ) -> ScopeGuard<'a> {
@@ -313,16 +333,10 @@ impl Ftrace {
             let Some(_list) = lock_bit(&hot.recursion, Context::List) else {
                 return ScopeGuard::none();
             };
-            pid_allows(call, &entry.ops)
-                && thread::with(|ts| {
-                    let (room, depth) = stack_room(ts);
-                    if !room {
-                        self.count_overrun_on(ts);
-                        // Seen, so it can be counted; never pushed, never returned.
-                        hot.site_index.set(call.index);
-                        hook(&GraphEntry::overrun(call.ip, call.parent), &entry.ops);
-                        return false;
-                    }
+            pid_allows(call, &entry.ops) && {
+                let (room, depth) = hot.stack.room();
+                hot.site_index.set(call.index);
+                if room {
                     let calltime = now_ns();
                     let record = GraphEntry {
                         func: call.ip,
@@ -330,30 +344,32 @@ impl Ftrace {
                         depth,
                         calltime,
                     };
-                    // No borrow of `ts` is held while the hook runs.
-                    hot.site_index.set(call.index);
+                    // Nothing of the stack is borrowed while the hook runs; calls it makes
+                    // push and pop above `depth`, so the push below lands at `depth`.
                     hook(&record, &entry.ops)
-                        && push_frame(
-                            ts,
-                            Frame::entered(
-                                call.ip,
-                                call.index,
-                                calltime,
-                                entry.slot_bit,
-                                call.published.generation,
-                            ),
-                        )
-                })
-                .unwrap_or(false)
+                        && hot.stack.push(Frame::entered(
+                            call.ip,
+                            call.index,
+                            calltime,
+                            entry.slot_bit,
+                            call.published.generation,
+                        ))
+                } else {
+                    self.count_overrun(hot);
+                    // Seen, so it can be counted; never pushed, never returned.
+                    hook(&GraphEntry::overrun(call.ip, call.parent), &entry.ops);
+                    false
+                }
+            }
         };
         hot.current_ip.set(call.ip);
-        ScopeGuard::traced(self, call.parent, pushed)
+        ScopeGuard::traced(self, site, call.parent, pushed)
     }
 
     /// The list walk (no `direct` entry: zero or several ops cover the site): entry hooks,
     /// then maybe a frame.
     #[inline(never)]
-    fn enter_list<'a>(&'a self, hot: &Hot, call: &Call<'_>, site: &Site) -> ScopeGuard<'a> {
+    fn enter_list<'a>(&'a self, hot: &Hot, call: &Call<'_>, site: &'a Site) -> ScopeGuard<'a> {
         let mut graph = GraphCx::live();
         let accepted = {
             let Some(_list) = lock_bit(&hot.recursion, Context::List) else {
@@ -362,7 +378,7 @@ impl Ftrace {
             self.walk(hot, call, Some(site.index()), &mut graph)
         };
         if graph.wanted && !graph.room {
-            self.count_overrun();
+            self.count_overrun(hot);
         }
         let pushed = accepted != 0 && {
             let frame = Frame::entered(
@@ -372,24 +388,16 @@ impl Ftrace {
                 accepted,
                 call.published.generation,
             );
-            thread::with(|ts| push_frame(ts, frame)).unwrap_or(false)
+            hot.stack.push(frame)
         };
         hot.current_ip.set(call.ip);
-        ScopeGuard::traced(self, call.parent, pushed)
+        ScopeGuard::traced(self, site, call.parent, pushed)
     }
 
-    fn count_overrun(&self) {
-        thread::with(|ts| self.count_overrun_on(ts));
-    }
-
-    /// A call found `ts`'s stack full (or busy): counted on the stack and the instance.
+    /// A call found this thread's stack full: counted on the stack and the instance.
     #[cold]
-    fn count_overrun_on(&self, ts: &ThreadState) {
-        if let Ok(mut stack) = ts.stack.try_borrow_mut()
-            && let Some(stack) = stack.as_mut()
-        {
-            stack.count_overrun();
-        }
+    fn count_overrun(&self, hot: &Hot) {
+        hot.stack.count_overrun();
         self.note_overrun();
     }
 
@@ -404,22 +412,51 @@ impl Ftrace {
         accepted
     }
 
-    /// The end of a scope that pushed a frame: restores the parent ip, pops the frame and
-    /// runs the return hooks of the ops that accepted it.
-    #[cold]
+    /// The end of a scope of `site` that pushed a frame: restores the parent ip, pops the
+    /// frame and runs the return hooks of the ops that accepted it.
     #[inline(never)]
-    fn exit_graph(&self, prev_ip: usize) {
-        thread::hot(|hot| {
-            hot.current_ip.set(prev_ip);
-            let popped = thread::with(|ts| match ts.stack.try_borrow_mut() {
-                Ok(mut stack) => stack.as_mut().and_then(|s| s.pop(now_ns())),
-                Err(_) => None,
-            })
-            .flatten();
-            if let Some((frame, ret)) = popped {
-                self.run_returns(hot, &frame, &ret);
+    fn exit_graph(&self, site: &Site, prev_ip: usize) {
+        #[cfg(not(loom))]
+        self.exit_graph_hot(thread::hot_ref(), site, prev_ip);
+        #[cfg(loom)]
+        thread::hot(|hot| self.exit_graph_hot(hot, site, prev_ip));
+    }
+
+    #[inline(always)]
+    fn exit_graph_hot(&self, hot: &Hot, site: &Site, prev_ip: usize) {
+        hot.current_ip.set(prev_ip);
+        let Some((frame, ret)) = hot.stack.pop(now_ns()) else {
+            return;
+        };
+        let Some(slot) = hot.slot(self.rcu()) else {
+            return;
+        };
+        let section = ReadGuard::new(slot);
+        // Return hooks run whether or not the bit is free (an accepted entry always gets its
+        // return); holding it keeps traced calls made by the hooks from recursing.
+        let _list = lock_bit(&hot.recursion, Context::List);
+        let direct = site.direct.load(Ordering::Acquire);
+        if !direct.is_null() {
+            // SAFETY: a non-null `direct` points at an entry of a published state that is
+            // freed only after a grace period, and `section` (open until this function
+            // returns, after the hook) began before that grace period could end: the entry
+            // and its ops stay alive while the hook runs. Writers repoint `direct` before
+            // the grace period that retires its state, so an ops whose unregistration has
+            // completed is never reached here, as it is never reached through `published`.
+            let entry = unsafe { &*direct };
+            // The frame was accepted by exactly this registration (one slot bit, a slot
+            // held by one registration at a time, the generation at entry not older than
+            // the registration's): the list walk would call this hook alone.
+            if entry.slot_bit == frame.accepted
+                && entry.slot_gen <= frame.generation
+                && let Callback::Graph { ret: hook, .. } = &entry.ops.callback
+            {
+                hot.site_index.set(frame.index);
+                hook(&ret, &entry.ops);
+                return;
             }
-        });
+        }
+        self.returns_in(hot, self.published(&section), &frame, &ret);
     }
 
     fn run_returns(&self, hot: &Hot, frame: &Frame, ret: &GraphReturn) {
@@ -431,6 +468,13 @@ impl Ftrace {
         // Return hooks run whether or not the bit is free (an accepted entry always gets its
         // return); holding it keeps traced calls made by the hooks from recursing.
         let _list = lock_bit(&hot.recursion, Context::List);
+        self.returns_in(hot, published, frame, ret);
+    }
+
+    /// The list walk of a return: every graph ops that accepted `frame` and still holds the
+    /// slot it accepted with. The caller holds the read-side section of `published` and
+    /// the `List` bit (or found it taken).
+    fn returns_in(&self, hot: &Hot, published: &Published, frame: &Frame, ret: &GraphReturn) {
         for entry in published.entries.iter() {
             if entry.slot_bit & frame.accepted != 0
                 && entry.slot_gen <= frame.generation
@@ -556,7 +600,7 @@ fn run_one(hot: &Hot, call: &Call<'_>, entry: &OpsEntry, graph: &mut GraphCx) ->
                 return 0;
             }
             graph.wanted = true;
-            graph.read_stack();
+            graph.read_stack(hot);
             hot.site_index.set(call.index);
             if !graph.room {
                 // Seen, so it can be counted; never pushed, never returned.
@@ -575,31 +619,6 @@ fn run_one(hot: &Hot, call: &Call<'_>, entry: &OpsEntry, graph: &mut GraphCx) ->
                 0
             }
         }
-    }
-}
-
-/// Whether `ts`'s shadow stack has room for a frame, and its depth (an unallocated stack
-/// is empty; a stack borrowed further up this thread has no room).
-#[inline(always)]
-fn stack_room(ts: &ThreadState) -> (bool, usize) {
-    match ts.stack.try_borrow() {
-        Ok(s) => s.as_ref().map_or((true, 0), |s| (!s.is_full(), s.depth())),
-        Err(_) => (false, 0),
-    }
-}
-
-/// Pushes `frame` on `ts`'s shadow stack (allocated on first use); `false` if the stack is
-/// borrowed further up this thread.
-#[inline(always)]
-fn push_frame(ts: &ThreadState, frame: Frame) -> bool {
-    match ts.stack.try_borrow_mut() {
-        Ok(mut stack) => {
-            stack
-                .get_or_insert_with(|| Box::new(ShadowStack::new()))
-                .push(frame);
-            true
-        }
-        Err(_) => false,
     }
 }
 
@@ -688,9 +707,9 @@ impl<'a> ScopeGuard<'a> {
     }
 }
 
-/// The depth of this thread's shadow stack (0 when unallocated or borrowed).
+/// The depth of this thread's shadow stack (0 once its thread-locals are gone, under loom).
 pub(crate) fn stack_depth() -> usize {
-    thread::with(|ts| stack_room(ts).1).unwrap_or(0)
+    thread::hot(|hot| hot.stack.depth()).unwrap_or(0)
 }
 
 impl Ftrace {
@@ -700,28 +719,28 @@ impl Ftrace {
     /// everything pushed since has been popped, by [`suspend_task`](Self::suspend_task) or
     /// [`return_task`](Self::return_task).
     pub(crate) fn resume_task(&self, ip: usize, frame: Option<&Frame>) -> (usize, Option<usize>) {
-        let prev = thread::hot(|hot| hot.current_ip.replace(ip)).unwrap_or(0);
-        let depth = frame.and_then(|f| {
-            thread::with(|ts| {
-                let (room, depth) = stack_room(ts);
-                (room && push_frame(ts, *f)).then_some(depth)
-            })
-            .flatten()
-        });
-        (prev, depth)
+        thread::hot(|hot| {
+            let prev = hot.current_ip.replace(ip);
+            let depth = frame.and_then(|f| {
+                let depth = hot.stack.depth();
+                hot.stack.push(*f).then_some(depth)
+            });
+            (prev, depth)
+        })
+        .unwrap_or((0, None))
     }
 
     /// Ends a poll that did not complete the call: restores `prev_ip` and, if `pushed`,
     /// takes the call's frame (with the child time this poll added) off the stack without
     /// returning it and without charging its parent.
     pub(crate) fn suspend_task(&self, prev_ip: usize, pushed: bool) -> Option<Frame> {
-        thread::hot(|hot| hot.current_ip.set(prev_ip));
-        if !pushed {
-            return None;
-        }
-        thread::with(|ts| match ts.stack.try_borrow_mut() {
-            Ok(mut stack) => stack.as_mut().and_then(|s| s.pop_uncharged()),
-            Err(_) => None,
+        thread::hot(|hot| {
+            hot.current_ip.set(prev_ip);
+            if pushed {
+                hot.stack.pop_uncharged()
+            } else {
+                None
+            }
         })
         .flatten()
     }
@@ -733,17 +752,19 @@ impl Ftrace {
     /// Returns what the hooks saw; `None` when the call has no frame (a function ops only,
     /// or a full stack at entry).
     pub(crate) fn return_task(&self, end: TaskEnd) -> Option<GraphReturn> {
-        if let Some(ip) = end.prev_ip {
-            thread::hot(|hot| hot.current_ip.set(ip));
-        }
-        let (frame, mut ret) = thread::with(|ts| {
-            let mut stack = ts.stack.try_borrow_mut().ok()?;
-            let stack = stack.as_mut();
+        let (frame, mut ret) = thread::hot(|hot| {
+            if let Some(ip) = end.prev_ip {
+                hot.current_ip.set(ip);
+            }
+            let stack = &hot.stack;
             if end.pushed {
-                return stack?.pop(end.rettime);
+                return stack.pop(end.rettime);
             }
             let frame = end.frame?;
-            let ret = kept_return(stack.map(|s| &mut **s), &frame, end.rettime, end.charge_top);
+            let ret = frame.returned(stack.depth(), end.rettime, stack.overrun());
+            if end.charge_top {
+                stack.charge_top(ret.duration());
+            }
             Some((frame, ret))
         })
         .flatten()?;
@@ -766,31 +787,25 @@ impl Ftrace {
         charge_top: bool,
         task: Option<(u64, u64)>,
     ) -> GraphReturn {
-        let mut ret = kept_return(Some(stack), frame, rettime, charge_top);
+        let mut ret = kept_return(stack, frame, rettime, charge_top);
         ret.task = task.map(|(running, adjust)| task_times(&ret, running, adjust, false));
         thread::hot(|hot| self.run_returns(hot, frame, &ret));
         ret
     }
 }
 
-/// The return of a task call's kept `frame` at `rettime` on `stack` (its depth and overrun
-/// count), charging `stack`'s top frame the call's wall time if `charge_top`.
+/// The return of a task call's kept `frame` at `rettime` on the replay stack `stack` (its
+/// depth and overrun count), charging `stack`'s top frame the call's wall time if
+/// `charge_top`.
+#[cfg(feature = "tracing")]
 fn kept_return(
-    stack: Option<&mut ShadowStack>,
+    stack: &mut ShadowStack,
     frame: &Frame,
     rettime: u64,
     charge_top: bool,
 ) -> GraphReturn {
-    let ret = GraphReturn {
-        func: frame.func,
-        depth: stack.as_ref().map_or(0, |s| s.depth()),
-        calltime: frame.calltime,
-        rettime,
-        child_time: frame.child_time,
-        overrun: stack.as_ref().map_or(0, |s| s.overrun()),
-        task: None,
-    };
-    if charge_top && let Some(top) = stack.and_then(|s| s.top_mut()) {
+    let ret = frame.returned(stack.depth(), rettime, stack.overrun());
+    if charge_top && let Some(top) = stack.top_mut() {
         top.child_time = top.child_time.saturating_add(ret.duration());
     }
     ret

@@ -32,6 +32,8 @@
 //!   explicit return), unless its ops was unregistered in between.
 //! - A thread's stack is allocated once (capacity `SHADOW_STACK_DEPTH`) and never grows.
 
+use core::cell::Cell;
+
 /// The most graph ops registered at once in one [`Ftrace`](super::Ftrace).
 pub const GRAPH_SLOTS: usize = 16;
 
@@ -142,6 +144,30 @@ pub struct Frame {
 }
 
 impl Frame {
+    /// A placeholder for the unused entries of a [`LiveStack`].
+    const EMPTY: Frame = Frame {
+        func: 0,
+        calltime: 0,
+        child_time: 0,
+        index: usize::MAX,
+        accepted: 0,
+        generation: 0,
+    };
+
+    /// What the return hooks receive when this frame returns at `rettime` at `depth`
+    /// (frames below it) from a stack that has counted `overrun` overruns.
+    pub(crate) fn returned(&self, depth: usize, rettime: u64, overrun: u64) -> GraphReturn {
+        GraphReturn {
+            func: self.func,
+            depth,
+            calltime: self.calltime,
+            rettime,
+            child_time: self.child_time,
+            overrun,
+            task: None,
+        }
+    }
+
     /// The frame of a call of `func` (dense index `index`) entered at `calltime` that the
     /// graph slots in `accepted` took, under slot generation `generation` (no child time yet).
     pub(crate) fn entered(
@@ -207,15 +233,10 @@ impl ShadowStack {
         self.overrun += 1;
     }
 
-    /// The innermost frame (task calls charge a cancelled child to it).
+    /// The innermost frame (the tracing layer charges a span's wall time to it).
+    #[cfg(feature = "tracing")]
     pub(crate) fn top_mut(&mut self) -> Option<&mut Frame> {
         self.frames.last_mut()
-    }
-
-    /// Pops the top frame without returning it: no parent charged (a task call's frame
-    /// leaving the thread at the end of a poll that did not complete it).
-    pub(crate) fn pop_uncharged(&mut self) -> Option<Frame> {
-        self.frames.pop()
     }
 
     #[cfg(feature = "tracing")]
@@ -233,18 +254,109 @@ impl ShadowStack {
     /// Pops the top frame at `rettime` and charges its duration to its parent.
     pub(crate) fn pop(&mut self, rettime: u64) -> Option<(Frame, GraphReturn)> {
         let frame = self.frames.pop()?;
-        let depth = self.frames.len();
-        let ret = GraphReturn {
-            func: frame.func,
-            depth,
-            calltime: frame.calltime,
-            rettime,
-            child_time: frame.child_time,
-            overrun: self.overrun,
-            task: None,
-        };
+        let ret = frame.returned(self.frames.len(), rettime, self.overrun);
         if let Some(parent) = self.frames.last_mut() {
             parent.child_time = parent.child_time.saturating_add(ret.duration());
+        }
+        Some((frame, ret))
+    }
+}
+
+/// A live thread's shadow stack: a fixed array of frames and a depth, inside the thread's
+/// `const`-initialised hook block (`thread::Hot`), so a call reaches it without a lazy
+/// thread-local, a `RefCell` or an allocation.
+///
+/// Every operation is a few `Cell` reads and writes that call nothing: no reference into
+/// the stack is ever held while other code runs, so a callback that makes traced calls
+/// (pushing and popping frames of its own, balanced) cannot alias one, and the type needs
+/// no borrow flag. It is not `Sync` (made of `Cell`s): only its owner thread touches it.
+///
+/// Invariant: `depth <= SHADOW_STACK_DEPTH`; `frames[..depth]` are the live frames,
+/// outermost first.
+pub(crate) struct LiveStack {
+    frames: [Cell<Frame>; SHADOW_STACK_DEPTH],
+    depth: Cell<usize>,
+    overrun: Cell<u64>,
+}
+
+impl LiveStack {
+    pub(crate) const fn new() -> Self {
+        LiveStack {
+            frames: [const { Cell::new(Frame::EMPTY) }; SHADOW_STACK_DEPTH],
+            depth: Cell::new(0),
+            overrun: Cell::new(0),
+        }
+    }
+
+    /// Current depth.
+    #[inline(always)]
+    pub(crate) fn depth(&self) -> usize {
+        self.depth.get()
+    }
+
+    /// Whether a frame can be pushed, and the depth it would get.
+    #[inline(always)]
+    pub(crate) fn room(&self) -> (bool, usize) {
+        let depth = self.depth.get();
+        (depth < SHADOW_STACK_DEPTH, depth)
+    }
+
+    /// Calls not traced because the stack was full.
+    pub(crate) fn overrun(&self) -> u64 {
+        self.overrun.get()
+    }
+
+    pub(crate) fn count_overrun(&self) {
+        self.overrun.set(self.overrun.get() + 1);
+    }
+
+    /// Pushes `frame`; `false` (nothing pushed) if the stack is full.
+    #[inline(always)]
+    pub(crate) fn push(&self, frame: Frame) -> bool {
+        let depth = self.depth.get();
+        let Some(slot) = self.frames.get(depth) else {
+            return false;
+        };
+        slot.set(frame);
+        self.depth.set(depth + 1);
+        true
+    }
+
+    /// Pops the top frame without returning it: no parent charged (a task call's frame
+    /// leaving the thread at the end of a poll that did not complete it).
+    pub(crate) fn pop_uncharged(&self) -> Option<Frame> {
+        let depth = self.depth.get().checked_sub(1)?;
+        self.depth.set(depth);
+        Some(self.frames[depth].get())
+    }
+
+    /// Adds `time` to the innermost frame's child time, if there is one (task calls charge
+    /// a cancelled child to it).
+    pub(crate) fn charge_top(&self, time: u64) {
+        if let Some(top) = self.depth.get().checked_sub(1).map(|d| &self.frames[d]) {
+            let mut frame = top.get();
+            frame.child_time = frame.child_time.saturating_add(time);
+            top.set(frame);
+        }
+    }
+
+    /// Pops the top frame at `rettime` and charges its duration to its parent (see
+    /// [`ShadowStack::pop`]).
+    #[inline(always)]
+    pub(crate) fn pop(&self, rettime: u64) -> Option<(Frame, GraphReturn)> {
+        let depth = self.depth.get().checked_sub(1)?;
+        self.depth.set(depth);
+        let frame = self.frames[depth].get();
+        let ret = frame.returned(depth, rettime, self.overrun.get());
+        if let Some(parent) = depth.checked_sub(1).map(|d| &self.frames[d]) {
+            // Only the child time changes: one word, not the whole frame.
+            // SAFETY: `Cell::as_ptr` of a frame of this thread's stack; nothing else reads
+            // or writes it during this statement (the owner thread alone reaches the
+            // stack, and no reference into it is held across any other code).
+            unsafe {
+                let child_time = &raw mut (*parent.as_ptr()).child_time;
+                *child_time = (*child_time).saturating_add(ret.duration());
+            }
         }
         Some((frame, ret))
     }

@@ -4,16 +4,17 @@
 //!
 //! What the dispatcher keeps per thread lives in two thread-locals:
 //!
-//! - [`Hot`], the words an enabled call touches every time: the recursion bits (see
+//! - [`Hot`], everything an enabled call touches: the recursion bits (see
 //!   [`recursion`](super::recursion)), the ip of the innermost enabled traced scope (the
-//!   `parent_ip` of the next call), and a one-entry cache of the reader slot of the domain
-//!   this thread entered last. It is `const`-initialised and has no destructor, so reaching
-//!   it is one thread-pointer-relative address: no lazy-initialisation test, no destructor
-//!   registration, and it never fails, even while other thread-locals are being torn down.
-//! - [`ThreadState`], what owns memory: the thread's id (for `set_ftrace_pid`), its reader
-//!   slots (one per [`Rcu`] domain, see [`rcu`](super::rcu)), and the function-graph shadow
-//!   stack (allocated on first use). A call reaches it only when [`Hot`]'s cache misses,
-//!   for `set_ftrace_pid`, and for graph frames.
+//!   `parent_ip` of the next call), a one-entry cache of the reader slot of the domain
+//!   this thread entered last, and the function-graph shadow stack (a fixed array of
+//!   frames and a depth, [`LiveStack`]). It is `const`-initialised and has no destructor,
+//!   so reaching it is one thread-pointer-relative address: no lazy-initialisation test,
+//!   no destructor registration, and it never fails, even while other thread-locals are
+//!   being torn down. A call reaches it once and passes the reference down.
+//! - [`ThreadState`], what owns memory: the thread's id (for `set_ftrace_pid`) and its
+//!   reader slots (one per [`Rcu`] domain, see [`rcu`](super::rcu)). A call reaches it
+//!   only when [`Hot`]'s cache misses and for `set_ftrace_pid`.
 //!
 //! # Invariants
 //!
@@ -26,7 +27,9 @@
 //!   belongs to a dropped domain, can never be reached again, and is pruned when the
 //!   thread registers its next slot: a thread that uses many short-lived instances (a
 //!   replay per input, tests) keeps memory bounded. On thread exit every slot is retired.
-//! - No `RefCell` borrow is held across a callback (callbacks may re-enter the dispatcher).
+//! - No `RefCell` borrow, and no reference into the shadow stack, is held across a callback
+//!   (callbacks may re-enter the dispatcher): the stack is `Cell`s, read and written in
+//!   place by operations that call nothing.
 //! - [`Hot`]'s cached slot is one this thread's [`ThreadState`] holds, for the domain whose
 //!   id is cached with it. It is set only while that `ThreadState` is alive, and the
 //!   `ThreadState`'s destructor clears it before releasing its slots. Domain ids are never
@@ -34,9 +37,9 @@
 //!   caller is inside a call on it) names a slot that has not been pruned (pruning drops only
 //!   slots of dropped domains, see above).
 
-use std::cell::{Cell, RefCell, UnsafeCell};
+use std::cell::{Cell, UnsafeCell};
 
-use super::graph::ShadowStack;
+use super::graph::LiveStack;
 use super::pid;
 use super::rcu::{Rcu, ReaderSlot};
 use crate::primitive::sync::Arc;
@@ -55,6 +58,8 @@ pub(crate) struct Hot {
     domain: Cell<u64>,
     /// This thread's reader slot for `domain` (see the module invariants).
     slot: Cell<*const ReaderSlot>,
+    /// The function-graph shadow stack of this thread's live calls.
+    pub(crate) stack: LiveStack,
 }
 
 impl Hot {
@@ -65,6 +70,7 @@ impl Hot {
             site_index: Cell::new(usize::MAX),
             domain: Cell::new(0),
             slot: Cell::new(core::ptr::null()),
+            stack: LiveStack::new(),
         }
     }
 
@@ -105,8 +111,6 @@ pub(crate) struct ThreadState {
     pub(crate) tid: u32,
     /// Reader slots by domain id. Grows only; see the module invariants.
     slots: UnsafeCell<Vec<(u64, Arc<ReaderSlot>)>>,
-    /// The function-graph shadow stack.
-    pub(crate) stack: RefCell<Option<Box<ShadowStack>>>,
 }
 
 impl ThreadState {
@@ -114,7 +118,6 @@ impl ThreadState {
         Self {
             tid: pid::os_tid(),
             slots: UnsafeCell::new(Vec::new()),
-            stack: RefCell::new(None),
         }
     }
 

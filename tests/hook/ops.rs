@@ -645,3 +645,42 @@ fn filter_swap_is_atomic_under_stress() {
     assert_eq!(bad.load(Ordering::Relaxed), 0);
     assert_eq!(refcounts(&f), [1, 0, 0]);
 }
+
+/// A scope's exit finds the return hooks through the site's one covering graph ops when
+/// that ops alone took the frame, and through the list otherwise; either way exactly the
+/// registration that accepted the entry gets the return: not an ops registered during the
+/// call (which makes the site's covering set two ops), not one that took over the slot of
+/// an ops unregistered during the call (the site's one covering ops again).
+#[test]
+fn a_return_goes_to_the_registration_that_took_the_entry() {
+    let f = sites(&["f"]);
+    let site = f.site(0).unwrap();
+    let a = graph_recorder(None);
+    f.register(&a).unwrap();
+
+    // One ops: the exit calls its return hook directly.
+    drop(f.call(site));
+    assert_eq!(returns(&a).len(), 1);
+
+    // A second ops arrives inside the call: the exit walks the list; only `a` took it.
+    let b = graph_recorder(None);
+    let guard = f.call(site);
+    f.register(&b).unwrap();
+    drop(guard);
+    assert_eq!((returns(&a).len(), returns(&b).len()), (2, 0));
+    f.unregister(&b).unwrap();
+
+    // `a` leaves inside the call and `c` takes its slot and becomes the site's one ops:
+    // the frame belongs to `a`'s registration, so nobody gets its return.
+    let guard = f.call(site);
+    f.unregister(&a).unwrap();
+    let c = graph_recorder(None);
+    f.register(&c).unwrap();
+    drop(guard);
+    assert_eq!((returns(&a).len(), returns(&c).len()), (2, 0));
+
+    // `c`'s own calls return to it.
+    drop(f.call(site));
+    assert_eq!(returns(&c).len(), 1);
+    assert_eq!(returns(&b).len(), 0);
+}
