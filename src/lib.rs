@@ -155,9 +155,12 @@
 //! | --- | --- | --- |
 //! | `json` | yes | JSON export and import (serde) |
 //! | `pprof` | yes | pprof export (prost, flate2) |
-//! | `cli` | yes | the `tracestat` command-line tool's dependencies |
 //! | `http` | no | the `http` endpoint (implies `json`, `pprof`) |
 //! | `tracing` | no | `profile::TracestatLayer`, a `tracing_subscriber` layer driving the hook layer |
+//!
+//! The `tracestat` command (demo, replay, hist, diff, `--serve`) is its own crate,
+//! `tracestat-cli` (`cargo install --path tracestat-cli`), so no feature of the library pulls
+//! in its dependencies.
 //!
 //! With `default-features = false` the core (stat, hist, profile, replay, folded and
 //! OpenMetrics export) needs only `crossbeam-epoch`, `hashbrown`, `arc-swap`, `linkme` and

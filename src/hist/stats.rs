@@ -177,7 +177,7 @@ mod tests {
     }
 
     #[test]
-    fn wide_helpers() {
+    fn wide_multiply_and_divide() {
         assert_eq!(mul_wide(u128::MAX, u128::MAX), (u128::MAX - 1, 1));
         assert_eq!(mul_wide(1 << 64, 1 << 64), (1, 0));
         assert_eq!(div_wide((1, 0), 2), 1 << 127);

@@ -29,10 +29,11 @@
 //! a table twice the size whose `prev` is the old one, installs it as the old table's
 //! `next` (one CAS decides the winner) and as the generation's current table. The old table
 //! is then migrated slot by slot, in chunks that any writer claims with a `fetch_add` on the
-//! cursor ("writers help, incrementally"): an entry is re-inserted into the new table by
-//! pointer (its old slot is left as it is: every slot is migrated once, by the helper that
-//! claimed its chunk; its slot value is unchanged); an empty slot is `SEALED`. Cells never move, so updates
-//! that still go through the old table are not lost: they hit the same cell.
+//! cursor ("writers help, incrementally"; a writer doing so is a *migrator*): an entry is
+//! re-inserted into the new table by pointer (its old slot is left as it is: every slot is
+//! migrated once, by the migrator that claimed its chunk; its slot value is unchanged); an
+//! empty slot is `SEALED`. Cells never move, so updates that still go through the old table
+//! are not lost: they hit the same cell.
 //!
 //! **No duplicate keys.** A fresh key may be inserted into a table whose `prev` is still
 //! migrating only after a *sealing search* of `prev`: the search walks the key's probe
@@ -41,7 +42,7 @@
 //! inserter that meets `SEALED` goes to `next`). Since slots never become empty again and
 //! an inserter never passes an `EMPTY` slot, a key beyond a sealed slot cannot exist.
 //!
-//! **Retirement.** The helper whose chunk completes the migration clears the new table's
+//! **Retirement.** The migrator whose chunk completes the migration clears the new table's
 //! `prev` and retires the old table through crossbeam-epoch; its slot array is freed once
 //! every thread that could have loaded it is unpinned. Entries belong to the arena, not to
 //! tables, so freeing a table never frees a cell.
@@ -51,9 +52,9 @@
 //! - A key has at most one entry per generation (see above), so every update of a key
 //!   lands in one cell, whichever table the writer went through.
 //! - A table grows only after every slot of its own `prev` is migrated (by the grower
-//!   itself if another helper's claimed chunk is unfinished: growth never waits for another
+//!   itself if another migrator's claimed chunk is unfinished: growth never waits for another
 //!   thread). Normally at most two tables of a generation are live at once; a third (the
-//!   `prev` of the `prev`) stays linked only until the helper still inside one of its
+//!   `prev` of the `prev`) stays linked only until the migrator still inside one of its
 //!   chunks finishes it and retires it. Every entry of a table has an arena index below its
 //!   `max_index` (see above), so a table is at most half full: it never fills during
 //!   migration, and every probe meets an `EMPTY` slot or the key.
@@ -527,7 +528,7 @@ impl<'g> Ctx<'g> {
         }
     }
 
-    /// Migrates one chunk of `from` into `into` (if any is left). The helper that
+    /// Migrates one chunk of `from` into `into` (if any is left). The migrator that
     /// completes the migration unlinks and retires `from`.
     fn help_chunk(&self, into: &Table, from: &Table) -> bool {
         let cap = from.capacity();
@@ -566,13 +567,13 @@ impl<'g> Ctx<'g> {
 
     /// Makes sure every slot of `from` is migrated into `into`, without waiting for
     /// another thread: it helps with the chunks nobody has claimed, and if chunks claimed by
-    /// other helpers are still unfinished (a helper preempted mid-chunk), it migrates every
+    /// other migrators are still unfinished (a migrator preempted mid-chunk), it migrates every
     /// slot of `from` itself instead of waiting for them. Migrating a slot twice is
     /// harmless (`migrate_slot` seals an `EMPTY` slot or claims the entry's slot value in
     /// `into`, and a second claim finds it `Present`), and once this pass has been over a
     /// slot it is `SEALED` or an entry already in `into`, so nothing can be inserted into
     /// `from` behind it. The work is bounded: at most `from`'s capacity in slots. The
-    /// unfinished helpers still count their chunks and the last one retires `from`
+    /// unfinished migrators still count their chunks and the last one retires `from`
     /// (until then a third table may be live: `from` stays linked as `into.prev`).
     fn help_all(&self, into: &Table, from: &Table) {
         while self.help_chunk(into, from) {}
@@ -586,7 +587,7 @@ impl<'g> Ctx<'g> {
 
 impl Drop for Table {
     fn drop(&mut self) {
-        // `prev` and `next` are owned elsewhere: a migrating `prev` is retired by the helper
+        // `prev` and `next` are owned elsewhere: a migrating `prev` is retired by the migrator
         // that completes it or freed with the generation; `next` is the generation's root.
     }
 }
@@ -598,13 +599,13 @@ mod tests {
     use crate::hist::map::Generation;
     use crate::primitive::epoch;
 
-    /// A helper preempted inside its chunk of a migration must not block a thread that
+    /// A migrator preempted inside its chunk of a migration must not block a thread that
     /// needs the next growth: the grower migrates the unfinished slots itself. Simulated
     /// by claiming every chunk of the migrating table without migrating any, then inserting
     /// until the new table must grow too. (Waiting for the claimed chunks, this would never
     /// return; the worker thread and its generous deadline turn a hang into a failure.)
     #[test]
-    fn growth_proceeds_past_a_stalled_helper() {
+    fn growth_proceeds_past_a_stalled_migrator() {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let words = CellLayout::new(1, 1).words();
@@ -637,7 +638,7 @@ mod tests {
             let root = unsafe { generation.table.load(Ordering::Acquire, &guard).deref() };
             // SAFETY: `prev` is live until retired through the epoch; we hold a guard.
             let from = unsafe { root.prev.load(Ordering::Acquire, &guard).deref() };
-            // A helper claims every remaining chunk and stalls.
+            // A migrator claims every remaining chunk and stalls.
             from.cursor.0.fetch_add(from.capacity(), Ordering::Relaxed);
             // Insert until the 128-slot table grows (and beyond).
             insert(200);
@@ -661,7 +662,7 @@ mod tests {
         });
         let (keys, snap) = rx
             .recv_timeout(std::time::Duration::from_secs(120))
-            .expect("growth waited for a stalled helper");
+            .expect("growth waited for a stalled migrator");
         assert_eq!(snap.len() as u64, keys, "one entry per key");
         for r in &snap.rows {
             assert_eq!((r.hits, r.vals[0]), (2, 2 * u128::from(r.key.0[0])));
