@@ -1,4 +1,4 @@
-//! Helpers shared by the integration-test binaries, included in each by
+//! Code shared by the integration-test binaries, included in each by
 //! `#[path = "../common/mod.rs"] mod common;`. Each binary uses only part of them.
 #![allow(dead_code)]
 
