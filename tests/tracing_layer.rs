@@ -13,6 +13,9 @@ use tracestat::stat::Tracefs;
 use tracing::Dispatch;
 use tracing_subscriber::layer::SubscriberExt;
 
+#[path = "common/tasks.rs"]
+mod tasks;
+
 struct Rig {
     layer: TracestatLayer,
     profiler: FunctionProfiler,
@@ -295,6 +298,7 @@ fn global_layer_behind_the_global_control_files() {
 
 mod async_spans {
     use super::*;
+    use crate::tasks::row;
     use std::future::Future;
     use std::pin::Pin;
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -374,12 +378,6 @@ mod async_spans {
             .collect()
     }
 
-    fn row<'a>(rows: &'a [FunctionRow], name: &str) -> &'a FunctionRow {
-        rows.iter()
-            .find(|r| r.name == name)
-            .unwrap_or_else(|| panic!("{name} missing: {rows:?}"))
-    }
-
     fn assert_scenario_hits(rows: &[FunctionRow], sync: bool) {
         let syncs = if sync { 2 * TASKS } else { 0 };
         for (name, n) in [
@@ -445,20 +443,7 @@ mod async_spans {
         let (t, s) = (ps[0].rows(None), ps[1].rows(None));
         assert_scenario_hits(&t, true);
         assert_scenario_hits(&s, true);
-        let outer_ns = row(&t, "outer").time_ns;
-        assert!(outer_ns >= row(&t, "mid").time_ns);
-        assert!(row(&t, "mid").time_ns >= row(&t, "leaf").time_ns + row(&t, "sync_work").time_ns);
-        // Each leaf slept 1 ms between its polls: its wall time includes it.
-        assert!(row(&t, "leaf").time_ns >= u128::from(2 * TASKS) * 1_000_000);
-        // The executor's clock measured an interval enclosing each outer span's life. Bound:
-        // the two clocks may differ by 0.1% in rate plus 10 us per call.
-        assert!(
-            outer_ns <= measured + measured / 1000 + u128::from(TASKS) * 10_000,
-            "profiled {outer_ns} ns > measured {measured} ns"
-        );
-        // Every child span closed inside an enter of its parent and was charged to it whole.
-        let self_sum: u128 = s.iter().map(|r| r.time_ns).sum();
-        assert_eq!(self_sum, outer_ns);
+        crate::tasks::assert_nested_task_times(&t, &s, measured, TASKS);
         assert_eq!(r.layer.stats(), LayerStats::default());
     }
 

@@ -4,6 +4,7 @@
 
 pub mod kernel_format;
 pub mod profiler;
+pub mod tasks;
 
 /// The harness's name (for `--exact`) of the test `name` in the module whose `module_path!()`
 /// is `module`: the module's path without the binary's name, then `name`. A test that reruns

@@ -40,11 +40,7 @@ fn profiler(ftrace: &Arc<Ftrace>, graph_time: bool, sleep_time: bool) -> Functio
     p
 }
 
-fn row<'a>(rows: &'a [FunctionRow], name: &str) -> &'a FunctionRow {
-    rows.iter()
-        .find(|r| r.name == name)
-        .unwrap_or_else(|| panic!("{name} missing: {rows:?}"))
-}
+use crate::common::tasks::row;
 
 fn hits(rows: &[FunctionRow], name: &str) -> u64 {
     rows.iter().find(|r| r.name == name).map_or(0, |r| r.hits)
@@ -173,22 +169,7 @@ fn tokio_nested_tasks_exact_hits_and_self_times_sum_to_totals() {
         assert_eq!(hits(rows, "sync_work"), 2 * TASKS);
         assert!(rows.iter().all(|r| r.cancelled == 0));
     }
-    // graph-time on: a parent's time includes its children's (across awaits).
-    let outer_ns = row(&t, "outer").time_ns;
-    assert!(outer_ns >= row(&t, "mid").time_ns);
-    assert!(row(&t, "mid").time_ns >= row(&t, "leaf").time_ns + row(&t, "sync_work").time_ns);
-    // Each leaf slept 1 ms: wall time (sleep-time on) includes it.
-    assert!(row(&t, "leaf").time_ns >= u128::from(2 * TASKS) * 1_000_000);
-    // The executor's clock measured an interval enclosing each outer call. Bound: the two
-    // clocks (trace clock vs Instant) may differ by 0.1% in rate plus 10 us per call.
-    assert!(
-        outer_ns <= measured + measured / 1000 + u128::from(TASKS) * 10_000,
-        "profiled {outer_ns} ns > measured {measured} ns"
-    );
-    // Self times (graph-time off) telescope: each child's whole time was charged to its
-    // parent, so their sum is the outer calls' total exactly.
-    let self_sum: u128 = s.iter().map(|r| r.time_ns).sum();
-    assert_eq!(self_sum, outer_ns);
+    crate::common::tasks::assert_nested_task_times(&t, &s, measured, TASKS);
     eprintln!(
         "leaves resumed on another worker: {}",
         seen.moved.load(Ordering::Relaxed)
