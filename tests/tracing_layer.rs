@@ -298,7 +298,7 @@ fn global_layer_behind_the_global_control_files() {
 
 mod async_spans {
     use super::*;
-    use crate::tasks::row;
+    use crate::tasks::{row, yield_now};
     use std::future::Future;
     use std::pin::Pin;
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -311,28 +311,12 @@ mod async_spans {
 
     const TASKS: u64 = 300;
 
-    /// Pending once (waking itself), then ready: a reschedule, which on a multi-threaded
-    /// executor may resume on another worker.
-    struct YieldNow(bool);
-
-    impl Future for YieldNow {
-        type Output = ();
-        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-            if self.0 {
-                return Poll::Ready(());
-            }
-            self.0 = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    }
-
     async fn leaf(sleep: bool) {
         async {
             if sleep {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
-            YieldNow(false).await;
+            yield_now().await;
             spin(100);
         }
         .instrument(tracing::info_span!("leaf"))
@@ -345,7 +329,7 @@ mod async_spans {
             if sync {
                 tracing::info_span!("sync_work").in_scope(|| spin(100));
             }
-            YieldNow(false).await;
+            yield_now().await;
             leaf(sleep).await;
         }
         .instrument(tracing::info_span!("mid"))

@@ -3,7 +3,32 @@
 //! calls of `outer`, each awaiting `mid`, which awaits `leaf` (sleeping 1 ms) and calls
 //! `sync_work`, twice.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use tracestat::profile::FunctionRow;
+
+/// A future that is pending once (waking itself), then ready: a reschedule, which on a
+/// multi-threaded executor may resume on another worker.
+pub struct YieldNow(bool);
+
+impl Future for YieldNow {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// One reschedule (see [`YieldNow`]).
+pub fn yield_now() -> YieldNow {
+    YieldNow(false)
+}
 
 /// The row named `name` (panics, listing the rows, if there is none).
 pub fn row<'a>(rows: &'a [FunctionRow], name: &str) -> &'a FunctionRow {

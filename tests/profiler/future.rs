@@ -8,7 +8,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
 use crate::common::kernel_format;
@@ -40,30 +40,10 @@ fn profiler(ftrace: &Arc<Ftrace>, graph_time: bool, sleep_time: bool) -> Functio
     p
 }
 
-use crate::common::tasks::row;
+use crate::common::tasks::{row, yield_now};
 
 fn hits(rows: &[FunctionRow], name: &str) -> u64 {
     rows.iter().find(|r| r.name == name).map_or(0, |r| r.hits)
-}
-
-/// A future that is pending once (waking itself), then ready: a reschedule, which on a
-/// multi-threaded executor may resume on another worker.
-struct YieldNow(bool);
-
-impl Future for YieldNow {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            return Poll::Ready(());
-        }
-        self.0 = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    }
-}
-
-fn yield_now() -> YieldNow {
-    YieldNow(false)
 }
 
 /// Distinct worker threads seen across all polls of the scenario's leaves.
