@@ -31,10 +31,10 @@ fn bound(ns: u64) -> u64 {
 }
 
 /// Time the hypervisor took from this machine's vCPUs so far (the `steal` column of
-/// `/proc/stat`, all CPUs), ns; 0 where it is not reported. The perf task clock advances with
-/// the scheduler's clock, which keeps running while the vCPU is preempted by the host, but
-/// `CLOCK_THREAD_CPUTIME_ID` leaves stolen time out (steal-time accounting): on a shared VM
-/// the two differ by at most what was stolen meanwhile.
+/// `/proc/stat`, all CPUs), ns; 0 where it is not reported. The perf task clock follows the
+/// scheduler's clock, while `CLOCK_THREAD_CPUTIME_ID` leaves accounted steal out, so on a
+/// shared VM stolen time may separate them (see the cputime module docs); the bound allows
+/// for what was stolen meanwhile and is the plain bound where nothing was.
 fn steal_ns() -> u64 {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let steal_ticks: u64 = stat
