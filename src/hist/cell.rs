@@ -158,6 +158,39 @@ pub(crate) fn apply<W: Writer>(e: EntryRef<'_>, w: &Words, vals: &[u64]) {
     W::add(e.word(w.hits), 1, Ordering::Release);
 }
 
+/// [`apply`] of one sample `x` to a cell whose layout [`Words::is_timing_one`] accepts (one
+/// value with min/max, sum of squares and log2 buckets: a latency histogram's cell), by an
+/// owner. The same words change in the same order as under `apply` (`pending`, the value,
+/// min/max, sum of squares, the bucket, `hits`), so readers' protocol is untouched; only
+/// the tests of which parts the layout has, and the generic loop, are gone.
+#[inline(always)]
+pub(crate) fn apply_timing_one(e: EntryRef<'_>, w: &Words, sub_bits: u8, x: u64) {
+    type W = Owned;
+    debug_assert!(w.is_timing_one().is_some());
+    W::add(e.word(w.pending), 1, Ordering::Relaxed);
+    fence(Ordering::Release);
+    let old = W::add(e.word(w.vals_at), x, Ordering::Relaxed);
+    if old.overflowing_add(x).1 {
+        W::add(e.word(w.vals_hi), 1, Ordering::Relaxed);
+    }
+    W::max(e.word(w.min), !x);
+    W::max(e.word(w.max), x);
+    let sq = u128::from(x) * u128::from(x);
+    let (lo, hi) = (sq as u64, (sq >> 64) as u64);
+    let old = W::add(e.word(w.sum_sq), lo, Ordering::Relaxed);
+    // `hi <= 2^64 - 2` (a square of a u64), so `hi + carry` does not overflow.
+    let mid = hi + u64::from(old.overflowing_add(lo).1);
+    if mid != 0 {
+        let old = W::add(e.word(w.sum_sq + 1), mid, Ordering::Relaxed);
+        if old.overflowing_add(mid).1 {
+            W::add(e.word(w.sum_sq + 2), 1, Ordering::Relaxed);
+        }
+    }
+    let bucket = super::buckets::BucketSpec::Log2 { sub_bits }.index(x);
+    W::add(e.word(w.buckets + bucket), 1, Ordering::Relaxed);
+    W::add(e.word(w.hits), 1, Ordering::Release);
+}
+
 /// The outcome of reading one entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Read {

@@ -50,6 +50,9 @@ pub(crate) struct DenseTable {
     layout: CellLayout,
     words: Words,
     lines_per_chunk: usize,
+    /// `Some(sub_bits)` for a latency cell (`Words::is_timing_one`): its one-sample updates
+    /// take the straight-line `cell::apply_timing_one`.
+    timing_one: Option<u8>,
     len: usize,
     chunks: Box<[AtomicPtr<Line>]>,
     /// Resets asked for (the generation word).
@@ -72,6 +75,7 @@ impl DenseTable {
         let lines_per_chunk = (CHUNK * words.stride).div_ceil(LINE_WORDS);
         DenseTable {
             layout,
+            timing_one: words.is_timing_one(),
             words,
             lines_per_chunk,
             len,
@@ -178,12 +182,25 @@ impl DenseWriter {
     /// Applies one update (`vals`) to entry `index` if that entry exists and its key is
     /// `key` (a single-field key, never 0); `false`, with nothing recorded, otherwise (out of
     /// range, another entry's key, or the entry's chunk not allocated yet: see
-    /// [`alloc`](Self::alloc)). The key check makes a wrong `index` harmless.
-    #[inline(always)]
+    /// [`alloc`](Self::alloc)). The key check makes a wrong `index` harmless. A pending
+    /// reset request is carried out first.
+    #[inline]
     pub(crate) fn update(&self, index: usize, key: u64, vals: &[u64]) -> bool {
+        if self.table.requested.load(Ordering::Relaxed) != self.seen.get() {
+            self.apply_reset();
+        }
+        self.try_update(index, key, vals)
+    }
+
+    /// [`update`](Self::update)'s steady state, for the hot path: also `false` while a
+    /// reset request is pending (the caller's slow path then calls `update`). It calls
+    /// nothing out of line for a counter or a latency cell, so a caller's fast path needs
+    /// no saved registers.
+    #[inline(always)]
+    pub(crate) fn try_update(&self, index: usize, key: u64, vals: &[u64]) -> bool {
         let t = &*self.table;
         if t.requested.load(Ordering::Relaxed) != self.seen.get() {
-            self.apply_reset();
+            return false;
         }
         // Relaxed: only this thread stores chunk pointers.
         let Some(lines) = t.chunk(index / CHUNK, Ordering::Relaxed) else {
@@ -195,6 +212,8 @@ impl DenseWriter {
         }
         if t.words.single {
             <Owned as cell::Writer>::add(e.word(t.words.hits), 1, Ordering::Release);
+        } else if let (Some(sub_bits), &[x]) = (t.timing_one, vals) {
+            cell::apply_timing_one(e, &t.words, sub_bits, x);
         } else {
             apply_out_of_line(e, &t.words, vals);
         }

@@ -250,6 +250,24 @@ pub(crate) struct Words {
 }
 
 impl Words {
+    /// `Some(sub_bits)` if the cell holds one value, its stat value, min/max, a sum of
+    /// squares and log2 buckets of `sub_bits` (what `cell::apply_timing_one` writes).
+    pub(crate) fn is_timing_one(&self) -> Option<u8> {
+        match self.spec {
+            Some(BucketSpec::Log2 { sub_bits })
+                if !self.single
+                    && self.vals == 1
+                    && self.stat_val == self.vals_at
+                    && self.min != usize::MAX
+                    && self.sum_sq != usize::MAX
+                    && self.nbuckets != 0 =>
+            {
+                Some(sub_bits)
+            }
+            _ => None,
+        }
+    }
+
     /// The bucket of sample `x` (only called when `nbuckets != 0`).
     #[inline]
     pub(crate) fn bucket_index(&self, x: u64) -> usize {

@@ -68,6 +68,35 @@ pub(crate) struct OpsEntry {
     pub(crate) slot_bit: u32,
     /// Generation at which this registration got its graph slot.
     pub(crate) slot_gen: u64,
+    /// Whether the direct path may call this ops without looking at its flags further: no
+    /// registers wanted, and no pid list applies (no `PID` flag, or an empty list when
+    /// published). Precomputed with the state it is published in.
+    pub(crate) plain: bool,
+    /// The ops has `RECURSION` (its callbacks run under the `Func` recursion bit).
+    pub(crate) recursion: bool,
+}
+
+impl OpsEntry {
+    /// An entry of `ops` with `hashes`, graph slot `slot_bit` of generation `slot_gen`, in a
+    /// state whose pid list is `pids`.
+    pub(crate) fn new(
+        ops: Arc<FtraceOps>,
+        hashes: Arc<Hashes>,
+        slot_bit: u32,
+        slot_gen: u64,
+        pids: &[u32],
+    ) -> Self {
+        let flags = ops.flags();
+        let plain = !flags.wants_regs() && !(flags.contains(OpsFlags::PID) && !pids.is_empty());
+        OpsEntry {
+            recursion: flags.contains(OpsFlags::RECURSION),
+            ops,
+            hashes,
+            slot_bit,
+            slot_gen,
+            plain,
+        }
+    }
 }
 
 /// The state dispatchers read, replaced as a whole by writers.
@@ -295,27 +324,59 @@ impl Ftrace {
             return ScopeGuard::none();
         }
         let direct = site.direct.load(Ordering::Acquire);
-        if !direct.is_null() {
-            let call = Call::live(published, site, hot);
-            // SAFETY: a non-null `direct` points at an entry of a published state that is
-            // freed only after a grace period that our open section (`section`) holds off.
-            let entry = unsafe { &*direct };
-            match &entry.ops.callback {
-                Callback::Func(func) => {
-                    // The kernel's per-site trampoline: one function ops covers the site;
-                    // no list bit, no graph context, no frame.
-                    run_func(hot, &call, &entry.ops, func);
-                    hot.current_ip.set(call.ip);
-                    return ScopeGuard::traced(self, site, call.parent, false);
+        if direct.is_null() {
+            return self.enter_list(hot, &Call::live(published, site, hot), site);
+        }
+        // SAFETY: a non-null `direct` points at an entry of a published state that is freed
+        // only after a grace period that our open section (`section`) holds off.
+        let entry = unsafe { &*direct };
+        if !entry.plain {
+            return self.enter_direct_filtered(hot, &Call::live(published, site, hot), site, entry);
+        }
+        match &entry.ops.callback {
+            Callback::Func(func) => {
+                // The kernel's per-site trampoline: one function ops covers the site and
+                // nothing filters it; no list bit, no graph context, no frame.
+                let (ip, parent) = (site.ip(), hot.current_ip.get());
+                if entry.recursion {
+                    if let Some(_func) = lock_bit(&hot.recursion, Context::Func) {
+                        hot.site_index.set(site.index());
+                        func(ip, parent, &entry.ops, None);
+                    } else {
+                        entry.ops.count_recursion_miss();
+                    }
+                } else {
+                    hot.site_index.set(site.index());
+                    func(ip, parent, &entry.ops, None);
                 }
-                Callback::Graph { entry: hook, .. } => {
-                    return self.enter_direct_graph(hot, &call, site, entry, hook);
-                }
+                hot.current_ip.set(ip);
+                ScopeGuard::traced(self, site, parent, false)
+            }
+            Callback::Graph { entry: hook, .. } => {
+                self.enter_direct_graph(hot, &Call::live(published, site, hot), site, entry, hook)
             }
         }
-        // Built here, not before the `direct` test: a `Call` passed by reference to this
-        // out-of-line path would be stored to memory on the direct paths too.
-        self.enter_list(hot, &Call::live(published, site, hot), site)
+    }
+
+    /// The direct path of an ops that a pid list filters or that wants registers.
+    #[inline(never)]
+    fn enter_direct_filtered<'a>(
+        &'a self,
+        hot: &Hot,
+        call: &Call<'_>,
+        site: &'a Site,
+        entry: &OpsEntry,
+    ) -> ScopeGuard<'a> {
+        match &entry.ops.callback {
+            Callback::Func(func) => {
+                run_func(hot, call, &entry.ops, func);
+                hot.current_ip.set(call.ip);
+                ScopeGuard::traced(self, site, call.parent, false)
+            }
+            Callback::Graph { entry: hook, .. } => {
+                self.enter_direct_graph(hot, call, site, entry, hook)
+            }
+        }
     }
 
     /// One graph ops covers the site (the function profiler timing calls): its entry hook

@@ -124,6 +124,14 @@ fn rejected(path: &str, e: impl std::error::Error + Send + Sync + 'static) -> Er
     }
 }
 
+/// The global instance's address, null until it is built (see [`Ftrace::global_fast`]).
+#[cfg(not(loom))]
+static GLOBAL_PTR: core::sync::atomic::AtomicPtr<Ftrace> =
+    core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
+
+#[cfg(not(loom))]
+use core::sync::atomic::Ordering as AtomicOrdering;
+
 impl Ftrace {
     fn build(sites: Vec<SiteRef>) -> Self {
         let mut by_ip = HashMap::with_capacity(sites.len());
@@ -190,9 +198,36 @@ impl Ftrace {
                 sites.into_iter().map(SiteRef::Static).collect(),
             ))
         };
-        crate::stat::Tracefs::global_instance(&GLOBAL, build, |global, fs| {
+        let global = crate::stat::Tracefs::global_instance(&GLOBAL, build, |global, fs| {
             super::control::install(global, fs)
-        })
+        });
+        GLOBAL_PTR.store(Arc::as_ptr(global).cast_mut(), AtomicOrdering::Release);
+        global
+    }
+
+    /// `global_fast` before the pointer is set: builds the instance (out of line).
+    #[cfg(not(loom))]
+    #[cold]
+    #[inline(never)]
+    fn global_first() -> &'static Ftrace {
+        Self::global()
+    }
+
+    /// The global instance for `Site::enter`: one load of [`GLOBAL_PTR`] once it is built
+    /// (always, by the time a static site is enabled: only the global instance enables
+    /// static sites, and it sets the pointer before its constructor returns).
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(crate) fn global_fast() -> &'static Ftrace {
+        let p = GLOBAL_PTR.load(AtomicOrdering::Acquire);
+        if p.is_null() {
+            return Self::global_first();
+        }
+        // SAFETY: a non-null `GLOBAL_PTR` is the address of the global instance, owned by
+        // an `Arc` in a `static` `OnceLock` that is never emptied: it lives for the whole
+        // process, and the Release store above (after its construction) pairs with the
+        // Acquire load here.
+        unsafe { &*p }
     }
 
     pub(crate) fn rcu(&self) -> &Rcu {
@@ -587,12 +622,13 @@ impl Ftrace {
                     .enumerate()
                     .find_map(|(i, s)| s.filter(|(a, _)| *a == addr).map(|(_, g)| (1u32 << i, g)))
                     .unwrap_or((0, 0));
-                Box::new(OpsEntry {
-                    ops: Arc::clone(ops),
+                Box::new(OpsEntry::new(
+                    Arc::clone(ops),
                     hashes,
                     slot_bit,
                     slot_gen,
-                })
+                    &next.pids,
+                ))
             })
             .collect();
         // Validate and compute every site's new word before storing anything.

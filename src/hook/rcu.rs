@@ -9,17 +9,18 @@
 //! once it returns, the callback is not running and is never called again.
 //!
 //! Each thread owns one [`ReaderSlot`] per [`Rcu`] domain, registered on first use (the only
-//! allocation and lock a reader ever takes). A slot holds a sequence number that is odd while
-//! the thread is inside a section, and a nesting depth; only the owner thread writes either,
-//! with plain stores, so the hot path does **no read-modify-write on shared memory**:
+//! allocation and lock a reader ever takes). A slot holds one word: the low half is the
+//! thread's section nesting depth, the high half a generation that grows by one each time an
+//! outermost section closes. Only the owner thread writes it, with plain stores, so the hot
+//! path does **no read-modify-write on shared memory**:
 //!
 //! ```text
-//! reader (outermost lock)          writer (synchronize)
-//!   seq = seq + 1   (odd, relaxed)   unpublish (store pointers)
-//!   light()                          heavy()
-//!   load published pointers          for each slot: s = seq (acquire)
-//!   ... callbacks ...                  if s is odd: spin until seq != s
-//!   seq = seq + 1   (even, release)  free what was unpublished
+//! reader (lock, unlock)                 writer (synchronize)
+//!   w = w + 1       (relaxed)             unpublish (store pointers)
+//!   light()   if outermost                heavy()
+//!   load published pointers               for each slot: s = word (acquire)
+//!   ... callbacks ...                       if nest(s) > 0: spin while gen(word) == gen(s)
+//!   w = w - 1, + GEN if outermost (release) free what was unpublished
 //! ```
 //!
 //! `light()` and `heavy()` are an asymmetric fence pair (`barrier.rs`): with Linux's
@@ -27,7 +28,7 @@
 //! runs a full barrier on every thread of the process; without it, both are `SeqCst`
 //! fences. Either way they act as two SeqCst fences: they order the reader's "I am inside"
 //! store before its pointer loads and the writer's unpublish before its scan, so either the
-//! writer sees the odd sequence and waits for that section to end, or the reader's loads
+//! writer sees the non-zero depth and waits for that section to end, or the reader's loads
 //! see the unpublished state. The releasing store at unlock pairs with the writer's
 //! acquiring load, so everything the callback did happens before the writer frees anything.
 //!
@@ -37,10 +38,12 @@
 //!
 //! # Invariants
 //!
-//! - `seq` is odd exactly while the owner thread is inside an outermost section.
+//! - The nesting depth is non-zero exactly while the owner thread is inside a section, and
+//!   the generation changes only when an outermost section closes: a writer that saw the
+//!   depth non-zero and then sees another generation knows that section has ended.
 //! - [`Rcu::synchronize`] must not be called from inside a section of the same domain on the
 //!   same thread (it would wait for itself); [`ReaderSlot::in_section`] lets callers refuse.
-//! - A slot whose thread has exited is marked dead and skipped (its `seq` is even).
+//! - A slot whose thread has exited is marked dead and skipped (its depth is zero).
 
 use core::sync::atomic::AtomicU64 as StdAtomicU64;
 
@@ -60,10 +63,15 @@ pub(crate) struct Rcu {
 /// pulls lines in pairs), so no other thread's slot or data shares them.
 #[repr(align(128))]
 pub(crate) struct ReaderSlot {
-    seq: AtomicUsize,
-    nest: AtomicUsize,
+    /// Nesting depth (low half) and generation (high half); see the module docs.
+    word: AtomicUsize,
     dead: AtomicBool,
 }
+
+/// The nesting depth's bits of a slot's word.
+const NEST_MASK: usize = (1 << (usize::BITS / 2)) - 1;
+/// One generation: added when an outermost section closes.
+const GEN: usize = NEST_MASK + 1;
 
 /// Source of domain ids. A plain std atomic even under loom: it only hands out unique
 /// numbers and orders nothing.
@@ -87,8 +95,7 @@ impl Rcu {
     /// Registers a new reader slot (a thread's first section in this domain).
     pub(crate) fn register(&self) -> Arc<ReaderSlot> {
         let slot = Arc::new(ReaderSlot {
-            seq: AtomicUsize::new(0),
-            nest: AtomicUsize::new(0),
+            word: AtomicUsize::new(0),
             dead: AtomicBool::new(false),
         });
         let mut readers = self.readers.lock();
@@ -103,9 +110,11 @@ impl Rcu {
         barrier::heavy();
         let readers: Vec<Arc<ReaderSlot>> = self.readers.lock().clone();
         for slot in &readers {
-            let seq = slot.seq.load(Ordering::Acquire);
-            if seq & 1 == 1 {
-                while slot.seq.load(Ordering::Acquire) == seq {
+            let word = slot.word.load(Ordering::Acquire);
+            if word & NEST_MASK != 0 {
+                // Inside a section: wait for that outermost section to close (its generation
+                // to change; the depth alone could be non-zero again for a later section).
+                while (slot.word.load(Ordering::Acquire) ^ word) & !NEST_MASK == 0 {
                     spin_hint();
                 }
             }
@@ -117,11 +126,13 @@ impl ReaderSlot {
     /// Opens a (possibly nested) read-side section. Owner thread only.
     #[inline]
     pub(crate) fn lock(&self) {
-        let nest = self.nest.load(Ordering::Relaxed);
-        self.nest.store(nest + 1, Ordering::Relaxed);
-        if nest == 0 {
-            let seq = self.seq.load(Ordering::Relaxed);
-            self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+        let word = self.word.load(Ordering::Relaxed);
+        debug_assert!(
+            word & NEST_MASK != NEST_MASK,
+            "read-side sections nested too deep"
+        );
+        self.word.store(word + 1, Ordering::Relaxed);
+        if word & NEST_MASK == 0 {
             #[cfg(not(tracestat_loom_negative))]
             barrier::light();
         }
@@ -130,17 +141,19 @@ impl ReaderSlot {
     /// Closes the section opened by the matching [`lock`](Self::lock). Owner thread only.
     #[inline]
     pub(crate) fn unlock(&self) {
-        let nest = self.nest.load(Ordering::Relaxed) - 1;
-        self.nest.store(nest, Ordering::Relaxed);
-        if nest == 0 {
-            let seq = self.seq.load(Ordering::Relaxed);
-            self.seq.store(seq.wrapping_add(1), Ordering::Release);
+        let mut word = self.word.load(Ordering::Relaxed) - 1;
+        if word & NEST_MASK == 0 {
+            // The outermost section closes: a new generation. Wrapping is harmless: a
+            // writer waits for the generation to change, and one that missed exactly a
+            // whole cycle of it between two loads merely waits for the next section's end.
+            word = word.wrapping_add(GEN);
         }
+        self.word.store(word, Ordering::Release);
     }
 
     /// Whether the owner thread is inside a section (owner thread only).
     pub(crate) fn in_section(&self) -> bool {
-        self.nest.load(Ordering::Relaxed) != 0
+        self.word.load(Ordering::Relaxed) & NEST_MASK != 0
     }
 
     /// Marks the slot's thread as gone.

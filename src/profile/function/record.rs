@@ -71,12 +71,12 @@ fn record_cached(
     // `inner.id` in this thread's list; it is neither moved nor dropped without
     // forgetting the cache first (`Last`'s invariant). `busy` is clear, so no `&mut`
     // into the state exists, and none can be made before this update returns: a
-    // dense update calls nothing that could re-enter (word loads and stores, and on
-    // a reset request the in-place zeroing), so `busy` need not be set around it.
+    // dense update calls nothing that could re-enter (word loads and stores), so `busy`
+    // need not be set around it. A pending reset is left to `record_miss`.
     let dense = unsafe { &*dense };
     match duration {
-        Some(d) => dense.update(hint, ip as u64, &[d]),
-        None => dense.update(hint, ip as u64, &[]),
+        Some(d) => dense.try_update(hint, ip as u64, &[d]),
+        None => dense.try_update(hint, ip as u64, &[]),
     }
 }
 
