@@ -352,10 +352,61 @@ impl Ftrace {
                 hot.current_ip.set(ip);
                 ScopeGuard::traced(self, site, parent, false)
             }
+            Callback::Graph {
+                entry: hook,
+                accepts_all: true,
+                ..
+            } => self.enter_graph_accepting(hot, published.generation, site, entry, hook),
             Callback::Graph { entry: hook, .. } => {
                 self.enter_direct_graph(hot, &Call::live(published, site, hot), site, entry, hook)
             }
         }
+    }
+
+    /// One graph ops that accepts every call ([`FtraceOps::graph_returns`]) covers the
+    /// site, and nothing filters it: a frame, and no hook unless the stack is full.
+    #[inline(always)]
+    fn enter_graph_accepting<'a>(
+        &'a self,
+        hot: &Hot,
+        generation: u64,
+        site: &'a Site,
+        entry: &OpsEntry,
+        hook: &GraphEntryFunc,
+    ) -> ScopeGuard<'a> {
+        // Inside a callback (the `List` bit held) calls are not traced, as on every path;
+        // no hook runs here, so the bit need not be taken unless the stack is full.
+        if hot.recursion.get() & Context::List as u32 != 0 {
+            return ScopeGuard::none();
+        }
+        let (ip, parent, index) = (site.ip(), hot.current_ip.get(), site.index());
+        let frame = Frame::entered(ip, index, now_ns(), entry.slot_bit, generation);
+        let pushed = hot.stack.push(frame);
+        if !pushed {
+            self.enter_overrun(hot, ip, parent, index, entry, hook);
+        }
+        hot.current_ip.set(ip);
+        ScopeGuard::traced(self, site, parent, pushed)
+    }
+
+    /// A call found the stack full on the accepting path: counted, and shown to the hook.
+    #[cold]
+    #[inline(never)]
+    fn enter_overrun(
+        &self,
+        hot: &Hot,
+        ip: usize,
+        parent: usize,
+        index: usize,
+        entry: &OpsEntry,
+        hook: &GraphEntryFunc,
+    ) {
+        let Some(_list) = lock_bit(&hot.recursion, Context::List) else {
+            return;
+        };
+        self.count_overrun(hot);
+        hot.site_index.set(index);
+        hook(&GraphEntry::overrun(ip, parent), &entry.ops);
     }
 
     /// The direct path of an ops that a pid list filters or that wants registers.

@@ -107,6 +107,9 @@ pub(crate) enum Callback {
     Graph {
         entry: Box<GraphEntryFunc>,
         ret: Box<GraphReturnFunc>,
+        /// `entry` accepts every call that fits on the shadow stack and does nothing for
+        /// it ([`FtraceOps::graph_returns`]): the direct path skips calling it then.
+        accepts_all: bool,
     },
 }
 
@@ -160,6 +163,50 @@ impl FtraceOps {
         FtraceOpsBuilder::new(Callback::Graph {
             entry: Box::new(entry),
             ret: Box::new(ret),
+            accepts_all: false,
+        })
+    }
+
+    /// A function-graph ops that accepts every call and wants only its returns (the
+    /// kernel's `fgraph_ops` with the stub entry): `ret` runs when a call's scope ends,
+    /// and `overrun` only for calls deeper than the shadow stack, which are seen but never
+    /// returned ([`GraphEntry::is_overrun`]). Dispatch skips the entry hook altogether for
+    /// every other call, which makes this the cheapest way to time calls.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use std::sync::Arc;
+    /// use tracestat::profile::{Ftrace, FtraceOps, SiteDef};
+    ///
+    /// let ftrace = Ftrace::new([SiteDef::new("work", "demo")]);
+    /// let total = Arc::new(AtomicU64::new(0));
+    /// let sum = Arc::clone(&total);
+    /// let ops = FtraceOps::graph_returns(
+    ///     |_, _| {},
+    ///     move |ret, _| {
+    ///         sum.fetch_add(ret.duration(), Ordering::Relaxed);
+    ///     },
+    /// )
+    /// .build();
+    /// ftrace.register(&ops).unwrap();
+    /// drop(ftrace.call(ftrace.site(0).unwrap()));
+    /// ftrace.unregister(&ops).unwrap();
+    /// # let _ = total.load(Ordering::Relaxed);
+    /// ```
+    pub fn graph_returns(
+        overrun: impl Fn(&GraphEntry, &FtraceOps) + Send + Sync + 'static,
+        ret: impl Fn(&GraphReturn, &FtraceOps) + Send + Sync + 'static,
+    ) -> FtraceOpsBuilder {
+        FtraceOpsBuilder::new(Callback::Graph {
+            // What the list walk and replay call: the same behaviour, spelled as a hook.
+            entry: Box::new(move |e: &GraphEntry, ops: &FtraceOps| {
+                if e.is_overrun() {
+                    overrun(e, ops);
+                }
+                true
+            }),
+            ret: Box::new(ret),
+            accepts_all: true,
         })
     }
 

@@ -502,6 +502,60 @@ fn graph_overflow_is_counted_and_pairs_hold() {
     }
 }
 
+/// An ops built with `graph_returns` gets a return for every call that fits on the stack,
+/// its overrun hook exactly for the calls that do not, and nothing for calls its own hooks
+/// make; on the direct path (it alone covers the site) and on the list walk.
+#[test]
+fn graph_returns_sees_every_return_and_only_the_overruns() {
+    fn recurse(f: &Ftrace, n: usize) {
+        let _s = f.call(f.site(0).unwrap());
+        if n > 1 {
+            recurse(f, n - 1);
+        }
+    }
+    for extra in [false, true] {
+        let f = sites(&["deep", "inner"]);
+        let overruns = Arc::new(Mutex::new(Vec::new()));
+        let rets = Arc::new(Mutex::new(Vec::new()));
+        let (o, r) = (Arc::clone(&overruns), Arc::clone(&rets));
+        let inner = Arc::clone(&f);
+        let ops = FtraceOps::graph_returns(
+            move |e, _| o.lock().unwrap().push((e.func, e.depth, e.is_overrun())),
+            move |ret: &GraphReturn, _| {
+                // A traced call from inside a hook is not traced (no return of "inner").
+                drop(inner.call(inner.site(1).unwrap()));
+                r.lock().unwrap().push((ret.func, ret.depth));
+            },
+        )
+        .build();
+        f.register(&ops).unwrap();
+        let other = graph_recorder(None);
+        if extra {
+            f.register(&other).unwrap();
+        }
+        let deep = f.site(0).unwrap().ip();
+        recurse(&f, SHADOW_STACK_DEPTH + 7);
+        let got = overruns.lock().unwrap().clone();
+        assert_eq!(got.len(), 7, "list: {extra}");
+        assert!(
+            got.iter().all(|&(func, depth, overrun)| func == deep
+                && depth == SHADOW_STACK_DEPTH
+                && overrun)
+        );
+        let got = rets.lock().unwrap().clone();
+        // Innermost first: depths SHADOW_STACK_DEPTH - 1 down to 0, all of "deep".
+        let want: Vec<_> = (0..SHADOW_STACK_DEPTH).rev().map(|d| (deep, d)).collect();
+        assert_eq!(got, want, "list: {extra}");
+        assert_eq!(f.graph_overruns(), 7);
+        if extra {
+            assert_eq!(returns(&other).len(), SHADOW_STACK_DEPTH);
+        }
+        // The thread traces normally afterwards, and the hooks' own calls left no frame.
+        recurse(&f, 3);
+        assert_eq!(rets.lock().unwrap().len(), SHADOW_STACK_DEPTH + 3);
+    }
+}
+
 #[test]
 fn graph_and_function_ops_together() {
     let f = sites(&["a", "b"]);

@@ -184,14 +184,9 @@ pub(super) fn build_ops(inner: &Arc<Inner>, opts: ProfileOptions) -> HookArc<Ftr
         // The common case: the hook layer's wall-clock frames say everything.
         let graph_time = opts.graph_time;
         let inner_entry = Arc::clone(&inner);
-        return FtraceOps::graph(
-            move |e: &GraphEntry, _ops| {
-                if e.is_overrun() {
-                    // Deeper than the shadow stack: a hit whose time is unknown.
-                    record(&inner_entry, e.func, None);
-                }
-                true
-            },
+        return FtraceOps::graph_returns(
+            // Deeper than the shadow stack: a hit whose time is unknown.
+            move |e: &GraphEntry, _ops| record(&inner_entry, e.func, None),
             move |r: &GraphReturn, _ops| {
                 if r.task.is_some() {
                     return record_task(&inner, opts, r);
