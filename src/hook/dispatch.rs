@@ -87,7 +87,8 @@ impl OpsEntry {
         pids: &[u32],
     ) -> Self {
         let flags = ops.flags();
-        let plain = !flags.wants_regs() && !(flags.contains(OpsFlags::PID) && !pids.is_empty());
+        let filtered = flags.contains(OpsFlags::PID) && !pids.is_empty();
+        let plain = !flags.wants_regs() && !filtered;
         OpsEntry {
             recursion: flags.contains(OpsFlags::RECURSION),
             ops,
