@@ -86,7 +86,7 @@ impl TraceClock {
     /// The clock timed calls read now.
     pub fn current() -> TraceClock {
         init();
-        from_code(MODE.load(Ordering::Acquire))
+        from_code(STATE.mode.load(Ordering::Acquire))
     }
 
     /// Makes `self` the clock timed calls read. Refused with [`Error::InvalidInput`] when
@@ -100,7 +100,7 @@ impl TraceClock {
                 reason: InputError::Rejected(Box::new(ClockError::Unavailable(self.name()))),
             });
         }
-        MODE.store(code(self), Ordering::Release);
+        STATE.mode.store(code(self), Ordering::Release);
         Ok(())
     }
 
@@ -202,8 +202,26 @@ fn from_code(c: u8) -> TraceClock {
     }
 }
 
-/// The selected clock; [`UNSET`] until [`init`] ran.
-static MODE: AtomicU8 = AtomicU8::new(UNSET);
+/// Everything a clock read loads, in one cache line (one address to form, in a binary that
+/// reaches statics through its GOT): the selected clock and the TSC's conversion.
+#[repr(C, align(64))]
+struct ClockState {
+    /// The selected clock; [`UNSET`] until [`init`] ran.
+    mode: AtomicU8,
+    /// The TSC reading at the anchor instant.
+    base_tsc: AtomicU64,
+    /// Nanoseconds per tick, as a 32.32 fixed-point number.
+    mult: AtomicU64,
+    /// `CLOCK_MONOTONIC` − anchor at `base_tsc` (a few ns: the samples are taken apart).
+    base_ns: AtomicU64,
+}
+
+static STATE: ClockState = ClockState {
+    mode: AtomicU8::new(UNSET),
+    base_tsc: AtomicU64::new(0),
+    mult: AtomicU64::new(0),
+    base_ns: AtomicU64::new(0),
+};
 /// Each `clock_gettime` clock's reading at the anchor instant, by code − 2.
 static ANCHORS: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
 static INIT: Once = Once::new();
@@ -225,7 +243,7 @@ pub(crate) fn init() {
         } else {
             TraceClock::Mono
         };
-        MODE.store(code(default), Ordering::Release);
+        STATE.mode.store(code(default), Ordering::Release);
     });
 }
 
@@ -233,7 +251,7 @@ pub(crate) fn init() {
 /// a load, a `rdtsc` and a multiply; every other clock is out of line.
 #[inline(always)]
 pub(crate) fn now_ns() -> u64 {
-    let mode = MODE.load(Ordering::Acquire);
+    let mode = STATE.mode.load(Ordering::Acquire);
     // The TSC, where there is one, is the default and by far the most common: tested
     // before the jump table, so a timed call's two reads take no indirect branch.
     if mode == 1 {
@@ -294,15 +312,9 @@ mod sys {
 mod tsc {
     //! The invariant TSC: detection, calibration, conversion.
 
-    use core::sync::atomic::{AtomicU64, Ordering};
+    use core::sync::atomic::Ordering;
 
-    use super::sys;
-
-    static BASE_TSC: AtomicU64 = AtomicU64::new(0);
-    /// Nanoseconds per tick, as a 32.32 fixed-point number.
-    static MULT: AtomicU64 = AtomicU64::new(0);
-    /// `CLOCK_MONOTONIC` − anchor at `BASE_TSC` (a few ns: the samples are taken apart).
-    static BASE_NS: AtomicU64 = AtomicU64::new(0);
+    use super::{STATE, sys};
 
     #[inline]
     fn rdtsc() -> u64 {
@@ -359,22 +371,24 @@ mod tsc {
         if !((1u64 << 32) / 100..=100 << 32).contains(&mult) {
             return false;
         }
-        MULT.store(mult, Ordering::Relaxed);
+        STATE.mult.store(mult, Ordering::Relaxed);
         true
     }
 
     /// Ties the TSC to the anchor instant whose `CLOCK_MONOTONIC` reading is `mono`.
     pub(super) fn anchor(mono: u64) {
         let (t, n) = sample();
-        BASE_TSC.store(t, Ordering::Relaxed);
-        BASE_NS.store(n.saturating_sub(mono), Ordering::Relaxed);
+        STATE.base_tsc.store(t, Ordering::Relaxed);
+        STATE
+            .base_ns
+            .store(n.saturating_sub(mono), Ordering::Relaxed);
     }
 
     #[inline(always)]
     pub(super) fn now_ns() -> u64 {
-        let ticks = rdtsc().saturating_sub(BASE_TSC.load(Ordering::Relaxed));
-        let ns = (u128::from(ticks) * u128::from(MULT.load(Ordering::Relaxed))) >> 32;
-        (ns as u64).wrapping_add(BASE_NS.load(Ordering::Relaxed))
+        let ticks = rdtsc().saturating_sub(STATE.base_tsc.load(Ordering::Relaxed));
+        let ns = (u128::from(ticks) * u128::from(STATE.mult.load(Ordering::Relaxed))) >> 32;
+        (ns as u64).wrapping_add(STATE.base_ns.load(Ordering::Relaxed))
     }
 }
 

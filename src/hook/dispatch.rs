@@ -2,19 +2,24 @@
 //!
 //! # Design
 //!
-//! Writers publish an immutable `Published` state (the ops list with each ops' hashes as
-//! they were when published, the pid list, the tracing switch, the graph slot generation)
-//! through one `AtomicPtr`; readers load it with Acquire inside a read-side section of the
-//! owner's `Rcu` domain (`rcu.rs`), so what they hold stays alive until they leave.
+//! Writers publish an immutable `Published` state (`published.rs`: the ops list with each
+//! ops' hashes as they were when published, the pid list, the tracing switch, the graph
+//! slot generation) through one `AtomicPtr`; readers load it with Acquire inside a
+//! read-side section of the owner's `Rcu` domain (`rcu.rs`), so what they hold stays alive
+//! until they leave.
 //!
 //! An enabled call ([`Ftrace::call`] / `Site::enter`, out of line) then takes one of two
 //! paths, as the kernel does with per-site trampolines:
 //!
 //! - **direct**: the site's `direct` pointer is set (exactly one ops covers it) and that
-//!   ops is called without testing any hash. A direct *function* ops (the function
-//!   profiler counting hits, any plain tracer) is the shortest path: the thread's `Hot`
-//!   words (`thread.rs`: recursion bits, parent ip, cached reader slot) are all it touches
-//!   besides the callback, and its scope's end is an inline store of the parent ip;
+//!   ops is called without testing any hash. Its entry says (precomputed at publication)
+//!   whether a pid list or registers concern it; when neither does, the call tests one
+//!   byte and goes straight on. A direct *function* ops (the function profiler counting
+//!   hits, any plain tracer) touches only the thread's `Hot` words (`thread.rs`: recursion
+//!   bits, parent ip, cached reader slot) besides the callback, and its scope's end is an
+//!   inline store of the parent ip. A direct graph ops that accepts every call
+//!   ([`FtraceOps::graph_returns`](super::FtraceOps::graph_returns), the function profiler
+//!   timing calls) gets its frame pushed without an entry hook call;
 //! - **list**: otherwise the dispatcher takes the [`List`](super::RecursionContext::List) recursion
 //!   bit and walks the list, calling each ops whose hashes cover the site.
 //!
@@ -48,68 +53,16 @@
 
 use core::cell::Cell;
 
-use super::filter::Hashes;
 use super::ftrace::Ftrace;
 use super::graph::{Frame, GraphEntry, GraphReturn, ShadowStack, TaskTimes, now_ns};
 use super::ops::{Callback, FtraceFunc, FtraceOps, GraphEntryFunc, OpsFlags, Regs};
 use super::pid::current_tid;
+use super::published::{OpsEntry, Published};
 use super::rcu::ReadGuard;
 use super::recursion::{RecursionContext as Context, lock_bit};
 use super::site::Site;
 use super::thread::{self, Hot};
-use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::Ordering;
-
-/// One registered ops as published: the ops and the hashes it had at publication.
-pub(crate) struct OpsEntry {
-    pub(crate) ops: Arc<FtraceOps>,
-    pub(crate) hashes: Arc<Hashes>,
-    /// `1 << slot` for a graph ops, 0 for a function ops.
-    pub(crate) slot_bit: u32,
-    /// Generation at which this registration got its graph slot.
-    pub(crate) slot_gen: u64,
-    /// Whether the direct path may call this ops without looking at its flags further: no
-    /// registers wanted, and no pid list applies (no `PID` flag, or an empty list when
-    /// published). Precomputed with the state it is published in.
-    pub(crate) plain: bool,
-    /// The ops has `RECURSION` (its callbacks run under the `Func` recursion bit).
-    pub(crate) recursion: bool,
-}
-
-impl OpsEntry {
-    /// An entry of `ops` with `hashes`, graph slot `slot_bit` of generation `slot_gen`, in a
-    /// state whose pid list is `pids`.
-    pub(crate) fn new(
-        ops: Arc<FtraceOps>,
-        hashes: Arc<Hashes>,
-        slot_bit: u32,
-        slot_gen: u64,
-        pids: &[u32],
-    ) -> Self {
-        let flags = ops.flags();
-        let filtered = flags.contains(OpsFlags::PID) && !pids.is_empty();
-        let plain = !flags.wants_regs() && !filtered;
-        OpsEntry {
-            recursion: flags.contains(OpsFlags::RECURSION),
-            ops,
-            hashes,
-            slot_bit,
-            slot_gen,
-            plain,
-        }
-    }
-}
-
-/// The state dispatchers read, replaced as a whole by writers.
-pub(crate) struct Published {
-    pub(crate) entries: Box<[Box<OpsEntry>]>,
-    /// Sorted thread ids of `set_ftrace_pid`; empty means all.
-    pub(crate) pids: Box<[u32]>,
-    /// The `ftrace_enabled` switch.
-    pub(crate) enabled: bool,
-    /// Graph slot generation (bumped on every slot assignment).
-    pub(crate) generation: u64,
-}
 
 /// Returned by `Site::enter` / [`Ftrace::call`]: ends the traced scope when dropped (restores
 /// the parent ip and runs the function-graph return hooks, also during unwinding).

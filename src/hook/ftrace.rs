@@ -30,11 +30,11 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use super::dispatch::{OpsEntry, Published};
 use super::filter::{self, FilterError, FilterHash, Hashes};
 use super::graph::GRAPH_SLOTS;
 use super::ops::{FtraceOps, OpsFlags};
 use super::pid::{self, PidError};
+use super::published::{OpsEntry, Published};
 use super::rcu::Rcu;
 use super::site::{COUNT_MASK, FLAG_IPMODIFY, FLAG_REGS, Site, SiteDef};
 use super::thread;

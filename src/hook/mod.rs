@@ -19,6 +19,8 @@
 //! - `clock`: the trace clock (the invariant TSC, else `CLOCK_MONOTONIC`); `graph`: shadow
 //!   stacks and the per-frame data a profiler needs (call time, child time).
 //! - `thread`: the per-thread state every enabled call touches.
+//! - `published`: the immutable dispatch state writers publish (`Published`, one `OpsEntry`
+//!   per registered ops with what the direct path precomputes).
 //! - `ftrace`: `Ftrace`, one instance of the layer (the global one over every static site,
 //!   or one over owned sites): register / unregister with the kernel's promises, refcounts,
 //!   atomic filter changes, the `IPMODIFY` rule, the published state dispatchers read.
@@ -51,6 +53,7 @@ mod glob;
 mod graph;
 mod ops;
 mod pid;
+mod published;
 pub(crate) mod rcu;
 mod recursion;
 mod site;

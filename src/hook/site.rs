@@ -35,9 +35,9 @@ use core::sync::atomic::AtomicU32 as StdAtomicU32;
 
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
-use super::dispatch::OpsEntry;
 #[cfg(not(loom))]
 use super::dispatch::ScopeGuard;
+use super::published::OpsEntry;
 
 /// Every `#[traced]` site of the binary (the `__mcount_loc` table). Filled at link time;
 /// read it through [`Ftrace::global`](super::Ftrace::global).

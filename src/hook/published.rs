@@ -1,0 +1,71 @@
+//! The published dispatch state: what writers replace as a whole and dispatchers read.
+//!
+//! # Design
+//!
+//! A [`Published`] state is immutable once published: the registered ops, each as an
+//! [`OpsEntry`] with the hashes it had at publication and what the direct path precomputes
+//! (whether a pid list or registers concern it, its recursion flag, its graph slot), the pid
+//! list, the tracing switch and the graph slot generation. `Ftrace::commit` builds a new one
+//! for every change, publishes it through one pointer and rewrites each site's `direct`
+//! pointer into its entries; `dispatch` reads it inside a read-side section.
+//!
+//! # Invariants
+//!
+//! - A published state and its entries are never written after publication, and freed
+//!   only after a grace period following their replacement (`rcu.rs`).
+//! - An entry's precomputed fields agree with its ops' flags and the state's pid list.
+
+use super::filter::Hashes;
+use super::ops::{FtraceOps, OpsFlags};
+use crate::primitive::sync::Arc;
+
+/// One registered ops as published: the ops and the hashes it had at publication.
+pub(crate) struct OpsEntry {
+    pub(crate) ops: Arc<FtraceOps>,
+    pub(crate) hashes: Arc<Hashes>,
+    /// `1 << slot` for a graph ops, 0 for a function ops.
+    pub(crate) slot_bit: u32,
+    /// Generation at which this registration got its graph slot.
+    pub(crate) slot_gen: u64,
+    /// Whether the direct path may call this ops without looking at its flags further: no
+    /// registers wanted, and no pid list applies (no `PID` flag, or an empty list when
+    /// published). Precomputed with the state it is published in.
+    pub(crate) plain: bool,
+    /// The ops has `RECURSION` (its callbacks run under the `Func` recursion bit).
+    pub(crate) recursion: bool,
+}
+
+impl OpsEntry {
+    /// An entry of `ops` with `hashes`, graph slot `slot_bit` of generation `slot_gen`, in a
+    /// state whose pid list is `pids`.
+    pub(crate) fn new(
+        ops: Arc<FtraceOps>,
+        hashes: Arc<Hashes>,
+        slot_bit: u32,
+        slot_gen: u64,
+        pids: &[u32],
+    ) -> Self {
+        let flags = ops.flags();
+        let filtered = flags.contains(OpsFlags::PID) && !pids.is_empty();
+        let plain = !flags.wants_regs() && !filtered;
+        OpsEntry {
+            recursion: flags.contains(OpsFlags::RECURSION),
+            ops,
+            hashes,
+            slot_bit,
+            slot_gen,
+            plain,
+        }
+    }
+}
+
+/// The state dispatchers read, replaced as a whole by writers.
+pub(crate) struct Published {
+    pub(crate) entries: Box<[Box<OpsEntry>]>,
+    /// Sorted thread ids of `set_ftrace_pid`; empty means all.
+    pub(crate) pids: Box<[u32]>,
+    /// The `ftrace_enabled` switch.
+    pub(crate) enabled: bool,
+    /// Graph slot generation (bumped on every slot assignment).
+    pub(crate) generation: u64,
+}
