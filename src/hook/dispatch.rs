@@ -292,17 +292,7 @@ impl Ftrace {
                 // The kernel's per-site trampoline: one function ops covers the site and
                 // nothing filters it; no list bit, no graph context, no frame.
                 let (ip, parent) = (site.ip(), hot.current_ip.get());
-                if entry.recursion {
-                    if let Some(_func) = lock_bit(&hot.recursion, Context::Func) {
-                        hot.site_index.set(site.index());
-                        func(ip, parent, &entry.ops, None);
-                    } else {
-                        entry.ops.count_recursion_miss();
-                    }
-                } else {
-                    hot.site_index.set(site.index());
-                    func(ip, parent, &entry.ops, None);
-                }
+                call_plain(hot, ip, parent, site.index(), entry, func);
                 hot.current_ip.set(ip);
                 ScopeGuard::traced(self, site, parent, false)
             }
@@ -657,7 +647,11 @@ fn run_one(hot: &Hot, call: &Call<'_>, entry: &OpsEntry, graph: &mut GraphCx) ->
     match &ops.callback {
         Callback::Func(func) => {
             if call.funcs {
-                run_func(hot, call, ops, func);
+                if entry.plain {
+                    call_plain(hot, call.ip, call.parent, call.index, entry, func);
+                } else {
+                    run_func(hot, call, ops, func);
+                }
             }
             0
         }
@@ -685,6 +679,30 @@ fn run_one(hot: &Hot, call: &Call<'_>, entry: &OpsEntry, graph: &mut GraphCx) ->
                 0
             }
         }
+    }
+}
+
+/// Calls a function ops whose entry is `plain` (no pid list, no registers): under the
+/// `Func` recursion bit if it has `RECURSION`, counting a miss if the bit is taken.
+#[inline(always)]
+fn call_plain(
+    hot: &Hot,
+    ip: usize,
+    parent: usize,
+    index: usize,
+    entry: &OpsEntry,
+    func: &FtraceFunc,
+) {
+    if entry.recursion {
+        if let Some(_func) = lock_bit(&hot.recursion, Context::Func) {
+            hot.site_index.set(index);
+            func(ip, parent, &entry.ops, None);
+        } else {
+            entry.ops.count_recursion_miss();
+        }
+    } else {
+        hot.site_index.set(index);
+        func(ip, parent, &entry.ops, None);
     }
 }
 
