@@ -116,6 +116,31 @@ impl Writer for Owned {
     }
 }
 
+/// Adds `v` to the 128-bit sum whose low word is at `lo` and high word at `hi`.
+#[inline(always)]
+fn add_wide<W: Writer>(e: EntryRef<'_>, lo: usize, hi: usize, v: u64) {
+    let old = W::add(e.word(lo), v, Ordering::Relaxed);
+    if old.overflowing_add(v).1 {
+        W::add(e.word(hi), 1, Ordering::Relaxed);
+    }
+}
+
+/// Adds `x²` to the 192-bit sum of squares whose three words start at `at`.
+#[inline(always)]
+fn add_square<W: Writer>(e: EntryRef<'_>, at: usize, x: u64) {
+    let sq = u128::from(x) * u128::from(x);
+    let (lo, hi) = (sq as u64, (sq >> 64) as u64);
+    let old = W::add(e.word(at), lo, Ordering::Relaxed);
+    // `hi <= 2^64 - 2` (a square of a u64), so `hi + carry` does not overflow.
+    let mid = hi + u64::from(old.overflowing_add(lo).1);
+    if mid != 0 {
+        let old = W::add(e.word(at + 1), mid, Ordering::Relaxed);
+        if old.overflowing_add(mid).1 {
+            W::add(e.word(at + 2), 1, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Applies one update (`vals`, missing values are 0) to entry `e`. Always inlined: it is
 /// the whole of a hot update once the entry is found, and the single-word case folds
 /// away when the layout is known.
@@ -128,10 +153,7 @@ pub(crate) fn apply<W: Writer>(e: EntryRef<'_>, w: &Words, vals: &[u64]) {
     W::add(e.word(w.pending), 1, Ordering::Relaxed);
     fence(Ordering::Release);
     for (i, &v) in vals.iter().take(w.vals).enumerate() {
-        let old = W::add(e.word(w.vals_at + i), v, Ordering::Relaxed);
-        if old.overflowing_add(v).1 {
-            W::add(e.word(w.vals_hi + i), 1, Ordering::Relaxed);
-        }
+        add_wide::<W>(e, w.vals_at + i, w.vals_hi + i, v);
     }
     let x = vals.get(w.stat_val - w.vals_at).copied().unwrap_or(0);
     if w.min != usize::MAX {
@@ -139,17 +161,7 @@ pub(crate) fn apply<W: Writer>(e: EntryRef<'_>, w: &Words, vals: &[u64]) {
         W::max(e.word(w.max), x);
     }
     if w.sum_sq != usize::MAX {
-        let sq = u128::from(x) * u128::from(x);
-        let (lo, hi) = (sq as u64, (sq >> 64) as u64);
-        let old = W::add(e.word(w.sum_sq), lo, Ordering::Relaxed);
-        // `hi <= 2^64 - 2` (a square of a u64), so `hi + carry` does not overflow.
-        let mid = hi + u64::from(old.overflowing_add(lo).1);
-        if mid != 0 {
-            let old = W::add(e.word(w.sum_sq + 1), mid, Ordering::Relaxed);
-            if old.overflowing_add(mid).1 {
-                W::add(e.word(w.sum_sq + 2), 1, Ordering::Relaxed);
-            }
-        }
+        add_square::<W>(e, w.sum_sq, x);
     }
     if w.nbuckets != 0 {
         let spec_index = w.bucket_index(x);
@@ -169,23 +181,10 @@ pub(crate) fn apply_timing_one(e: EntryRef<'_>, w: &Words, sub_bits: u8, x: u64)
     debug_assert!(w.is_timing_one().is_some());
     W::add(e.word(w.pending), 1, Ordering::Relaxed);
     fence(Ordering::Release);
-    let old = W::add(e.word(w.vals_at), x, Ordering::Relaxed);
-    if old.overflowing_add(x).1 {
-        W::add(e.word(w.vals_hi), 1, Ordering::Relaxed);
-    }
+    add_wide::<W>(e, w.vals_at, w.vals_hi, x);
     W::max(e.word(w.min), !x);
     W::max(e.word(w.max), x);
-    let sq = u128::from(x) * u128::from(x);
-    let (lo, hi) = (sq as u64, (sq >> 64) as u64);
-    let old = W::add(e.word(w.sum_sq), lo, Ordering::Relaxed);
-    // `hi <= 2^64 - 2` (a square of a u64), so `hi + carry` does not overflow.
-    let mid = hi + u64::from(old.overflowing_add(lo).1);
-    if mid != 0 {
-        let old = W::add(e.word(w.sum_sq + 1), mid, Ordering::Relaxed);
-        if old.overflowing_add(mid).1 {
-            W::add(e.word(w.sum_sq + 2), 1, Ordering::Relaxed);
-        }
-    }
+    add_square::<W>(e, w.sum_sq, x);
     let bucket = super::buckets::BucketSpec::Log2 { sub_bits }.index(x);
     W::add(e.word(w.buckets + bucket), 1, Ordering::Relaxed);
     W::add(e.word(w.hits), 1, Ordering::Release);
