@@ -27,9 +27,10 @@
 //! `RECURSION` runs under the [`Func`](super::RecursionContext::Func) recursion bit, and graph entry
 //! hooks run (under the `List` bit) only when the shadow stack has room; if any accepts, a
 //! frame is pushed and the returned [`ScopeGuard`] pops it and runs the return hooks on
-//! drop. The guard keeps the call's site: at exit, inside a new read-side section, a frame
-//! that the site's `direct` graph ops alone accepted (the function profiler timing calls)
-//! gets that ops' return hook without a walk of the list.
+//! drop. The guard is two words (the instance, tagged when a frame was pushed, and the
+//! parent ip), so it comes back in registers; at exit, inside a new read-side section, a
+//! frame that its site's `direct` graph ops alone accepted (the frame holds the site's
+//! index) gets that ops' return hook without a walk of the list.
 //!
 //! Replay enters through [`Ftrace::dispatch_ip`], [`Ftrace::graph_entry_at`] and
 //! [`Ftrace::graph_return_at`] with arbitrary ips and explicit timestamps; an ip that is a
@@ -79,61 +80,73 @@ use crate::primitive::sync::atomic::Ordering;
 /// may resume elsewhere): see [`TracedFuture`](super::TracedFuture).
 #[must_use = "the scope ends when the guard drops"]
 pub struct ScopeGuard<'a> {
-    inner: Option<Exit<'a>>,
-    _thread_bound: core::marker::PhantomData<*const ()>,
+    /// The dispatching instance's address, with [`PUSHED`] set if the call pushed a frame;
+    /// 0 for an untraced scope. Two words in all, so the guard comes back in registers.
+    exit: usize,
+    /// The ip to restore as the thread's current ip.
+    prev_ip: usize,
+    _borrow: core::marker::PhantomData<(&'a Ftrace, *const ())>,
 }
 
-struct Exit<'a> {
-    ftrace: &'a Ftrace,
-    /// The call's site (one of `ftrace`'s): a graph exit reads its `direct` entry.
-    site: &'a Site,
-    prev_ip: usize,
-    graph: bool,
-}
+/// The low bit of [`ScopeGuard`]'s `exit` word (an `Ftrace` is aligned to more than 1).
+const PUSHED: usize = 1;
 
 impl ScopeGuard<'_> {
     /// The guard of an untraced scope (nothing to do on drop).
     #[inline(always)]
     pub const fn none() -> Self {
         ScopeGuard {
-            inner: None,
-            _thread_bound: core::marker::PhantomData,
+            exit: 0,
+            prev_ip: 0,
+            _borrow: core::marker::PhantomData,
         }
     }
 
     /// Whether the call was dispatched (some ops covered it and tracing was on).
     pub fn is_traced(&self) -> bool {
-        self.inner.is_some()
+        self.exit != 0
     }
 }
 
 impl<'a> ScopeGuard<'a> {
-    /// The guard of a dispatched scope of `site`: restores `prev_ip` and, if `graph`, pops
+    /// The guard of a scope `ftrace` dispatched: restores `prev_ip` and, if `pushed`, pops
     /// the frame.
     #[inline(always)]
-    fn traced(ftrace: &'a Ftrace, site: &'a Site, prev_ip: usize, graph: bool) -> Self {
+    fn traced(ftrace: &'a Ftrace, prev_ip: usize, pushed: bool) -> Self {
+        const { assert!(core::mem::align_of::<Ftrace>() > PUSHED) };
         ScopeGuard {
-            inner: Some(Exit {
-                ftrace,
-                site,
-                prev_ip,
-                graph,
-            }),
-            _thread_bound: core::marker::PhantomData,
+            exit: core::ptr::from_ref(ftrace) as usize | usize::from(pushed),
+            prev_ip,
+            _borrow: core::marker::PhantomData,
         }
+    }
+
+    /// The instance that dispatched the scope, and whether it pushed a frame; `None` for
+    /// an untraced scope.
+    #[inline(always)]
+    fn parts(&self) -> Option<(&'a Ftrace, bool)> {
+        if self.exit == 0 {
+            return None;
+        }
+        // SAFETY: a non-zero `exit` was made by `traced` from a `&'a Ftrace` (its low bit,
+        // clear in an aligned address, carries the flag); `_borrow` keeps that borrow for
+        // the guard's life.
+        let ftrace = unsafe { &*((self.exit & !PUSHED) as *const Ftrace) };
+        Some((ftrace, self.exit & PUSHED != 0))
     }
 }
 
 impl Drop for ScopeGuard<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        if let Some(exit) = self.inner.take() {
-            if exit.graph {
-                exit.ftrace.exit_graph(exit.site, exit.prev_ip);
-            } else {
-                // No frame: the scope's end only restores the parent ip (a few inline
-                // instructions on the `Hot` thread-local).
-                thread::hot(|hot| hot.current_ip.set(exit.prev_ip));
+        match self.parts() {
+            None => {}
+            Some((ftrace, true)) => ftrace.exit_graph(self.prev_ip),
+            // No frame: the scope's end only restores the parent ip (a few inline
+            // instructions on the `Hot` thread-local).
+            Some((_, false)) => {
+                let prev_ip = self.prev_ip;
+                thread::hot(|hot| hot.current_ip.set(prev_ip));
             }
         }
     }
@@ -285,7 +298,7 @@ impl Ftrace {
         // only after a grace period that our open section (`section`) holds off.
         let entry = unsafe { &*direct };
         if !entry.plain {
-            return self.enter_direct_filtered(hot, &Call::live(published, site, hot), site, entry);
+            return self.enter_direct_filtered(hot, &Call::live(published, site, hot), entry);
         }
         match &entry.ops.callback {
             Callback::Func(func) => {
@@ -294,7 +307,7 @@ impl Ftrace {
                 let (ip, parent) = (site.ip(), hot.current_ip.get());
                 call_plain(hot, ip, parent, site.index(), entry, func);
                 hot.current_ip.set(ip);
-                ScopeGuard::traced(self, site, parent, false)
+                ScopeGuard::traced(self, parent, false)
             }
             Callback::Graph {
                 entry: hook,
@@ -302,7 +315,7 @@ impl Ftrace {
                 ..
             } => self.enter_graph_accepting(hot, published.generation, site, entry, hook),
             Callback::Graph { entry: hook, .. } => {
-                self.enter_direct_graph(hot, &Call::live(published, site, hot), site, entry, hook)
+                self.enter_direct_graph(hot, &Call::live(published, site, hot), entry, hook)
             }
         }
     }
@@ -330,7 +343,7 @@ impl Ftrace {
             self.enter_overrun(hot, ip, parent, index, entry, hook);
         }
         hot.current_ip.set(ip);
-        ScopeGuard::traced(self, site, parent, pushed)
+        ScopeGuard::traced(self, parent, pushed)
     }
 
     /// A call found the stack full on the accepting path: counted, and shown to the hook.
@@ -359,29 +372,25 @@ impl Ftrace {
         &'a self,
         hot: &Hot,
         call: &Call<'_>,
-        site: &'a Site,
         entry: &OpsEntry,
     ) -> ScopeGuard<'a> {
         match &entry.ops.callback {
             Callback::Func(func) => {
                 run_func(hot, call, &entry.ops, func);
                 hot.current_ip.set(call.ip);
-                ScopeGuard::traced(self, site, call.parent, false)
+                ScopeGuard::traced(self, call.parent, false)
             }
-            Callback::Graph { entry: hook, .. } => {
-                self.enter_direct_graph(hot, call, site, entry, hook)
-            }
+            Callback::Graph { entry: hook, .. } => self.enter_direct_graph(hot, call, entry, hook),
         }
     }
 
-    /// One graph ops covers the site (the function profiler timing calls): its entry hook
-    /// under the `List` bit, then its frame, with one look at the thread's stack.
+    /// One graph ops with an entry hook covers the site: the hook under the `List` bit,
+    /// then its frame, with one look at the thread's stack.
     #[inline(always)]
     fn enter_direct_graph<'a>(
         &'a self,
         hot: &Hot,
         call: &Call<'_>,
-        site: &'a Site,
         entry: &OpsEntry,
         hook: &GraphEntryFunc,
     ) -> ScopeGuard<'a> {
@@ -419,7 +428,7 @@ impl Ftrace {
             }
         };
         hot.current_ip.set(call.ip);
-        ScopeGuard::traced(self, site, call.parent, pushed)
+        ScopeGuard::traced(self, call.parent, pushed)
     }
 
     /// The list walk (no `direct` entry: zero or several ops cover the site): entry hooks,
@@ -447,7 +456,7 @@ impl Ftrace {
             hot.stack.push(frame)
         };
         hot.current_ip.set(call.ip);
-        ScopeGuard::traced(self, site, call.parent, pushed)
+        ScopeGuard::traced(self, call.parent, pushed)
     }
 
     /// A call found this thread's stack full: counted on the stack and the instance.
@@ -468,18 +477,18 @@ impl Ftrace {
         accepted
     }
 
-    /// The end of a scope of `site` that pushed a frame: restores the parent ip, pops the
-    /// frame and runs the return hooks of the ops that accepted it.
+    /// The end of a scope that pushed a frame: restores the parent ip, pops the frame and
+    /// runs the return hooks of the ops that accepted it.
     #[inline(never)]
-    fn exit_graph(&self, site: &Site, prev_ip: usize) {
+    fn exit_graph(&self, prev_ip: usize) {
         #[cfg(not(loom))]
-        self.exit_graph_hot(thread::hot_ref(), site, prev_ip);
+        self.exit_graph_hot(thread::hot_ref(), prev_ip);
         #[cfg(loom)]
-        thread::hot(|hot| self.exit_graph_hot(hot, site, prev_ip));
+        thread::hot(|hot| self.exit_graph_hot(hot, prev_ip));
     }
 
     #[inline(always)]
-    fn exit_graph_hot(&self, hot: &Hot, site: &Site, prev_ip: usize) {
+    fn exit_graph_hot(&self, hot: &Hot, prev_ip: usize) {
         hot.current_ip.set(prev_ip);
         let Some((frame, ret)) = hot.stack.pop(now_ns()) else {
             return;
@@ -491,7 +500,12 @@ impl Ftrace {
         // Return hooks run whether or not the bit is free (an accepted entry always gets its
         // return); holding it keeps traced calls made by the hooks from recursing.
         let _list = lock_bit(&hot.recursion, Context::List);
-        let direct = site.direct.load(Ordering::Acquire);
+        // The frame's site (a live call's frame holds its site's index in this instance).
+        let direct = self
+            .site(frame.index)
+            .map_or(core::ptr::null_mut(), |site| {
+                site.direct.load(Ordering::Acquire)
+            });
         if !direct.is_null() {
             // SAFETY: a non-null `direct` points at an entry of a published state that is
             // freed only after a grace period, and `section` (open until this function
@@ -787,7 +801,10 @@ impl<'a> ScopeGuard<'a> {
     /// must end the scope on this thread with [`Ftrace::suspend_task`] or
     /// [`Ftrace::return_task`].
     pub(crate) fn into_task(mut self) -> Option<(&'a Ftrace, usize, bool)> {
-        self.inner.take().map(|e| (e.ftrace, e.prev_ip, e.graph))
+        let (ftrace, pushed) = self.parts()?;
+        // Taken apart: the drop below must not end the scope.
+        self.exit = 0;
+        Some((ftrace, self.prev_ip, pushed))
     }
 }
 
