@@ -192,32 +192,55 @@ impl DenseWriter {
         self.try_update(index, key, vals)
     }
 
-    /// [`update`](Self::update)'s steady state, for the hot path: also `false` while a
-    /// reset request is pending (the caller's slow path then calls `update`). It calls
-    /// nothing out of line for a counter or a latency cell, so a caller's fast path needs
-    /// no saved registers.
+    /// [`update`](Self::update) without the reset: also `false` while a reset request is
+    /// pending (the caller's slow path then calls `update`).
     #[inline(always)]
     pub(crate) fn try_update(&self, index: usize, key: u64, vals: &[u64]) -> bool {
-        let t = &*self.table;
-        if t.requested.load(Ordering::Relaxed) != self.seen.get() {
-            return false;
-        }
-        // Relaxed: only this thread stores chunk pointers.
-        let Some(lines) = t.chunk(index / CHUNK, Ordering::Relaxed) else {
+        let Some(e) = self.steady_entry(index, key) else {
             return false;
         };
-        let e = t.entry(lines, index);
-        if e.word(0).load(Ordering::Relaxed) != key {
-            return false;
-        }
-        if t.words.single {
-            <Owned as cell::Writer>::add(e.word(t.words.hits), 1, Ordering::Release);
-        } else if let (Some(sub_bits), &[x]) = (t.timing_one, vals) {
-            cell::apply_timing_one(e, &t.words, sub_bits, x);
+        let w = &self.table.words;
+        if w.single {
+            <Owned as cell::Writer>::add(e.word(w.hits), 1, Ordering::Release);
+        } else if let (Some(sub_bits), &[x]) = (self.table.timing_one, vals) {
+            cell::apply_timing_one(e, w, sub_bits, x);
         } else {
-            apply_out_of_line(e, &t.words, vals);
+            apply_out_of_line(e, w, vals);
         }
         true
+    }
+
+    /// The function profiler's steady state: a hit of a counter cell (`sample` `None`) or
+    /// one sample of a latency cell; `false`, with nothing recorded, for anything
+    /// [`try_update`](Self::try_update) refuses and for any other layout. It calls nothing,
+    /// so a caller's fast path needs no saved registers.
+    #[inline(always)]
+    pub(crate) fn try_record(&self, index: usize, key: u64, sample: Option<u64>) -> bool {
+        let Some(e) = self.steady_entry(index, key) else {
+            return false;
+        };
+        let t = &*self.table;
+        match (sample, t.timing_one) {
+            (None, _) if t.words.single => {
+                <Owned as cell::Writer>::add(e.word(t.words.hits), 1, Ordering::Release);
+            }
+            (Some(x), Some(sub_bits)) => cell::apply_timing_one(e, &t.words, sub_bits, x),
+            _ => return false,
+        }
+        true
+    }
+
+    /// Entry `index`, if no reset is pending, its chunk exists and its key is `key`.
+    #[inline(always)]
+    fn steady_entry(&self, index: usize, key: u64) -> Option<EntryRef<'_>> {
+        let t = &*self.table;
+        if t.requested.load(Ordering::Relaxed) != self.seen.get() {
+            return None;
+        }
+        // Relaxed: only this thread stores chunk pointers.
+        let lines = t.chunk(index / CHUNK, Ordering::Relaxed)?;
+        let e = t.entry(lines, index);
+        (e.word(0).load(Ordering::Relaxed) == key).then_some(e)
     }
 
     /// Allocates the chunk of entry `index` if it is in range and not allocated yet, with

@@ -74,10 +74,7 @@ fn record_cached(
     // dense update calls nothing that could re-enter (word loads and stores), so `busy`
     // need not be set around it. A pending reset is left to `record_miss`.
     let dense = unsafe { &*dense };
-    match duration {
-        Some(d) => dense.try_update(hint, ip as u64, &[d]),
-        None => dense.try_update(hint, ip as u64, &[]),
-    }
+    dense.try_record(hint, ip as u64, duration)
 }
 
 /// `record` without a cached dense record: a site's first record on this thread (or the
