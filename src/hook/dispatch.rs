@@ -115,7 +115,7 @@ impl<'a> ScopeGuard<'a> {
     fn traced(ftrace: &'a Ftrace, prev_ip: usize, pushed: bool) -> Self {
         const { assert!(core::mem::align_of::<Ftrace>() > PUSHED) };
         ScopeGuard {
-            exit: core::ptr::from_ref(ftrace) as usize | usize::from(pushed),
+            exit: core::ptr::from_ref(ftrace).expose_provenance() | usize::from(pushed),
             prev_ip,
             _borrow: core::marker::PhantomData,
         }
@@ -128,10 +128,10 @@ impl<'a> ScopeGuard<'a> {
         if self.exit == 0 {
             return None;
         }
-        // SAFETY: a non-zero `exit` was made by `traced` from a `&'a Ftrace` (its low bit,
-        // clear in an aligned address, carries the flag); `_borrow` keeps that borrow for
-        // the guard's life.
-        let ftrace = unsafe { &*((self.exit & !PUSHED) as *const Ftrace) };
+        // SAFETY: a non-zero `exit` was made by `traced` from a `&'a Ftrace` whose provenance
+        // it exposed (its low bit, clear in an aligned address, carries the flag); `_borrow`
+        // keeps that borrow for the guard's life.
+        let ftrace = unsafe { &*core::ptr::with_exposed_provenance::<Ftrace>(self.exit & !PUSHED) };
         Some((ftrace, self.exit & PUSHED != 0))
     }
 }
