@@ -205,6 +205,7 @@ fn from_code(c: u8) -> TraceClock {
 /// Everything a clock read loads, in one cache line (one address to form, in a binary that
 /// reaches statics through its GOT): the selected clock and the TSC's conversion.
 #[repr(C, align(64))]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 struct ClockState {
     /// The selected clock; [`UNSET`] until [`init`] ran.
     mode: AtomicU8,
@@ -222,6 +223,7 @@ static STATE: ClockState = ClockState {
     mult: AtomicU64::new(0),
     base_ns: AtomicU64::new(0),
 };
+
 /// Each `clock_gettime` clock's reading at the anchor instant, by code − 2.
 static ANCHORS: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
 static INIT: Once = Once::new();

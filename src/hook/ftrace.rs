@@ -125,12 +125,10 @@ fn rejected(path: &str, e: impl std::error::Error + Send + Sync + 'static) -> Er
 }
 
 /// The global instance's address, null until it is built (see [`Ftrace::global_fast`]).
+/// Written once: every enabled static site reads it, so its cache line stays shared.
 #[cfg(not(loom))]
 static GLOBAL_PTR: core::sync::atomic::AtomicPtr<Ftrace> =
     core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
-
-#[cfg(not(loom))]
-use core::sync::atomic::Ordering as AtomicOrdering;
 
 impl Ftrace {
     fn build(sites: Vec<SiteRef>) -> Self {
@@ -201,7 +199,15 @@ impl Ftrace {
         let global = crate::stat::Tracefs::global_instance(&GLOBAL, build, |global, fs| {
             super::control::install(global, fs)
         });
-        GLOBAL_PTR.store(Arc::as_ptr(global).cast_mut(), AtomicOrdering::Release);
+        if GLOBAL_PTR
+            .load(core::sync::atomic::Ordering::Relaxed)
+            .is_null()
+        {
+            GLOBAL_PTR.store(
+                Arc::as_ptr(global).cast_mut(),
+                core::sync::atomic::Ordering::Release,
+            );
+        }
         global
     }
 
@@ -215,18 +221,18 @@ impl Ftrace {
 
     /// The global instance for `Site::enter`: one load of [`GLOBAL_PTR`] once it is built
     /// (always, by the time a static site is enabled: only the global instance enables
-    /// static sites, and it sets the pointer before its constructor returns).
+    /// static sites, and `global` sets the pointer before it returns the instance).
     #[cfg(not(loom))]
     #[inline(always)]
     pub(crate) fn global_fast() -> &'static Ftrace {
-        let p = GLOBAL_PTR.load(AtomicOrdering::Acquire);
+        let p = GLOBAL_PTR.load(core::sync::atomic::Ordering::Acquire);
         if p.is_null() {
             return Self::global_first();
         }
         // SAFETY: a non-null `GLOBAL_PTR` is the address of the global instance, owned by
         // an `Arc` in a `static` `OnceLock` that is never emptied: it lives for the whole
-        // process, and the Release store above (after its construction) pairs with the
-        // Acquire load here.
+        // process, and the Release store in `global` (after its construction) pairs with
+        // the Acquire load here.
         unsafe { &*p }
     }
 
