@@ -177,3 +177,44 @@ impl Drop for ReadGuard<'_> {
         self.0.unlock();
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool as StdBool;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// A grace period waits for a section that was open when it began, through the inner
+    /// sections nested in it: only the outermost close ends it.
+    #[test]
+    fn grace_period_waits_for_the_outermost_section() {
+        let rcu = Rcu::new();
+        let slot = rcu.register();
+        let (opened, writer_starts) = mpsc::channel();
+        let closed = StdBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                slot.lock();
+                slot.lock();
+                slot.unlock();
+                opened.send(()).unwrap();
+                // Still inside (depth 1) while the writer starts waiting.
+                std::thread::sleep(Duration::from_millis(50));
+                // An inner section closing ends nothing.
+                slot.lock();
+                slot.unlock();
+                std::thread::sleep(Duration::from_millis(50));
+                closed.store(true, core::sync::atomic::Ordering::SeqCst);
+                slot.unlock();
+            });
+            writer_starts.recv().unwrap();
+            rcu.synchronize();
+            assert!(
+                closed.load(core::sync::atomic::Ordering::SeqCst),
+                "the grace period ended while the section it saw was open"
+            );
+        });
+        assert!(!slot.in_section());
+    }
+}
