@@ -408,16 +408,7 @@ fn cancel(ftrace: &Ftrace, frame: Frame, running: u64, adjust: u64) {
 #[cfg(not(loom))]
 #[macro_export]
 macro_rules! traced_future {
-    ($name:literal, $fut:expr) => {{
-        static __TRACESTAT_SITE: $crate::__private::Site = $crate::__private::Site::new(
-            $name,
-            ::core::module_path!(),
-            ::core::file!(),
-            ::core::line!(),
-        );
-        #[$crate::__private::linkme::distributed_slice($crate::__private::SITES)]
-        #[linkme(crate = $crate::__private::linkme)]
-        static __TRACESTAT_SITE_REF: &$crate::__private::Site = &__TRACESTAT_SITE;
-        $crate::__private::TracedFuture::new(&__TRACESTAT_SITE, $fut)
-    }};
+    ($name:literal, $fut:expr) => {
+        $crate::__private::TracedFuture::new($crate::__tracestat_static_site!($name), $fut)
+    };
 }

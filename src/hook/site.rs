@@ -254,18 +254,28 @@ impl fmt::Debug for Site {
 #[macro_export]
 macro_rules! traced_block {
     ($name:literal, $body:block) => {{
-        let __tracestat_scope = {
-            static __TRACESTAT_SITE: $crate::__private::Site = $crate::__private::Site::new(
-                $name,
-                ::core::module_path!(),
-                ::core::file!(),
-                ::core::line!(),
-            );
-            #[$crate::__private::linkme::distributed_slice($crate::__private::SITES)]
-            #[linkme(crate = $crate::__private::linkme)]
-            static __TRACESTAT_SITE_REF: &$crate::__private::Site = &__TRACESTAT_SITE;
-            __TRACESTAT_SITE.enter()
-        };
+        let __tracestat_scope = $crate::__tracestat_static_site!($name).enter();
         $body
+    }};
+}
+
+/// A `&'static Site` named `$name` at the invocation's module, file and line, listed in
+/// [`SITES`](crate::profile::SITES): what `traced_block!` and `traced_future!` expand to
+/// first. Not public API.
+#[cfg(not(loom))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __tracestat_static_site {
+    ($name:literal) => {{
+        static __TRACESTAT_SITE: $crate::__private::Site = $crate::__private::Site::new(
+            $name,
+            ::core::module_path!(),
+            ::core::file!(),
+            ::core::line!(),
+        );
+        #[$crate::__private::linkme::distributed_slice($crate::__private::SITES)]
+        #[linkme(crate = $crate::__private::linkme)]
+        static __TRACESTAT_SITE_REF: &$crate::__private::Site = &__TRACESTAT_SITE;
+        &__TRACESTAT_SITE
     }};
 }
