@@ -336,34 +336,34 @@ impl Ftrace {
         if hot.recursion.get() & Context::List as u32 != 0 {
             return ScopeGuard::none();
         }
-        let (ip, parent, index) = (site.ip(), hot.current_ip.get(), site.index());
+        let (ip, index) = (site.ip(), site.index());
         let frame = Frame::entered(ip, index, now_ns(), entry.slot_bit, generation);
-        let pushed = hot.stack.push(frame);
-        if !pushed {
-            self.enter_overrun(hot, ip, parent, index, entry, hook);
+        if !hot.stack.push(frame) {
+            return self.enter_overrun(hot, site, entry, hook);
         }
-        hot.current_ip.set(ip);
-        ScopeGuard::traced(self, parent, pushed)
+        let parent = hot.current_ip.replace(ip);
+        ScopeGuard::traced(self, parent, true)
     }
 
-    /// A call found the stack full on the accepting path: counted, and shown to the hook.
+    /// A call found the stack full on the accepting path: counted, and shown to the hook;
+    /// no frame.
     #[cold]
     #[inline(never)]
-    fn enter_overrun(
-        &self,
+    fn enter_overrun<'a>(
+        &'a self,
         hot: &Hot,
-        ip: usize,
-        parent: usize,
-        index: usize,
+        site: &'a Site,
         entry: &OpsEntry,
         hook: &GraphEntryFunc,
-    ) {
-        let Some(_list) = lock_bit(&hot.recursion, Context::List) else {
-            return;
-        };
-        self.count_overrun(hot);
-        hot.site_index.set(index);
-        hook(&GraphEntry::overrun(ip, parent), &entry.ops);
+    ) -> ScopeGuard<'a> {
+        let (ip, parent) = (site.ip(), hot.current_ip.get());
+        if let Some(_list) = lock_bit(&hot.recursion, Context::List) {
+            self.count_overrun(hot);
+            hot.site_index.set(site.index());
+            hook(&GraphEntry::overrun(ip, parent), &entry.ops);
+        }
+        hot.current_ip.set(ip);
+        ScopeGuard::traced(self, parent, false)
     }
 
     /// The direct path of an ops that a pid list filters or that wants registers.
