@@ -591,3 +591,55 @@ fn recursion_deeper_than_the_shadow_stack_counts_every_call() {
         assert_eq!(fs.read("graph_overruns").unwrap(), format!("{overruns}\n"));
     });
 }
+
+/// The typed JSON document of `trace_stat/functions` lists its rows in the text file's
+/// order (greatest first, ties by name), hits-only and timed.
+#[cfg(feature = "json")]
+#[test]
+fn typed_json_rows_come_in_the_stat_files_order() {
+    for timing in [false, true] {
+        let (ftrace, profiler) = enabled(
+            &["c", "a", "b", "d"],
+            ProfileOptions {
+                timing,
+                ..Default::default()
+            },
+        );
+        let fs = new_fs();
+        profiler.install(&fs).unwrap();
+        // Hits: b 7, then a and c tied at 3 (name order), d 1; timed: 100 ns per call, so
+        // time orders the rows as hits do.
+        let mut stack = ShadowStack::new();
+        let mut t = 0;
+        for (name, n) in [("c", 3), ("a", 3), ("b", 7), ("d", 1)] {
+            for _ in 0..n {
+                if timing {
+                    assert!(ftrace.graph_entry_at(&mut stack, ip(&ftrace, name), 0, t));
+                    ftrace.graph_return_at(&mut stack, t + 100).unwrap();
+                    t += 1_000;
+                } else {
+                    assert!(ftrace.dispatch_ip(ip(&ftrace, name), 0));
+                }
+            }
+        }
+        profiler.disable().unwrap();
+        let text = fs.stats().read("functions").unwrap();
+        let text_names: Vec<&str> = text
+            .lines()
+            .skip(2)
+            .map(|l| l.split_whitespace().next().unwrap())
+            .collect();
+        assert_eq!(text_names, ["b", "a", "c", "d"], "timing {timing}");
+        let mut out = Vec::new();
+        tracestat::export::registry_stat_to_json_typed(fs.stats(), "functions", &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["data"]["timed"], timing);
+        let json_names: Vec<&str> = v["data"]["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(json_names, text_names, "timing {timing}");
+    }
+}

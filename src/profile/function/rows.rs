@@ -196,14 +196,21 @@ pub(super) fn sorted_rows(inner: &Inner, thread: Option<usize>) -> (Vec<Function
     (rows, timed)
 }
 
-/// Rows in the stat file's order: [`sorted_rows`], then by time when timed, else by hits,
-/// descending (stable: equal keys keep the name order).
+/// The function stat file's order of two rows, the kernel's `function_stat_cmp`: by time
+/// when timed, else by hits (ascending; the file shows the greatest first). The one
+/// definition of that order: the stat tracer's `cmp` and [`file_rows`] both use it.
+pub(super) fn row_order(a: &FunctionRow, b: &FunctionRow, timed: bool) -> core::cmp::Ordering {
+    if timed {
+        a.time_ns.cmp(&b.time_ns)
+    } else {
+        a.hits.cmp(&b.hits)
+    }
+}
+
+/// Rows in the stat file's order: [`sorted_rows`], then by [`row_order`], greatest first
+/// (stable: equal keys keep the name order).
 pub(super) fn file_rows(inner: &Inner, thread: Option<usize>) -> (Vec<FunctionRow>, bool) {
     let (mut rows, timed) = sorted_rows(inner, thread);
-    if timed {
-        rows.sort_by_key(|r| std::cmp::Reverse(r.time_ns));
-    } else {
-        rows.sort_by_key(|r| std::cmp::Reverse(r.hits));
-    }
+    rows.sort_by(|a, b| row_order(b, a, timed));
     (rows, timed)
 }

@@ -139,12 +139,7 @@ impl StatTracer for FunctionStat {
 
     /// By time when timed, else by hits (`function_stat_cmp`).
     fn cmp(&self, a: &Entry, b: &Entry) -> CmpOrdering {
-        let (ra, rb) = (&a.0.0[a.1], &b.0.0[b.1]);
-        if a.0.1 {
-            ra.time_ns.cmp(&rb.time_ns)
-        } else {
-            ra.hits.cmp(&rb.hits)
-        }
+        row_order(&a.0.0[a.1], &b.0.0[b.1], a.0.1)
     }
 
     fn headers(&self, out: &mut dyn fmt::Write) -> fmt::Result {
