@@ -26,11 +26,13 @@
 //!   nothing, so a refused write leaves every hash as it was.
 //! - Every term must select at least one site (the kernel's `-EINVAL` for a pattern that
 //!   matches nothing): a misspelt name is an error, not a silent no-op.
+//! - A write is resolved against the sites' names and module paths alone (what
+//!   `available_filter_functions` shows), never against `Site` itself: filtering depends on
+//!   nothing of the dispatch state.
 
 use core::fmt;
 
 use super::glob::{Glob, GlobError};
-use super::site::Site;
 use crate::stat::WriteMode;
 
 /// A set of site indices (a filter or notrace hash).
@@ -183,24 +185,29 @@ impl Selector {
         Ok(Selector::Match { name, module })
     }
 
-    fn selects(&self, index: usize, site: &Site) -> bool {
+    /// Whether the term selects the site at `index` named `name` in module `module`.
+    fn selects(&self, index: usize, (name, module): FilterTarget<'_>) -> bool {
         match self {
             Selector::Index(i) => *i == index,
-            Selector::Match { name, module } => {
-                name.matches(site.name())
-                    && module.as_ref().is_none_or(|m| m.matches(site.module()))
-            }
+            Selector::Match {
+                name: name_glob,
+                module: module_glob,
+            } => name_glob.matches(name) && module_glob.as_ref().is_none_or(|m| m.matches(module)),
         }
     }
 }
 
-/// Applies a `set_ftrace_filter`-syntax write to `current` over `sites` (indexed as in
-/// `available_filter_functions`): the new hash, or why the write is refused.
-pub fn apply_write<'s>(
+/// What a filter term is matched against: a site's name and module path.
+pub(crate) type FilterTarget<'s> = (&'s str, &'s str);
+
+/// Applies a `set_ftrace_filter`-syntax write to `current` over `sites` (each site's name
+/// and module path, indexed as in `available_filter_functions`): the new hash, or why the
+/// write is refused.
+pub(crate) fn apply_write<'s>(
     current: &FilterHash,
     text: &str,
     mode: WriteMode,
-    sites: impl Iterator<Item = &'s Site> + Clone,
+    sites: impl Iterator<Item = FilterTarget<'s>> + Clone,
 ) -> Result<FilterHash, FilterError> {
     let count = sites.clone().count();
     let mut hash = match mode {
@@ -225,4 +232,66 @@ pub fn apply_write<'s>(
         }
     }
     Ok(hash)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SITES: [FilterTarget<'static>; 4] = [
+        ("read", "app::io"),
+        ("read_all", "app::io"),
+        ("write", "app::io"),
+        ("read", "app::net"),
+    ];
+
+    fn write(current: &FilterHash, text: &str, mode: WriteMode) -> Result<Vec<usize>, FilterError> {
+        apply_write(current, text, mode, SITES.iter().copied()).map(|h| h.iter().collect())
+    }
+
+    /// Terms resolve against names and module paths alone: exact names, globs, `:mod:`,
+    /// 1-based indices and negation, in order.
+    #[test]
+    fn terms_resolve_against_names_and_modules() {
+        let none = FilterHash::empty(SITES.len());
+        assert_eq!(write(&none, "read", WriteMode::Truncate).unwrap(), [0, 3]);
+        assert_eq!(
+            write(&none, "read*", WriteMode::Truncate).unwrap(),
+            [0, 1, 3]
+        );
+        assert_eq!(
+            write(&none, "read:mod:*net", WriteMode::Truncate).unwrap(),
+            [3]
+        );
+        assert_eq!(
+            write(&none, ":mod:app::io !read_all", WriteMode::Truncate).unwrap(),
+            [0, 2]
+        );
+        assert_eq!(write(&none, "3 4", WriteMode::Truncate).unwrap(), [2, 3]);
+        let some = apply_write(&none, "write", WriteMode::Truncate, SITES.iter().copied()).unwrap();
+        assert_eq!(write(&some, "read_all", WriteMode::Append).unwrap(), [1, 2]);
+        assert_eq!(write(&some, "read_all", WriteMode::Truncate).unwrap(), [1]);
+    }
+
+    /// A refused write names what was wrong and returns no hash (the caller's is unchanged).
+    #[test]
+    fn refused_writes_say_why() {
+        let none = FilterHash::empty(SITES.len());
+        assert_eq!(
+            write(&none, "read nosuch", WriteMode::Truncate),
+            Err(FilterError::UnknownFunction("nosuch".to_owned()))
+        );
+        assert!(matches!(
+            write(&none, "5", WriteMode::Truncate),
+            Err(FilterError::BadIndex { count: 4, .. })
+        ));
+        assert_eq!(
+            write(&none, "read:cmd:x", WriteMode::Truncate),
+            Err(FilterError::UnknownCommand("read:cmd:x".to_owned()))
+        );
+        assert!(matches!(
+            write(&none, "re[ad", WriteMode::Truncate),
+            Err(FilterError::BadGlob { .. })
+        ));
+    }
 }

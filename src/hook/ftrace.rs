@@ -479,7 +479,8 @@ impl Ftrace {
             Which::Filter => &mut next.filter,
             Which::Notrace => &mut next.notrace,
         };
-        *target = filter::apply_write(target, text, mode, self.sites())?;
+        let names = self.sites().map(|s| (s.name(), s.module()));
+        *target = filter::apply_write(target, text, mode, names)?;
         Ok(next)
     }
 
