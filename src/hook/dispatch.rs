@@ -19,7 +19,11 @@
 //!   bits, parent ip, cached reader slot) besides the callback, and its scope's end is an
 //!   inline store of the parent ip. A direct graph ops that accepts every call
 //!   ([`FtraceOps::graph_returns`](super::FtraceOps::graph_returns), the function profiler
-//!   timing calls) gets its frame pushed without an entry hook call;
+//!   timing calls) gets its frame pushed without an entry hook call. An ops whose
+//!   callbacks record into the thread's record sink (the function profiler's per-thread
+//!   records, `SinkSpec`, cached in the `Hot` block) is not called at all in the steady
+//!   state: the direct path records the hit, or at a graph return the call's time, itself,
+//!   and calls the callback only when the sink cannot take it;
 //! - **list**: otherwise the dispatcher takes the [`List`](super::RecursionContext::List) recursion
 //!   bit and walks the list, calling each ops whose hashes cover the site.
 //!
@@ -58,7 +62,7 @@ use super::ftrace::Ftrace;
 use super::graph::{Frame, GraphEntry, GraphReturn, ShadowStack, TaskTimes, now_ns};
 use super::ops::{Callback, FtraceFunc, FtraceOps, GraphEntryFunc, OpsFlags, Regs};
 use super::pid::current_tid;
-use super::published::{OpsEntry, Published};
+use super::published::{Direct, OpsEntry, Published};
 use super::rcu::ReadGuard;
 use super::recursion::{RecursionContext as Context, lock_bit};
 use super::site::Site;
@@ -297,6 +301,16 @@ impl Ftrace {
         // SAFETY: a non-null `direct` points at an entry of a published state that is freed
         // only after a grace period that our open section (`section`) holds off.
         let entry = unsafe { &*direct };
+        if entry.direct == Direct::CountSink {
+            // The function profiler counting hits: the hit goes straight into this thread's
+            // records (the callback would do exactly this, `SinkSpec`), no call at all.
+            let (ip, index) = (site.ip(), site.index());
+            if !hot.sink.try_record(entry.sink.id, index, ip, None) {
+                return self.count_sink_miss(hot, site, entry, section);
+            }
+            let parent = hot.current_ip.replace(ip);
+            return ScopeGuard::traced(self, parent, false);
+        }
         if !entry.plain {
             return self.enter_direct_filtered(hot, &Call::live(published, site, hot), entry);
         }
@@ -318,6 +332,27 @@ impl Ftrace {
                 self.enter_direct_graph(hot, &Call::live(published, site, hot), entry, hook)
             }
         }
+    }
+
+    /// A [`Direct::CountSink`] call whose record the sink cache did not take (the thread's
+    /// first call, another profiler cached, a pending reset, a new chunk): the callback,
+    /// as for any plain function ops. `section` is the caller's open read-side section.
+    #[cold]
+    #[inline(never)]
+    fn count_sink_miss<'a>(
+        &'a self,
+        hot: &Hot,
+        site: &'a Site,
+        entry: &OpsEntry,
+        section: ReadGuard<'_>,
+    ) -> ScopeGuard<'a> {
+        let (ip, parent) = (site.ip(), hot.current_ip.get());
+        if let Callback::Func(func) = &entry.ops.callback {
+            call_plain(hot, ip, parent, site.index(), entry, func);
+        }
+        drop(section);
+        hot.current_ip.set(ip);
+        ScopeGuard::traced(self, parent, false)
     }
 
     /// One graph ops that accepts every call ([`FtraceOps::graph_returns`]) covers the
@@ -497,9 +532,6 @@ impl Ftrace {
             return;
         };
         let section = ReadGuard::new(slot);
-        // Return hooks run whether or not the bit is free (an accepted entry always gets its
-        // return); holding it keeps traced calls made by the hooks from recursing.
-        let _list = lock_bit(&hot.recursion, Context::List);
         // The frame's site (a live call's frame holds its site's index in this instance).
         let direct = self
             .site(frame.index)
@@ -517,15 +549,34 @@ impl Ftrace {
             // The frame was accepted by exactly this registration (one slot bit, a slot
             // held by one registration at a time, the generation at entry not older than
             // the registration's): the list walk would call this hook alone.
-            if entry.slot_bit == frame.accepted
-                && entry.slot_gen <= frame.generation
-                && let Callback::Graph { ret: hook, .. } = &entry.ops.callback
-            {
-                hot.site_index.set(frame.index);
-                hook(&ret, &entry.ops);
-                return;
+            if entry.slot_bit == frame.accepted && entry.slot_gen <= frame.generation {
+                if entry.direct == Direct::TimedSink {
+                    // The function profiler timing calls: the time goes straight into this
+                    // thread's records, as its return hook would put it (`SinkSpec`).
+                    let d = if entry.sink.graph_time {
+                        ret.duration()
+                    } else {
+                        ret.self_time()
+                    };
+                    if hot
+                        .sink
+                        .try_record(entry.sink.id, frame.index, frame.func, Some(d))
+                    {
+                        return;
+                    }
+                }
+                if let Callback::Graph { ret: hook, .. } = &entry.ops.callback {
+                    // Return hooks run whether or not the bit is free (an accepted entry
+                    // always gets its return); holding it keeps traced calls made by the
+                    // hooks from recursing.
+                    let _list = lock_bit(&hot.recursion, Context::List);
+                    hot.site_index.set(frame.index);
+                    hook(&ret, &entry.ops);
+                    return;
+                }
             }
         }
+        let _list = lock_bit(&hot.recursion, Context::List);
         self.returns_in(hot, self.published(&section), &frame, &ret);
     }
 

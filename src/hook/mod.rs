@@ -72,6 +72,7 @@ pub use glob::{Glob, GlobError};
 pub use graph::{
     Frame, GRAPH_SLOTS, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, TaskTimes, now_ns,
 };
+pub(crate) use ops::SinkSpec;
 pub use ops::{
     FtraceFunc, FtraceOps, FtraceOpsBuilder, GraphEntryFunc, GraphReturnFunc, OpsFlags, Regs,
 };

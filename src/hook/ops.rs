@@ -119,6 +119,8 @@ pub struct FtraceOps {
     flags: OpsFlags,
     private: Box<dyn Any + Send + Sync>,
     pub(crate) global_filter: bool,
+    /// The record sink the callbacks record into, if any (see [`SinkSpec`]).
+    pub(crate) sink: Option<SinkSpec>,
     /// The authoritative hashes and the id of the [`Ftrace`](super::Ftrace) they were
     /// resolved against (0: never set).
     pub(crate) hashes: Mutex<(u64, Arc<Hashes>)>,
@@ -143,6 +145,27 @@ pub struct FtraceOpsBuilder {
     flags: OpsFlags,
     private: Box<dyn Any + Send + Sync>,
     global_filter: bool,
+    sink: Option<SinkSpec>,
+}
+
+/// An ops whose callbacks record into a thread's record sink (`thread::SinkCache`, the
+/// function profiler's per-thread records): its direct paths may record a call there
+/// themselves instead of calling the callback.
+///
+/// The contract the ops' builder (the function profiler) keeps: for a function ops, the
+/// callback of a site's call first tries `SinkCache::try_record(id, index, ip, None)` and
+/// does nothing else when that succeeds; for a graph ops, the return hook of a synchronous
+/// live call (`GraphReturn::task` `None`) first tries `try_record(id, index, func,
+/// Some(d))`, `d` the call's [`duration`](GraphReturn::duration) with `graph_time`, else its
+/// [`self_time`](GraphReturn::self_time), and does nothing else when that succeeds. So the
+/// dispatcher may make that attempt itself and call the callback only when it fails: the
+/// outcome is the same, one indirect call and its argument record less.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SinkSpec {
+    /// The sink's id (`SinkCache::id`; never 0).
+    pub(crate) id: u64,
+    /// A graph ops records total (`true`) or self time.
+    pub(crate) graph_time: bool,
 }
 
 impl FtraceOps {
@@ -258,6 +281,7 @@ impl FtraceOpsBuilder {
             flags: OpsFlags::NONE,
             private: Box::new(()),
             global_filter: false,
+            sink: None,
         }
     }
 
@@ -279,6 +303,13 @@ impl FtraceOpsBuilder {
         self
     }
 
+    /// Declares that the callbacks record into the record sink `sink` as [`SinkSpec`]
+    /// states (the function profiler's ops).
+    pub(crate) fn sink(mut self, sink: SinkSpec) -> Self {
+        self.sink = Some(sink);
+        self
+    }
+
     /// The ops.
     pub fn build(self) -> Arc<FtraceOps> {
         Arc::new(FtraceOps {
@@ -286,6 +317,7 @@ impl FtraceOpsBuilder {
             flags: self.flags,
             private: self.private,
             global_filter: self.global_filter,
+            sink: self.sink,
             hashes: Mutex::new((0, Arc::new(Hashes::default()))),
             owner: StdAtomicU64::new(0),
             recursion_missed: StdAtomicU64::new(0),

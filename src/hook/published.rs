@@ -16,7 +16,7 @@
 //! - An entry's precomputed fields agree with its ops' flags and the state's pid list.
 
 use super::filter::Hashes;
-use super::ops::{FtraceOps, OpsFlags};
+use super::ops::{Callback, FtraceOps, OpsFlags, SinkSpec};
 use crate::primitive::sync::Arc;
 
 /// One registered ops as published: the ops and the hashes it had at publication.
@@ -33,6 +33,28 @@ pub(crate) struct OpsEntry {
     pub(crate) plain: bool,
     /// The ops has `RECURSION` (its callbacks run under the `Func` recursion bit).
     pub(crate) recursion: bool,
+    /// What a call reaching this entry through a site's `direct` pointer does.
+    pub(crate) direct: Direct,
+    /// The ops' record sink (`SinkSpec`; id 0 if it has none, which no cache holds).
+    pub(crate) sink: SinkSpec,
+}
+
+/// What the direct path does for an entry, decided at publication so that the common
+/// cases cost one byte test.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Direct {
+    /// A `plain` function ops with a record sink and no `RECURSION`: the dispatcher records
+    /// the hit into the sink itself, calling the callback only if that fails.
+    CountSink,
+    /// A `plain` graph ops that accepts every call: push a frame, call nothing.
+    Accepting,
+    /// [`Accepting`](Self::Accepting) with a record sink: at a synchronous return the
+    /// dispatcher records the call's time into the sink itself, calling the return hook only
+    /// if that fails.
+    TimedSink,
+    /// Anything else: the general direct path (function ops with or without recursion bit,
+    /// pid list, registers, an entry hook).
+    General,
 }
 
 impl OpsEntry {
@@ -48,8 +70,24 @@ impl OpsEntry {
         let flags = ops.flags();
         let filtered = flags.contains(OpsFlags::PID) && !pids.is_empty();
         let plain = !flags.wants_regs() && !filtered;
+        let recursion = flags.contains(OpsFlags::RECURSION);
+        let direct = match ops.callback {
+            Callback::Func(_) if plain && !recursion && ops.sink.is_some() => Direct::CountSink,
+            Callback::Graph {
+                accepts_all: true, ..
+            } if plain => match ops.sink {
+                Some(_) => Direct::TimedSink,
+                None => Direct::Accepting,
+            },
+            _ => Direct::General,
+        };
         OpsEntry {
-            recursion: flags.contains(OpsFlags::RECURSION),
+            recursion,
+            direct,
+            sink: ops.sink.unwrap_or(SinkSpec {
+                id: 0,
+                graph_time: false,
+            }),
             ops,
             hashes,
             slot_bit,

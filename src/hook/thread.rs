@@ -8,7 +8,9 @@
 //!   [`recursion`](super::recursion)), the ip of the innermost enabled traced scope (the
 //!   `parent_ip` of the next call), a one-entry cache of the reader slot of the domain
 //!   this thread entered last, and the function-graph shadow stack (a fixed array of
-//!   frames and a depth, [`LiveStack`]). It is `const`-initialised and has no destructor,
+//!   frames and a depth, [`LiveStack`]), and the record sink's cache ([`SinkCache`]: the
+//!   function profiler's per-thread records, which the dispatcher's direct paths write
+//!   without calling the profiler). It is `const`-initialised and has no destructor,
 //!   so reaching it is one thread-pointer-relative address: no lazy-initialisation test,
 //!   no destructor registration, and it never fails, even while other thread-locals are
 //!   being torn down. A call reaches it once and passes the reference down.
@@ -42,7 +44,84 @@ use std::cell::{Cell, UnsafeCell};
 use super::graph::LiveStack;
 use super::pid;
 use super::rcu::{Rcu, ReaderSlot};
+use crate::hist::{DenseWriter, Shard};
 use crate::primitive::sync::Arc;
+
+/// A thread's one-entry cache of the record sink it used last: the function profiler's
+/// state for this thread, so that a call reaches it without a lookup, and the `busy` flag.
+/// It lives in [`Hot`], so the hook layer and the profiler share one per-thread facility
+/// (one thread-local, torn down in one order under std and loom alike), and a direct path
+/// of the dispatcher records a call into the cached dense records itself.
+///
+/// The owner (`profile::function`) keeps the invariant: `local` points at the boxed
+/// per-thread state of the sink (profiler) whose id is `id` (0: none; ids start at 1), and
+/// the other pointers at that state's active shards and dense records (null if none); who
+/// removes such a state, or drops the thread's list of them, forgets the cache first.
+/// `busy` is set while anything holds a `&mut` into the thread's states: a call made then
+/// (a traced allocator, say) must not touch them. Only the owner thread reads or writes it.
+pub(crate) struct SinkCache {
+    /// The sink's id (0: none).
+    pub(crate) id: Cell<u64>,
+    /// The sink's per-thread state (its type is the owner's).
+    pub(crate) local: Cell<*mut ()>,
+    /// The state's active hash shards.
+    pub(crate) counted: Cell<*const Shard>,
+    pub(crate) timed: Cell<*const Shard>,
+    /// The state's active dense records (counted hits, timed calls).
+    pub(crate) dense_counted: Cell<*const DenseWriter>,
+    pub(crate) dense_timed: Cell<*const DenseWriter>,
+    /// A `&mut` into the thread's sink states exists.
+    pub(crate) busy: Cell<bool>,
+}
+
+impl SinkCache {
+    const fn new() -> Self {
+        SinkCache {
+            id: Cell::new(0),
+            local: Cell::new(core::ptr::null_mut()),
+            counted: Cell::new(core::ptr::null()),
+            timed: Cell::new(core::ptr::null()),
+            dense_counted: Cell::new(core::ptr::null()),
+            dense_timed: Cell::new(core::ptr::null()),
+            busy: Cell::new(false),
+        }
+    }
+
+    /// Forgets the cached state (keeps `busy`).
+    pub(crate) fn forget(&self) {
+        self.id.set(0);
+        self.local.set(core::ptr::null_mut());
+        self.counted.set(core::ptr::null());
+        self.timed.set(core::ptr::null());
+        self.dense_counted.set(core::ptr::null());
+        self.dense_timed.set(core::ptr::null());
+    }
+
+    /// Records one call of the site at dense index `index` (ip `ip`) into the cached dense
+    /// records of sink `id`: a hit (`sample` `None`) or one timed sample. `false`, with
+    /// nothing recorded, unless sink `id` is cached, not busy, and its records take the
+    /// update without their slow path (`DenseWriter::try_record`). Calls nothing.
+    #[inline(always)]
+    pub(crate) fn try_record(&self, id: u64, index: usize, ip: usize, sample: Option<u64>) -> bool {
+        if self.id.get() != id || self.busy.get() {
+            return false;
+        }
+        let dense = match sample {
+            None => self.dense_counted.get(),
+            Some(_) => self.dense_timed.get(),
+        };
+        if dense.is_null() {
+            return false;
+        }
+        // SAFETY: a non-null cached writer lives in the boxed state of sink `id` in this
+        // thread's list, neither moved nor dropped without forgetting the cache first (the
+        // owner's invariant, above). `busy` is clear, so no `&mut` into the state exists,
+        // and none can be made before this update returns: it calls nothing (word loads
+        // and stores), so nothing can re-enter. A pending reset is left to the slow path.
+        let dense = unsafe { &*dense };
+        dense.try_record(index, ip as u64, sample)
+    }
+}
 
 /// The per-thread words of every enabled call (see the module docs).
 pub(crate) struct Hot {
@@ -58,6 +137,8 @@ pub(crate) struct Hot {
     domain: Cell<u64>,
     /// This thread's reader slot for `domain` (see the module invariants).
     slot: Cell<*const ReaderSlot>,
+    /// The record sink's cache (beside the words above: one or two cache lines per call).
+    pub(crate) sink: SinkCache,
     /// The function-graph shadow stack of this thread's live calls.
     pub(crate) stack: LiveStack,
 }
@@ -70,6 +151,7 @@ impl Hot {
             site_index: Cell::new(usize::MAX),
             domain: Cell::new(0),
             slot: Cell::new(core::ptr::null()),
+            sink: SinkCache::new(),
             stack: LiveStack::new(),
         }
     }

@@ -71,76 +71,49 @@ pub(super) struct Locals(pub(super) Vec<Box<Local>>);
 
 impl Drop for Locals {
     fn drop(&mut self) {
-        let _ = LAST.try_with(Last::forget);
+        let _ = with_last(Last::forget);
     }
 }
 
 /// The thread's most recently used profiler state, so that a call reaches it without the
-/// list: the profiler's id and its boxed [`Local`] (id 0: none; ids start at 1), and
-/// `busy`, set while anything holds a `&mut` into this thread's states (the cache's user or
-/// [`borrow_locals`]): a call made from inside one of them (a traced allocator, say) is
-/// refused and goes to the orphan tables instead of aliasing the state.
+/// list: the hook layer's per-thread [`SinkCache`](crate::hook::thread::SinkCache) (in its
+/// `Hot` block, so the dispatcher's direct paths record into the cached dense records
+/// themselves): the profiler's id and its boxed [`Local`], that state's active shards and
+/// dense records, and `busy`, set while anything holds a `&mut` into this thread's states
+/// (the cache's user or [`borrow_locals`]): a call made from inside one of them (a traced
+/// allocator, say) is refused and goes to the orphan tables instead of aliasing the state.
 ///
-/// `const`-initialised, no destructor: reaching it is one thread-pointer-relative address.
 /// Invariant: `local` points at the boxed state of profiler `id` in this thread's
-/// [`Locals`]; whoever removes states from the list (only [`borrow_locals`]' callers, with
-/// `busy` set) or drops the list forgets the cache first.
-pub(super) struct Last {
-    pub(super) id: Cell<u64>,
-    pub(super) local: Cell<*mut Local>,
-    /// That state's active `counted` and `timed` shards once created (null until then), so
-    /// a record goes straight to its shard. Shards are boxed and dropped only with their
-    /// state; `switch_shard`, which swaps the active ones, refreshes these.
-    pub(super) counted: Cell<*const Shard>,
-    pub(super) timed: Cell<*const Shard>,
-    /// Likewise its active dense records.
-    pub(super) dense_counted: Cell<*const DenseWriter>,
-    pub(super) dense_timed: Cell<*const DenseWriter>,
-    pub(super) busy: Cell<bool>,
+/// [`Locals`], and the shard and dense pointers at that state's active ones (`switch_shard`,
+/// which swaps them, refreshes the cache); whoever removes states from the list (only
+/// [`borrow_locals`]' callers, with `busy` set) or drops the list forgets the cache first.
+pub(super) type Last = crate::hook::thread::SinkCache;
+
+/// Caches `local` as the state of profiler `id` in `last`.
+pub(super) fn remember(last: &Last, id: u64, local: &mut Local) {
+    let erased = core::ptr::from_mut(local).cast::<()>();
+    if last.id.get() != id || last.local.get() != erased {
+        last.forget();
+        last.id.set(id);
+        last.local.set(erased);
+    }
+    let ptr = |s: &Option<Box<Shard>>| {
+        s.as_deref()
+            .map_or(core::ptr::null(), |s| s as *const Shard)
+    };
+    last.counted.set(ptr(&local.counted));
+    last.timed.set(ptr(&local.timed));
+    let dense = |d: &Option<Box<DenseWriter>>| {
+        d.as_deref()
+            .map_or(core::ptr::null(), |d| d as *const DenseWriter)
+    };
+    last.dense_counted.set(dense(&local.dense_counted));
+    last.dense_timed.set(dense(&local.dense_timed));
 }
 
-impl Last {
-    pub(super) const fn new() -> Self {
-        Last {
-            id: Cell::new(0),
-            local: Cell::new(core::ptr::null_mut()),
-            counted: Cell::new(core::ptr::null()),
-            timed: Cell::new(core::ptr::null()),
-            dense_counted: Cell::new(core::ptr::null()),
-            dense_timed: Cell::new(core::ptr::null()),
-            busy: Cell::new(false),
-        }
-    }
-
-    pub(super) fn forget(&self) {
-        self.id.set(0);
-        self.local.set(core::ptr::null_mut());
-        self.counted.set(core::ptr::null());
-        self.timed.set(core::ptr::null());
-        self.dense_counted.set(core::ptr::null());
-        self.dense_timed.set(core::ptr::null());
-    }
-
-    /// Caches `local` as the state of profiler `id`.
-    pub(super) fn remember(&self, id: u64, local: &mut Local) {
-        if self.id.get() != id || !core::ptr::eq(self.local.get(), local) {
-            self.forget();
-            self.id.set(id);
-            self.local.set(local);
-        }
-        let ptr = |s: &Option<Box<Shard>>| {
-            s.as_deref()
-                .map_or(core::ptr::null(), |s| s as *const Shard)
-        };
-        self.counted.set(ptr(&local.counted));
-        self.timed.set(ptr(&local.timed));
-        let dense = |d: &Option<Box<DenseWriter>>| {
-            d.as_deref()
-                .map_or(core::ptr::null(), |d| d as *const DenseWriter)
-        };
-        self.dense_counted.set(dense(&local.dense_counted));
-        self.dense_timed.set(dense(&local.dense_timed));
-    }
+/// The cached state (`Last`'s invariant gives what it points at).
+fn cached_local(last: &Last) -> *mut Local {
+    last.local.get().cast::<Local>()
 }
 
 /// Clears `busy` when the borrow ends (also on unwinding).
@@ -168,44 +141,18 @@ impl Drop for Busy<'_> {
 #[cfg(not(loom))]
 std::thread_local! {
     pub(super) static LOCALS: RefCell<Locals> = const { RefCell::new(Locals(Vec::new())) };
-    pub(super) static LAST: Last = const { Last::new() };
 }
 #[cfg(loom)]
 loom::thread_local! {
     pub(super) static LOCALS: RefCell<Locals> = RefCell::new(Locals::default());
-    pub(super) static LAST: Last = Last::new();
 }
 
-/// Runs `f` with this thread's [`Last`]: by reference, without `try_with`'s closure (which
-/// the compiler may leave out of line), since `LAST` is `const`-initialised and has no
-/// destructor. Under loom, whose thread-locals are dropped with the model's threads, `None`
-/// once they are gone.
-#[cfg(not(loom))]
+/// Runs `f` with this thread's [`Last`] (in the hook layer's `Hot` block, reached by
+/// reference: `const`-initialised, no destructor). Under loom, whose thread-locals are
+/// dropped with the model's threads, `None` once it is gone.
 #[inline(always)]
 pub(super) fn with_last<R>(f: impl FnOnce(&Last) -> R) -> Option<R> {
-    // SAFETY: `LAST` is `const`-initialised and `Last` has no destructor (its fields are
-    // `Cell`s of plain data), so its storage is valid from the thread's first instruction to
-    // its last and is never dropped; the reference does not outlive this call and cannot
-    // leave the thread (`Last` is not `Sync`).
-    let last = LAST.with(|last| unsafe { &*(last as *const Last) });
-    Some(f(last))
-}
-
-/// This thread's [`Last`], by reference (see [`with_last`]). Not under loom.
-#[cfg(not(loom))]
-#[inline(always)]
-pub(super) fn last() -> &'static Last {
-    // SAFETY: as in `with_last`: `LAST` is `const`-initialised and has no destructor, so
-    // its storage is valid as long as the thread runs, and `Last` is not `Sync`, so the
-    // reference cannot leave the thread.
-    LAST.with(|last| unsafe { &*(last as *const Last) })
-}
-
-/// See the non-loom [`with_last`].
-#[cfg(loom)]
-#[inline(always)]
-pub(super) fn with_last<R>(f: impl FnOnce(&Last) -> R) -> Option<R> {
-    LAST.try_with(f).ok()
+    crate::hook::thread::hot(|hot| f(&hot.sink))
 }
 
 /// Drops this thread's profiler state now, as its exit would. Loom only (see
@@ -227,26 +174,24 @@ pub(super) static NEXT_ID: StdAtomicU64 = StdAtomicU64::new(1);
 #[inline(always)]
 pub(super) fn with_local<R>(inner: &Arc<Inner>, f: impl FnOnce(&mut Local) -> R) -> Option<R> {
     let mut f = Some(f);
-    let cached = LAST
-        .try_with(|last| {
-            if last.id.get() != inner.id {
-                return None;
-            }
-            let _busy = Busy::take(last)?;
-            let f = f.take()?;
-            // SAFETY: `local` is the boxed state of profiler `inner.id` in this thread's
-            // list, alive until it is removed or the list dropped, both of which forget
-            // the cache first (`Last`'s invariant); `busy` was clear, so no other `&mut`
-            // into the list exists, and it stays set (no other can be made) until `f`
-            // returns.
-            let local = unsafe { &mut *last.local.get() };
-            let r = f(local);
-            // `f` may have created a shard.
-            last.remember(inner.id, local);
-            Some(r)
-        })
-        .ok()
-        .flatten();
+    let cached = with_last(|last| {
+        if last.id.get() != inner.id {
+            return None;
+        }
+        let _busy = Busy::take(last)?;
+        let f = f.take()?;
+        // SAFETY: `local` is the boxed state of profiler `inner.id` in this thread's
+        // list, alive until it is removed or the list dropped, both of which forget
+        // the cache first (`Last`'s invariant); `busy` was clear, so no other `&mut`
+        // into the list exists, and it stays set (no other can be made) until `f`
+        // returns.
+        let local = unsafe { &mut *cached_local(last) };
+        let r = f(local);
+        // `f` may have created a shard.
+        remember(last, inner.id, local);
+        Some(r)
+    })
+    .flatten();
     if cached.is_some() {
         return cached;
     }
@@ -271,7 +216,7 @@ pub(super) fn with_local_slow<R>(inner: &Arc<Inner>, f: impl FnOnce(&mut Local) 
         let r = f(local);
         // After `f`, which may have created a shard (`busy` keeps the cache unread until
         // then).
-        last.remember(inner.id, local);
+        remember(last, inner.id, local);
         r
     })
 }
@@ -279,7 +224,7 @@ pub(super) fn with_local_slow<R>(inner: &Arc<Inner>, f: impl FnOnce(&mut Local) 
 /// Runs `f` on this thread's list of states with `busy` set; `None` if the list is gone
 /// (thread exit) or already borrowed (a call from inside a borrow).
 pub(super) fn borrow_locals<R>(f: impl FnOnce(&mut Vec<Box<Local>>, &Last) -> R) -> Option<R> {
-    LAST.try_with(|last| {
+    with_last(|last| {
         let _busy = Busy::take(last)?;
         LOCALS
             .try_with(|cell| {
@@ -289,7 +234,6 @@ pub(super) fn borrow_locals<R>(f: impl FnOnce(&mut Vec<Box<Local>>, &Last) -> R)
             .ok()
             .flatten()
     })
-    .ok()
     .flatten()
 }
 
@@ -346,15 +290,14 @@ pub(super) fn new_parked(inner: &Arc<Inner>, index: usize) -> Parked {
 /// Makes shard `index` the calling thread's active shard for `inner` (see `record_into`).
 pub(super) fn switch_shard(inner: &Arc<Inner>, index: usize) -> bool {
     // Replay switches at every change of trace CPU: staying put costs a few loads.
-    let current = LAST
-        .try_with(|last| {
-            last.id.get() == inner.id
-                && !last.busy.get()
-                // SAFETY: `local` is this thread's live state of `inner` (`Last`'s
-                // invariant) and `busy` is clear: no `&mut` to it exists while we read.
-                && unsafe { (*last.local.get()).index } == index
-        })
-        .unwrap_or(false);
+    let current = with_last(|last| {
+        last.id.get() == inner.id
+            && !last.busy.get()
+            // SAFETY: `local` is this thread's live state of `inner` (`Last`'s
+            // invariant) and `busy` is clear: no `&mut` to it exists while we read.
+            && unsafe { (*cached_local(last)).index } == index
+    })
+    .unwrap_or(false);
     if current {
         return true;
     }
@@ -398,7 +341,7 @@ pub(super) fn switch_shard(inner: &Arc<Inner>, index: usize) -> bool {
             local.parked.push(current);
         }
         // The active shards changed: point the cache at them.
-        last.remember(inner.id, local);
+        remember(last, inner.id, local);
     })
     .is_some()
 }

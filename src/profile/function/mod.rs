@@ -88,7 +88,7 @@ use crate::primitive::unmodeled::atomic::AtomicU64 as StdAtomicU64;
 use crate::primitive::unmodeled::{Arc, Weak};
 use core::cmp::Ordering as CmpOrdering;
 use core::fmt;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 
 /// The hook layer's `Arc` (loom's under `cfg(loom)`); the profiler's own state uses std's,
 /// since it needs `Weak`.
@@ -579,21 +579,27 @@ mod tests {
             .sum()
     }
 
+    /// An instance with sites `names` and a profiler on it, enabled with `timing`.
+    fn profiler_over(names: &[&str], timing: bool) -> (Arc<Ftrace>, FunctionProfiler) {
+        let ftrace = Ftrace::new(names.iter().map(|n| SiteDef::new(*n, "tests")));
+        let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
+        profiler
+            .set_options(ProfileOptions {
+                timing,
+                ..Default::default()
+            })
+            .unwrap();
+        profiler.enable().unwrap();
+        (ftrace, profiler)
+    }
+
     /// A record made while this thread's state is borrowed (a traced allocator called from
     /// inside a record, say) must neither alias that borrow nor be lost: it goes to the
     /// orphan table. Covers the cached path (`Last`) and the list path alike.
     #[test]
     fn a_record_from_inside_a_record_goes_to_the_orphans() {
         for timing in [false, true] {
-            let ftrace = Ftrace::new([SiteDef::new("f", "tests")]);
-            let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
-            profiler
-                .set_options(ProfileOptions {
-                    timing,
-                    ..Default::default()
-                })
-                .unwrap();
-            profiler.enable().unwrap();
+            let (ftrace, profiler) = profiler_over(&["f"], timing);
             let inner = &profiler.inner;
             let ip = ftrace.find("f").unwrap().ip();
             let d = timing.then_some(5);
@@ -601,7 +607,7 @@ mod tests {
             record(inner, ip, d); // through the cache
             // Nested inside a borrow of the state (the cache's and the list's).
             with_local(inner, |_| record(inner, ip, d)).unwrap();
-            LAST.with(Last::forget);
+            with_last(Last::forget);
             with_local(inner, |_| record(inner, ip, d)).unwrap();
             let orphans = if timing {
                 inner.orphans_timed.snapshot()
@@ -613,6 +619,31 @@ mod tests {
             // After the nested calls, the cache serves records again.
             record(inner, ip, d);
             assert_eq!(hits_of(&profiler, ip), 5);
+        }
+    }
+
+    /// The dispatcher's own record (a direct path recording into the sink cache,
+    /// `SinkSpec`) honours a borrow of the state too: a traced call made inside one goes to
+    /// the orphan table, calls made outside land in the thread's records, each exactly once.
+    #[test]
+    fn a_traced_call_inside_a_borrow_goes_to_the_orphans() {
+        for timing in [false, true] {
+            let (ftrace, profiler) = profiler_over(&["f"], timing);
+            let inner = &profiler.inner;
+            let site = ftrace.find("f").unwrap();
+            // The first call creates the state and fills the cache; the second is the
+            // dispatcher's steady state.
+            drop(ftrace.call(site));
+            drop(ftrace.call(site));
+            with_local(inner, |_| drop(ftrace.call(site))).unwrap();
+            drop(ftrace.call(site));
+            let orphans = if timing {
+                inner.orphans_timed.snapshot()
+            } else {
+                inner.orphans_counted.snapshot()
+            };
+            assert_eq!(orphans.get(site.ip() as u64).map(|r| r.hits), Some(1));
+            assert_eq!(hits_of(&profiler, site.ip()), 4, "timing: {timing}");
         }
     }
 
@@ -632,15 +663,7 @@ mod tests {
     #[test]
     fn sites_are_recorded_densely_and_foreign_ips_by_hash() {
         for timing in [false, true] {
-            let ftrace = Ftrace::new(["a", "b", "c"].map(|n| SiteDef::new(n, "tests")));
-            let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
-            profiler
-                .set_options(ProfileOptions {
-                    timing,
-                    ..Default::default()
-                })
-                .unwrap();
-            profiler.enable().unwrap();
+            let (ftrace, profiler) = profiler_over(&["a", "b", "c"], timing);
             let (a, b) = (ftrace.site(0).unwrap(), ftrace.site(2).unwrap());
             for _ in 0..3 {
                 drop(ftrace.call(a));

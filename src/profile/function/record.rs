@@ -8,6 +8,7 @@
 //! tables. Timed runs with thread CPU time or call paths keep their own frames here too.
 
 use super::*;
+use crate::hook::SinkSpec;
 
 /// The dense index of `ip` in the profiler's instance, if the dispatcher's hint names it:
 /// the hint is trusted only once the site at that index is checked to have this very ip,
@@ -29,52 +30,22 @@ pub(super) fn site_key(inner: &Inner, index: usize) -> u64 {
 /// dense index for a site of the instance, else in the thread's hash shard.
 ///
 /// The dispatcher leaves the site's dense index in the thread's `Hot` words; the cached
-/// dense writer checks it against the entry's key (the site's ip), so a stale hint costs a
-/// trip through the slow path, never a wrong record.
+/// dense writer (the `Hot` block's sink cache, one thread-local for both) checks it against
+/// the entry's key (the site's ip), so a stale hint costs a trip through the slow path,
+/// never a wrong record.
 #[inline(always)]
 pub(super) fn record(inner: &Arc<Inner>, ip: usize, duration: Option<u64>) {
-    #[cfg(not(loom))]
-    let hint = crate::hook::thread::hot_ref().site_index.get();
-    #[cfg(loom)]
-    let hint = crate::hook::thread::hot(|hot| hot.site_index.get()).unwrap_or(usize::MAX);
-    #[cfg(not(loom))]
-    let recorded = record_cached(last(), inner, hint, ip, duration);
-    #[cfg(loom)]
-    let recorded =
-        with_last(|last| record_cached(last, inner, hint, ip, duration)).unwrap_or(false);
-    if !recorded {
-        record_miss(inner, ip, hint, duration);
-    }
-}
-
-/// `record`'s steady state: the cached dense writer of profiler `inner` on this thread
-/// (`last`), if any, records the call; `false` otherwise.
-#[inline(always)]
-fn record_cached(
-    last: &Last,
-    inner: &Inner,
-    hint: usize,
-    ip: usize,
-    duration: Option<u64>,
-) -> bool {
-    if last.id.get() != inner.id {
-        return false;
-    }
-    let dense = match duration {
-        None => last.dense_counted.get(),
-        Some(_) => last.dense_timed.get(),
+    let steady = |hot: &crate::hook::thread::Hot| {
+        hot.sink
+            .try_record(inner.id, hot.site_index.get(), ip, duration)
     };
-    if dense.is_null() || last.busy.get() {
-        return false;
+    #[cfg(not(loom))]
+    let recorded = steady(crate::hook::thread::hot_ref());
+    #[cfg(loom)]
+    let recorded = crate::hook::thread::hot(steady).unwrap_or(false);
+    if !recorded {
+        record_miss(inner, ip, duration);
     }
-    // SAFETY: a non-null cached writer lives in the boxed state of profiler
-    // `inner.id` in this thread's list; it is neither moved nor dropped without
-    // forgetting the cache first (`Last`'s invariant). `busy` is clear, so no `&mut`
-    // into the state exists, and none can be made before this update returns: a
-    // dense update calls nothing that could re-enter (word loads and stores), so `busy`
-    // need not be set around it. A pending reset is left to `record_miss`.
-    let dense = unsafe { &*dense };
-    dense.try_record(hint, ip as u64, duration)
 }
 
 /// `record` without a cached dense record: a site's first record on this thread (or the
@@ -82,7 +53,8 @@ fn record_cached(
 /// hash shard), or a call from inside a borrow (which the orphan tables take).
 #[cold]
 #[inline(never)]
-pub(super) fn record_miss(inner: &Arc<Inner>, ip: usize, hint: usize, duration: Option<u64>) {
+pub(super) fn record_miss(inner: &Arc<Inner>, ip: usize, duration: Option<u64>) {
+    let hint = crate::hook::thread::hot(|hot| hot.site_index.get()).unwrap_or(usize::MAX);
     let Some(index) = dense_index(inner, ip, hint) else {
         record_hashed(inner, ip, duration);
         return;
@@ -171,15 +143,24 @@ pub(super) fn thread_cpu_ns() -> u64 {
 pub(super) fn build_ops(inner: &Arc<Inner>, opts: ProfileOptions) -> HookArc<FtraceOps> {
     let inner = Arc::clone(inner);
     if !opts.timing {
+        let sink = SinkSpec {
+            id: inner.id,
+            graph_time: false,
+        };
         return FtraceOps::builder(move |ip, _parent, _ops, _regs| {
             record(&inner, ip, None);
         })
         .global_filter()
+        .sink(sink)
         .build();
     }
     if opts.sleep_time && !opts.call_paths {
         // The common case: the hook layer's wall-clock frames say everything.
         let graph_time = opts.graph_time;
+        let sink = SinkSpec {
+            id: inner.id,
+            graph_time,
+        };
         let inner_entry = Arc::clone(&inner);
         return FtraceOps::graph_returns(
             // Deeper than the shadow stack: a hit whose time is unknown.
@@ -197,6 +178,7 @@ pub(super) fn build_ops(inner: &Arc<Inner>, opts: ProfileOptions) -> HookArc<Ftr
             },
         )
         .global_filter()
+        .sink(sink)
         .build();
     }
     // Thread CPU time and/or call paths: our own per-thread frames, pushed on every
