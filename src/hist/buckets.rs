@@ -79,6 +79,24 @@ impl fmt::Display for BucketError {
 
 impl std::error::Error for BucketError {}
 
+/// The bucket of sample `v` under [`BucketSpec::Log2`] with `sub_bits`: inlined into the
+/// hot record paths (the function profiler's latency cell), which know the spec's kind.
+#[inline(always)]
+pub(crate) fn log2_index(v: u64, sub_bits: u8) -> usize {
+    if v == 0 {
+        return 0;
+    }
+    let e = v.ilog2();
+    let k = u32::from(sub_bits);
+    let rest = v - (1u64 << e);
+    let sub = if e >= k {
+        rest >> (e - k)
+    } else {
+        (rest << k) >> e
+    };
+    1 + ((e as usize) << k) + sub as usize
+}
+
 impl BucketSpec {
     /// Plain log2 buckets (`k = 0`).
     pub const LOG2: BucketSpec = BucketSpec::Log2 { sub_bits: 0 };
@@ -134,20 +152,7 @@ impl BucketSpec {
     #[inline]
     pub fn index(&self, v: u64) -> usize {
         match *self {
-            BucketSpec::Log2 { sub_bits } => {
-                if v == 0 {
-                    return 0;
-                }
-                let e = v.ilog2();
-                let k = u32::from(sub_bits);
-                let rest = v - (1u64 << e);
-                let sub = if e >= k {
-                    rest >> (e - k)
-                } else {
-                    (rest << k) >> e
-                };
-                1 + ((e as usize) << k) + sub as usize
-            }
+            BucketSpec::Log2 { sub_bits } => log2_index(v, sub_bits),
             BucketSpec::Linear { min, max, step } => {
                 if v < min {
                     0

@@ -185,7 +185,7 @@ pub(crate) fn apply_timing_one(e: EntryRef<'_>, w: &Words, sub_bits: u8, x: u64)
     W::max(e.word(w.min), !x);
     W::max(e.word(w.max), x);
     add_square::<W>(e, w.sum_sq, x);
-    let bucket = super::buckets::BucketSpec::Log2 { sub_bits }.index(x);
+    let bucket = super::buckets::log2_index(x, sub_bits);
     W::add(e.word(w.buckets + bucket), 1, Ordering::Relaxed);
     W::add(e.word(w.hits), 1, Ordering::Release);
 }

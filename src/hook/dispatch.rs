@@ -525,9 +525,12 @@ impl Ftrace {
     #[inline(always)]
     fn exit_graph_hot(&self, hot: &Hot, prev_ip: usize) {
         hot.current_ip.set(prev_ip);
-        let Some((frame, ret)) = hot.stack.pop(now_ns()) else {
+        let rettime = now_ns();
+        let Some((frame, depth)) = hot.stack.pop_frame(rettime) else {
             return;
         };
+        // What the return hooks see, built only where one is called.
+        let ret = || frame.returned(depth, rettime, hot.stack.overrun());
         let Some(slot) = hot.slot(self.rcu()) else {
             return;
         };
@@ -554,9 +557,9 @@ impl Ftrace {
                     // The function profiler timing calls: the time goes straight into this
                     // thread's records, as its return hook would put it (`SinkSpec`).
                     let d = if entry.sink.graph_time {
-                        ret.duration()
+                        ret().duration()
                     } else {
-                        ret.self_time()
+                        ret().self_time()
                     };
                     if hot
                         .sink
@@ -571,13 +574,13 @@ impl Ftrace {
                     // hooks from recursing.
                     let _list = lock_bit(&hot.recursion, Context::List);
                     hot.site_index.set(frame.index);
-                    hook(&ret, &entry.ops);
+                    hook(&ret(), &entry.ops);
                     return;
                 }
             }
         }
         let _list = lock_bit(&hot.recursion, Context::List);
-        self.returns_in(hot, self.published(&section), &frame, &ret);
+        self.returns_in(hot, self.published(&section), &frame, &ret());
     }
 
     fn run_returns(&self, hot: &Hot, frame: &Frame, ret: &GraphReturn) {

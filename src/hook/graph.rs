@@ -344,10 +344,18 @@ impl LiveStack {
     /// [`ShadowStack::pop`]).
     #[inline(always)]
     pub(crate) fn pop(&self, rettime: u64) -> Option<(Frame, GraphReturn)> {
+        let (frame, depth) = self.pop_frame(rettime)?;
+        Some((frame, frame.returned(depth, rettime, self.overrun.get())))
+    }
+
+    /// [`pop`](Self::pop) without building the [`GraphReturn`]: the frame and its depth
+    /// (for a caller that may not need the record).
+    #[inline(always)]
+    pub(crate) fn pop_frame(&self, rettime: u64) -> Option<(Frame, usize)> {
         let depth = self.depth.get().checked_sub(1)?;
         self.depth.set(depth);
         let frame = self.frames[depth].get();
-        let ret = frame.returned(depth, rettime, self.overrun.get());
+        let ret = frame.returned(depth, rettime, 0);
         if let Some(parent) = depth.checked_sub(1).map(|d| &self.frames[d]) {
             // Only the child time changes: one word, not the whole frame.
             // SAFETY: `Cell::as_ptr` of a frame of this thread's stack; nothing else reads
@@ -358,7 +366,7 @@ impl LiveStack {
                 *child_time = (*child_time).saturating_add(ret.duration());
             }
         }
-        Some((frame, ret))
+        Some((frame, depth))
     }
 }
 
