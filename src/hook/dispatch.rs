@@ -284,12 +284,145 @@ impl Ftrace {
         return thread::hot(|hot| self.enter_hot(hot, site)).unwrap_or(ScopeGuard::none());
     }
 
+    /// The enabled entry. The function profiler's cases (one ops with a record sink, or one
+    /// graph ops that accepts every call) are decided by one byte of the site's direct
+    /// entry and handled here without any call; every other case continues out of line in
+    /// [`enter_general`](Self::enter_general), which takes the open section over (a tail
+    /// call), so this function keeps nothing in callee-saved registers.
     #[inline(always)]
     fn enter_hot<'a>(&'a self, hot: &Hot, site: &'a Site) -> ScopeGuard<'a> {
+        let Some(slot) = hot.cached_slot(self.rcu()) else {
+            return self.enter_uncached(hot, site);
+        };
+        let section = ReadGuard::new(slot);
+        let published = self.published(&section);
+        let direct = site.direct.load(Ordering::Acquire);
+        if published.enabled && !direct.is_null() {
+            // SAFETY: a non-null `direct` points at an entry of a published state that is
+            // freed only after a grace period that our open section (`section`) holds off.
+            let entry = unsafe { &*direct };
+            match entry.direct {
+                Direct::CountSink => {
+                    // The function profiler counting hits: the hit goes straight into this
+                    // thread's records (the callback would do exactly this, `SinkSpec`), no
+                    // call at all. If the sink cannot take it, the general path calls the
+                    // callback.
+                    let ip = site.ip();
+                    if hot.sink.try_record(entry.sink.id, site.index(), ip, None) {
+                        drop(section);
+                        let parent = hot.current_ip.replace(ip);
+                        return ScopeGuard::traced(self, parent, false);
+                    }
+                }
+                Direct::Accepting | Direct::TimedSink => {
+                    // One graph ops that accepts every call ([`FtraceOps::graph_returns`]):
+                    // a frame, and no hook. Inside a callback (the `List` bit held) calls are
+                    // not traced, as on every path; no hook runs here, so the bit need not
+                    // be taken. A full stack (the hook sees the overrun) or a clock other
+                    // than the TSC (a call to read) take the general path, which calls the
+                    // entry hook: for this ops, the same behaviour.
+                    //
+                    // The section ends before the frame is pushed: the frame carries the slot
+                    // and generation it was accepted under, and the exit checks those against
+                    // what is published then, so a frame pushed just after an unregistration
+                    // gets no return, as one pushed just before it.
+                    if hot.recursion.get() & Context::List as u32 == 0 {
+                        let (slot_bit, generation) = (entry.slot_bit, published.generation);
+                        drop(section);
+                        return self.enter_accepting(hot, site, slot_bit, generation);
+                    }
+                }
+                Direct::Func => return self.enter_func(hot, site, entry, section),
+                Direct::General => {}
+            }
+        }
+        self.enter_general(hot, site, section)
+    }
+
+    /// [`enter_hot`](Self::enter_hot) when this thread's reader slot for the instance is not
+    /// the cached one (its first call here, or another instance's call since): looks it up
+    /// (registering it on first use) and enters again; not traced if the thread's state is
+    /// gone.
+    #[cold]
+    #[inline(never)]
+    fn enter_uncached<'a>(&'a self, hot: &Hot, site: &'a Site) -> ScopeGuard<'a> {
+        if hot.slot(self.rcu()).is_none() {
+            return ScopeGuard::none();
+        }
+        self.enter_hot(hot, site)
+    }
+
+    /// The accepting direct path after its section: pushes the frame (slot `slot_bit`,
+    /// generation `generation`) and returns the guard; a full stack or a clock other than
+    /// the TSC (a call to read) take the general path under a new section instead, which
+    /// calls the entry hook (for an accepting ops, the same behaviour).
+    #[inline(always)]
+    fn enter_accepting<'a>(
+        &'a self,
+        hot: &Hot,
+        site: &'a Site,
+        slot_bit: u32,
+        generation: u64,
+    ) -> ScopeGuard<'a> {
+        if let Some(calltime) = super::clock::tsc_now_ns() {
+            let ip = site.ip();
+            if hot.stack.push(Frame::entered(
+                ip,
+                site.index(),
+                calltime,
+                slot_bit,
+                generation,
+            )) {
+                let parent = hot.current_ip.replace(ip);
+                return ScopeGuard::traced(self, parent, true);
+            }
+        }
+        self.enter_again(hot, site)
+    }
+
+    /// Enters again under a new section, by the general path (see `enter_accepting`).
+    #[cold]
+    #[inline(never)]
+    fn enter_again<'a>(&'a self, hot: &Hot, site: &'a Site) -> ScopeGuard<'a> {
         let Some(slot) = hot.slot(self.rcu()) else {
             return ScopeGuard::none();
         };
-        let section = ReadGuard::new(slot);
+        self.enter_general(hot, site, ReadGuard::new(slot))
+    }
+
+    /// The kernel's per-site trampoline: one plain function ops covers the site; no list
+    /// bit, no graph context, no frame. `section` is the caller's open read-side section
+    /// (holding `entry` alive).
+    #[inline(never)]
+    fn enter_func<'a>(
+        &'a self,
+        hot: &Hot,
+        site: &'a Site,
+        entry: &OpsEntry,
+        section: ReadGuard<'_>,
+    ) -> ScopeGuard<'a> {
+        // The current ip is the site's from here on (as after the callback: a traced call
+        // the callback makes restores it when it ends), so nothing but the parent is kept
+        // across the call.
+        let ip = site.ip();
+        let parent = hot.current_ip.replace(ip);
+        if let Callback::Func(func) = &entry.ops.callback {
+            call_plain(hot, ip, parent, site.index(), entry, func);
+        }
+        drop(section);
+        ScopeGuard::traced(self, parent, false)
+    }
+
+    /// Every enabled entry but the function profiler's direct cases: the site's direct
+    /// entry under its flags, or the list walk. `section` is the caller's open read-side
+    /// section.
+    #[inline(never)]
+    fn enter_general<'a>(
+        &'a self,
+        hot: &Hot,
+        site: &'a Site,
+        section: ReadGuard<'_>,
+    ) -> ScopeGuard<'a> {
         let published = self.published(&section);
         if !published.enabled {
             return ScopeGuard::none();
@@ -298,19 +431,9 @@ impl Ftrace {
         if direct.is_null() {
             return self.enter_list(hot, &Call::live(published, site, hot), site);
         }
-        // SAFETY: a non-null `direct` points at an entry of a published state that is freed
-        // only after a grace period that our open section (`section`) holds off.
+        // SAFETY: as in `enter_hot`: `section`, open until this function returns, holds off
+        // the grace period that would free the entry.
         let entry = unsafe { &*direct };
-        if entry.direct == Direct::CountSink {
-            // The function profiler counting hits: the hit goes straight into this thread's
-            // records (the callback would do exactly this, `SinkSpec`), no call at all.
-            let (ip, index) = (site.ip(), site.index());
-            if !hot.sink.try_record(entry.sink.id, index, ip, None) {
-                return self.count_sink_miss(hot, site, entry, section);
-            }
-            let parent = hot.current_ip.replace(ip);
-            return ScopeGuard::traced(self, parent, false);
-        }
         if !entry.plain {
             return self.enter_direct_filtered(hot, &Call::live(published, site, hot), entry);
         }
@@ -323,82 +446,10 @@ impl Ftrace {
                 hot.current_ip.set(ip);
                 ScopeGuard::traced(self, parent, false)
             }
-            Callback::Graph {
-                entry: hook,
-                accepts_all: true,
-                ..
-            } => self.enter_graph_accepting(hot, published.generation, site, entry, hook),
             Callback::Graph { entry: hook, .. } => {
                 self.enter_direct_graph(hot, &Call::live(published, site, hot), entry, hook)
             }
         }
-    }
-
-    /// A [`Direct::CountSink`] call whose record the sink cache did not take (the thread's
-    /// first call, another profiler cached, a pending reset, a new chunk): the callback,
-    /// as for any plain function ops. `section` is the caller's open read-side section.
-    #[cold]
-    #[inline(never)]
-    fn count_sink_miss<'a>(
-        &'a self,
-        hot: &Hot,
-        site: &'a Site,
-        entry: &OpsEntry,
-        section: ReadGuard<'_>,
-    ) -> ScopeGuard<'a> {
-        let (ip, parent) = (site.ip(), hot.current_ip.get());
-        if let Callback::Func(func) = &entry.ops.callback {
-            call_plain(hot, ip, parent, site.index(), entry, func);
-        }
-        drop(section);
-        hot.current_ip.set(ip);
-        ScopeGuard::traced(self, parent, false)
-    }
-
-    /// One graph ops that accepts every call ([`FtraceOps::graph_returns`]) covers the
-    /// site, and nothing filters it: a frame, and no hook unless the stack is full.
-    #[inline(always)]
-    fn enter_graph_accepting<'a>(
-        &'a self,
-        hot: &Hot,
-        generation: u64,
-        site: &'a Site,
-        entry: &OpsEntry,
-        hook: &GraphEntryFunc,
-    ) -> ScopeGuard<'a> {
-        // Inside a callback (the `List` bit held) calls are not traced, as on every path;
-        // no hook runs here, so the bit need not be taken unless the stack is full.
-        if hot.recursion.get() & Context::List as u32 != 0 {
-            return ScopeGuard::none();
-        }
-        let (ip, index) = (site.ip(), site.index());
-        let frame = Frame::entered(ip, index, now_ns(), entry.slot_bit, generation);
-        if !hot.stack.push(frame) {
-            return self.enter_overrun(hot, site, entry, hook);
-        }
-        let parent = hot.current_ip.replace(ip);
-        ScopeGuard::traced(self, parent, true)
-    }
-
-    /// A call found the stack full on the accepting path: counted, and shown to the hook;
-    /// no frame.
-    #[cold]
-    #[inline(never)]
-    fn enter_overrun<'a>(
-        &'a self,
-        hot: &Hot,
-        site: &'a Site,
-        entry: &OpsEntry,
-        hook: &GraphEntryFunc,
-    ) -> ScopeGuard<'a> {
-        let (ip, parent) = (site.ip(), hot.current_ip.get());
-        if let Some(_list) = lock_bit(&hot.recursion, Context::List) {
-            self.count_overrun(hot);
-            hot.site_index.set(site.index());
-            hook(&GraphEntry::overrun(ip, parent), &entry.ops);
-        }
-        hot.current_ip.set(ip);
-        ScopeGuard::traced(self, parent, false)
     }
 
     /// The direct path of an ops that a pid list filters or that wants registers.

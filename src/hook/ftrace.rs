@@ -215,25 +215,24 @@ impl Ftrace {
     #[cfg(not(loom))]
     #[cold]
     #[inline(never)]
-    fn global_first() -> &'static Ftrace {
+    pub(crate) fn global_first() -> &'static Ftrace {
         Self::global()
     }
 
     /// The global instance for `Site::enter`: one load of [`GLOBAL_PTR`] once it is built
     /// (always, by the time a static site is enabled: only the global instance enables
     /// static sites, and `global` sets the pointer before it returns the instance).
+    /// `None` until it is built (the caller then takes [`global`](Self::global)'s path, out
+    /// of line).
     #[cfg(not(loom))]
     #[inline(always)]
-    pub(crate) fn global_fast() -> &'static Ftrace {
+    pub(crate) fn global_fast() -> Option<&'static Ftrace> {
         let p = GLOBAL_PTR.load(core::sync::atomic::Ordering::Acquire);
-        if p.is_null() {
-            return Self::global_first();
-        }
         // SAFETY: a non-null `GLOBAL_PTR` is the address of the global instance, owned by
         // an `Arc` in a `static` `OnceLock` that is never emptied: it lives for the whole
         // process, and the Release store in `global` (after its construction) pairs with
         // the Acquire load here.
-        unsafe { &*p }
+        (!p.is_null()).then(|| unsafe { &*p })
     }
 
     pub(crate) fn rcu(&self) -> &Rcu {

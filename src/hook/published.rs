@@ -46,6 +46,9 @@ pub(crate) enum Direct {
     /// A `plain` function ops with a record sink and no `RECURSION`: the dispatcher records
     /// the hit into the sink itself, calling the callback only if that fails.
     CountSink,
+    /// A `plain` function ops without a record sink: call it (under the `Func` recursion
+    /// bit if it has `RECURSION`), nothing else.
+    Func,
     /// A `plain` graph ops that accepts every call: push a frame, call nothing.
     Accepting,
     /// [`Accepting`](Self::Accepting) with a record sink: at a synchronous return the
@@ -73,6 +76,7 @@ impl OpsEntry {
         let recursion = flags.contains(OpsFlags::RECURSION);
         let direct = match ops.callback {
             Callback::Func(_) if plain && !recursion && ops.sink.is_some() => Direct::CountSink,
+            Callback::Func(_) if plain => Direct::Func,
             Callback::Graph {
                 accepts_all: true, ..
             } if plain => match ops.sink {

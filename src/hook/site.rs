@@ -228,7 +228,19 @@ impl Site {
     fn enter_slow(&'static self) -> ScopeGuard<'static> {
         // A static site belongs to the global instance (it indexed every site of `SITES`
         // when it was built, before any site could be enabled): no ownership check.
-        super::Ftrace::global_fast().enter_live(self)
+        match super::Ftrace::global_fast() {
+            Some(ftrace) => ftrace.enter_live(self),
+            None => self.enter_first(),
+        }
+    }
+
+    /// [`enter_slow`](Self::enter_slow) before the global instance's pointer is set (a
+    /// tail call, so the enabled path keeps nothing live across a call).
+    #[cfg(not(loom))]
+    #[cold]
+    #[inline(never)]
+    fn enter_first(&'static self) -> ScopeGuard<'static> {
+        super::Ftrace::global_first().enter_live(self)
     }
 }
 

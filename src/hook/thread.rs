@@ -161,14 +161,18 @@ impl Hot {
     /// gone (a call from a late thread-local destructor is not traced).
     #[inline(always)]
     pub(crate) fn slot<'r>(&self, rcu: &'r Rcu) -> Option<&'r ReaderSlot> {
-        if self.domain.get() == rcu.id() {
-            // SAFETY: the cache holds a slot of this thread's live `ThreadState` for the
-            // domain `rcu`, which the caller holds (module invariants): the slot's `Arc`
-            // is still in that `ThreadState`, and the reference cannot outlive `rcu`'s
-            // borrow, hence the slot.
-            return Some(unsafe { &*self.slot.get() });
-        }
-        self.slot_missed(rcu)
+        self.cached_slot(rcu).or_else(|| self.slot_missed(rcu))
+    }
+
+    /// The cached reader slot for `rcu`, if it is the one cached (no call: for a hot path
+    /// that takes its own cold path on a miss).
+    #[inline(always)]
+    pub(crate) fn cached_slot<'r>(&self, rcu: &'r Rcu) -> Option<&'r ReaderSlot> {
+        // SAFETY: the cache holds a slot of this thread's live `ThreadState` for the
+        // domain `rcu`, which the caller holds (module invariants): the slot's `Arc` is
+        // still in that `ThreadState`, and the reference cannot outlive `rcu`'s borrow,
+        // hence the slot.
+        (self.domain.get() == rcu.id()).then(|| unsafe { &*self.slot.get() })
     }
 
     #[cold]

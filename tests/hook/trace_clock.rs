@@ -172,3 +172,48 @@ fn trace_clock_file_lists_switches_and_refuses() {
 
     before.select().unwrap();
 }
+
+/// Under every clock, a graph ops that accepts every call (`FtraceOps::graph_returns`, the
+/// function profiler's) times a known wait through the live direct path, and a call deeper
+/// than the shadow stack still reaches its overrun hook: the TSC is read inline, the other
+/// clocks on the general path.
+#[test]
+fn every_clock_times_calls_of_an_accepting_graph_ops() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = TraceClock::current();
+    for clock in TraceClock::available() {
+        clock.select().unwrap();
+        let f = Ftrace::new([tracestat::profile::SiteDef::new("wait", "tests")]);
+        let durations = Arc::new(Mutex::new(Vec::new()));
+        let overruns = Arc::new(AtomicU64::new(0));
+        let (d, o) = (Arc::clone(&durations), Arc::clone(&overruns));
+        let ops = FtraceOps::graph_returns(
+            move |_, _| {
+                o.fetch_add(1, Ordering::Relaxed);
+            },
+            move |r, _| d.lock().unwrap().push((r.depth, r.duration())),
+        )
+        .build();
+        f.register(&ops).unwrap();
+        let site = f.site(0).unwrap();
+        {
+            let _g = f.call(site);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Nested deeper than the stack: the innermost calls are overruns.
+        let depth = tracestat::profile::SHADOW_STACK_DEPTH;
+        let guards: Vec<_> = (0..depth + 3).map(|_| f.call(site)).collect();
+        drop(guards.into_iter().rev().collect::<Vec<_>>());
+        f.unregister(&ops).unwrap();
+        let durations = durations.lock().unwrap();
+        assert_eq!(durations.len(), 1 + depth, "{clock:?}");
+        let (d0, waited) = durations[0];
+        assert_eq!(d0, 0, "{clock:?}");
+        assert!(
+            (5_000_000..2_000_000_000).contains(&waited),
+            "{clock:?}: {waited} ns for a 5 ms wait"
+        );
+        assert_eq!(overruns.load(Ordering::Relaxed), 3, "{clock:?}");
+    }
+    before.select().unwrap();
+}
