@@ -99,6 +99,23 @@ pub(crate) fn light() {
     fence(Ordering::SeqCst);
 }
 
+/// [`light`] for a reader known to be in the membarrier mode (a thread's cached reader
+/// slot is one, `thread::Hot::cached_slot`): a compiler fence, no test. Under loom, which
+/// models the pair as the fences it stands for, the full fence.
+#[inline(always)]
+pub(crate) fn light_membarrier() {
+    #[cfg(not(loom))]
+    core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+    #[cfg(loom)]
+    fence(Ordering::SeqCst);
+}
+
+/// Whether readers may use [`light_membarrier`]: the membarrier mode, or loom (whose
+/// `light_membarrier` is the full fence).
+pub(crate) fn light_is_compiler_fence() -> bool {
+    cfg!(loom) || decide() == MEMBARRIER
+}
+
 /// The writer's half: after it returns, every reader's stores that preceded its [`light`]
 /// are visible to the writer's following loads, and the writer's preceding stores to the
 /// reader's loads after its `light`.

@@ -294,7 +294,7 @@ impl Ftrace {
         let Some(slot) = hot.cached_slot(self.rcu()) else {
             return self.enter_uncached(hot, site);
         };
-        let section = ReadGuard::new(slot);
+        let section = ReadGuard::membarrier(slot);
         let published = self.published(&section);
         let direct = site.direct.load(Ordering::Acquire);
         if published.enabled && !direct.is_null() {
@@ -340,16 +340,16 @@ impl Ftrace {
     }
 
     /// [`enter_hot`](Self::enter_hot) when this thread's reader slot for the instance is not
-    /// the cached one (its first call here, or another instance's call since): looks it up
-    /// (registering it on first use) and enters again; not traced if the thread's state is
-    /// gone.
+    /// the cached one (its first call here, or another instance's call since) or readers
+    /// use the full fence: looks it up (registering it on first use) and takes the general
+    /// path; not traced if the thread's state is gone.
     #[cold]
     #[inline(never)]
     fn enter_uncached<'a>(&'a self, hot: &Hot, site: &'a Site) -> ScopeGuard<'a> {
-        if hot.slot(self.rcu()).is_none() {
+        let Some(slot) = hot.slot(self.rcu()) else {
             return ScopeGuard::none();
-        }
-        self.enter_hot(hot, site)
+        };
+        self.enter_general(hot, site, ReadGuard::new(slot))
     }
 
     /// The accepting direct path after its section: pushes the frame (slot `slot_bit`,
@@ -582,10 +582,13 @@ impl Ftrace {
         };
         // What the return hooks see, built only where one is called.
         let ret = || frame.returned(depth, rettime, hot.stack.overrun());
-        let Some(slot) = hot.slot(self.rcu()) else {
-            return;
+        let section = match hot.cached_slot(self.rcu()) {
+            Some(slot) => ReadGuard::membarrier(slot),
+            None => match hot.slot(self.rcu()) {
+                Some(slot) => ReadGuard::new(slot),
+                None => return,
+            },
         };
-        let section = ReadGuard::new(slot);
         // The frame's site (a live call's frame holds its site's index in this instance).
         let direct = self
             .site(frame.index)

@@ -126,6 +126,20 @@ impl ReaderSlot {
     /// Opens a (possibly nested) read-side section. Owner thread only.
     #[inline]
     pub(crate) fn lock(&self) {
+        self.open(barrier::light);
+    }
+
+    /// [`lock`](Self::lock) in the membarrier mode (the caller knows it: a cached slot,
+    /// see `thread::Hot::cached_slot`): the reader's fence is a compiler fence, untested.
+    #[inline]
+    pub(crate) fn lock_membarrier(&self) {
+        self.open(barrier::light_membarrier);
+    }
+
+    /// Opens a section, `reader_fence` being the reader's half of the fence pair when it
+    /// is the outermost.
+    #[inline(always)]
+    fn open(&self, reader_fence: fn()) {
         let word = self.word.load(Ordering::Relaxed);
         debug_assert!(
             word & NEST_MASK != NEST_MASK,
@@ -134,8 +148,11 @@ impl ReaderSlot {
         self.word.store(word + 1, Ordering::Relaxed);
         if word & NEST_MASK == 0 {
             #[cfg(not(tracestat_loom_negative))]
-            barrier::light();
+            reader_fence();
         }
+        // The negative control builds the reader without its fence.
+        #[cfg(tracestat_loom_negative)]
+        let _ = reader_fence;
     }
 
     /// Closes the section opened by the matching [`lock`](Self::lock). Owner thread only.
@@ -168,6 +185,13 @@ pub(crate) struct ReadGuard<'a>(&'a ReaderSlot);
 impl<'a> ReadGuard<'a> {
     pub(crate) fn new(slot: &'a ReaderSlot) -> Self {
         slot.lock();
+        ReadGuard(slot)
+    }
+
+    /// A section on a slot known to be in the membarrier mode ([`ReaderSlot::lock_membarrier`]).
+    #[inline(always)]
+    pub(crate) fn membarrier(slot: &'a ReaderSlot) -> Self {
+        slot.lock_membarrier();
         ReadGuard(slot)
     }
 }

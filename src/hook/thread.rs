@@ -123,6 +123,9 @@ impl SinkCache {
     }
 }
 
+/// The tag of [`Hot`]'s cached domain id in the full-fence mode (domain ids stay far below).
+const FENCED: u64 = 1 << 63;
+
 /// The per-thread words of every enabled call (see the module docs).
 pub(crate) struct Hot {
     /// The recursion bits.
@@ -161,17 +164,23 @@ impl Hot {
     /// gone (a call from a late thread-local destructor is not traced).
     #[inline(always)]
     pub(crate) fn slot<'r>(&self, rcu: &'r Rcu) -> Option<&'r ReaderSlot> {
-        self.cached_slot(rcu).or_else(|| self.slot_missed(rcu))
+        if self.domain.get() & !FENCED == rcu.id() {
+            // SAFETY: the cache holds a slot of this thread's live `ThreadState` for the
+            // domain `rcu`, which the caller holds (module invariants): the slot's `Arc`
+            // is still in that `ThreadState`, and the reference cannot outlive `rcu`'s
+            // borrow, hence the slot.
+            return Some(unsafe { &*self.slot.get() });
+        }
+        self.slot_missed(rcu)
     }
 
-    /// The cached reader slot for `rcu`, if it is the one cached (no call: for a hot path
-    /// that takes its own cold path on a miss).
+    /// The cached reader slot for `rcu` if it is the one cached **and** readers use the
+    /// compiler fence (the membarrier mode: open its sections with
+    /// [`ReadGuard::membarrier`](super::rcu::ReadGuard::membarrier)); `None` otherwise, with
+    /// no call, for a hot path that takes its own cold path then.
     #[inline(always)]
     pub(crate) fn cached_slot<'r>(&self, rcu: &'r Rcu) -> Option<&'r ReaderSlot> {
-        // SAFETY: the cache holds a slot of this thread's live `ThreadState` for the
-        // domain `rcu`, which the caller holds (module invariants): the slot's `Arc` is
-        // still in that `ThreadState`, and the reference cannot outlive `rcu`'s borrow,
-        // hence the slot.
+        // SAFETY: as in `slot` (an untagged cached id is the domain's id itself).
         (self.domain.get() == rcu.id()).then(|| unsafe { &*self.slot.get() })
     }
 
@@ -179,7 +188,14 @@ impl Hot {
     #[inline(never)]
     fn slot_missed<'r>(&self, rcu: &'r Rcu) -> Option<&'r ReaderSlot> {
         let slot = with(|ts| ts.slot(rcu) as *const ReaderSlot)?;
-        self.domain.set(rcu.id());
+        // Tagged in the full-fence mode, so that `cached_slot` (whose callers use the
+        // compiler fence) never returns it; decided before any domain had a reader.
+        let tag = if super::barrier::light_is_compiler_fence() {
+            0
+        } else {
+            FENCED
+        };
+        self.domain.set(rcu.id() | tag);
         self.slot.set(slot);
         // SAFETY: just returned by the live `ThreadState` for `rcu`, which the caller
         // holds; see `slot`.
