@@ -219,6 +219,21 @@ impl DenseWriter {
         let Some(e) = self.steady_entry(index, key) else {
             return false;
         };
+        self.record_entry(e, sample)
+    }
+
+    /// [`try_record`](Self::try_record) for a caller that knows `index` is the entry of the
+    /// record it makes (the dispatcher, with a site's own dense index in the instance the
+    /// records are indexed by): no key test.
+    #[inline(always)]
+    pub(crate) fn try_record_exact(&self, index: usize, sample: Option<u64>) -> bool {
+        self.steady_entry_at(index)
+            .is_some_and(|e| self.record_entry(e, sample))
+    }
+
+    /// `try_record`'s update of entry `e`.
+    #[inline(always)]
+    fn record_entry(&self, e: EntryRef<'_>, sample: Option<u64>) -> bool {
         let t = &*self.table;
         match (sample, t.timing_one) {
             (None, _) if t.words.single => {
@@ -233,14 +248,20 @@ impl DenseWriter {
     /// Entry `index`, if no reset is pending, its chunk exists and its key is `key`.
     #[inline(always)]
     fn steady_entry(&self, index: usize, key: u64) -> Option<EntryRef<'_>> {
+        self.steady_entry_at(index)
+            .filter(|e| e.word(0).load(Ordering::Relaxed) == key)
+    }
+
+    /// Entry `index`, if no reset is pending and its chunk exists.
+    #[inline(always)]
+    fn steady_entry_at(&self, index: usize) -> Option<EntryRef<'_>> {
         let t = &*self.table;
         if t.requested.load(Ordering::Relaxed) != self.seen.get() {
             return None;
         }
         // Relaxed: only this thread stores chunk pointers.
         let lines = t.chunk(index / CHUNK, Ordering::Relaxed)?;
-        let e = t.entry(lines, index);
-        (e.word(0).load(Ordering::Relaxed) == key).then_some(e)
+        Some(t.entry(lines, index))
     }
 
     /// Allocates the chunk of entry `index` if it is in range and not allocated yet, with

@@ -296,8 +296,9 @@ impl Ftrace {
         };
         let section = ReadGuard::membarrier(slot);
         let published = self.published(&section);
+        // Writers clear every `direct` while tracing is off: no test of the switch here.
         let direct = site.direct.load(Ordering::Acquire);
-        if published.enabled && !direct.is_null() {
+        if !direct.is_null() {
             // SAFETY: a non-null `direct` points at an entry of a published state that is
             // freed only after a grace period that our open section (`section`) holds off.
             let entry = unsafe { &*direct };
@@ -308,7 +309,7 @@ impl Ftrace {
                     // call at all. If the sink cannot take it, the general path calls the
                     // callback.
                     let ip = site.ip();
-                    if hot.sink.try_record(entry.sink.id, site.index(), ip, None) {
+                    if hot.sink.try_record_exact(entry.sink.id, site.index(), None) {
                         drop(section);
                         let parent = hot.current_ip.replace(ip);
                         return ScopeGuard::traced(self, parent, false);
@@ -617,7 +618,7 @@ impl Ftrace {
                     };
                     if hot
                         .sink
-                        .try_record(entry.sink.id, frame.index, frame.func, Some(d))
+                        .try_record_exact(entry.sink.id, frame.index, Some(d))
                     {
                         return;
                     }

@@ -22,7 +22,8 @@
 //!
 //! - After every commit each site's refcount equals the number of registered ops whose
 //!   effective hashes cover it, its `R`/`I` flags are those of that set, and it is enabled
-//!   iff the refcount is positive; `direct` is set iff the refcount is 1.
+//!   iff the refcount is positive; `direct` is set iff the refcount is 1 and tracing is on
+//!   (`ftrace_enabled`).
 //! - At most one `IPMODIFY` ops covers any site.
 //! - Writers may not run inside a read-side section of the same instance on the same thread
 //!   (a callback); they return [`Error::Busy`] instead of waiting for themselves.
@@ -681,6 +682,9 @@ impl Ftrace {
         // commit or by `Drop`, both of which need `&mut State`/`&mut self`, which we hold.
         let entries = unsafe { &(*new_ptr).entries };
         for (site, (word, direct)) in self.sites().zip(words) {
+            // No direct entry while tracing is off, so the direct paths need not test the
+            // switch (the general path does).
+            let direct = direct.filter(|_| next.enabled);
             let ptr = direct.map_or(core::ptr::null_mut(), |k| {
                 &*entries[k] as *const OpsEntry as *mut OpsEntry
             });

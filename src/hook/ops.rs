@@ -159,7 +159,10 @@ pub struct FtraceOpsBuilder {
 /// Some(d))`, `d` the call's [`duration`](GraphReturn::duration) with `graph_time`, else its
 /// [`self_time`](GraphReturn::self_time), and does nothing else when that succeeds. So the
 /// dispatcher may make that attempt itself and call the callback only when it fails: the
-/// outcome is the same, one indirect call and its argument record less.
+/// outcome is the same, one indirect call and its argument record less. The builder
+/// registers such an ops only on the instance whose dense site indices its records use, so
+/// the index the dispatcher passes (the site's own) is the record's, and it skips the key
+/// test (`SinkCache::try_record_exact`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct SinkSpec {
     /// The sink's id (`SinkCache::id`; never 0).

@@ -103,23 +103,39 @@ impl SinkCache {
     /// update without their slow path (`DenseWriter::try_record`). Calls nothing.
     #[inline(always)]
     pub(crate) fn try_record(&self, id: u64, index: usize, ip: usize, sample: Option<u64>) -> bool {
+        self.writer(id, sample.is_some())
+            .is_some_and(|dense| dense.try_record(index, ip as u64, sample))
+    }
+
+    /// [`try_record`](Self::try_record) for the dispatcher, whose `index` is the site's own
+    /// dense index in the instance the sink's ops is registered on, which is the instance
+    /// its records are indexed by (`SinkSpec`): no key test.
+    #[inline(always)]
+    pub(crate) fn try_record_exact(&self, id: u64, index: usize, sample: Option<u64>) -> bool {
+        self.writer(id, sample.is_some())
+            .is_some_and(|dense| dense.try_record_exact(index, sample))
+    }
+
+    /// The cached dense records of sink `id` (timed or counted), if cached and not busy.
+    #[inline(always)]
+    fn writer(&self, id: u64, timed: bool) -> Option<&DenseWriter> {
         if self.id.get() != id || self.busy.get() {
-            return false;
+            return None;
         }
-        let dense = match sample {
-            None => self.dense_counted.get(),
-            Some(_) => self.dense_timed.get(),
+        let dense = if timed {
+            self.dense_timed.get()
+        } else {
+            self.dense_counted.get()
         };
         if dense.is_null() {
-            return false;
+            return None;
         }
         // SAFETY: a non-null cached writer lives in the boxed state of sink `id` in this
         // thread's list, neither moved nor dropped without forgetting the cache first (the
-        // owner's invariant, above). `busy` is clear, so no `&mut` into the state exists,
-        // and none can be made before this update returns: it calls nothing (word loads
-        // and stores), so nothing can re-enter. A pending reset is left to the slow path.
-        let dense = unsafe { &*dense };
-        dense.try_record(index, ip as u64, sample)
+        // owner's invariant, above). `busy` is clear, so no `&mut` into the state exists;
+        // this private reference serves `try_record` / `try_record_exact` for one update
+        // that calls nothing (word loads and stores), so none can be made while it lives.
+        Some(unsafe { &*dense })
     }
 }
 

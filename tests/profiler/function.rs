@@ -643,3 +643,37 @@ fn typed_json_rows_come_in_the_stat_files_order() {
         assert_eq!(json_names, text_names, "timing {timing}");
     }
 }
+
+/// With function tracing switched off (`ftrace_enabled`), the profiler's direct paths (the
+/// dispatcher's own record of a hit or a call's time) count nothing; switched back on, they
+/// count again, in both modes.
+#[test]
+fn nothing_counts_while_function_tracing_is_off() {
+    for timing in [false, true] {
+        let (ftrace, profiler) = enabled(
+            &["f"],
+            ProfileOptions {
+                timing,
+                ..Default::default()
+            },
+        );
+        let f = ftrace.find("f").unwrap();
+        let hits = |p: &FunctionProfiler| p.rows(None).iter().map(|r| r.hits).sum::<u64>();
+        for _ in 0..3 {
+            drop(ftrace.call(f));
+        }
+        assert_eq!(hits(&profiler), 3, "timing {timing}");
+        // Entered while on: counted once, even if it returns while off (an accepted entry
+        // always gets its return).
+        let open = ftrace.call(f);
+        ftrace.set_function_tracing(false).unwrap();
+        for _ in 0..5 {
+            drop(ftrace.call(f));
+        }
+        drop(open);
+        assert_eq!(hits(&profiler), 4, "timing {timing}: counted while off");
+        ftrace.set_function_tracing(true).unwrap();
+        drop(ftrace.call(f));
+        assert_eq!(hits(&profiler), 5, "timing {timing}");
+    }
+}
