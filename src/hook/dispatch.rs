@@ -356,8 +356,10 @@ impl Ftrace {
     /// The accepting direct path after its section: pushes the frame (slot `slot_bit`,
     /// generation `generation`) and returns the guard; a full stack or a clock other than
     /// the TSC (a call to read) take the general path under a new section instead, which
-    /// calls the entry hook (for an accepting ops, the same behaviour).
-    #[inline(always)]
+    /// calls the entry hook (for an accepting ops, the same behaviour). Out of line (a tail
+    /// call): the clock's constants and the frame's words would otherwise take registers
+    /// that every enabled entry then saves.
+    #[inline(never)]
     fn enter_accepting<'a>(
         &'a self,
         hot: &Hot,
