@@ -60,9 +60,29 @@ fn busy(ns: u64) {
     }
 }
 
-/// Busy 20 ms, sleep 30 ms, busy 20 ms; checks the source against `CLOCK_THREAD_CPUTIME_ID`
-/// (differences and absolute values) and that the sleep is not counted.
+/// Checks the source against `CLOCK_THREAD_CPUTIME_ID` over [`window`]s: every window's
+/// absolute values, sleep and monotonicity checks must hold, and the two must agree over
+/// the window in one of three tries. The kernel's task clock (what the perf sources read)
+/// follows the scheduler clock, `CLOCK_THREAD_CPUTIME_ID` leaves out time the hypervisor or
+/// interrupts took while the thread ran (see the cputime module docs); on a loaded VM a
+/// burst of that, below the tick `/proc/stat` counts it in, can separate them by more than
+/// the bound in one window. A source that is wrong (a bad conversion, a stale page) misses
+/// every window.
 fn check_this_thread(who: &str) {
+    let mut misses = Vec::new();
+    for _ in 0..3 {
+        match window(who) {
+            Ok(()) => return,
+            Err(miss) => misses.push(miss),
+        }
+    }
+    panic!("{who}: the source disagreed in every window: {misses:?}");
+}
+
+/// Busy 20 ms, sleep 30 ms, busy 20 ms: asserts the absolute values, that the sleep is not
+/// counted and that the source never goes backwards; `Err` if the source and
+/// `CLOCK_THREAD_CPUTIME_ID` disagree over the window by more than the bound.
+fn window(who: &str) -> Result<(), String> {
     let s0 = steal_ns();
     let (t0, c0, w0) = (thread_cpu_ns(), clock_thread_ns(), Instant::now());
     assert!(
@@ -75,10 +95,6 @@ fn check_this_thread(who: &str) {
     let (t1, c1, wall) = (thread_cpu_ns(), clock_thread_ns(), w0.elapsed());
     let (dt, dc) = (t1 - t0, c1 - c0);
     let stolen = steal_ns() - s0;
-    assert!(
-        dt.abs_diff(dc) <= bound(dc) + stolen,
-        "{who}: {dt} ns by the source, {dc} ns by CLOCK_THREAD_CPUTIME_ID, {stolen} ns stolen"
-    );
     assert!(dt >= 40_000_000 - bound(40_000_000), "{who}: {dt} ns");
     // The thread was off the CPU for at least the 30 ms sleep of the wall time.
     let wall = wall.as_nanos() as u64;
@@ -93,6 +109,12 @@ fn check_this_thread(who: &str) {
         assert!(now >= last, "{who}: {now} after {last}");
         last = now;
     }
+    if dt.abs_diff(dc) > bound(dc) + stolen {
+        return Err(format!(
+            "{dt} ns by the source, {dc} ns by CLOCK_THREAD_CPUTIME_ID, {stolen} ns stolen"
+        ));
+    }
+    Ok(())
 }
 
 /// Lowers this process's descriptor limit to the descriptors open now, so that no
