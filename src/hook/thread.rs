@@ -57,11 +57,13 @@ use crate::primitive::sync::Arc;
 /// per-thread state of the sink (profiler) whose id is `id` (0: none; ids start at 1), and
 /// the other pointers at that state's active shards and dense records (null if none); who
 /// removes such a state, or drops the thread's list of them, forgets the cache first.
-/// `busy` is set while anything holds a `&mut` into the thread's states: a call made then
-/// (a traced allocator, say) must not touch them. Only the owner thread reads or writes it.
+/// `busy` (a bit of the id word) is set while anything holds a `&mut` into the thread's
+/// states: a call made then (a traced allocator, say) must not touch them. Only the owner
+/// thread reads or writes it.
 pub(crate) struct SinkCache {
-    /// The sink's id (0: none).
-    pub(crate) id: Cell<u64>,
+    /// The sink's id (0: none), with [`BUSY`] set while `busy`: one compare tells the hot
+    /// path both that the sink is cached and that it may be used.
+    id: Cell<u64>,
     /// The sink's per-thread state (its type is the owner's).
     pub(crate) local: Cell<*mut ()>,
     /// The state's active hash shards.
@@ -70,9 +72,11 @@ pub(crate) struct SinkCache {
     /// The state's active dense records (counted hits, timed calls).
     pub(crate) dense_counted: Cell<*const DenseWriter>,
     pub(crate) dense_timed: Cell<*const DenseWriter>,
-    /// A `&mut` into the thread's sink states exists.
-    pub(crate) busy: Cell<bool>,
 }
+
+/// The bit of [`SinkCache`]'s id word that says a `&mut` into the thread's sink states
+/// exists (sink ids stay far below it).
+const BUSY: u64 = 1 << 63;
 
 impl SinkCache {
     const fn new() -> Self {
@@ -83,13 +87,43 @@ impl SinkCache {
             timed: Cell::new(core::ptr::null()),
             dense_counted: Cell::new(core::ptr::null()),
             dense_timed: Cell::new(core::ptr::null()),
-            busy: Cell::new(false),
         }
+    }
+
+    /// Whether sink `id` is the cached one and not busy.
+    #[inline(always)]
+    pub(crate) fn holds(&self, id: u64) -> bool {
+        self.id.get() == id
+    }
+
+    /// The cached sink's id, busy or not (0: none).
+    pub(crate) fn cached_id(&self) -> u64 {
+        self.id.get() & !BUSY
+    }
+
+    /// Caches sink `id` (its pointers are the caller's to set; keeps `busy`).
+    pub(crate) fn set_id(&self, id: u64) {
+        debug_assert!(id & BUSY == 0);
+        self.id.set(id | (self.id.get() & BUSY));
+    }
+
+    /// Sets `busy`; `false` if it was set already.
+    #[inline(always)]
+    pub(crate) fn take_busy(&self) -> bool {
+        let id = self.id.get();
+        self.id.set(id | BUSY);
+        id & BUSY == 0
+    }
+
+    /// Clears `busy`.
+    #[inline(always)]
+    pub(crate) fn release_busy(&self) {
+        self.id.set(self.id.get() & !BUSY);
     }
 
     /// Forgets the cached state (keeps `busy`).
     pub(crate) fn forget(&self) {
-        self.id.set(0);
+        self.id.set(self.id.get() & BUSY);
         self.local.set(core::ptr::null_mut());
         self.counted.set(core::ptr::null());
         self.timed.set(core::ptr::null());
@@ -119,7 +153,7 @@ impl SinkCache {
     /// The cached dense records of sink `id` (timed or counted), if cached and not busy.
     #[inline(always)]
     fn writer(&self, id: u64, timed: bool) -> Option<&DenseWriter> {
-        if self.id.get() != id || self.busy.get() {
+        if !self.holds(id) {
             return None;
         }
         let dense = if timed {

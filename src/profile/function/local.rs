@@ -92,9 +92,9 @@ pub(super) type Last = crate::hook::thread::SinkCache;
 /// Caches `local` as the state of profiler `id` in `last`.
 pub(super) fn remember(last: &Last, id: u64, local: &mut Local) {
     let erased = core::ptr::from_mut(local).cast::<()>();
-    if last.id.get() != id || last.local.get() != erased {
+    if last.cached_id() != id || last.local.get() != erased {
         last.forget();
-        last.id.set(id);
+        last.set_id(id);
         last.local.set(erased);
     }
     let ptr = |s: &Option<Box<Shard>>| {
@@ -123,7 +123,7 @@ impl<'a> Busy<'a> {
     /// Sets `busy`, or `None` if it is set already.
     #[inline(always)]
     pub(super) fn take(last: &'a Last) -> Option<Self> {
-        if last.busy.replace(true) {
+        if !last.take_busy() {
             return None;
         }
         Some(Busy(last))
@@ -133,7 +133,7 @@ impl<'a> Busy<'a> {
 impl Drop for Busy<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        self.0.busy.set(false);
+        self.0.release_busy();
     }
 }
 
@@ -175,7 +175,7 @@ pub(super) static NEXT_ID: StdAtomicU64 = StdAtomicU64::new(1);
 pub(super) fn with_local<R>(inner: &Arc<Inner>, f: impl FnOnce(&mut Local) -> R) -> Option<R> {
     let mut f = Some(f);
     let cached = with_last(|last| {
-        if last.id.get() != inner.id {
+        if !last.holds(inner.id) {
             return None;
         }
         let _busy = Busy::take(last)?;
@@ -291,8 +291,7 @@ pub(super) fn new_parked(inner: &Arc<Inner>, index: usize) -> Parked {
 pub(super) fn switch_shard(inner: &Arc<Inner>, index: usize) -> bool {
     // Replay switches at every change of trace CPU: staying put costs a few loads.
     let current = with_last(|last| {
-        last.id.get() == inner.id
-            && !last.busy.get()
+        last.holds(inner.id)
             // SAFETY: `local` is this thread's live state of `inner` (`Last`'s
             // invariant) and `busy` is clear: no `&mut` to it exists while we read.
             && unsafe { (*cached_local(last)).index } == index

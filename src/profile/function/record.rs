@@ -86,7 +86,7 @@ pub(super) fn orphan(inner: &Inner, key: Key, duration: Option<u64>) {
 pub(super) fn record_hashed(inner: &Arc<Inner>, ip: usize, duration: Option<u64>) {
     let key = Key::one(ip as u64);
     let recorded = with_last(|last| {
-        if last.id.get() != inner.id {
+        if !last.holds(inner.id) {
             return false;
         }
         let shard = match duration {
