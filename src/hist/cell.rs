@@ -170,24 +170,68 @@ pub(crate) fn apply<W: Writer>(e: EntryRef<'_>, w: &Words, vals: &[u64]) {
     W::add(e.word(w.hits), 1, Ordering::Release);
 }
 
+/// Where a latency cell's words are (see [`apply_timing_one`]): read from a [`Words`], or
+/// the constants of the usual one-key cell ([`OneKeyTiming`]), which spare the hot record
+/// path a load per word.
+pub(crate) trait TimingWords: Copy {
+    /// `(pending, hits, vals_at, vals_hi, min, max, sum_sq, buckets)`.
+    fn at(self) -> [usize; 8];
+}
+
+impl TimingWords for &Words {
+    #[inline(always)]
+    fn at(self) -> [usize; 8] {
+        [
+            self.pending,
+            self.hits,
+            self.vals_at,
+            self.vals_hi,
+            self.min,
+            self.max,
+            self.sum_sq,
+            self.buckets,
+        ]
+    }
+}
+
+/// The word offsets of a latency cell with a one-field key (the function profiler's):
+/// key, `pending`, `hits`, the value's low and high words, min, max, three words of the sum
+/// of squares, then the buckets. [`Words::is_one_key_timing`] says whether a layout has
+/// them.
+#[derive(Clone, Copy)]
+pub(crate) struct OneKeyTiming;
+
+impl OneKeyTiming {
+    /// [`TimingWords::at`] of the one-key latency cell.
+    pub(crate) const AT: [usize; 8] = [1, 2, 3, 4, 5, 6, 7, 10];
+}
+
+impl TimingWords for OneKeyTiming {
+    #[inline(always)]
+    fn at(self) -> [usize; 8] {
+        Self::AT
+    }
+}
+
 /// [`apply`] of one sample `x` to a cell whose layout [`Words::is_timing_one`] accepts (one
 /// value with min/max, sum of squares and log2 buckets: a latency histogram's cell), by an
-/// owner. The same words change in the same order as under `apply` (`pending`, the value,
-/// min/max, sum of squares, the bucket, `hits`), so readers' protocol is untouched; only
-/// the tests of which parts the layout has, and the generic loop, are gone.
+/// owner, its words at `w`. The same words change in the same order as under `apply`
+/// (`pending`, the value, min/max, sum of squares, the bucket, `hits`), so readers'
+/// protocol is untouched; only the tests of which parts the layout has, and the generic
+/// loop, are gone.
 #[inline(always)]
-pub(crate) fn apply_timing_one(e: EntryRef<'_>, w: &Words, sub_bits: u8, x: u64) {
+pub(crate) fn apply_timing_one(e: EntryRef<'_>, w: impl TimingWords, sub_bits: u8, x: u64) {
     type W = Owned;
-    debug_assert!(w.is_timing_one().is_some());
-    W::add(e.word(w.pending), 1, Ordering::Relaxed);
+    let [pending, hits, vals_at, vals_hi, min, max, sum_sq, buckets] = w.at();
+    W::add(e.word(pending), 1, Ordering::Relaxed);
     fence(Ordering::Release);
-    add_wide::<W>(e, w.vals_at, w.vals_hi, x);
-    W::max(e.word(w.min), !x);
-    W::max(e.word(w.max), x);
-    add_square::<W>(e, w.sum_sq, x);
+    add_wide::<W>(e, vals_at, vals_hi, x);
+    W::max(e.word(min), !x);
+    W::max(e.word(max), x);
+    add_square::<W>(e, sum_sq, x);
     let bucket = super::buckets::log2_index(x, sub_bits);
-    W::add(e.word(w.buckets + bucket), 1, Ordering::Relaxed);
-    W::add(e.word(w.hits), 1, Ordering::Release);
+    W::add(e.word(buckets + bucket), 1, Ordering::Relaxed);
+    W::add(e.word(hits), 1, Ordering::Release);
 }
 
 /// The outcome of reading one entry.

@@ -53,6 +53,9 @@ pub(crate) struct DenseTable {
     /// `Some(sub_bits)` for a latency cell (`Words::is_timing_one`): its one-sample updates
     /// take the straight-line `cell::apply_timing_one`.
     timing_one: Option<u8>,
+    /// A latency cell with a one-field key (`Words::is_one_key_timing`): its words are at
+    /// constant offsets.
+    one_key_timing: bool,
     len: usize,
     chunks: Box<[AtomicPtr<Line>]>,
     /// Resets asked for (the generation word).
@@ -76,6 +79,7 @@ impl DenseTable {
         DenseTable {
             layout,
             timing_one: words.is_timing_one(),
+            one_key_timing: words.is_one_key_timing(),
             words,
             lines_per_chunk,
             len,
@@ -239,6 +243,9 @@ impl DenseWriter {
             (None, _) if t.words.single => {
                 <Owned as cell::Writer>::add(e.word(t.words.hits), 1, Ordering::Release);
             }
+            (Some(x), Some(sub_bits)) if t.one_key_timing => {
+                cell::apply_timing_one(e, cell::OneKeyTiming, sub_bits, x);
+            }
             (Some(x), Some(sub_bits)) => cell::apply_timing_one(e, &t.words, sub_bits, x),
             _ => return false,
         }
@@ -333,9 +340,12 @@ mod tests {
         CellLayout::timing(Some(BucketSpec::Log2 { sub_bits: 2 }))
     }
 
-    /// The same updates give the same rows as a shard of the hash histogram.
+    /// The same updates give the same rows as a shard of the hash histogram, through the
+    /// generic update and through the record path, which writes this layout (the function
+    /// profiler's latency cell) at constant offsets.
     #[test]
     fn matches_a_shard() {
+        assert!(layout().words().is_one_key_timing());
         let (w, r) = DenseWriter::new(layout(), 40).unwrap();
         // Nothing is recorded before the entry's chunk exists.
         assert!(!w.update(3, 103, &[1]));
@@ -345,7 +355,11 @@ mod tests {
         for (n, &v) in vals.iter().enumerate() {
             let index = (n * 13) % 40;
             assert!(w.alloc(index, key));
-            assert!(w.update(index, key(index), &[v]));
+            match n % 3 {
+                0 => assert!(w.update(index, key(index), &[v])),
+                1 => assert!(w.try_record(index, key(index), Some(v))),
+                _ => assert!(w.try_record_exact(index, Some(v))),
+            }
             shard.update(Key::one(key(index)), &[v]);
         }
         assert!(!w.alloc(40, key));

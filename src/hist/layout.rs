@@ -268,6 +268,14 @@ impl Words {
         }
     }
 
+    /// Whether this is a latency cell ([`is_timing_one`](Self::is_timing_one)) with a
+    /// one-field key, whose words sit at [`OneKeyTiming`](super::cell::OneKeyTiming)'s
+    /// constant offsets.
+    pub(crate) fn is_one_key_timing(&self) -> bool {
+        use super::cell::{OneKeyTiming, TimingWords};
+        self.is_timing_one().is_some() && self.keys == 1 && self.at() == OneKeyTiming::AT
+    }
+
     /// The bucket of sample `x` (only called when `nbuckets != 0`).
     #[inline]
     pub(crate) fn bucket_index(&self, x: u64) -> usize {
