@@ -288,7 +288,7 @@ impl Ftrace {
     /// graph ops that accepts every call) are decided by one byte of the site's direct
     /// entry and handled here without any call; every other case continues out of line in
     /// [`enter_general`](Self::enter_general), which takes the open section over (a tail
-    /// call), so this function keeps nothing in callee-saved registers.
+    /// call), so this function saves few registers.
     #[inline(always)]
     fn enter_hot<'a>(&'a self, hot: &Hot, site: &'a Site) -> ScopeGuard<'a> {
         let Some(slot) = hot.cached_slot(self.rcu()) else {
@@ -340,10 +340,11 @@ impl Ftrace {
         self.enter_general(hot, site, section)
     }
 
-    /// [`enter_hot`](Self::enter_hot) when this thread's reader slot for the instance is not
-    /// the cached one (its first call here, or another instance's call since) or readers
-    /// use the full fence: looks it up (registering it on first use) and takes the general
-    /// path; not traced if the thread's state is gone.
+    /// The general path under a section of its own: for [`enter_hot`](Self::enter_hot) when
+    /// this thread's reader slot for the instance is not the cached one (its first call
+    /// here, or another instance's call since) or readers use the full fence, and for
+    /// [`enter_accepting`](Self::enter_accepting)'s cold cases. Looks the slot up
+    /// (registering it on first use); not traced if the thread's state is gone.
     #[cold]
     #[inline(never)]
     fn enter_uncached<'a>(&'a self, hot: &Hot, site: &'a Site) -> ScopeGuard<'a> {
@@ -355,10 +356,11 @@ impl Ftrace {
 
     /// The accepting direct path after its section: pushes the frame (slot `slot_bit`,
     /// generation `generation`) and returns the guard; a full stack or a clock other than
-    /// the TSC (a call to read) take the general path under a new section instead, which
-    /// calls the entry hook (for an accepting ops, the same behaviour). Out of line (a tail
-    /// call): the clock's constants and the frame's words would otherwise take registers
-    /// that every enabled entry then saves.
+    /// the TSC (a call to read) take the general path under a new section instead
+    /// ([`enter_uncached`](Self::enter_uncached)), which calls the entry hook (for an
+    /// accepting ops, the same behaviour). Out of line (a tail call): the clock's constants
+    /// and the frame's words would otherwise take registers that every enabled entry then
+    /// saves.
     #[inline(never)]
     fn enter_accepting<'a>(
         &'a self,
@@ -380,17 +382,7 @@ impl Ftrace {
                 return ScopeGuard::traced(self, parent, true);
             }
         }
-        self.enter_again(hot, site)
-    }
-
-    /// Enters again under a new section, by the general path (see `enter_accepting`).
-    #[cold]
-    #[inline(never)]
-    fn enter_again<'a>(&'a self, hot: &Hot, site: &'a Site) -> ScopeGuard<'a> {
-        let Some(slot) = hot.slot(self.rcu()) else {
-            return ScopeGuard::none();
-        };
-        self.enter_general(hot, site, ReadGuard::new(slot))
+        self.enter_uncached(hot, site)
     }
 
     /// The kernel's per-site trampoline: one plain function ops covers the site; no list

@@ -28,12 +28,21 @@ fn bound(interval_ns: u64) -> u64 {
     interval_ns / 1000 + 50_000
 }
 
-#[test]
-fn every_clock_agrees_with_monotonic_over_sleeps() {
+/// Runs `f` under each available clock, selected in turn (holding `SERIAL`), then puts the
+/// clock back.
+fn with_each_clock(mut f: impl FnMut(TraceClock)) {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = TraceClock::current();
     for clock in TraceClock::available() {
         clock.select().unwrap();
+        f(clock);
+    }
+    before.select().unwrap();
+}
+
+#[test]
+fn every_clock_agrees_with_monotonic_over_sleeps() {
+    with_each_clock(|clock| {
         for ms in [1u64, 10, 50, 200] {
             let (c0, m0) = (now_ns(), monotonic_ns());
             std::thread::sleep(Duration::from_millis(ms));
@@ -44,8 +53,7 @@ fn every_clock_agrees_with_monotonic_over_sleeps() {
                 "{clock}: {dc} ns by the trace clock, {dm} ns by CLOCK_MONOTONIC over a {ms} ms sleep"
             );
         }
-    }
-    before.select().unwrap();
+    });
 }
 
 fn pin_to(cpu: usize) -> bool {
@@ -179,10 +187,7 @@ fn trace_clock_file_lists_switches_and_refuses() {
 /// clocks on the general path.
 #[test]
 fn every_clock_times_calls_of_an_accepting_graph_ops() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let before = TraceClock::current();
-    for clock in TraceClock::available() {
-        clock.select().unwrap();
+    with_each_clock(|clock| {
         let f = Ftrace::new([tracestat::profile::SiteDef::new("wait", "tests")]);
         let durations = Arc::new(Mutex::new(Vec::new()));
         let overruns = Arc::new(AtomicU64::new(0));
@@ -214,6 +219,5 @@ fn every_clock_times_calls_of_an_accepting_graph_ops() {
             "{clock:?}: {waited} ns for a 5 ms wait"
         );
         assert_eq!(overruns.load(Ordering::Relaxed), 3, "{clock:?}");
-    }
-    before.select().unwrap();
+    });
 }
