@@ -110,9 +110,10 @@ pub(crate) fn light_membarrier() {
     fence(Ordering::SeqCst);
 }
 
-/// Whether readers may use [`light_membarrier`]: the membarrier mode, or loom (whose
-/// `light_membarrier` is the full fence).
-pub(crate) fn light_is_compiler_fence() -> bool {
+/// Whether readers may open sections with [`light_membarrier`] (a thread may then cache its
+/// reader slot for them): the membarrier mode, or loom (whose `light_membarrier` is the
+/// full fence).
+pub(crate) fn light_membarrier_suffices() -> bool {
     cfg!(loom) || decide() == MEMBARRIER
 }
 

@@ -263,8 +263,7 @@ pub(crate) fn now_ns() -> u64 {
 }
 
 /// [`now_ns`] if the selected clock is the TSC (inline: no call), else `None`: for a hot
-/// path that keeps nothing in callee-saved registers and reads other clocks on a cold
-/// path of its own.
+/// path that must not call, and reads other clocks on a cold path of its own.
 #[inline(always)]
 pub(crate) fn tsc_now_ns() -> Option<u64> {
     (STATE.mode.load(Ordering::Acquire) == 1).then(tsc::now_ns)

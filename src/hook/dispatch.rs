@@ -433,14 +433,8 @@ impl Ftrace {
             return self.enter_direct_filtered(hot, &Call::live(published, site, hot), entry);
         }
         match &entry.ops.callback {
-            Callback::Func(func) => {
-                // The kernel's per-site trampoline: one function ops covers the site and
-                // nothing filters it; no list bit, no graph context, no frame.
-                let (ip, parent) = (site.ip(), hot.current_ip.get());
-                call_plain(hot, ip, parent, site.index(), entry, func);
-                hot.current_ip.set(ip);
-                ScopeGuard::traced(self, parent, false)
-            }
+            // A sink's miss, or any plain function ops in the full-fence mode.
+            Callback::Func(_) => self.enter_func(hot, site, entry, section),
             Callback::Graph { entry: hook, .. } => {
                 self.enter_direct_graph(hot, &Call::live(published, site, hot), entry, hook)
             }

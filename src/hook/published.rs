@@ -35,7 +35,8 @@ pub(crate) struct OpsEntry {
     pub(crate) recursion: bool,
     /// What a call reaching this entry through a site's `direct` pointer does.
     pub(crate) direct: Direct,
-    /// The ops' record sink (`SinkSpec`; id 0 if it has none, which no cache holds).
+    /// The ops' record sink (`SinkSpec`; id 0 if it has none). Read only for
+    /// [`Direct::CountSink`] and [`Direct::TimedSink`] entries, whose ops has one.
     pub(crate) sink: SinkSpec,
 }
 

@@ -240,7 +240,7 @@ impl Hot {
         let slot = with(|ts| ts.slot(rcu) as *const ReaderSlot)?;
         // Tagged in the full-fence mode, so that `cached_slot` (whose callers use the
         // compiler fence) never returns it; decided before any domain had a reader.
-        let tag = if super::barrier::light_is_compiler_fence() {
+        let tag = if super::barrier::light_membarrier_suffices() {
             0
         } else {
             FENCED
