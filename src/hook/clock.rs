@@ -9,7 +9,8 @@
 //! one multiply and one shift costs about half of that. So:
 //!
 //! - [`TraceClock::X86Tsc`] (the default where usable): `rdtsc`, converted to nanoseconds
-//!   as `(tsc − base) · mult >> 32`. `mult` is calibrated once against `CLOCK_MONOTONIC`
+//!   as `(tsc · mult >> 32) + offset` (a 64×64→128-bit multiply, a shift and an add;
+//!   `offset` folds the anchor in, so no subtraction or clamp is needed). `mult` is calibrated once against `CLOCK_MONOTONIC`
 //!   over a few milliseconds (each sample brackets the monotonic read between two TSC
 //!   reads and keeps the tightest of several). Usable only where the TSC is *invariant*
 //!   (CPUID `0x8000_0007` EDX bit 8, what Linux shows as `constant_tsc` + `nonstop_tsc`):
@@ -209,19 +210,18 @@ fn from_code(c: u8) -> TraceClock {
 struct ClockState {
     /// The selected clock; [`UNSET`] until [`init`] ran.
     mode: AtomicU8,
-    /// The TSC reading at the anchor instant.
-    base_tsc: AtomicU64,
     /// Nanoseconds per tick, as a 32.32 fixed-point number.
     mult: AtomicU64,
-    /// `CLOCK_MONOTONIC` − anchor at `base_tsc` (a few ns: the samples are taken apart).
-    base_ns: AtomicU64,
+    /// What to add (wrapping) to `tsc · mult >> 32` to get nanoseconds since the anchor:
+    /// the anchor's own scaled TSC reading subtracted, `CLOCK_MONOTONIC` − anchor at that
+    /// reading (a few ns: the samples are taken apart) added.
+    offset: AtomicU64,
 }
 
 static STATE: ClockState = ClockState {
     mode: AtomicU8::new(UNSET),
-    base_tsc: AtomicU64::new(0),
     mult: AtomicU64::new(0),
-    base_ns: AtomicU64::new(0),
+    offset: AtomicU64::new(0),
 };
 
 /// Each `clock_gettime` clock's reading at the anchor instant, by code − 2.
@@ -384,20 +384,27 @@ mod tsc {
         true
     }
 
-    /// Ties the TSC to the anchor instant whose `CLOCK_MONOTONIC` reading is `mono`.
+    /// Ties the TSC to the anchor instant whose `CLOCK_MONOTONIC` reading is `mono`
+    /// (after [`calibrate`], which sets the rate).
     pub(super) fn anchor(mono: u64) {
         let (t, n) = sample();
-        STATE.base_tsc.store(t, Ordering::Relaxed);
-        STATE
-            .base_ns
-            .store(n.saturating_sub(mono), Ordering::Relaxed);
+        let offset = n.saturating_sub(mono).wrapping_sub(scaled(t));
+        STATE.offset.store(offset, Ordering::Relaxed);
     }
 
+    /// `ticks · mult >> 32`, modulo 2⁶⁴: differences of two such values are exact to a
+    /// nanosecond (each is rounded down once) for any two readings, however large.
+    #[inline(always)]
+    fn scaled(ticks: u64) -> u64 {
+        ((u128::from(ticks) * u128::from(STATE.mult.load(Ordering::Relaxed))) >> 32) as u64
+    }
+
+    /// Nanoseconds since the anchor: `(tsc · mult >> 32) + offset`, wrapping (a reading
+    /// taken before the anchor, on a CPU whose TSC lags by a few ticks, would read as a
+    /// huge value; durations saturate at zero, so such a call counts as 0 ns).
     #[inline(always)]
     pub(super) fn now_ns() -> u64 {
-        let ticks = rdtsc().saturating_sub(STATE.base_tsc.load(Ordering::Relaxed));
-        let ns = (u128::from(ticks) * u128::from(STATE.mult.load(Ordering::Relaxed))) >> 32;
-        (ns as u64).wrapping_add(STATE.base_ns.load(Ordering::Relaxed))
+        scaled(rdtsc()).wrapping_add(STATE.offset.load(Ordering::Relaxed))
     }
 }
 
