@@ -9,18 +9,19 @@
 //! once it returns, the callback is not running and is never called again.
 //!
 //! Each thread owns one [`ReaderSlot`] per [`Rcu`] domain, registered on first use (the only
-//! allocation and lock a reader ever takes). A slot holds one word: the low half is the
-//! thread's section nesting depth, the high half a generation that grows by one each time an
+//! allocation and lock a reader ever takes). A slot holds one word: the low 16 bits are the
+//! thread's section nesting depth, the rest a generation that grows by one each time an
 //! outermost section closes. Only the owner thread writes it, with plain stores, so the hot
 //! path does **no read-modify-write on shared memory**:
 //!
 //! ```text
 //! reader (lock, unlock)                 writer (synchronize)
-//!   w = w + 1       (relaxed)             unpublish (store pointers)
+//!   w0 = w; w = w0 + 1 (relaxed)          unpublish (store pointers)
 //!   light()   if outermost                heavy()
 //!   load published pointers               for each slot: s = word (acquire)
 //!   ... callbacks ...                       if nest(s) > 0: spin while gen(word) == gen(s)
-//!   w = w - 1, + GEN if outermost (release) free what was unpublished
+//!   w = w0 + GEN if outermost, else w0    free what was unpublished
+//!                            (release)
 //! ```
 //!
 //! `light()` and `heavy()` are an asymmetric fence pair (`barrier.rs`): with Linux's
@@ -44,6 +45,9 @@
 //! - [`Rcu::synchronize`] must not be called from inside a section of the same domain on the
 //!   same thread (it would wait for itself); [`ReaderSlot::in_section`] lets callers refuse.
 //! - A slot whose thread has exited is marked dead and skipped (its depth is zero).
+//! - Sections on one slot close in the reverse order of their opening (each is a scoped
+//!   [`ReadGuard`], never forgotten or moved to another thread), so the word a section
+//!   closes with is known when it opens.
 
 use core::sync::atomic::AtomicU64 as StdAtomicU64;
 
@@ -68,8 +72,9 @@ pub(crate) struct ReaderSlot {
     dead: AtomicBool,
 }
 
-/// The nesting depth's bits of a slot's word.
-const NEST_MASK: usize = (1 << (usize::BITS / 2)) - 1;
+/// The nesting depth's bits of a slot's word (sections nest a few deep: one per callback
+/// that makes traced calls). Sixteen, so that a generation is an immediate operand.
+const NEST_MASK: usize = (1 << 16) - 1;
 /// One generation: added when an outermost section closes.
 const GEN: usize = NEST_MASK + 1;
 
@@ -123,49 +128,38 @@ impl Rcu {
 }
 
 impl ReaderSlot {
-    /// Opens a (possibly nested) read-side section. Owner thread only.
-    #[inline]
-    pub(crate) fn lock(&self) {
-        self.open(barrier::light);
-    }
-
-    /// [`lock`](Self::lock) in the membarrier mode (the caller knows it: a cached slot,
-    /// see `thread::Hot::cached_slot`): the reader's fence is a compiler fence, untested.
-    #[inline]
-    pub(crate) fn lock_membarrier(&self) {
-        self.open(barrier::light_membarrier);
-    }
-
-    /// Opens a section, `reader_fence` being the reader's half of the fence pair when it
-    /// is the outermost.
+    /// Opens a (possibly nested) read-side section, `reader_fence` being the reader's half
+    /// of the fence pair when it is the outermost; returns the word that closes it. Owner
+    /// thread only.
+    ///
+    /// Sections nest and close in order, so when this one closes the word is again
+    /// `word + 1` (every inner section put back what it found): closing is one store of a
+    /// word known now, `word + GEN` for an outermost section (a new generation, depth 0),
+    /// `word` for a nested one.
     #[inline(always)]
-    fn open(&self, reader_fence: fn()) {
+    fn open(&self, reader_fence: fn()) -> usize {
         let word = self.word.load(Ordering::Relaxed);
         debug_assert!(
             word & NEST_MASK != NEST_MASK,
             "read-side sections nested too deep"
         );
         self.word.store(word + 1, Ordering::Relaxed);
-        if word & NEST_MASK == 0 {
+        let outermost = word & NEST_MASK == 0;
+        if outermost {
             #[cfg(not(tracestat_loom_negative))]
             reader_fence();
         }
         // The negative control builds the reader without its fence.
         #[cfg(tracestat_loom_negative)]
         let _ = reader_fence;
-    }
-
-    /// Closes the section opened by the matching [`lock`](Self::lock). Owner thread only.
-    #[inline]
-    pub(crate) fn unlock(&self) {
-        let mut word = self.word.load(Ordering::Relaxed) - 1;
-        if word & NEST_MASK == 0 {
-            // The outermost section closes: a new generation. Wrapping is harmless: a
-            // writer waits for the generation to change, and one that missed exactly a
-            // whole cycle of it between two loads merely waits for the next section's end.
-            word = word.wrapping_add(GEN);
+        // Wrapping is harmless: a writer waits for the generation to change, and one that
+        // missed exactly a whole cycle of it between two loads merely waits for the next
+        // section's end.
+        if outermost {
+            word.wrapping_add(GEN)
+        } else {
+            word
         }
-        self.word.store(word, Ordering::Release);
     }
 
     /// Whether the owner thread is inside a section (owner thread only).
@@ -179,26 +173,45 @@ impl ReaderSlot {
     }
 }
 
-/// An open read-side section; closes on drop (also during unwinding).
-pub(crate) struct ReadGuard<'a>(&'a ReaderSlot);
+/// An open read-side section; closes on drop (also during unwinding) with one releasing
+/// store of the word computed when it opened.
+pub(crate) struct ReadGuard<'a> {
+    slot: &'a ReaderSlot,
+    close: usize,
+    /// Not `Send`: a section closes on the thread that opened it.
+    _owner_thread: core::marker::PhantomData<*const ()>,
+}
 
 impl<'a> ReadGuard<'a> {
+    /// Opens a section on `slot` (the owner thread's), with the fence the mode selected.
     pub(crate) fn new(slot: &'a ReaderSlot) -> Self {
-        slot.lock();
-        ReadGuard(slot)
+        let close = slot.open(barrier::light);
+        ReadGuard {
+            slot,
+            close,
+            _owner_thread: core::marker::PhantomData,
+        }
     }
 
-    /// A section on a slot known to be in the membarrier mode ([`ReaderSlot::lock_membarrier`]).
+    /// A section on a slot known to be in the membarrier mode (a cached slot, see
+    /// `thread::Hot::cached_slot`): the reader's fence is a compiler fence, untested.
     #[inline(always)]
     pub(crate) fn membarrier(slot: &'a ReaderSlot) -> Self {
-        slot.lock_membarrier();
-        ReadGuard(slot)
+        let close = slot.open(barrier::light_membarrier);
+        ReadGuard {
+            slot,
+            close,
+            _owner_thread: core::marker::PhantomData,
+        }
     }
 }
 
 impl Drop for ReadGuard<'_> {
+    #[inline(always)]
     fn drop(&mut self) {
-        self.0.unlock();
+        // Release: pairs with the writer's acquiring load, so everything done inside the
+        // section happens before the writer frees what it unpublished.
+        self.slot.word.store(self.close, Ordering::Release);
     }
 }
 
@@ -219,18 +232,16 @@ mod tests {
         let closed = StdBool::new(false);
         std::thread::scope(|s| {
             s.spawn(|| {
-                slot.lock();
-                slot.lock();
-                slot.unlock();
+                let outer = ReadGuard::new(&slot);
+                drop(ReadGuard::new(&slot));
                 opened.send(()).unwrap();
                 // Still inside (depth 1) while the writer starts waiting.
                 std::thread::sleep(Duration::from_millis(50));
                 // An inner section closing ends nothing.
-                slot.lock();
-                slot.unlock();
+                drop(ReadGuard::new(&slot));
                 std::thread::sleep(Duration::from_millis(50));
                 closed.store(true, core::sync::atomic::Ordering::SeqCst);
-                slot.unlock();
+                drop(outer);
             });
             writer_starts.recv().unwrap();
             rcu.synchronize();
