@@ -160,6 +160,29 @@ impl Drop for DenseTable {
     }
 }
 
+/// One entry of a latency-cell table, checked and ready for one sample
+/// ([`DenseWriter::timing_slot`]). Borrowed from the owner's writer: the owner thread's
+/// only, for one update.
+pub(crate) struct TimingSlot<'a> {
+    e: EntryRef<'a>,
+    sub_bits: u8,
+    one_key: bool,
+    table: &'a DenseTable,
+}
+
+impl TimingSlot<'_> {
+    /// Records sample `x` (the straight-line `cell::apply_timing_one`, at constant word
+    /// offsets when the key is one field).
+    #[inline(always)]
+    pub(crate) fn record(self, x: u64) {
+        if self.one_key {
+            cell::apply_timing_one(self.e, cell::OneKeyTiming, self.sub_bits, x);
+        } else {
+            cell::apply_timing_one(self.e, &self.table.words, self.sub_bits, x);
+        }
+    }
+}
+
 /// The owner's handle on a [`DenseTable`]: the only writer (`Send`, not `Sync`).
 pub(crate) struct DenseWriter {
     table: Arc<DenseTable>,
@@ -239,17 +262,36 @@ impl DenseWriter {
     #[inline(always)]
     fn record_entry(&self, e: EntryRef<'_>, sample: Option<u64>) -> bool {
         let t = &*self.table;
-        match (sample, t.timing_one) {
-            (None, _) if t.words.single => {
+        match sample {
+            None if t.words.single => {
                 <Owned as cell::Writer>::add(e.word(t.words.hits), 1, Ordering::Release);
             }
-            (Some(x), Some(sub_bits)) if t.one_key_timing => {
-                cell::apply_timing_one(e, cell::OneKeyTiming, sub_bits, x);
-            }
-            (Some(x), Some(sub_bits)) => cell::apply_timing_one(e, &t.words, sub_bits, x),
-            _ => return false,
+            Some(x) => match self.timing_slot_of(e) {
+                Some(slot) => slot.record(x),
+                None => return false,
+            },
+            None => return false,
         }
         true
+    }
+
+    /// Entry `index` of a latency-cell table, ready to take one timed sample, if
+    /// [`try_record_exact`](Self::try_record_exact) would take it now: checked before the
+    /// caller commits to recording (the dispatcher's exit pops its frame in between).
+    #[inline(always)]
+    pub(crate) fn timing_slot(&self, index: usize) -> Option<TimingSlot<'_>> {
+        self.timing_slot_of(self.steady_entry_at(index)?)
+    }
+
+    #[inline(always)]
+    fn timing_slot_of<'a>(&'a self, e: EntryRef<'a>) -> Option<TimingSlot<'a>> {
+        let t = &*self.table;
+        Some(TimingSlot {
+            e,
+            sub_bits: t.timing_one?,
+            one_key: t.one_key_timing,
+            table: t,
+        })
     }
 
     /// Entry `index`, if no reset is pending, its chunk exists and its key is `key`.

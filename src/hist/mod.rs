@@ -42,7 +42,7 @@ pub(crate) use trigger::render;
 use trigger::spec;
 
 pub use buckets::{BucketError, BucketSpec, MAX_LINEAR_BUCKETS, MAX_LOG2_SUB_BITS};
-pub(crate) use dense::{DenseTable, DenseWriter};
+pub(crate) use dense::{DenseTable, DenseWriter, TimingSlot};
 pub use key::{Key, MAX_KEYS};
 pub use layout::{CellLayout, LayoutError, MAX_VALS};
 pub use map::{

@@ -84,8 +84,9 @@ use crate::primitive::sync::atomic::Ordering;
 /// may resume elsewhere): see [`TracedFuture`](super::TracedFuture).
 #[must_use = "the scope ends when the guard drops"]
 pub struct ScopeGuard<'a> {
-    /// The dispatching instance's address, with [`PUSHED`] set if the call pushed a frame;
-    /// 0 for an untraced scope. Two words in all, so the guard comes back in registers.
+    /// The dispatching instance's address, with [`PUSHED`] set if the call pushed a frame
+    /// and [`SINK`] if the function profiler's timed direct path pushed it; 0 for an
+    /// untraced scope. Two words in all, so the guard comes back in registers.
     exit: usize,
     /// The ip to restore as the thread's current ip.
     prev_ip: usize,
@@ -94,6 +95,10 @@ pub struct ScopeGuard<'a> {
 
 /// The low bit of [`ScopeGuard`]'s `exit` word (an `Ftrace` is aligned to more than 1).
 const PUSHED: usize = 1;
+/// The second low bit of [`ScopeGuard`]'s `exit` word: the frame was pushed for an ops
+/// with a timed record sink (`Direct::TimedSink`), so its exit tries
+/// [`exit_sink`](Ftrace::exit_sink) first. Only ever set with [`PUSHED`].
+const SINK: usize = 2;
 
 impl ScopeGuard<'_> {
     /// The guard of an untraced scope (nothing to do on drop).
@@ -117,9 +122,14 @@ impl<'a> ScopeGuard<'a> {
     /// the frame.
     #[inline(always)]
     fn traced(ftrace: &'a Ftrace, prev_ip: usize, pushed: bool) -> Self {
-        const { assert!(core::mem::align_of::<Ftrace>() > PUSHED) };
+        Self::with_flags(ftrace, prev_ip, if pushed { PUSHED } else { 0 })
+    }
+
+    #[inline(always)]
+    fn with_flags(ftrace: &'a Ftrace, prev_ip: usize, flags: usize) -> Self {
+        const { assert!(core::mem::align_of::<Ftrace>() > PUSHED | SINK) };
         ScopeGuard {
-            exit: core::ptr::from_ref(ftrace).expose_provenance() | usize::from(pushed),
+            exit: core::ptr::from_ref(ftrace).expose_provenance() | flags,
             prev_ip,
             _borrow: core::marker::PhantomData,
         }
@@ -133,9 +143,10 @@ impl<'a> ScopeGuard<'a> {
             return None;
         }
         // SAFETY: a non-zero `exit` was made by `traced` from a `&'a Ftrace` whose provenance
-        // it exposed (its low bit, clear in an aligned address, carries the flag); `_borrow`
-        // keeps that borrow for the guard's life.
-        let ftrace = unsafe { &*core::ptr::with_exposed_provenance::<Ftrace>(self.exit & !PUSHED) };
+        // it exposed (its two low bits, clear in an aligned address, carry the flags);
+        // `_borrow` keeps that borrow for the guard's life.
+        let ftrace =
+            unsafe { &*core::ptr::with_exposed_provenance::<Ftrace>(self.exit & !(PUSHED | SINK)) };
         Some((ftrace, self.exit & PUSHED != 0))
     }
 }
@@ -145,6 +156,7 @@ impl Drop for ScopeGuard<'_> {
     fn drop(&mut self) {
         match self.parts() {
             None => {}
+            Some((ftrace, true)) if self.exit & SINK != 0 => ftrace.exit_sink(self.prev_ip),
             Some((ftrace, true)) => ftrace.exit_graph(self.prev_ip),
             // No frame: the scope's end only restores the parent ip (a few inline
             // instructions on the `Hot` thread-local).
@@ -315,7 +327,7 @@ impl Ftrace {
                         return ScopeGuard::traced(self, parent, false);
                     }
                 }
-                Direct::Accepting | Direct::TimedSink => {
+                kind @ (Direct::Accepting | Direct::TimedSink) => {
                     // One graph ops that accepts every call ([`FtraceOps::graph_returns`]):
                     // a frame, and no hook. Inside a callback (the `List` bit held) calls are
                     // not traced, as on every path; no hook runs here, so the bit need not
@@ -329,8 +341,13 @@ impl Ftrace {
                     // gets no return, as one pushed just before it.
                     if hot.recursion.get() & Context::List as u32 == 0 {
                         let (slot_bit, generation) = (entry.slot_bit, published.generation);
+                        let flags = if kind == Direct::TimedSink {
+                            PUSHED | SINK
+                        } else {
+                            PUSHED
+                        };
                         drop(section);
-                        return self.enter_accepting(hot, site, slot_bit, generation);
+                        return self.enter_accepting(hot, site, slot_bit, generation, flags);
                     }
                 }
                 Direct::Func => return self.enter_func(hot, site, entry, section),
@@ -355,7 +372,7 @@ impl Ftrace {
     }
 
     /// The accepting direct path after its section: pushes the frame (slot `slot_bit`,
-    /// generation `generation`) and returns the guard; a full stack or a clock other than
+    /// generation `generation`) and returns the guard (with `flags`); a full stack or a clock other than
     /// the TSC (a call to read) take the general path under a new section instead
     /// ([`enter_uncached`](Self::enter_uncached)), which calls the entry hook (for an
     /// accepting ops, the same behaviour). Out of line (a tail call): the clock's constants
@@ -368,6 +385,7 @@ impl Ftrace {
         site: &'a Site,
         slot_bit: u32,
         generation: u64,
+        flags: usize,
     ) -> ScopeGuard<'a> {
         if let Some(calltime) = super::clock::tsc_now_ns() {
             let ip = site.ip();
@@ -379,7 +397,7 @@ impl Ftrace {
                 generation,
             )) {
                 let parent = hot.current_ip.replace(ip);
-                return ScopeGuard::traced(self, parent, true);
+                return ScopeGuard::with_flags(self, parent, flags);
             }
         }
         self.enter_uncached(hot, site)
@@ -560,6 +578,59 @@ impl Ftrace {
         self.exit_graph_hot(thread::hot_ref(), prev_ip);
         #[cfg(loom)]
         thread::hot(|hot| self.exit_graph_hot(hot, prev_ip));
+    }
+
+    /// The end of a scope whose frame the function profiler's timed direct path pushed
+    /// ([`SINK`]): if the frame's registration is still the site's direct entry and the
+    /// thread's cached sink takes the sample now, pops the frame and records its time
+    /// there, calling nothing; otherwise (and for anything unusual: another clock, a reader
+    /// slot not cached, a changed registration, a busy or uncached sink, a pending reset)
+    /// it has changed nothing and [`exit_graph`](Self::exit_graph) ends the scope (a tail
+    /// call), which calls the return hook: for this ops, the same record.
+    #[inline(never)]
+    fn exit_sink(&self, prev_ip: usize) {
+        #[cfg(not(loom))]
+        let done = self.try_exit_sink(thread::hot_ref(), prev_ip).is_some();
+        #[cfg(loom)]
+        let done = thread::hot(|hot| self.try_exit_sink(hot, prev_ip).is_some()).unwrap_or(false);
+        if !done {
+            self.exit_graph(prev_ip);
+        }
+    }
+
+    /// [`exit_sink`](Self::exit_sink)'s fast path: `None`, with nothing changed, where it
+    /// does not apply.
+    #[inline(always)]
+    fn try_exit_sink(&self, hot: &Hot, prev_ip: usize) -> Option<()> {
+        let rettime = super::clock::tsc_now_ns()?;
+        let (frame, depth) = hot.stack.peek()?;
+        let section = ReadGuard::membarrier(hot.cached_slot(self.rcu())?);
+        let direct = self.site(frame.index)?.direct.load(Ordering::Acquire);
+        if direct.is_null() {
+            return None;
+        }
+        // SAFETY: as in `exit_graph_hot`: `section`, open until this function returns
+        // (after the record), holds off the grace period that would free the entry.
+        let entry = unsafe { &*direct };
+        // The registration that accepted the frame, as in `exit_graph_hot`.
+        if entry.direct != Direct::TimedSink
+            || entry.slot_bit != frame.accepted
+            || entry.slot_gen > frame.generation
+        {
+            return None;
+        }
+        let slot = hot.sink.timing_slot(entry.sink.id, frame.index)?;
+        // Committed: from here on nothing can fail.
+        let duration = rettime.saturating_sub(frame.calltime);
+        hot.stack.pop_peeked(depth, duration);
+        hot.current_ip.set(prev_ip);
+        slot.record(if entry.sink.graph_time {
+            duration
+        } else {
+            duration.saturating_sub(frame.child_time)
+        });
+        drop(section);
+        Some(())
     }
 
     #[inline(always)]

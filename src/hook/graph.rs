@@ -352,10 +352,24 @@ impl LiveStack {
     /// (for a caller that may not need the record).
     #[inline(always)]
     pub(crate) fn pop_frame(&self, rettime: u64) -> Option<(Frame, usize)> {
+        let (frame, depth) = self.peek()?;
+        self.pop_peeked(depth, frame.returned(depth, rettime, 0).duration());
+        Some((frame, depth))
+    }
+
+    /// The top frame and its depth (the frames below it), left in place.
+    #[inline(always)]
+    pub(crate) fn peek(&self) -> Option<(Frame, usize)> {
         let depth = self.depth.get().checked_sub(1)?;
+        Some((self.frames[depth].get(), depth))
+    }
+
+    /// Pops the frame [`peek`](Self::peek) found at `depth` (nothing pushed or popped
+    /// since), which lasted `duration`: charged to its parent's child time.
+    #[inline(always)]
+    pub(crate) fn pop_peeked(&self, depth: usize, duration: u64) {
+        debug_assert_eq!(depth + 1, self.depth.get());
         self.depth.set(depth);
-        let frame = self.frames[depth].get();
-        let ret = frame.returned(depth, rettime, 0);
         if let Some(parent) = depth.checked_sub(1).map(|d| &self.frames[d]) {
             // Only the child time changes: one word, not the whole frame.
             // SAFETY: `Cell::as_ptr` of a frame of this thread's stack; nothing else reads
@@ -363,10 +377,9 @@ impl LiveStack {
             // stack, and no reference into it is held across any other code).
             unsafe {
                 let child_time = &raw mut (*parent.as_ptr()).child_time;
-                *child_time = (*child_time).saturating_add(ret.duration());
+                *child_time = (*child_time).saturating_add(duration);
             }
         }
-        Some((frame, depth))
     }
 }
 

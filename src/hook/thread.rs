@@ -44,7 +44,7 @@ use std::cell::{Cell, UnsafeCell};
 use super::graph::LiveStack;
 use super::pid;
 use super::rcu::{Rcu, ReaderSlot};
-use crate::hist::{DenseWriter, Shard};
+use crate::hist::{DenseWriter, Shard, TimingSlot};
 use crate::primitive::sync::Arc;
 
 /// A thread's one-entry cache of the record sink it used last: the function profiler's
@@ -150,6 +150,15 @@ impl SinkCache {
             .is_some_and(|dense| dense.try_record_exact(index, sample))
     }
 
+    /// The entry of the site at dense index `index` in the cached timed records of sink
+    /// `id`, checked and ready for one sample (`DenseWriter::timing_slot`), if sink `id` is
+    /// cached and not busy. Calls nothing; the caller records into it (or drops it) before
+    /// anything else runs on this thread.
+    #[inline(always)]
+    pub(crate) fn timing_slot(&self, id: u64, index: usize) -> Option<TimingSlot<'_>> {
+        self.writer(id, true)?.timing_slot(index)
+    }
+
     /// The cached dense records of sink `id` (timed or counted), if cached and not busy.
     #[inline(always)]
     fn writer(&self, id: u64, timed: bool) -> Option<&DenseWriter> {
@@ -167,8 +176,9 @@ impl SinkCache {
         // SAFETY: a non-null cached writer lives in the boxed state of sink `id` in this
         // thread's list, neither moved nor dropped without forgetting the cache first (the
         // owner's invariant, above). `busy` is clear, so no `&mut` into the state exists;
-        // this private reference serves `try_record` / `try_record_exact` for one update
-        // that calls nothing (word loads and stores), so none can be made while it lives.
+        // this private reference serves `try_record` / `try_record_exact` / `timing_slot`
+        // for one update, and between it and the update the caller calls nothing (word
+        // loads and stores on this thread's own state), so none can be made while it lives.
         Some(unsafe { &*dense })
     }
 }

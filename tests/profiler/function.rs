@@ -677,3 +677,33 @@ fn nothing_counts_while_function_tracing_is_off() {
         assert_eq!(hits(&profiler), 5, "timing {timing}");
     }
 }
+
+#[test]
+fn a_call_entered_before_a_restart_is_not_timed_by_the_new_registration() {
+    for graph_time in [true, false] {
+        let (ftrace, profiler) = enabled(
+            &["f", "g"],
+            ProfileOptions {
+                timing: true,
+                graph_time,
+                ..Default::default()
+            },
+        );
+        let (f, g) = (ftrace.find("f").unwrap(), ftrace.find("g").unwrap());
+        drop(ftrace.call(g)); // the thread's sink is cached, its records allocated
+        let open = ftrace.call(f);
+        profiler.disable().unwrap();
+        profiler.enable().unwrap(); // off -> on: a reset and a new registration
+        drop(ftrace.call(g));
+        // Accepted by the registration that ended: the new one never accepted it, so its
+        // return is nobody's (the kernel's unregister promise), even though the site's
+        // direct entry is again a timed profiler's.
+        drop(open);
+        let rows = profiler.rows(None);
+        let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["g"], "graph_time {graph_time}");
+        assert_eq!(rows[0].hits, 1, "graph_time {graph_time}");
+        drop(ftrace.call(f));
+        assert_eq!(profiler.rows(None).len(), 2, "graph_time {graph_time}");
+    }
+}
