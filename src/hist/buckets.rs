@@ -81,8 +81,28 @@ impl std::error::Error for BucketError {}
 
 /// The bucket of sample `v` under [`BucketSpec::Log2`] with `sub_bits`: inlined into the
 /// hot record paths (the function profiler's latency cell), which know the spec's kind.
+///
+/// With `e = ⌊log2 v⌋` and `k = sub_bits`, the bucket is `1 + e·2^k + sub`, `sub` being the
+/// `k` bits after the leading one (zero-filled when `e < k`): `sub = (v·2^k >> e) − 2^k`
+/// in every case, one formula with no branch, as long as `v·2^k` fits in 64 bits. Zero and
+/// the samples too large for that (over 2^(64−k): centuries in nanoseconds) take
+/// [`log2_index_reference`].
 #[inline(always)]
 pub(crate) fn log2_index(v: u64, sub_bits: u8) -> usize {
+    let k = u32::from(sub_bits);
+    // 1 <= v < 2^(64-k), in one compare.
+    if v.wrapping_sub(1) < u64::MAX >> k {
+        let e = v.ilog2();
+        let sub = ((v << k) >> e) as usize - (1usize << k);
+        return 1 + ((e as usize) << k) + sub;
+    }
+    log2_index_reference(v, sub_bits)
+}
+
+/// [`log2_index`] by its definition, for every sample.
+#[cold]
+#[inline(never)]
+fn log2_index_reference(v: u64, sub_bits: u8) -> usize {
     if v == 0 {
         return 0;
     }
@@ -272,6 +292,24 @@ mod tests {
                     "k={k} v={v} {lo} {hi}"
                 );
             }
+        }
+    }
+
+    /// The branch-free formula agrees with the definition on every power of two, its
+    /// neighbours and every sub-bucket boundary, for every `k`.
+    #[test]
+    fn log2_index_formula_matches_the_definition() {
+        for k in 0..=MAX_LOG2_SUB_BITS {
+            for e in 0..64u32 {
+                let p = 1u64 << e;
+                let mut samples = vec![p, p - 1, p + 1, p | (p >> 1), (p - 1) | p];
+                samples.extend((0..1u64 << k).map(|s| p + ((s << e) >> k)));
+                for v in samples {
+                    assert_eq!(log2_index(v, k), log2_index_reference(v, k), "k={k} v={v}");
+                }
+            }
+            assert_eq!(log2_index(0, k), 0);
+            assert_eq!(log2_index(u64::MAX, k), log2_index_reference(u64::MAX, k));
         }
     }
 

@@ -194,16 +194,18 @@ impl TimingWords for &Words {
     }
 }
 
-/// The word offsets of a latency cell with a one-field key (the function profiler's):
-/// key, `pending`, `hits`, the value's low and high words, min, max, three words of the sum
-/// of squares, then the buckets. [`Words::is_one_key_timing`] says whether a layout has
-/// them.
+/// The function profiler's latency cell: a one-field key, then `pending`, `hits`, the
+/// value's low and high words, min, max, three words of the sum of squares, then log2
+/// buckets with [`SUB_BITS`](Self::SUB_BITS) sub-bucket bits: every offset and shift a
+/// constant. [`Words::is_one_key_timing`] says whether a layout is this one.
 #[derive(Clone, Copy)]
 pub(crate) struct OneKeyTiming;
 
 impl OneKeyTiming {
     /// [`TimingWords::at`] of the one-key latency cell.
     pub(crate) const AT: [usize; 8] = [1, 2, 3, 4, 5, 6, 7, 10];
+    /// The sub-bucket bits of its log2 buckets (the profiler's `LATENCY_BUCKETS`).
+    pub(crate) const SUB_BITS: u8 = 2;
 }
 
 impl TimingWords for OneKeyTiming {

@@ -176,7 +176,8 @@ impl TimingSlot<'_> {
     #[inline(always)]
     pub(crate) fn record(self, x: u64) {
         if self.one_key {
-            cell::apply_timing_one(self.e, cell::OneKeyTiming, self.sub_bits, x);
+            let sub_bits = cell::OneKeyTiming::SUB_BITS;
+            cell::apply_timing_one(self.e, cell::OneKeyTiming, sub_bits, x);
         } else {
             cell::apply_timing_one(self.e, &self.table.words, self.sub_bits, x);
         }

@@ -270,10 +270,12 @@ impl Words {
 
     /// Whether this is a latency cell ([`is_timing_one`](Self::is_timing_one)) with a
     /// one-field key, whose words sit at [`OneKeyTiming`](super::cell::OneKeyTiming)'s
-    /// constant offsets.
+    /// constant offsets and whose buckets have its sub-bucket bits.
     pub(crate) fn is_one_key_timing(&self) -> bool {
         use super::cell::{OneKeyTiming, TimingWords};
-        self.is_timing_one().is_some() && self.keys == 1 && self.at() == OneKeyTiming::AT
+        self.is_timing_one() == Some(OneKeyTiming::SUB_BITS)
+            && self.keys == 1
+            && self.at() == OneKeyTiming::AT
     }
 
     /// The bucket of sample `x` (only called when `nbuckets != 0`).

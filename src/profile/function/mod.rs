@@ -570,6 +570,13 @@ mod tests {
     use super::*;
     use crate::profile::{ShadowStack, SiteDef};
 
+    /// The timed records take the dense table's constant-offset record path (a change of
+    /// the latency buckets or the cell would silently take the generic one).
+    #[test]
+    fn the_latency_cell_is_the_record_paths_constant_one() {
+        assert!(TIMED.words().is_one_key_timing());
+    }
+
     /// Total hits of `ip` over all threads and the orphan table.
     fn hits_of(p: &FunctionProfiler, ip: usize) -> u64 {
         p.rows(None)
