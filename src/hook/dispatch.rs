@@ -315,46 +315,135 @@ impl Ftrace {
             // freed only after a grace period that our open section (`section`) holds off.
             let entry = unsafe { &*direct };
             match entry.direct {
-                Direct::CountSink => {
-                    // The function profiler counting hits: the hit goes straight into this
-                    // thread's records (the callback would do exactly this, `SinkSpec`), no
-                    // call at all. If the sink cannot take it, the general path calls the
-                    // callback.
-                    let ip = site.ip();
-                    if hot.sink.try_record_exact(entry.sink.id, site.index(), None) {
-                        drop(section);
-                        let parent = hot.current_ip.replace(ip);
-                        return ScopeGuard::traced(self, parent, false);
-                    }
-                }
-                kind @ (Direct::Accepting | Direct::TimedSink) => {
-                    // One graph ops that accepts every call ([`FtraceOps::graph_returns`]):
-                    // a frame, and no hook. Inside a callback (the `List` bit held) calls are
-                    // not traced, as on every path; no hook runs here, so the bit need not
-                    // be taken. A full stack (the hook sees the overrun) or a clock other
-                    // than the TSC (a call to read) take the general path, which calls the
-                    // entry hook: for this ops, the same behaviour.
-                    //
-                    // The section ends before the frame is pushed: the frame carries the slot
-                    // and generation it was accepted under, and the exit checks those against
-                    // what is published then, so a frame pushed just after an unregistration
-                    // gets no return, as one pushed just before it.
-                    if hot.recursion.get() & Context::List as u32 == 0 {
-                        let (slot_bit, generation) = (entry.slot_bit, published.generation);
-                        let flags = if kind == Direct::TimedSink {
-                            PUSHED | SINK
-                        } else {
-                            PUSHED
-                        };
-                        drop(section);
-                        return self.enter_accepting(hot, site, slot_bit, generation, flags);
-                    }
+                Direct::CountSink => return self.count_direct(hot, site, entry, section),
+                Direct::Accepting | Direct::TimedSink => {
+                    let generation = published.generation;
+                    return self.accepting_direct(hot, site, entry, generation, section);
                 }
                 Direct::Func => return self.enter_func(hot, site, entry, section),
                 Direct::General => {}
             }
         }
         self.enter_general(hot, site, section)
+    }
+
+    /// A static site's entry while its one covering ops is the counting function profiler
+    /// (`Site::enter_count`): [`enter_hot`](Self::enter_hot)'s counting case, decided
+    /// beforehand, so no dispatch. `None`, with nothing done, for anything else (the site's
+    /// direct entry changed since its entry was chosen, a slot not cached, a sink that
+    /// cannot take the hit): the caller then takes the general entry, from the start. Its
+    /// only argument is the site, so this path keeps few values live.
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(crate) fn try_enter_count<'a>(&'a self, site: &'a Site) -> Option<ScopeGuard<'a>> {
+        self.with_direct(site, |hot, section, entry| {
+            if entry.direct != Direct::CountSink
+                || !hot.sink.try_record_exact(entry.sink.id, site.index(), None)
+            {
+                return None;
+            }
+            drop(section);
+            let parent = hot.current_ip.replace(site.ip());
+            Some(ScopeGuard::traced(self, parent, false))
+        })
+    }
+
+    /// A static site's entry while its one covering ops is a graph ops that accepts every
+    /// call (`Site::enter_accepting`): [`enter_hot`](Self::enter_hot)'s accepting case,
+    /// decided beforehand, the frame pushed here. `None`, with nothing done, for anything
+    /// else, as [`try_enter_count`](Self::try_enter_count).
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(crate) fn try_enter_accepting<'a>(&'a self, site: &'a Site) -> Option<ScopeGuard<'a>> {
+        self.with_direct(site, |hot, section, entry| {
+            if !matches!(entry.direct, Direct::Accepting | Direct::TimedSink)
+                || hot.recursion.get() & Context::List as u32 != 0
+            {
+                return None;
+            }
+            let (slot_bit, generation) = (entry.slot_bit, self.published(&section).generation);
+            let flags = accepting_flags(entry);
+            drop(section);
+            let calltime = super::clock::tsc_now_ns()?;
+            let ip = site.ip();
+            let frame = Frame::entered(ip, site.index(), calltime, slot_bit, generation);
+            if !hot.stack.push(frame) {
+                return None;
+            }
+            let parent = hot.current_ip.replace(ip);
+            Some(ScopeGuard::with_flags(self, parent, flags))
+        })
+    }
+
+    /// The start of both static entries: `f` with this thread's words, a section opened on
+    /// its cached reader slot, and the site's direct entry; `None` if the slot is not the
+    /// cached one (or the full fence is in use) or the site has no direct entry. `f` takes
+    /// the section over and must not use the entry after it drops it.
+    #[cfg(not(loom))]
+    #[inline(always)]
+    fn with_direct<R>(
+        &self,
+        site: &Site,
+        f: impl FnOnce(&Hot, ReadGuard<'_>, &OpsEntry) -> Option<R>,
+    ) -> Option<R> {
+        let hot = thread::hot_ref();
+        let section = ReadGuard::membarrier(hot.cached_slot(self.rcu())?);
+        let direct = site.direct.load(Ordering::Acquire);
+        if direct.is_null() {
+            return None;
+        }
+        // SAFETY: as in `enter_hot`: the entry is freed only after a grace period that the
+        // open section holds off, and `f` uses it only while it holds the section.
+        f(hot, section, unsafe { &*direct })
+    }
+
+    /// The function profiler counting hits: the hit goes straight into this thread's
+    /// records (the callback would do exactly this, `SinkSpec`), no call at all. If the
+    /// sink cannot take it, the general path calls the callback. `section` is the caller's
+    /// open section, holding `entry` alive.
+    #[inline(always)]
+    fn count_direct<'a>(
+        &'a self,
+        hot: &Hot,
+        site: &'a Site,
+        entry: &OpsEntry,
+        section: ReadGuard<'_>,
+    ) -> ScopeGuard<'a> {
+        let ip = site.ip();
+        if hot.sink.try_record_exact(entry.sink.id, site.index(), None) {
+            drop(section);
+            let parent = hot.current_ip.replace(ip);
+            return ScopeGuard::traced(self, parent, false);
+        }
+        self.enter_general(hot, site, section)
+    }
+
+    /// One graph ops that accepts every call ([`FtraceOps::graph_returns`]): a frame, and
+    /// no hook. Inside a callback (the `List` bit held) calls are not traced, as on every
+    /// path; no hook runs here, so the bit need not be taken. A full stack (the hook sees
+    /// the overrun) or a clock other than the TSC (a call to read) take the general path,
+    /// which calls the entry hook: for this ops, the same behaviour. `generation` is the
+    /// slot generation published under `section`, the caller's open section.
+    ///
+    /// The section ends before the frame is pushed: the frame carries the slot and
+    /// generation it was accepted under, and the exit checks those against what is
+    /// published then, so a frame pushed just after an unregistration gets no return, as
+    /// one pushed just before it.
+    #[inline(always)]
+    fn accepting_direct<'a>(
+        &'a self,
+        hot: &Hot,
+        site: &'a Site,
+        entry: &OpsEntry,
+        generation: u64,
+        section: ReadGuard<'_>,
+    ) -> ScopeGuard<'a> {
+        if hot.recursion.get() & Context::List as u32 != 0 {
+            return self.enter_general(hot, site, section);
+        }
+        let (slot_bit, flags) = (entry.slot_bit, accepting_flags(entry));
+        drop(section);
+        self.enter_accepting(hot, site, slot_bit, generation, flags)
     }
 
     /// The general path under a section of its own: for [`enter_hot`](Self::enter_hot) when
@@ -580,31 +669,50 @@ impl Ftrace {
         thread::hot(|hot| self.exit_graph_hot(hot, prev_ip));
     }
 
+    /// [`exit_graph`](Self::exit_graph) once the parent ip is restored.
+    #[inline(never)]
+    fn exit_graph_restored(&self) {
+        #[cfg(not(loom))]
+        self.pop_and_return(thread::hot_ref());
+        #[cfg(loom)]
+        thread::hot(|hot| self.pop_and_return(hot));
+    }
+
     /// The end of a scope whose frame the function profiler's timed direct path pushed
     /// ([`SINK`]): if the frame's registration is still the site's direct entry and the
     /// thread's cached sink takes the sample now, pops the frame and records its time
     /// there, calling nothing; otherwise (and for anything unusual: another clock, a reader
     /// slot not cached, a changed registration, a busy or uncached sink, a pending reset)
-    /// it has changed nothing and [`exit_graph`](Self::exit_graph) ends the scope (a tail
-    /// call), which calls the return hook: for this ops, the same record.
+    /// it has changed nothing but the restored parent ip, and
+    /// [`exit_graph_restored`](Self::exit_graph_restored) ends the scope (a tail call),
+    /// which calls the return hook: for this ops, the same record.
     #[inline(never)]
     fn exit_sink(&self, prev_ip: usize) {
+        // The parent ip first: then nothing but `self` is live into the fallback.
         #[cfg(not(loom))]
-        let done = self.try_exit_sink(thread::hot_ref(), prev_ip).is_some();
+        let done = {
+            let hot = thread::hot_ref();
+            hot.current_ip.set(prev_ip);
+            self.try_exit_sink(hot).is_some()
+        };
         #[cfg(loom)]
-        let done = thread::hot(|hot| self.try_exit_sink(hot, prev_ip).is_some()).unwrap_or(false);
+        let done = thread::hot(|hot| {
+            hot.current_ip.set(prev_ip);
+            self.try_exit_sink(hot).is_some()
+        })
+        .unwrap_or(false);
         if !done {
-            self.exit_graph(prev_ip);
+            self.exit_graph_restored();
         }
     }
 
     /// [`exit_sink`](Self::exit_sink)'s fast path: `None`, with nothing changed, where it
     /// does not apply.
     #[inline(always)]
-    fn try_exit_sink(&self, hot: &Hot, prev_ip: usize) -> Option<()> {
+    fn try_exit_sink(&self, hot: &Hot) -> Option<()> {
         let rettime = super::clock::tsc_now_ns()?;
-        let (frame, depth) = hot.stack.peek()?;
         let section = ReadGuard::membarrier(hot.cached_slot(self.rcu())?);
+        let (frame, depth) = hot.stack.peek()?;
         let direct = self.site(frame.index)?.direct.load(Ordering::Acquire);
         if direct.is_null() {
             return None;
@@ -622,13 +730,13 @@ impl Ftrace {
         let slot = hot.sink.timing_slot(entry.sink.id, frame.index)?;
         // Committed: from here on nothing can fail.
         let duration = rettime.saturating_sub(frame.calltime);
-        hot.stack.pop_peeked(depth, duration);
-        hot.current_ip.set(prev_ip);
-        slot.record(if entry.sink.graph_time {
+        let sample = if entry.sink.graph_time {
             duration
         } else {
             duration.saturating_sub(frame.child_time)
-        });
+        };
+        hot.stack.pop_peeked(depth, duration);
+        slot.record(sample);
         drop(section);
         Some(())
     }
@@ -636,6 +744,13 @@ impl Ftrace {
     #[inline(always)]
     fn exit_graph_hot(&self, hot: &Hot, prev_ip: usize) {
         hot.current_ip.set(prev_ip);
+        self.pop_and_return(hot);
+    }
+
+    /// The end of a scope that pushed a frame, its parent ip restored: pops the frame and
+    /// runs the return hooks of the ops that accepted it.
+    #[inline(always)]
+    fn pop_and_return(&self, hot: &Hot) {
         let rettime = now_ns();
         let Some((frame, depth)) = hot.stack.pop_frame(rettime) else {
             return;
@@ -824,6 +939,17 @@ impl Ftrace {
 
 /// Runs one entry for one call: a function callback, or a graph entry hook. Returns the
 /// entry's slot bit if it is a graph ops that accepted the call.
+/// The guard flags of a frame pushed for `entry`, an accepting ops: [`SINK`] too if the
+/// function profiler's timed sink records its returns.
+#[inline(always)]
+fn accepting_flags(entry: &OpsEntry) -> usize {
+    if entry.direct == Direct::TimedSink {
+        PUSHED | SINK
+    } else {
+        PUSHED
+    }
+}
+
 fn run_one(hot: &Hot, call: &Call<'_>, entry: &OpsEntry, graph: &mut GraphCx) -> u32 {
     let ops = &*entry.ops;
     match &ops.callback {

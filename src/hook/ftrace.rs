@@ -35,9 +35,9 @@ use super::filter::{self, FilterError, FilterHash, Hashes};
 use super::graph::GRAPH_SLOTS;
 use super::ops::{FtraceOps, OpsFlags};
 use super::pid::{self, PidError};
-use super::published::{OpsEntry, Published};
+use super::published::{Direct, OpsEntry, Published};
 use super::rcu::Rcu;
-use super::site::{COUNT_MASK, FLAG_IPMODIFY, FLAG_REGS, Site, SiteDef};
+use super::site::{COUNT_MASK, EntryKind, FLAG_IPMODIFY, FLAG_REGS, Site, SiteDef};
 use super::thread;
 use crate::error::{Error, InputError};
 use crate::primitive::sync::atomic::{AtomicPtr, Ordering};
@@ -689,6 +689,13 @@ impl Ftrace {
                 &*entries[k] as *const OpsEntry as *mut OpsEntry
             });
             site.direct.store(ptr, Ordering::Release);
+            site.set_entry(
+                direct.map_or(EntryKind::General, |k| match entries[k].direct {
+                    Direct::CountSink => EntryKind::Count,
+                    Direct::Accepting | Direct::TimedSink => EntryKind::Accepting,
+                    Direct::Func | Direct::General => EntryKind::General,
+                }),
+            );
             site.set_state(word);
         }
         self.active.store(
@@ -772,6 +779,7 @@ impl Drop for Ftrace {
         }
         for site in self.sites() {
             site.direct.store(core::ptr::null_mut(), Ordering::Relaxed);
+            site.set_entry(EntryKind::General);
             site.set_state(0);
         }
         if !ptr.is_null() {

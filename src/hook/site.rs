@@ -31,6 +31,8 @@
 use std::borrow::Cow;
 
 use core::fmt;
+#[cfg(not(loom))]
+use core::sync::atomic::AtomicPtr as StdAtomicPtr;
 use core::sync::atomic::AtomicU32 as StdAtomicU32;
 
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
@@ -51,6 +53,21 @@ pub(crate) const FLAG_REGS: u32 = 1 << 29;
 /// An `IPMODIFY` ops covers the site.
 pub(crate) const FLAG_IPMODIFY: u32 = 1 << 30;
 
+/// A static site's enabled entry (see `Site::entry`).
+#[cfg(not(loom))]
+type StaticEntry = fn(&'static Site) -> ScopeGuard<'static>;
+
+/// Which entry a static site's calls take while enabled, by its direct entry's case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EntryKind {
+    /// Everything but the two below: the dispatcher's general entry.
+    General,
+    /// The function profiler counting hits (`Direct::CountSink`).
+    Count,
+    /// One graph ops that accepts every call (`Direct::Accepting`, `Direct::TimedSink`).
+    Accepting,
+}
+
 /// The one struct literal every constructor uses (the `const` one included).
 macro_rules! site_record {
     ($name:expr, $module:expr, $file:expr, $line:expr) => {
@@ -58,6 +75,8 @@ macro_rules! site_record {
             state: AtomicU32::new(0),
             direct: AtomicPtr::new(core::ptr::null_mut()),
             index: StdAtomicU32::new(u32::MAX),
+            #[cfg(not(loom))]
+            entry: StdAtomicPtr::new(Site::enter_slow as StaticEntry as *mut ()),
             name: $name,
             module: $module,
             file: $file,
@@ -72,6 +91,12 @@ pub struct Site {
     pub(crate) direct: AtomicPtr<OpsEntry>,
     /// Position in the owner's site table; set once before the owner is shared.
     index: StdAtomicU32,
+    /// The enabled entry of a static site (a [`StaticEntry`], the kernel's per-site
+    /// trampoline): chosen at each commit for the site's direct entry, so the function
+    /// profiler's cases run a function of their own with no dispatch. A hint: every entry
+    /// checks the direct entry it finds and takes the general path when it is not its case.
+    #[cfg(not(loom))]
+    entry: StdAtomicPtr<()>,
     name: Cow<'static, str>,
     module: Cow<'static, str>,
     file: Cow<'static, str>,
@@ -208,16 +233,72 @@ impl Site {
         self.state.store(state, Ordering::Relaxed);
     }
 
+    /// Chooses the entry the site's enabled calls take (static sites; a no-op under loom,
+    /// whose models use owned sites).
+    pub(crate) fn set_entry(&self, kind: EntryKind) {
+        #[cfg(not(loom))]
+        {
+            let entry: StaticEntry = match kind {
+                EntryKind::General => Site::enter_slow,
+                EntryKind::Count => Site::enter_count,
+                EntryKind::Accepting => Site::enter_accepting,
+            };
+            // Relaxed: any entry is correct at any time (each checks its case under its
+            // read-side section); this one is only the fastest for the site's state.
+            self.entry
+                .store(entry as *mut (), core::sync::atomic::Ordering::Relaxed);
+        }
+        #[cfg(loom)]
+        let _ = kind;
+    }
+
     /// Enters this **static** site: the instrumented function's first statement.
     ///
     /// Disabled (no ops covers it): one relaxed load and a branch. Enabled: the global
-    /// [`Ftrace`](super::Ftrace) dispatches the call, and the returned guard runs the
-    /// function-graph return hooks when it drops.
+    /// [`Ftrace`](super::Ftrace) dispatches the call through the site's entry, and the
+    /// returned guard runs the function-graph return hooks when it drops.
     #[cfg(not(loom))]
     #[inline(always)]
     pub fn enter(&'static self) -> ScopeGuard<'static> {
         if self.state.load(Ordering::Relaxed) == 0 {
             return ScopeGuard::none();
+        }
+        self.enter_enabled()
+    }
+
+    /// The trampoline to the site's entry: a tail jump through `entry`. Out of line, so the
+    /// instrumented function's own code around a disabled site stays as it was (an
+    /// indirect call there changes how the compiler lays out the whole function).
+    #[cfg(not(loom))]
+    #[cold]
+    #[inline(never)]
+    fn enter_enabled(&'static self) -> ScopeGuard<'static> {
+        let entry = self.entry.load(core::sync::atomic::Ordering::Relaxed);
+        // SAFETY: `entry` only ever holds a `StaticEntry` cast to a data pointer (the
+        // constructor's and `set_entry`'s stores), and function and data pointers have
+        // one size and representation on every target Rust supports.
+        let entry = unsafe { core::mem::transmute::<*mut (), StaticEntry>(entry) };
+        entry(self)
+    }
+
+    /// The entry of a site whose one covering ops is the counting function profiler.
+    #[cfg(not(loom))]
+    #[inline(never)]
+    fn enter_count(&'static self) -> ScopeGuard<'static> {
+        if let Some(guard) = super::Ftrace::global_fast().and_then(|f| f.try_enter_count(self)) {
+            return guard;
+        }
+        self.enter_slow()
+    }
+
+    /// The entry of a site whose one covering ops is a graph ops that accepts every call
+    /// (the timing function profiler's).
+    #[cfg(not(loom))]
+    #[inline(never)]
+    fn enter_accepting(&'static self) -> ScopeGuard<'static> {
+        let global = super::Ftrace::global_fast();
+        if let Some(guard) = global.and_then(|f| f.try_enter_accepting(self)) {
+            return guard;
         }
         self.enter_slow()
     }

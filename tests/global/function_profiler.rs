@@ -78,3 +78,70 @@ fn n_threads_times_m_calls_sum_exactly_through_the_control_surface() {
     assert_eq!(per_thread, 2 * THREADS * CALLS);
     never_called();
 }
+
+#[tracestat::traced]
+fn leaf(x: u64) -> u64 {
+    x.rotate_left(9) ^ 0x5A5A
+}
+
+/// Hits of `name` in the global profiler's rows.
+fn profiler_hits(name: &str) -> u64 {
+    FunctionProfiler::global()
+        .rows(None)
+        .iter()
+        .filter(|r| r.name == name)
+        .map(|r| r.hits)
+        .sum()
+}
+
+/// A static site's enabled entry is chosen by its covering ops at every commit (counting,
+/// timing, anything else): every combination counts exactly, through every change.
+#[test]
+fn a_static_site_counts_exactly_through_every_kind_of_entry() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use tracestat::profile::{Ftrace, FtraceOps, ProfileOptions};
+
+    let _serial = crate::serial();
+    let profiler = FunctionProfiler::global();
+    let ftrace = Ftrace::global();
+    let run = |n: u64| {
+        for i in 0..n {
+            std::hint::black_box(leaf(i));
+        }
+    };
+    let seen = Arc::new(AtomicU64::new(0));
+    let counter = {
+        let seen = Arc::clone(&seen);
+        FtraceOps::builder(move |_, _, _, _| {
+            seen.fetch_add(1, Ordering::Relaxed);
+        })
+        .build()
+    };
+    ftrace
+        .set_filter(&counter, "leaf", tracestat::stat::WriteMode::Truncate)
+        .unwrap();
+    for timing in [false, true, false] {
+        profiler
+            .set_options(ProfileOptions {
+                timing,
+                ..Default::default()
+            })
+            .unwrap();
+        profiler.enable().unwrap(); // off -> on: a reset
+        run(1000); // the profiler's own entry (counting or accepting)
+        ftrace.register(&counter).unwrap();
+        run(100); // two ops: the general entry (the list walk)
+        ftrace.unregister(&counter).unwrap();
+        run(10); // the profiler's own entry again
+        profiler.disable().unwrap();
+        ftrace.register(&counter).unwrap();
+        run(1); // the user's ops alone: the general entry, not counted by the profiler
+        ftrace.unregister(&counter).unwrap();
+        run(1); // disabled
+        assert_eq!(profiler_hits("leaf"), 1110, "timing {timing}");
+    }
+    assert_eq!(seen.load(Ordering::Relaxed), 3 * 101);
+    // The other tests expect the defaults.
+    profiler.set_options(ProfileOptions::default()).unwrap();
+}
