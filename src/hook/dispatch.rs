@@ -338,7 +338,7 @@ impl Ftrace {
     pub(crate) fn try_enter_count<'a>(&'a self, site: &'a Site) -> Option<ScopeGuard<'a>> {
         self.with_direct(site, |hot, section, entry| {
             if entry.direct != Direct::CountSink
-                || !hot.sink.try_record_exact(entry.sink.id, site.index(), None)
+                || !hot.sink.try_count_exact(entry.sink.id, site.index())
             {
                 return None;
             }
@@ -348,21 +348,20 @@ impl Ftrace {
         })
     }
 
-    /// A static site's entry while its one covering ops is a graph ops that accepts every
-    /// call (`Site::enter_accepting`): [`enter_hot`](Self::enter_hot)'s accepting case,
-    /// decided beforehand, the frame pushed here. `None`, with nothing done, for anything
-    /// else, as [`try_enter_count`](Self::try_enter_count).
+    /// A static site's entry while its one covering ops is the timing function profiler
+    /// (`Site::enter_timed`): [`enter_hot`](Self::enter_hot)'s accepting case for a timed
+    /// sink, decided beforehand, the frame pushed here. `None`, with nothing done, for
+    /// anything else, as [`try_enter_count`](Self::try_enter_count).
     #[cfg(not(loom))]
     #[inline(always)]
-    pub(crate) fn try_enter_accepting<'a>(&'a self, site: &'a Site) -> Option<ScopeGuard<'a>> {
+    pub(crate) fn try_enter_timed<'a>(&'a self, site: &'a Site) -> Option<ScopeGuard<'a>> {
         self.with_direct(site, |hot, section, entry| {
-            if !matches!(entry.direct, Direct::Accepting | Direct::TimedSink)
-                || hot.recursion.get() & Context::List as u32 != 0
+            if entry.direct != Direct::TimedSink || hot.recursion.get() & Context::List as u32 != 0
             {
                 return None;
             }
             let (slot_bit, generation) = (entry.slot_bit, self.published(&section).generation);
-            let flags = accepting_flags(entry);
+            let flags = PUSHED | SINK;
             drop(section);
             let calltime = super::clock::tsc_now_ns()?;
             let ip = site.ip();
@@ -410,7 +409,7 @@ impl Ftrace {
         section: ReadGuard<'_>,
     ) -> ScopeGuard<'a> {
         let ip = site.ip();
-        if hot.sink.try_record_exact(entry.sink.id, site.index(), None) {
+        if hot.sink.try_count_exact(entry.sink.id, site.index()) {
             drop(section);
             let parent = hot.current_ip.replace(ip);
             return ScopeGuard::traced(self, parent, false);

@@ -692,8 +692,8 @@ impl Ftrace {
             site.set_entry(
                 direct.map_or(EntryKind::General, |k| match entries[k].direct {
                     Direct::CountSink => EntryKind::Count,
-                    Direct::Accepting | Direct::TimedSink => EntryKind::Accepting,
-                    Direct::Func | Direct::General => EntryKind::General,
+                    Direct::TimedSink => EntryKind::Timed,
+                    Direct::Func | Direct::Accepting | Direct::General => EntryKind::General,
                 }),
             );
             site.set_state(word);

@@ -361,7 +361,12 @@ impl LiveStack {
     #[inline(always)]
     pub(crate) fn peek(&self) -> Option<(Frame, usize)> {
         let depth = self.depth.get().checked_sub(1)?;
-        Some((self.frames[depth].get(), depth))
+        debug_assert!(depth < SHADOW_STACK_DEPTH);
+        // SAFETY: `depth - 1 < SHADOW_STACK_DEPTH`, the length of `frames`, by the type's
+        // invariant (`depth <= SHADOW_STACK_DEPTH`: `push` is the only increment, and it
+        // refuses a full stack).
+        let frame = unsafe { self.frames.get_unchecked(depth) };
+        Some((frame.get(), depth))
     }
 
     /// Pops the frame [`peek`](Self::peek) found at `depth` (nothing pushed or popped

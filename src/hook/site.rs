@@ -64,8 +64,8 @@ pub(crate) enum EntryKind {
     General,
     /// The function profiler counting hits (`Direct::CountSink`).
     Count,
-    /// One graph ops that accepts every call (`Direct::Accepting`, `Direct::TimedSink`).
-    Accepting,
+    /// The function profiler timing calls (`Direct::TimedSink`).
+    Timed,
 }
 
 /// The one struct literal every constructor uses (the `const` one included).
@@ -241,7 +241,7 @@ impl Site {
             let entry: StaticEntry = match kind {
                 EntryKind::General => Site::enter_slow,
                 EntryKind::Count => Site::enter_count,
-                EntryKind::Accepting => Site::enter_accepting,
+                EntryKind::Timed => Site::enter_timed,
             };
             // Relaxed: any entry is correct at any time (each checks its case under its
             // read-side section); this one is only the fastest for the site's state.
@@ -291,13 +291,11 @@ impl Site {
         self.enter_slow()
     }
 
-    /// The entry of a site whose one covering ops is a graph ops that accepts every call
-    /// (the timing function profiler's).
+    /// The entry of a site whose one covering ops is the timing function profiler.
     #[cfg(not(loom))]
     #[inline(never)]
-    fn enter_accepting(&'static self) -> ScopeGuard<'static> {
-        let global = super::Ftrace::global_fast();
-        if let Some(guard) = global.and_then(|f| f.try_enter_accepting(self)) {
+    fn enter_timed(&'static self) -> ScopeGuard<'static> {
+        if let Some(guard) = super::Ftrace::global_fast().and_then(|f| f.try_enter_timed(self)) {
             return guard;
         }
         self.enter_slow()
