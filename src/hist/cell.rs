@@ -194,6 +194,18 @@ impl TimingWords for &Words {
     }
 }
 
+/// The function profiler's hit counter: a one-field key and `hits`, two words an entry.
+/// [`Words::is_one_key_count`] says whether a layout is this one.
+#[derive(Clone, Copy)]
+pub(crate) struct OneKeyCount;
+
+impl OneKeyCount {
+    /// The offset of `hits`.
+    pub(crate) const HITS: usize = 1;
+    /// Words an entry.
+    pub(crate) const STRIDE: usize = 2;
+}
+
 /// The function profiler's latency cell: a one-field key, then `pending`, `hits`, the
 /// value's low and high words, min, max, three words of the sum of squares, then log2
 /// buckets with [`SUB_BITS`](Self::SUB_BITS) sub-bucket bits: every offset and shift a

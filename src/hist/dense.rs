@@ -56,6 +56,9 @@ pub(crate) struct DenseTable {
     /// A latency cell with a one-field key (`Words::is_one_key_timing`): its words are at
     /// constant offsets.
     one_key_timing: bool,
+    /// A hit counter with a one-field key (`Words::is_one_key_count`): its entries are at
+    /// a constant stride.
+    one_key_count: bool,
     len: usize,
     chunks: Box<[AtomicPtr<Line>]>,
     /// Resets asked for (the generation word).
@@ -80,6 +83,7 @@ impl DenseTable {
             layout,
             timing_one: words.is_timing_one(),
             one_key_timing: words.is_one_key_timing(),
+            one_key_count: words.is_one_key_count(),
             words,
             lines_per_chunk,
             len,
@@ -165,21 +169,26 @@ impl Drop for DenseTable {
 /// only, for one update.
 pub(crate) struct TimingSlot<'a> {
     e: EntryRef<'a>,
-    sub_bits: u8,
-    one_key: bool,
-    table: &'a DenseTable,
+    /// `None`: the profiler's cell ([`cell::OneKeyTiming`]); else the table, whose words
+    /// and sub-bucket bits are read when the sample is recorded.
+    generic: Option<&'a DenseTable>,
 }
 
 impl TimingSlot<'_> {
     /// Records sample `x` (the straight-line `cell::apply_timing_one`, at constant word
-    /// offsets when the key is one field).
+    /// offsets and shifts for the profiler's cell).
     #[inline(always)]
     pub(crate) fn record(self, x: u64) {
-        if self.one_key {
-            let sub_bits = cell::OneKeyTiming::SUB_BITS;
-            cell::apply_timing_one(self.e, cell::OneKeyTiming, sub_bits, x);
-        } else {
-            cell::apply_timing_one(self.e, &self.table.words, self.sub_bits, x);
+        match self.generic {
+            None => {
+                let sub_bits = cell::OneKeyTiming::SUB_BITS;
+                cell::apply_timing_one(self.e, cell::OneKeyTiming, sub_bits, x);
+            }
+            Some(t) => {
+                // A generic slot is only made for a latency cell.
+                let sub_bits = t.timing_one.unwrap_or_default();
+                cell::apply_timing_one(self.e, &t.words, sub_bits, x);
+            }
         }
     }
 }
@@ -259,6 +268,25 @@ impl DenseWriter {
             .is_some_and(|e| self.record_entry(e, sample))
     }
 
+    /// [`try_record_exact`](Self::try_record_exact) of a hit into the profiler's counter
+    /// ([`cell::OneKeyCount`]): the entry is found at a constant stride and its count
+    /// bumped. `false`, with nothing recorded, for any other layout too (the caller's slow
+    /// path records those).
+    #[inline(always)]
+    pub(crate) fn try_count_exact(&self, index: usize) -> bool {
+        let t = &*self.table;
+        if !t.one_key_count || t.requested.load(Ordering::Relaxed) != self.seen.get() {
+            return false;
+        }
+        // Relaxed: only this thread stores chunk pointers.
+        let Some(lines) = t.chunk(index / CHUNK, Ordering::Relaxed) else {
+            return false;
+        };
+        let e = EntryRef::in_lines(lines, (index % CHUNK) * cell::OneKeyCount::STRIDE);
+        <Owned as cell::Writer>::add(e.word(cell::OneKeyCount::HITS), 1, Ordering::Release);
+        true
+    }
+
     /// `try_record`'s update of entry `e`.
     #[inline(always)]
     fn record_entry(&self, e: EntryRef<'_>, sample: Option<u64>) -> bool {
@@ -287,11 +315,14 @@ impl DenseWriter {
     #[inline(always)]
     fn timing_slot_of<'a>(&'a self, e: EntryRef<'a>) -> Option<TimingSlot<'a>> {
         let t = &*self.table;
+        // The profiler's cell first: one test (it is a latency cell).
+        if t.one_key_timing {
+            return Some(TimingSlot { e, generic: None });
+        }
+        t.timing_one?;
         Some(TimingSlot {
             e,
-            sub_bits: t.timing_one?,
-            one_key: t.one_key_timing,
-            table: t,
+            generic: Some(t),
         })
     }
 
@@ -415,6 +446,35 @@ mod tests {
         b.sort_by_key(|r| r.key.0[0]);
         assert_eq!(a, b);
         assert_eq!(a.len(), 7);
+    }
+
+    /// The counter's constant-stride hit lands in the entry the generic update uses,
+    /// refuses a pending reset, a missing chunk and any other layout.
+    #[test]
+    fn counted_hits_land_where_updates_do() {
+        assert!(CellLayout::counter().words().is_one_key_count());
+        let (w, r) = DenseWriter::new(CellLayout::counter(), 40).unwrap();
+        let key = |i: usize| 100 + i as u64;
+        assert!(!w.try_count_exact(17), "no chunk yet");
+        for (index, hits) in [(0usize, 1u64), (17, 3), (31, 2), (39, 5)] {
+            assert!(w.alloc(index, key));
+            for n in 0..hits {
+                if n % 2 == 0 {
+                    assert!(w.try_count_exact(index));
+                } else {
+                    assert!(w.update(index, key(index), &[]));
+                }
+            }
+        }
+        let mut rows: Vec<(u64, u64)> =
+            r.snapshot().rows.iter().map(|r| (r.key.0[0], r.hits)).collect();
+        rows.sort_unstable();
+        assert_eq!(rows, [(100, 1), (117, 3), (131, 2), (139, 5)]);
+        r.request_reset();
+        assert!(!w.try_count_exact(17), "a pending reset goes to the slow path");
+        let (t, _) = DenseWriter::new(layout(), 40).unwrap();
+        assert!(t.alloc(3, key));
+        assert!(!t.try_count_exact(3), "not a counter");
     }
 
     /// A reset asked for by a reader empties snapshots at once and the table at the

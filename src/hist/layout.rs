@@ -268,6 +268,16 @@ impl Words {
         }
     }
 
+    /// Whether this is a one-field key and a hit count, two words an entry
+    /// ([`OneKeyCount`](super::cell::OneKeyCount)).
+    pub(crate) fn is_one_key_count(&self) -> bool {
+        use super::cell::OneKeyCount;
+        self.single
+            && self.keys == 1
+            && self.hits == OneKeyCount::HITS
+            && self.stride == OneKeyCount::STRIDE
+    }
+
     /// Whether this is a latency cell ([`is_timing_one`](Self::is_timing_one)) with a
     /// one-field key, whose words sit at [`OneKeyTiming`](super::cell::OneKeyTiming)'s
     /// constant offsets and whose buckets have its sub-bucket bits.

@@ -150,6 +150,13 @@ impl SinkCache {
             .is_some_and(|dense| dense.try_record_exact(index, sample))
     }
 
+    /// [`try_record_exact`](Self::try_record_exact) of a hit (`DenseWriter::try_count_exact`).
+    #[inline(always)]
+    pub(crate) fn try_count_exact(&self, id: u64, index: usize) -> bool {
+        self.writer(id, false)
+            .is_some_and(|dense| dense.try_count_exact(index))
+    }
+
     /// The entry of the site at dense index `index` in the cached timed records of sink
     /// `id`, checked and ready for one sample (`DenseWriter::timing_slot`), if sink `id` is
     /// cached and not busy. Calls nothing; the caller records into it (or drops it) before

@@ -570,11 +570,12 @@ mod tests {
     use super::*;
     use crate::profile::{ShadowStack, SiteDef};
 
-    /// The timed records take the dense table's constant-offset record path (a change of
-    /// the latency buckets or the cell would silently take the generic one).
+    /// The records take the dense table's constant-offset record paths (a change of the
+    /// latency buckets or either cell would silently take the generic ones).
     #[test]
-    fn the_latency_cell_is_the_record_paths_constant_one() {
+    fn the_cells_are_the_record_paths_constant_ones() {
         assert!(TIMED.words().is_one_key_timing());
+        assert!(COUNTED.words().is_one_key_count());
     }
 
     /// Total hits of `ip` over all threads and the orphan table.
