@@ -402,9 +402,21 @@ mod tsc {
     /// Nanoseconds since the anchor: `(tsc · mult >> 32) + offset`, wrapping (a reading
     /// taken before the anchor, on a CPU whose TSC lags by a few ticks, would read as a
     /// huge value; durations saturate at zero, so such a call counts as 0 ns).
+    #[cfg(not(loom))]
     #[inline(always)]
     pub(super) fn now_ns() -> u64 {
         scaled(rdtsc()).wrapping_add(STATE.offset.load(Ordering::Relaxed))
+    }
+
+    /// Under loom, a clock that advances 1 µs a read: loom replays a schedule and needs the
+    /// same operations each time, and a record's operations depend on the times it is
+    /// given (a new minimum is stored, an old one is not). The real clock is the same
+    /// code path with other numbers.
+    #[cfg(loom)]
+    pub(super) fn now_ns() -> u64 {
+        static TICKS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+        let _ = (rdtsc, STATE.offset.load(Ordering::Relaxed));
+        TICKS.fetch_add(1_000, Ordering::Relaxed)
     }
 }
 
