@@ -164,32 +164,20 @@ impl Drop for DenseTable {
     }
 }
 
-/// One entry of a latency-cell table, checked and ready for one sample
-/// ([`DenseWriter::timing_slot`]). Borrowed from the owner's writer: the owner thread's
-/// only, for one update.
+/// One entry of the profiler's latency cell ([`cell::OneKeyTiming`]), checked and ready
+/// for one sample ([`DenseWriter::timing_slot`]). Borrowed from the owner's writer: the
+/// owner thread's only, for one update.
 pub(crate) struct TimingSlot<'a> {
     e: EntryRef<'a>,
-    /// `None`: the profiler's cell ([`cell::OneKeyTiming`]); else the table, whose words
-    /// and sub-bucket bits are read when the sample is recorded.
-    generic: Option<&'a DenseTable>,
 }
 
 impl TimingSlot<'_> {
-    /// Records sample `x` (the straight-line `cell::apply_timing_one`, at constant word
-    /// offsets and shifts for the profiler's cell).
+    /// Records sample `x` (the straight-line `cell::apply_timing_one`, every offset and
+    /// shift a constant).
     #[inline(always)]
     pub(crate) fn record(self, x: u64) {
-        match self.generic {
-            None => {
-                let sub_bits = cell::OneKeyTiming::SUB_BITS;
-                cell::apply_timing_one(self.e, cell::OneKeyTiming, sub_bits, x);
-            }
-            Some(t) => {
-                // A generic slot is only made for a latency cell.
-                let sub_bits = t.timing_one.unwrap_or_default();
-                cell::apply_timing_one(self.e, &t.words, sub_bits, x);
-            }
-        }
+        let sub_bits = cell::OneKeyTiming::SUB_BITS;
+        cell::apply_timing_one(self.e, cell::OneKeyTiming, sub_bits, x);
     }
 }
 
@@ -295,8 +283,9 @@ impl DenseWriter {
             None if t.words.single => {
                 <Owned as cell::Writer>::add(e.word(t.words.hits), 1, Ordering::Release);
             }
-            Some(x) => match self.timing_slot_of(e) {
-                Some(slot) => slot.record(x),
+            Some(x) if t.one_key_timing => TimingSlot { e }.record(x),
+            Some(x) => match t.timing_one {
+                Some(sub_bits) => cell::apply_timing_one(e, &t.words, sub_bits, x),
                 None => return false,
             },
             None => return false,
@@ -304,25 +293,17 @@ impl DenseWriter {
         true
     }
 
-    /// Entry `index` of a latency-cell table, ready to take one timed sample, if
+    /// Entry `index` of the profiler's latency cell, ready to take one timed sample, if
     /// [`try_record_exact`](Self::try_record_exact) would take it now: checked before the
     /// caller commits to recording (the dispatcher's exit pops its frame in between).
+    /// `None` for any other layout too (the caller's slow path records those).
     #[inline(always)]
     pub(crate) fn timing_slot(&self, index: usize) -> Option<TimingSlot<'_>> {
-        self.timing_slot_of(self.steady_entry_at(index)?)
-    }
-
-    #[inline(always)]
-    fn timing_slot_of<'a>(&'a self, e: EntryRef<'a>) -> Option<TimingSlot<'a>> {
-        let t = &*self.table;
-        // The profiler's cell first: one test (it is a latency cell).
-        if t.one_key_timing {
-            return Some(TimingSlot { e, generic: None });
+        if !self.table.one_key_timing {
+            return None;
         }
-        t.timing_one?;
         Some(TimingSlot {
-            e,
-            generic: Some(t),
+            e: self.steady_entry_at(index)?,
         })
     }
 
@@ -466,12 +447,19 @@ mod tests {
                 }
             }
         }
-        let mut rows: Vec<(u64, u64)> =
-            r.snapshot().rows.iter().map(|r| (r.key.0[0], r.hits)).collect();
+        let mut rows: Vec<(u64, u64)> = r
+            .snapshot()
+            .rows
+            .iter()
+            .map(|r| (r.key.0[0], r.hits))
+            .collect();
         rows.sort_unstable();
         assert_eq!(rows, [(100, 1), (117, 3), (131, 2), (139, 5)]);
         r.request_reset();
-        assert!(!w.try_count_exact(17), "a pending reset goes to the slow path");
+        assert!(
+            !w.try_count_exact(17),
+            "a pending reset goes to the slow path"
+        );
         let (t, _) = DenseWriter::new(layout(), 40).unwrap();
         assert!(t.alloc(3, key));
         assert!(!t.try_count_exact(3), "not a counter");

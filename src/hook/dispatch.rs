@@ -60,7 +60,7 @@ use core::cell::Cell;
 
 use super::ftrace::Ftrace;
 use super::graph::{Frame, GraphEntry, GraphReturn, ShadowStack, TaskTimes, now_ns};
-use super::ops::{Callback, FtraceFunc, FtraceOps, GraphEntryFunc, OpsFlags, Regs};
+use super::ops::{Callback, FtraceFunc, FtraceOps, GraphEntryFunc, OpsFlags, Regs, SinkSpec};
 use super::pid::current_tid;
 use super::published::{Direct, OpsEntry, Published};
 use super::rcu::ReadGuard;
@@ -361,16 +361,17 @@ impl Ftrace {
                 return None;
             }
             let (slot_bit, generation) = (entry.slot_bit, self.published(&section).generation);
-            let flags = PUSHED | SINK;
+            let sink = entry.sink;
             drop(section);
             let calltime = super::clock::tsc_now_ns()?;
             let ip = site.ip();
-            let frame = Frame::entered(ip, site.index(), calltime, slot_bit, generation);
+            let index = site.dense_index();
+            let frame = Frame::entered_site(ip, index, calltime, slot_bit, generation, sink);
             if !hot.stack.push(frame) {
                 return None;
             }
             let parent = hot.current_ip.replace(ip);
-            Some(ScopeGuard::with_flags(self, parent, flags))
+            Some(ScopeGuard::with_flags(self, parent, PUSHED | SINK))
         })
     }
 
@@ -440,9 +441,9 @@ impl Ftrace {
         if hot.recursion.get() & Context::List as u32 != 0 {
             return self.enter_general(hot, site, section);
         }
-        let (slot_bit, flags) = (entry.slot_bit, accepting_flags(entry));
+        let (slot_bit, sink) = (entry.slot_bit, accepting_sink(entry));
         drop(section);
-        self.enter_accepting(hot, site, slot_bit, generation, flags)
+        self.enter_accepting(hot, site, slot_bit, generation, sink)
     }
 
     /// The general path under a section of its own: for [`enter_hot`](Self::enter_hot) when
@@ -460,7 +461,8 @@ impl Ftrace {
     }
 
     /// The accepting direct path after its section: pushes the frame (slot `slot_bit`,
-    /// generation `generation`) and returns the guard (with `flags`); a full stack or a clock other than
+    /// generation `generation`, record sink `sink` or none) and returns the guard (with
+    /// [`SINK`] if there is a sink); a full stack or a clock other than
     /// the TSC (a call to read) take the general path under a new section instead
     /// ([`enter_uncached`](Self::enter_uncached)), which calls the entry hook (for an
     /// accepting ops, the same behaviour). Out of line (a tail call): the clock's constants
@@ -473,18 +475,15 @@ impl Ftrace {
         site: &'a Site,
         slot_bit: u32,
         generation: u64,
-        flags: usize,
+        sink: SinkSpec,
     ) -> ScopeGuard<'a> {
         if let Some(calltime) = super::clock::tsc_now_ns() {
             let ip = site.ip();
-            if hot.stack.push(Frame::entered(
-                ip,
-                site.index(),
-                calltime,
-                slot_bit,
-                generation,
-            )) {
+            let index = site.dense_index();
+            let frame = Frame::entered_site(ip, index, calltime, slot_bit, generation, sink);
+            if hot.stack.push(frame) {
                 let parent = hot.current_ip.replace(ip);
+                let flags = if sink.id != 0 { PUSHED | SINK } else { PUSHED };
                 return ScopeGuard::with_flags(self, parent, flags);
             }
         }
@@ -711,29 +710,25 @@ impl Ftrace {
     fn try_exit_sink(&self, hot: &Hot) -> Option<()> {
         let rettime = super::clock::tsc_now_ns()?;
         let section = ReadGuard::membarrier(hot.cached_slot(self.rcu())?);
-        let (frame, depth) = hot.stack.peek()?;
-        let direct = self.site(frame.index)?.direct.load(Ordering::Acquire);
-        if direct.is_null() {
+        let (frame, depth) = hot.stack.peek_ref()?;
+        // Nothing was committed since the frame was entered (the generation names one
+        // state), so the registration that accepted it, whose sink the frame carries, is
+        // still the site's: the same answer as `exit_graph_hot`'s checks of the site's
+        // direct entry. And it stays registered until this section ends: a commit after
+        // our load of the list waits for the section before it returns (`rcu.rs`), and one
+        // before it would have changed the generation we read.
+        if self.published(&section).generation != frame.generation {
             return None;
         }
-        // SAFETY: as in `exit_graph_hot`: `section`, open until this function returns
-        // (after the record), holds off the grace period that would free the entry.
-        let entry = unsafe { &*direct };
-        // The registration that accepted the frame, as in `exit_graph_hot`.
-        if entry.direct != Direct::TimedSink
-            || entry.slot_bit != frame.accepted
-            || entry.slot_gen > frame.generation
-        {
-            return None;
-        }
-        let slot = hot.sink.timing_slot(entry.sink.id, frame.index)?;
+        let slot = hot.sink.timing_slot(u64::from(frame.sink), frame.index())?;
         // Committed: from here on nothing can fail.
         let duration = rettime.saturating_sub(frame.calltime);
-        let sample = if entry.sink.graph_time {
+        let sample = if frame.sink_graph_time {
             duration
         } else {
             duration.saturating_sub(frame.child_time)
         };
+        // The frame's reference ends here: `pop_peeked` writes the one below it.
         hot.stack.pop_peeked(depth, duration);
         slot.record(sample);
         drop(section);
@@ -765,7 +760,7 @@ impl Ftrace {
         };
         // The frame's site (a live call's frame holds its site's index in this instance).
         let direct = self
-            .site(frame.index)
+            .site(frame.index())
             .map_or(core::ptr::null_mut(), |site| {
                 site.direct.load(Ordering::Acquire)
             });
@@ -791,7 +786,7 @@ impl Ftrace {
                     };
                     if hot
                         .sink
-                        .try_record_exact(entry.sink.id, frame.index, Some(d))
+                        .try_record_exact(entry.sink.id, frame.index(), Some(d))
                     {
                         return;
                     }
@@ -801,7 +796,7 @@ impl Ftrace {
                     // always gets its return); holding it keeps traced calls made by the
                     // hooks from recursing.
                     let _list = lock_bit(&hot.recursion, Context::List);
-                    hot.site_index.set(frame.index);
+                    hot.site_index.set(frame.index());
                     hook(&ret(), &entry.ops);
                     return;
                 }
@@ -832,7 +827,7 @@ impl Ftrace {
                 && entry.slot_gen <= frame.generation
                 && let Callback::Graph { ret: hook, .. } = &entry.ops.callback
             {
-                hot.site_index.set(frame.index);
+                hot.site_index.set(frame.index());
                 hook(ret, &entry.ops);
             }
         }
@@ -936,19 +931,19 @@ impl Ftrace {
     }
 }
 
-/// Runs one entry for one call: a function callback, or a graph entry hook. Returns the
-/// entry's slot bit if it is a graph ops that accepted the call.
-/// The guard flags of a frame pushed for `entry`, an accepting ops: [`SINK`] too if the
-/// function profiler's timed sink records its returns.
+/// The record sink a frame pushed for `entry`, an accepting ops, carries
+/// (`Frame::sink`): the function profiler's timed sink, or none.
 #[inline(always)]
-fn accepting_flags(entry: &OpsEntry) -> usize {
+fn accepting_sink(entry: &OpsEntry) -> SinkSpec {
     if entry.direct == Direct::TimedSink {
-        PUSHED | SINK
+        entry.sink
     } else {
-        PUSHED
+        SinkSpec::NONE
     }
 }
 
+/// Runs one entry for one call: a function callback, or a graph entry hook. Returns the
+/// entry's slot bit if it is a graph ops that accepted the call.
 fn run_one(hot: &Hot, call: &Call<'_>, entry: &OpsEntry, graph: &mut GraphCx) -> u32 {
     let ops = &*entry.ops;
     match &ops.callback {

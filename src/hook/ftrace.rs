@@ -605,9 +605,12 @@ impl Ftrace {
     fn commit(
         &self,
         st: &mut State,
-        next: State,
+        mut next: State,
         hash_override: Option<(&Arc<FtraceOps>, Arc<Hashes>)>,
     ) -> Result<(), Error> {
+        // Every commit is a new generation: a frame whose generation is still the published
+        // one at its return was entered under exactly this state (`Published::generation`).
+        next.generation += 1;
         let entries: Vec<Box<OpsEntry>> = next
             .ops
             .iter()
@@ -677,10 +680,15 @@ impl Ftrace {
             generation: next.generation,
         });
         let new_ptr = Box::into_raw(published);
-        let old = self.published.swap(new_ptr, Ordering::AcqRel);
         // SAFETY: `new_ptr` came from `Box::into_raw` just above and is freed only by a later
         // commit or by `Drop`, both of which need `&mut State`/`&mut self`, which we hold.
         let entries = unsafe { &(*new_ptr).entries };
+        // The sites first, the list last: a reader that sees the new list (its generation)
+        // then sees the new direct entries too (the list's Release store orders them before
+        // it), so a direct entry read under a published generation is never older than that
+        // generation's state. The other way round, a reader may pair the old list with a new
+        // entry: its frame then carries the older generation, which only ever makes the
+        // exit's checks fail towards the general path.
         for (site, (word, direct)) in self.sites().zip(words) {
             // No direct entry while tracing is off, so the direct paths need not test the
             // switch (the general path does).
@@ -698,6 +706,7 @@ impl Ftrace {
             );
             site.set_state(word);
         }
+        let old = self.published.swap(new_ptr, Ordering::AcqRel);
         self.active.store(
             next.enabled && !next.ops.is_empty(),
             core::sync::atomic::Ordering::Relaxed,

@@ -32,6 +32,7 @@
 //!   explicit return), unless its ops was unregistered in between.
 //! - A thread's stack is allocated once (capacity `SHADOW_STACK_DEPTH`) and never grows.
 
+use super::ops::SinkSpec;
 use core::cell::Cell;
 
 /// The most graph ops registered at once in one [`Ftrace`](super::Ftrace).
@@ -135,13 +136,23 @@ pub struct Frame {
     pub calltime: u64,
     /// Sum of the durations of this frame's returned children (ns).
     pub child_time: u64,
-    /// The site's dense index in its instance (`usize::MAX` for an ip that is not a site).
-    pub(crate) index: usize,
+    /// The published generation at entry (`Published::generation`).
+    pub(crate) generation: u64,
+    /// The site's dense index in its instance (`u32::MAX` for an ip that is not a site:
+    /// no instance has that many sites). Read it with [`index`](Self::index).
+    site_index: u32,
     /// Graph slots whose entry hook accepted.
     pub(crate) accepted: u32,
-    /// Slot generation at entry.
-    pub(crate) generation: u64,
+    /// The id of the record sink that times this call (0: none, or an id too large to
+    /// carry, whose returns then take the general path): what the dispatcher's sink exit
+    /// records into while the generation is unchanged.
+    pub(crate) sink: u32,
+    /// The record sink records total time, not self time.
+    pub(crate) sink_graph_time: bool,
 }
+
+// Six words: a push writes them, and the thread-local stack holds `SHADOW_STACK_DEPTH`.
+const _: () = assert!(core::mem::size_of::<Frame>() == 48);
 
 impl Frame {
     /// A placeholder for the unused entries of a [`LiveStack`].
@@ -149,9 +160,11 @@ impl Frame {
         func: 0,
         calltime: 0,
         child_time: 0,
-        index: usize::MAX,
-        accepted: 0,
         generation: 0,
+        site_index: u32::MAX,
+        accepted: 0,
+        sink: 0,
+        sink_graph_time: false,
     };
 
     /// What the return hooks receive when this frame returns at `rettime` at `depth`
@@ -179,11 +192,44 @@ impl Frame {
     ) -> Self {
         Frame {
             func,
-            index,
             calltime,
             child_time: 0,
-            accepted,
             generation,
+            site_index: u32::try_from(index).unwrap_or(u32::MAX),
+            accepted,
+            sink: 0,
+            sink_graph_time: false,
+        }
+    }
+
+    /// The site's dense index in its instance (out of every instance's range for an ip
+    /// that is not a site).
+    #[inline(always)]
+    pub(crate) fn index(&self) -> usize {
+        self.site_index as usize
+    }
+
+    /// The frame of a call of the site at dense index `index`, as
+    /// [`entered`](Self::entered), timed by the record sink `sink` (`SinkSpec::NONE`:
+    /// none).
+    #[inline(always)]
+    pub(crate) fn entered_site(
+        func: usize,
+        index: u32,
+        calltime: u64,
+        accepted: u32,
+        generation: u64,
+        sink: SinkSpec,
+    ) -> Self {
+        Frame {
+            func,
+            calltime,
+            child_time: 0,
+            generation,
+            site_index: index,
+            accepted,
+            sink: sink.frame_id,
+            sink_graph_time: sink.graph_time,
         }
     }
 }
@@ -360,13 +406,24 @@ impl LiveStack {
     /// The top frame and its depth (the frames below it), left in place.
     #[inline(always)]
     pub(crate) fn peek(&self) -> Option<(Frame, usize)> {
+        self.peek_ref().map(|(frame, depth)| (*frame, depth))
+    }
+
+    /// [`peek`](Self::peek) by reference, so that a caller loads only the fields it reads,
+    /// when it reads them. The reference must be dropped before anything pushes or pops
+    /// (or charges) frames or calls out: nothing else may write the frame while it lives.
+    #[inline(always)]
+    pub(crate) fn peek_ref(&self) -> Option<(&Frame, usize)> {
         let depth = self.depth.get().checked_sub(1)?;
         debug_assert!(depth < SHADOW_STACK_DEPTH);
         // SAFETY: `depth - 1 < SHADOW_STACK_DEPTH`, the length of `frames`, by the type's
         // invariant (`depth <= SHADOW_STACK_DEPTH`: `push` is the only increment, and it
         // refuses a full stack).
-        let frame = unsafe { self.frames.get_unchecked(depth) };
-        Some((frame.get(), depth))
+        let cell = unsafe { self.frames.get_unchecked(depth) };
+        // SAFETY: only the owner thread reaches the stack, and the caller writes no frame
+        // (and calls nothing that could) while the reference lives (the contract above);
+        // `pop_peeked` writes only the depth and the frame below.
+        Some((unsafe { &*cell.as_ptr() }, depth))
     }
 
     /// Pops the frame [`peek`](Self::peek) found at `depth` (nothing pushed or popped

@@ -169,6 +169,24 @@ pub(crate) struct SinkSpec {
     pub(crate) id: u64,
     /// A graph ops records total (`true`) or self time.
     pub(crate) graph_time: bool,
+    /// The id as a frame carries it (`Frame::sink`): `id` if it fits in 32 bits, else 0
+    /// (no sink: such a sink's returns take the general path).
+    pub(crate) frame_id: u32,
+}
+
+impl SinkSpec {
+    /// No sink (id 0: never a sink's).
+    pub(crate) const NONE: SinkSpec = SinkSpec::new(0, false);
+
+    /// Sink `id` (never 0), recording total time if `graph_time`, else self time.
+    pub(crate) const fn new(id: u64, graph_time: bool) -> Self {
+        let frame_id = if id <= u32::MAX as u64 { id as u32 } else { 0 };
+        SinkSpec {
+            id,
+            graph_time,
+            frame_id,
+        }
+    }
 }
 
 impl FtraceOps {

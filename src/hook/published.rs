@@ -89,10 +89,7 @@ impl OpsEntry {
         OpsEntry {
             recursion,
             direct,
-            sink: ops.sink.unwrap_or(SinkSpec {
-                id: 0,
-                graph_time: false,
-            }),
+            sink: ops.sink.unwrap_or(SinkSpec::NONE),
             ops,
             hashes,
             slot_bit,
@@ -109,6 +106,8 @@ pub(crate) struct Published {
     pub(crate) pids: Box<[u32]>,
     /// The `ftrace_enabled` switch.
     pub(crate) enabled: bool,
-    /// Graph slot generation (bumped on every slot assignment).
+    /// This state's generation: one more than its predecessor's (every commit), so equal
+    /// generations are the same state. A graph slot records the generation it was
+    /// assigned in (`OpsEntry::slot_gen`), and a frame the generation it was entered under.
     pub(crate) generation: u64,
 }

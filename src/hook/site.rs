@@ -197,6 +197,12 @@ impl Site {
         self.index.load(core::sync::atomic::Ordering::Relaxed) as usize
     }
 
+    /// [`index`](Self::index) as stored.
+    #[inline(always)]
+    pub(crate) fn dense_index(&self) -> u32 {
+        self.index.load(core::sync::atomic::Ordering::Relaxed)
+    }
+
     pub(crate) fn set_index(&self, index: usize) {
         let index = u32::try_from(index).expect("more than 2^32 sites");
         self.index

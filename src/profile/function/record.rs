@@ -143,10 +143,7 @@ pub(super) fn thread_cpu_ns() -> u64 {
 pub(super) fn build_ops(inner: &Arc<Inner>, opts: ProfileOptions) -> HookArc<FtraceOps> {
     let inner = Arc::clone(inner);
     if !opts.timing {
-        let sink = SinkSpec {
-            id: inner.id,
-            graph_time: false,
-        };
+        let sink = SinkSpec::new(inner.id, false);
         return FtraceOps::builder(move |ip, _parent, _ops, _regs| {
             record(&inner, ip, None);
         })
@@ -157,10 +154,7 @@ pub(super) fn build_ops(inner: &Arc<Inner>, opts: ProfileOptions) -> HookArc<Ftr
     if opts.sleep_time && !opts.call_paths {
         // The common case: the hook layer's wall-clock frames say everything.
         let graph_time = opts.graph_time;
-        let sink = SinkSpec {
-            id: inner.id,
-            graph_time,
-        };
+        let sink = SinkSpec::new(inner.id, graph_time);
         let inner_entry = Arc::clone(&inner);
         return FtraceOps::graph_returns(
             // Deeper than the shadow stack: a hit whose time is unknown.
