@@ -3,10 +3,11 @@
 //! # Design
 //!
 //! Writers publish an immutable `Published` state (`published.rs`: the ops list with each
-//! ops' hashes as they were when published, the pid list, the tracing switch, the graph
-//! slot generation) through one `AtomicPtr`; readers load it with Acquire inside a
-//! read-side section of the owner's `Rcu` domain (`rcu.rs`), so what they hold stays alive
-//! until they leave.
+//! ops' hashes as they were when published, the pid list, the tracing switch, its
+//! generation: one more at every commit) through one `AtomicPtr`; readers load it with
+//! Acquire inside a read-side section of the owner's `Rcu` domain (`rcu.rs`), so what they
+//! hold stays alive until they leave. A commit stores the sites' words first and the list
+//! last, so a reader that sees a generation sees its sites' entries (or newer ones).
 //!
 //! An enabled call ([`Ftrace::call`] / `Site::enter`, out of line) then takes one of two
 //! paths, as the kernel does with per-site trampolines:
@@ -35,6 +36,14 @@
 //! parent ip), so it comes back in registers; at exit, inside a new read-side section, a
 //! frame that its site's `direct` graph ops alone accepted (the frame holds the site's
 //! index) gets that ops' return hook without a walk of the list.
+//!
+//! A static site's enabled call goes through the site's own entry (`Site::enter`'s
+//! trampoline), which the global instance chooses at each commit: the function profiler's
+//! counting and timing cases have entries of their own that do just their case and hand
+//! anything else to the general entry from the start. A frame pushed for the timing sink is
+//! tagged in its guard and carries the sink and the generation it was entered under; its
+//! exit (`Ftrace::exit_sink`) records the call's time with one compare of generations
+//! when nothing was committed since, and otherwise ends the scope as any graph exit does.
 //!
 //! Replay enters through [`Ftrace::dispatch_ip`], [`Ftrace::graph_entry_at`] and
 //! [`Ftrace::graph_return_at`] with arbitrary ips and explicit timestamps; an ip that is a
