@@ -190,23 +190,8 @@ impl Frame {
         accepted: u32,
         generation: u64,
     ) -> Self {
-        Frame {
-            func,
-            calltime,
-            child_time: 0,
-            generation,
-            site_index: u32::try_from(index).unwrap_or(u32::MAX),
-            accepted,
-            sink: 0,
-            sink_graph_time: false,
-        }
-    }
-
-    /// The site's dense index in its instance (out of every instance's range for an ip
-    /// that is not a site).
-    #[inline(always)]
-    pub(crate) fn index(&self) -> usize {
-        self.site_index as usize
+        let index = u32::try_from(index).unwrap_or(u32::MAX);
+        Self::entered_site(func, index, calltime, accepted, generation, SinkSpec::NONE)
     }
 
     /// The frame of a call of the site at dense index `index`, as
@@ -231,6 +216,13 @@ impl Frame {
             sink: sink.frame_id,
             sink_graph_time: sink.graph_time,
         }
+    }
+
+    /// The site's dense index in its instance (out of every instance's range for an ip
+    /// that is not a site).
+    #[inline(always)]
+    pub(crate) fn index(&self) -> usize {
+        self.site_index as usize
     }
 }
 
