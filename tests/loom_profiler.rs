@@ -105,3 +105,88 @@ fn reset_racing_a_hit() {
         }
     });
 }
+
+/// A thread's second call racing `disable`, timed: after `disable` returns no return is
+/// recorded any more, and nothing recorded before it is missing. The first call warms the
+/// thread's sink, so the second takes the dispatcher's timing entry and sink exit. (This
+/// model found the writer ending its wait on the next section's opening store, which was
+/// relaxed: it saw the generation change but not the first call's record.)
+#[test]
+fn disable_racing_a_timed_return() {
+    let mut builder = loom::model::Builder::new();
+    builder.max_branches = 100_000;
+    builder.check(|| {
+        let ftrace = Ftrace::new([SiteDef::new("f", "model")]);
+        let profiler = Arc::new(FunctionProfiler::new(LoomArc::clone(&ftrace)));
+        profiler
+            .set_options(ProfileOptions {
+                timing: true,
+                ..Default::default()
+            })
+            .unwrap();
+        profiler.enable().unwrap();
+        // The timed path's frames and the thread's lazily built hook block need more than
+        // loom's default coroutine stack.
+        let caller = {
+            let ftrace = LoomArc::clone(&ftrace);
+            thread::Builder::new()
+                .stack_size(1 << 20)
+                .spawn(move || {
+                    let site = ftrace.site(0).unwrap();
+                    drop(ftrace.call(site));
+                    drop(ftrace.call(site));
+                    tracestat::__private::loom::thread_exit();
+                })
+                .unwrap()
+        };
+        profiler.disable().unwrap();
+        let after_disable = hits(&profiler);
+        caller.join().unwrap();
+        assert!(after_disable <= 2);
+        assert_eq!(
+            hits(&profiler),
+            after_disable,
+            "a call recorded after disable returned"
+        );
+    });
+}
+
+/// The same race counting hits.
+#[test]
+fn disable_racing_a_second_hit() {
+    let mut builder = loom::model::Builder::new();
+    builder.max_branches = 100_000;
+    builder.check(|| {
+        let ftrace = Ftrace::new([SiteDef::new("f", "model")]);
+        let profiler = Arc::new(FunctionProfiler::new(LoomArc::clone(&ftrace)));
+        profiler
+            .set_options(ProfileOptions {
+                timing: false,
+                ..Default::default()
+            })
+            .unwrap();
+        profiler.enable().unwrap();
+        // As above: more than loom's default coroutine stack.
+        let caller = {
+            let ftrace = LoomArc::clone(&ftrace);
+            thread::Builder::new()
+                .stack_size(1 << 20)
+                .spawn(move || {
+                    let site = ftrace.site(0).unwrap();
+                    drop(ftrace.call(site));
+                    drop(ftrace.call(site));
+                    tracestat::__private::loom::thread_exit();
+                })
+                .unwrap()
+        };
+        profiler.disable().unwrap();
+        let after_disable = hits(&profiler);
+        caller.join().unwrap();
+        assert!(after_disable <= 2);
+        assert_eq!(
+            hits(&profiler),
+            after_disable,
+            "a call recorded after disable returned"
+        );
+    });
+}

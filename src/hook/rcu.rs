@@ -16,7 +16,7 @@
 //!
 //! ```text
 //! reader (lock, unlock)                 writer (synchronize)
-//!   w0 = w; w = w0 + 1 (relaxed)          unpublish (store pointers)
+//!   w0 = w; w = w0 + 1 (release)          unpublish (store pointers)
 //!   light()   if outermost                heavy()
 //!   load published pointers               for each slot: s = word (acquire)
 //!   ... callbacks ...                       if nest(s) > 0: spin while gen(word) == gen(s)
@@ -32,6 +32,9 @@
 //! writer sees the non-zero depth and waits for that section to end, or the reader's loads
 //! see the unpublished state. The releasing store at unlock pairs with the writer's
 //! acquiring load, so everything the callback did happens before the writer frees anything.
+//! The store at lock releases too: a writer may end its wait on the *next* section's
+//! opening store (its generation differs), and must then still see the previous section's
+//! effects.
 //!
 //! Domains are values (one per [`Ftrace`](super::Ftrace)), so a loom model builds a fresh one
 //! per iteration. A thread finds its slot for a domain in its thread-local state by domain
@@ -143,7 +146,13 @@ impl ReaderSlot {
             word & NEST_MASK != NEST_MASK,
             "read-side sections nested too deep"
         );
-        self.word.store(word + 1, Ordering::Relaxed);
+        // Release, though it publishes nothing: a writer whose wait ends on reading this
+        // store (the next section's opening, whose generation differs from the one it
+        // waited on) then synchronizes with it, so with everything before it on this
+        // thread, the previous section's records included. With a relaxed store it would
+        // see the generation change yet not the records (a release sequence does not run
+        // through a plain store). On x86 both are one `mov`.
+        self.word.store(word + 1, Ordering::Release);
         let outermost = word & NEST_MASK == 0;
         if outermost {
             #[cfg(not(tracestat_loom_negative))]
