@@ -113,60 +113,32 @@ fn reset_racing_a_hit() {
 /// relaxed: it saw the generation change but not the first call's record.)
 #[test]
 fn disable_racing_a_timed_return() {
+    second_call_racing_disable(true);
+}
+
+/// The same race counting hits.
+#[test]
+fn disable_racing_a_second_hit() {
+    second_call_racing_disable(false);
+}
+
+/// A thread makes two calls while `disable` runs (profiler in `timing` mode or not): what
+/// `disable` left recorded is final.
+fn second_call_racing_disable(timing: bool) {
     let mut builder = loom::model::Builder::new();
     builder.max_branches = 100_000;
-    builder.check(|| {
+    builder.check(move || {
         let ftrace = Ftrace::new([SiteDef::new("f", "model")]);
         let profiler = Arc::new(FunctionProfiler::new(LoomArc::clone(&ftrace)));
         profiler
             .set_options(ProfileOptions {
-                timing: true,
+                timing,
                 ..Default::default()
             })
             .unwrap();
         profiler.enable().unwrap();
         // The timed path's frames and the thread's lazily built hook block need more than
         // loom's default coroutine stack.
-        let caller = {
-            let ftrace = LoomArc::clone(&ftrace);
-            thread::Builder::new()
-                .stack_size(1 << 20)
-                .spawn(move || {
-                    let site = ftrace.site(0).unwrap();
-                    drop(ftrace.call(site));
-                    drop(ftrace.call(site));
-                    tracestat::__private::loom::thread_exit();
-                })
-                .unwrap()
-        };
-        profiler.disable().unwrap();
-        let after_disable = hits(&profiler);
-        caller.join().unwrap();
-        assert!(after_disable <= 2);
-        assert_eq!(
-            hits(&profiler),
-            after_disable,
-            "a call recorded after disable returned"
-        );
-    });
-}
-
-/// The same race counting hits.
-#[test]
-fn disable_racing_a_second_hit() {
-    let mut builder = loom::model::Builder::new();
-    builder.max_branches = 100_000;
-    builder.check(|| {
-        let ftrace = Ftrace::new([SiteDef::new("f", "model")]);
-        let profiler = Arc::new(FunctionProfiler::new(LoomArc::clone(&ftrace)));
-        profiler
-            .set_options(ProfileOptions {
-                timing: false,
-                ..Default::default()
-            })
-            .unwrap();
-        profiler.enable().unwrap();
-        // As above: more than loom's default coroutine stack.
         let caller = {
             let ftrace = LoomArc::clone(&ftrace);
             thread::Builder::new()
