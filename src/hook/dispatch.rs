@@ -73,6 +73,8 @@ use super::ops::{Callback, FtraceFunc, FtraceOps, GraphEntryFunc, OpsFlags, Regs
 use super::pid::current_tid;
 use super::published::{Direct, OpsEntry, Published};
 use super::rcu::ReadGuard;
+#[cfg(not(loom))]
+use super::rcu::ReaderSlot;
 use super::recursion::{RecursionContext as Context, lock_bit};
 use super::site::Site;
 use super::thread::{self, Hot};
@@ -108,6 +110,11 @@ const PUSHED: usize = 1;
 /// with a timed record sink (`Direct::TimedSink`), so its exit tries
 /// [`exit_sink`](Ftrace::exit_sink) first. Only ever set with [`PUSHED`].
 const SINK: usize = 2;
+/// The whole `exit` word of a scope of the global instance that pushed no frame (the
+/// static counting entry's): its end only restores the parent ip, so the guard need not
+/// carry the instance, and the entry need not keep it live. Not an `Ftrace` address (one
+/// is aligned to more than this), never [`PUSHED`].
+const GLOBAL_NO_FRAME: usize = 4;
 
 impl ScopeGuard<'_> {
     /// The guard of an untraced scope (nothing to do on drop).
@@ -136,7 +143,7 @@ impl<'a> ScopeGuard<'a> {
 
     #[inline(always)]
     fn with_flags(ftrace: &'a Ftrace, prev_ip: usize, flags: usize) -> Self {
-        const { assert!(core::mem::align_of::<Ftrace>() > PUSHED | SINK) };
+        const { assert!(core::mem::align_of::<Ftrace>() > (PUSHED | SINK | GLOBAL_NO_FRAME)) };
         ScopeGuard {
             exit: core::ptr::from_ref(ftrace).expose_provenance() | flags,
             prev_ip,
@@ -144,35 +151,53 @@ impl<'a> ScopeGuard<'a> {
         }
     }
 
+    /// The guard of a static site's scope that pushed no frame (the global instance's).
+    #[cfg(not(loom))]
+    #[inline(always)]
+    fn global_no_frame(prev_ip: usize) -> Self {
+        ScopeGuard {
+            exit: GLOBAL_NO_FRAME,
+            prev_ip,
+            _borrow: core::marker::PhantomData,
+        }
+    }
+
     /// The instance that dispatched the scope, and whether it pushed a frame; `None` for
     /// an untraced scope.
-    #[inline(always)]
     fn parts(&self) -> Option<(&'a Ftrace, bool)> {
-        if self.exit == 0 {
-            return None;
+        match self.exit {
+            0 => None,
+            #[cfg(not(loom))]
+            GLOBAL_NO_FRAME => Some((Ftrace::global(), false)),
+            exit => Some((Self::instance(exit), exit & PUSHED != 0)),
         }
-        // SAFETY: a non-zero `exit` was made by `traced` from a `&'a Ftrace` whose provenance
-        // it exposed (its two low bits, clear in an aligned address, carry the flags);
-        // `_borrow` keeps that borrow for the guard's life.
-        let ftrace =
-            unsafe { &*core::ptr::with_exposed_provenance::<Ftrace>(self.exit & !(PUSHED | SINK)) };
-        Some((ftrace, self.exit & PUSHED != 0))
+    }
+
+    /// The instance of a non-zero `exit` word other than [`GLOBAL_NO_FRAME`].
+    #[inline(always)]
+    fn instance(exit: usize) -> &'a Ftrace {
+        // SAFETY: such an `exit` was made by `with_flags` from a `&'a Ftrace` whose
+        // provenance it exposed (its two low bits, clear in an aligned address, carry the
+        // flags); `_borrow` keeps that borrow for the guard's life.
+        unsafe { &*core::ptr::with_exposed_provenance::<Ftrace>(exit & !(PUSHED | SINK)) }
     }
 }
 
 impl Drop for ScopeGuard<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        match self.parts() {
-            None => {}
-            Some((ftrace, true)) if self.exit & SINK != 0 => ftrace.exit_sink(self.prev_ip),
-            Some((ftrace, true)) => ftrace.exit_graph(self.prev_ip),
+        let exit = self.exit;
+        if exit & PUSHED == 0 {
             // No frame: the scope's end only restores the parent ip (a few inline
             // instructions on the `Hot` thread-local).
-            Some((_, false)) => {
+            if exit != 0 {
                 let prev_ip = self.prev_ip;
                 thread::hot(|hot| hot.current_ip.set(prev_ip));
             }
+        } else if exit & SINK != 0 {
+            Self::instance(exit).exit_sink(self.prev_ip);
+        } else {
+            Self::instance(exit).exit_graph(self.prev_ip);
         }
     }
 }
@@ -341,11 +366,12 @@ impl Ftrace {
     /// beforehand, so no dispatch. `None`, with nothing done, for anything else (the site's
     /// direct entry changed since its entry was chosen, a slot not cached, a sink that
     /// cannot take the hit): the caller then takes the general entry, from the start. Its
-    /// only argument is the site, so this path keeps few values live.
+    /// only argument is the site, so this path keeps few values live. `self` must be the
+    /// global instance (the guard names it without carrying it: `GLOBAL_NO_FRAME`).
     #[cfg(not(loom))]
     #[inline(always)]
-    pub(crate) fn try_enter_count<'a>(&'a self, site: &'a Site) -> Option<ScopeGuard<'a>> {
-        self.with_direct(site, |hot, section, entry| {
+    pub(crate) fn try_enter_count(site: &'static Site) -> Option<ScopeGuard<'static>> {
+        Self::with_direct(site, Hot::cached_global_slot, |hot, section, entry| {
             if entry.direct != Direct::CountSink
                 || !hot.sink.try_count_exact(entry.sink.id, site.index())
             {
@@ -353,7 +379,7 @@ impl Ftrace {
             }
             drop(section);
             let parent = hot.current_ip.replace(site.ip());
-            Some(ScopeGuard::traced(self, parent, false))
+            Some(ScopeGuard::global_no_frame(parent))
         })
     }
 
@@ -364,24 +390,29 @@ impl Ftrace {
     #[cfg(not(loom))]
     #[inline(always)]
     pub(crate) fn try_enter_timed<'a>(&'a self, site: &'a Site) -> Option<ScopeGuard<'a>> {
-        self.with_direct(site, |hot, section, entry| {
-            if entry.direct != Direct::TimedSink || hot.recursion.get() & Context::List as u32 != 0
-            {
-                return None;
-            }
-            let (slot_bit, generation) = (entry.slot_bit, self.published(&section).generation);
-            let sink = entry.sink;
-            drop(section);
-            let calltime = super::clock::tsc_now_ns()?;
-            let ip = site.ip();
-            let index = site.dense_index();
-            let frame = Frame::entered_site(ip, index, calltime, slot_bit, generation, sink);
-            if !hot.stack.push(frame) {
-                return None;
-            }
-            let parent = hot.current_ip.replace(ip);
-            Some(ScopeGuard::with_flags(self, parent, PUSHED | SINK))
-        })
+        Self::with_direct(
+            site,
+            |hot| hot.cached_slot(self.rcu()),
+            |hot, section, entry| {
+                if entry.direct != Direct::TimedSink
+                    || hot.recursion.get() & Context::List as u32 != 0
+                {
+                    return None;
+                }
+                let (slot_bit, generation) = (entry.slot_bit, self.published(&section).generation);
+                let sink = entry.sink;
+                drop(section);
+                let calltime = super::clock::tsc_now_ns()?;
+                let ip = site.ip();
+                let index = site.dense_index();
+                let frame = Frame::entered_site(ip, index, calltime, slot_bit, generation, sink);
+                if !hot.stack.push(frame) {
+                    return None;
+                }
+                let parent = hot.current_ip.replace(ip);
+                Some(ScopeGuard::with_flags(self, parent, PUSHED | SINK))
+            },
+        )
     }
 
     /// The start of both static entries: `f` with this thread's words, a section opened on
@@ -390,13 +421,13 @@ impl Ftrace {
     /// the section over and must not use the entry after it drops it.
     #[cfg(not(loom))]
     #[inline(always)]
-    fn with_direct<R>(
-        &self,
+    fn with_direct<'s, R>(
         site: &Site,
+        slot: impl FnOnce(&'static Hot) -> Option<&'s ReaderSlot>,
         f: impl FnOnce(&Hot, ReadGuard<'_>, &OpsEntry) -> Option<R>,
     ) -> Option<R> {
         let hot = thread::hot_ref();
-        let section = ReadGuard::membarrier(hot.cached_slot(self.rcu())?);
+        let section = ReadGuard::membarrier(slot(hot)?);
         let direct = site.direct.load(Ordering::Acquire);
         if direct.is_null() {
             return None;

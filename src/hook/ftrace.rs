@@ -131,6 +131,11 @@ fn rejected(path: &str, e: impl std::error::Error + Send + Sync + 'static) -> Er
 static GLOBAL_PTR: core::sync::atomic::AtomicPtr<Ftrace> =
     core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
 
+/// The global instance's RCU domain id, `u64::MAX` (which no thread caches) until it is
+/// built (see [`Ftrace::global_domain`]). Written once, before [`GLOBAL_PTR`].
+#[cfg(not(loom))]
+static GLOBAL_DOMAIN: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(u64::MAX);
+
 impl Ftrace {
     fn build(sites: Vec<SiteRef>) -> Self {
         let mut by_ip = HashMap::with_capacity(sites.len());
@@ -204,6 +209,7 @@ impl Ftrace {
             .load(core::sync::atomic::Ordering::Relaxed)
             .is_null()
         {
+            GLOBAL_DOMAIN.store(global.rcu.id(), core::sync::atomic::Ordering::Relaxed);
             GLOBAL_PTR.store(
                 Arc::as_ptr(global).cast_mut(),
                 core::sync::atomic::Ordering::Release,
@@ -234,6 +240,16 @@ impl Ftrace {
         // process, and the Release store in `global` (after its construction) pairs with
         // the Acquire load here.
         (!p.is_null()).then(|| unsafe { &*p })
+    }
+
+    /// The global instance's RCU domain id; `u64::MAX`, which no thread caches, until it is
+    /// built. A thread whose cached domain id equals it has the global domain's reader slot
+    /// cached, and the global instance is built: the counting entry's one check, with no
+    /// instance pointer to keep live.
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(crate) fn global_domain() -> u64 {
+        GLOBAL_DOMAIN.load(core::sync::atomic::Ordering::Relaxed)
     }
 
     pub(crate) fn rcu(&self) -> &Rcu {

@@ -291,7 +291,7 @@ impl Site {
     #[cfg(not(loom))]
     #[inline(never)]
     fn enter_count(&'static self) -> ScopeGuard<'static> {
-        if let Some(guard) = super::Ftrace::global_fast().and_then(|f| f.try_enter_count(self)) {
+        if let Some(guard) = super::Ftrace::try_enter_count(self) {
             return guard;
         }
         self.enter_slow()

@@ -40,6 +40,7 @@
 //!   slots of dropped domains, see above).
 
 use std::cell::{Cell, UnsafeCell};
+use std::ptr::NonNull;
 
 use super::graph::LiveStack;
 use super::pid;
@@ -205,8 +206,9 @@ pub(crate) struct Hot {
     pub(crate) site_index: Cell<usize>,
     /// Domain id of `slot` (0: none; ids start at 1).
     domain: Cell<u64>,
-    /// This thread's reader slot for `domain` (see the module invariants).
-    slot: Cell<*const ReaderSlot>,
+    /// This thread's reader slot for `domain` (see the module invariants; dangling while
+    /// `domain` is 0).
+    slot: Cell<NonNull<ReaderSlot>>,
     /// The record sink's cache (beside the words above: one or two cache lines per call).
     pub(crate) sink: SinkCache,
     /// The function-graph shadow stack of this thread's live calls.
@@ -220,7 +222,7 @@ impl Hot {
             current_ip: Cell::new(0),
             site_index: Cell::new(usize::MAX),
             domain: Cell::new(0),
-            slot: Cell::new(core::ptr::null()),
+            slot: Cell::new(NonNull::dangling()),
             sink: SinkCache::new(),
             stack: LiveStack::new(),
         }
@@ -236,7 +238,7 @@ impl Hot {
             // domain `rcu`, which the caller holds (module invariants): the slot's `Arc`
             // is still in that `ThreadState`, and the reference cannot outlive `rcu`'s
             // borrow, hence the slot.
-            return Some(unsafe { &*self.slot.get() });
+            return Some(unsafe { self.slot.get().as_ref() });
         }
         self.slot_missed(rcu)
     }
@@ -248,13 +250,25 @@ impl Hot {
     #[inline(always)]
     pub(crate) fn cached_slot<'r>(&self, rcu: &'r Rcu) -> Option<&'r ReaderSlot> {
         // SAFETY: as in `slot` (an untagged cached id is the domain's id itself).
-        (self.domain.get() == rcu.id()).then(|| unsafe { &*self.slot.get() })
+        (self.domain.get() == rcu.id()).then(|| unsafe { self.slot.get().as_ref() })
+    }
+
+    /// [`cached_slot`](Self::cached_slot) for the global instance's domain, named by its id
+    /// alone ([`Ftrace::global_domain`](super::Ftrace::global_domain)).
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(crate) fn cached_global_slot(&self) -> Option<&'static ReaderSlot> {
+        // SAFETY: as in `slot`; the global domain is never dropped (its instance lives in a
+        // `static`), so the slot lives as long as the thread's `ThreadState`, which holds
+        // it until the thread's exit, after its last call.
+        (self.domain.get() == super::Ftrace::global_domain())
+            .then(|| unsafe { self.slot.get().as_ref() })
     }
 
     #[cold]
     #[inline(never)]
     fn slot_missed<'r>(&self, rcu: &'r Rcu) -> Option<&'r ReaderSlot> {
-        let slot = with(|ts| ts.slot(rcu) as *const ReaderSlot)?;
+        let slot = with(|ts| NonNull::from(ts.slot(rcu)))?;
         // Tagged in the full-fence mode, so that `cached_slot` (whose callers use the
         // compiler fence) never returns it; decided before any domain had a reader.
         let tag = if super::barrier::light_membarrier_suffices() {
@@ -266,12 +280,12 @@ impl Hot {
         self.slot.set(slot);
         // SAFETY: just returned by the live `ThreadState` for `rcu`, which the caller
         // holds; see `slot`.
-        Some(unsafe { &*slot })
+        Some(unsafe { slot.as_ref() })
     }
 
     fn forget_slot(&self) {
         self.domain.set(0);
-        self.slot.set(core::ptr::null());
+        self.slot.set(NonNull::dangling());
     }
 }
 
