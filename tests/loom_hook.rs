@@ -113,6 +113,50 @@ fn negative_control() {
     loom::model(|| unregister_race(false));
 }
 
+/// A callback that makes a traced call of its own instance opens a section nested in the
+/// one it runs in; it reads the cell after the nested section has closed. `unregister` must
+/// still wait for the outer section: a writer that took the inner close for the end of
+/// the section it saw open would let the read race the write below (as one that reads the
+/// slot's `opened` before its `closed` does: checked, loom reports the race).
+#[test]
+#[cfg(not(tracestat_loom_negative))]
+fn unregister_waits_through_a_nested_section() {
+    // Three preemptions, whatever `LOOM_MAX_PREEMPTIONS` says: the writer must be
+    // interrupted between its two loads of the reader's slot, and the reader between its
+    // nested section's close and its read, after the reader's outer section opened.
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = Some(3);
+    model.check(|| {
+        let f = Ftrace::new([SiteDef::new("a", "m"), SiteDef::new("b", "m")]);
+        let cell = Shared::new();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let outer = {
+            let (f, cell, calls) = (Arc::clone(&f), Arc::clone(&cell), Arc::clone(&calls));
+            FtraceOps::builder(move |_, _, _, _| {
+                drop(f.call(f.site(1).unwrap()));
+                cell.read();
+                calls.fetch_add(1, Ordering::Relaxed);
+            })
+            .build()
+        };
+        let inner = FtraceOps::builder(|_, _, _, _| {}).build();
+        f.set_filter(&outer, "a", Truncate).unwrap();
+        f.set_filter(&inner, "b", Truncate).unwrap();
+        f.register(&outer).unwrap();
+        f.register(&inner).unwrap();
+        let reader = {
+            let f = Arc::clone(&f);
+            thread::spawn(move || drop(f.call(f.site(0).unwrap())))
+        };
+        f.unregister(&outer).unwrap();
+        // After unregister returned: the callback is not running and never runs again.
+        cell.write();
+        reader.join().unwrap();
+        assert!(calls.load(Ordering::Relaxed) <= 1);
+        f.unregister(&inner).unwrap();
+    });
+}
+
 #[test]
 #[cfg(not(tracestat_loom_negative))]
 fn filter_swap_racing_dispatch() {

@@ -9,32 +9,36 @@
 //! once it returns, the callback is not running and is never called again.
 //!
 //! Each thread owns one [`ReaderSlot`] per [`Rcu`] domain, registered on first use (the only
-//! allocation and lock a reader ever takes). A slot holds one word: the low 16 bits are the
-//! thread's section nesting depth, the rest a generation that grows by one each time an
-//! outermost section closes. Only the owner thread writes it, with plain stores, so the hot
-//! path does **no read-modify-write on shared memory**:
+//! allocation and lock a reader ever takes). A slot holds two counters, the sections the
+//! thread has **opened** and those it has **closed** on it. Only the owner thread writes
+//! them, each with a plain store of its own value plus one, so the hot path does **no
+//! read-modify-write on shared memory** and carries no state from a section's opening to its
+//! close (on x86 each is one `inc` of memory):
 //!
 //! ```text
 //! reader (lock, unlock)                 writer (synchronize)
-//!   w0 = w; w = w0 + 1 (release)          unpublish (store pointers)
-//!   light()   if outermost                heavy()
-//!   load published pointers               for each slot: s = word (acquire)
-//!   ... callbacks ...                       if nest(s) > 0: spin while gen(word) == gen(s)
-//!   w = w0 + GEN if outermost, else w0    free what was unpublished
-//!                            (release)
+//!   opened += 1                           unpublish (store pointers)
+//!   light()                               heavy()
+//!   load published pointers               for each slot: spin until
+//!   ... callbacks ...                       c = closed (acquire); opened == c
+//!   closed += 1 (release)                 free what was unpublished
 //! ```
 //!
 //! `light()` and `heavy()` are an asymmetric fence pair (`barrier.rs`): with Linux's
 //! `membarrier`, the reader's half is a compiler fence and the writer's a system call that
 //! runs a full barrier on every thread of the process; without it, both are `SeqCst`
-//! fences. Either way they act as two SeqCst fences: they order the reader's "I am inside"
-//! store before its pointer loads and the writer's unpublish before its scan, so either the
-//! writer sees the non-zero depth and waits for that section to end, or the reader's loads
-//! see the unpublished state. The releasing store at unlock pairs with the writer's
-//! acquiring load, so everything the callback did happens before the writer frees anything.
-//! The store at lock releases too: a writer may end its wait on the *next* section's
-//! opening store (its generation differs), and must then still see the previous section's
-//! effects.
+//! fences. Either way they act as two SeqCst fences, so a section whose opening the
+//! writer's scan does not see loads the unpublished state: only the sections counted in the
+//! `opened` the writer reads can hold what it retires.
+//!
+//! The writer waits until it reads `closed`, then `opened`, equal. Sections close in the
+//! reverse order of their opening, so the `c`-th close ends the `c`-th section only if no
+//! later one was open then; if one was, its opening happened before that close, and the
+//! writer, whose acquiring read of `closed == c` synchronizes with that close, must read
+//! `opened` above `c`. So equal reads mean sections `1..=c` have all closed and the writer
+//! has synchronized with their last close (everything they did happens before it frees
+//! anything), and the sections after `c` are ones it did not see open. A section that keeps
+//! a thread inside for long holds the writer off; so did, and does, the kernel's.
 //!
 //! Domains are values (one per [`Ftrace`](super::Ftrace)), so a loom model builds a fresh one
 //! per iteration. A thread finds its slot for a domain in its thread-local state by domain
@@ -42,15 +46,13 @@
 //!
 //! # Invariants
 //!
-//! - The nesting depth is non-zero exactly while the owner thread is inside a section, and
-//!   the generation changes only when an outermost section closes: a writer that saw the
-//!   depth non-zero and then sees another generation knows that section has ended.
+//! - `opened - closed` is the owner thread's section depth: non-zero exactly while it is
+//!   inside a section. Both counters only grow (wrapping), each by one per store.
 //! - [`Rcu::synchronize`] must not be called from inside a section of the same domain on the
 //!   same thread (it would wait for itself); [`ReaderSlot::in_section`] lets callers refuse.
 //! - A slot whose thread has exited is marked dead and skipped (its depth is zero).
 //! - Sections on one slot close in the reverse order of their opening (each is a scoped
-//!   [`ReadGuard`], never forgotten or moved to another thread), so the word a section
-//!   closes with is known when it opens.
+//!   [`ReadGuard`], never forgotten or moved to another thread).
 
 use core::sync::atomic::AtomicU64 as StdAtomicU64;
 
@@ -70,16 +72,12 @@ pub(crate) struct Rcu {
 /// pulls lines in pairs), so no other thread's slot or data shares them.
 #[repr(align(128))]
 pub(crate) struct ReaderSlot {
-    /// Nesting depth (low half) and generation (high half); see the module docs.
-    word: AtomicUsize,
+    /// Sections opened (wrapping); see the module docs.
+    opened: AtomicUsize,
+    /// Sections closed (wrapping).
+    closed: AtomicUsize,
     dead: AtomicBool,
 }
-
-/// The nesting depth's bits of a slot's word (sections nest a few deep: one per callback
-/// that makes traced calls). Sixteen, so that a generation is an immediate operand.
-const NEST_MASK: usize = (1 << 16) - 1;
-/// One generation: added when an outermost section closes.
-const GEN: usize = NEST_MASK + 1;
 
 /// Source of domain ids. A plain std atomic even under loom: it only hands out unique
 /// numbers and orders nothing.
@@ -103,7 +101,8 @@ impl Rcu {
     /// Registers a new reader slot (a thread's first section in this domain).
     pub(crate) fn register(&self) -> Arc<ReaderSlot> {
         let slot = Arc::new(ReaderSlot {
-            word: AtomicUsize::new(0),
+            opened: AtomicUsize::new(0),
+            closed: AtomicUsize::new(0),
             dead: AtomicBool::new(false),
         });
         let mut readers = self.readers.lock();
@@ -118,13 +117,8 @@ impl Rcu {
         barrier::heavy();
         let readers: Vec<Arc<ReaderSlot>> = self.readers.lock().clone();
         for slot in &readers {
-            let word = slot.word.load(Ordering::Acquire);
-            if word & NEST_MASK != 0 {
-                // Inside a section: wait for that outermost section to close (its generation
-                // to change; the depth alone could be non-zero again for a later section).
-                while (slot.word.load(Ordering::Acquire) ^ word) & !NEST_MASK == 0 {
-                    spin_hint();
-                }
+            while !slot.quiescent() {
+                spin_hint();
             }
         }
     }
@@ -132,48 +126,41 @@ impl Rcu {
 
 impl ReaderSlot {
     /// Opens a (possibly nested) read-side section, `reader_fence` being the reader's half
-    /// of the fence pair when it is the outermost; returns the word that closes it. Owner
-    /// thread only.
-    ///
-    /// Sections nest and close in order, so when this one closes the word is again
-    /// `word + 1` (every inner section put back what it found): closing is one store of a
-    /// word known now, `word + GEN` for an outermost section (a new generation, depth 0),
-    /// `word` for a nested one.
+    /// of the fence pair. Owner thread only.
     #[inline(always)]
-    fn open(&self, reader_fence: fn()) -> usize {
-        let word = self.word.load(Ordering::Relaxed);
-        debug_assert!(
-            word & NEST_MASK != NEST_MASK,
-            "read-side sections nested too deep"
-        );
-        // Release, though it publishes nothing: a writer whose wait ends on reading this
-        // store (the next section's opening, whose generation differs from the one it
-        // waited on) then synchronizes with it, so with everything before it on this
-        // thread, the previous section's records included. With a relaxed store it would
-        // see the generation change yet not the records (a release sequence does not run
-        // through a plain store). On x86 both are one `mov`.
-        self.word.store(word + 1, Ordering::Release);
-        let outermost = word & NEST_MASK == 0;
-        if outermost {
-            #[cfg(not(tracestat_loom_negative))]
-            reader_fence();
-        }
+    fn open(&self, reader_fence: fn()) {
+        // Relaxed: no writer synchronizes with an opening (a writer ends its wait on the
+        // closes, see `quiescent`); the fence orders it before the section's loads.
+        let opened = self.opened.load(Ordering::Relaxed);
+        self.opened.store(opened.wrapping_add(1), Ordering::Relaxed);
+        #[cfg(not(tracestat_loom_negative))]
+        reader_fence();
         // The negative control builds the reader without its fence.
         #[cfg(tracestat_loom_negative)]
         let _ = reader_fence;
-        // Wrapping is harmless: a writer waits for the generation to change, and one that
-        // missed exactly a whole cycle of it between two loads merely waits for the next
-        // section's end.
-        if outermost {
-            word.wrapping_add(GEN)
-        } else {
-            word
-        }
+    }
+
+    /// Closes the innermost open section. Owner thread only.
+    #[inline(always)]
+    fn close(&self) {
+        let closed = self.closed.load(Ordering::Relaxed);
+        // Release: pairs with the writer's acquiring load in `quiescent`, so everything
+        // done inside the section happens before the writer frees what it unpublished.
+        self.closed.store(closed.wrapping_add(1), Ordering::Release);
+    }
+
+    /// Whether the owner thread was outside every section at the moment of a read of
+    /// `closed` that this read of `opened` follows, with every section opened before it
+    /// closed and synchronized with (writer side; see the module docs).
+    fn quiescent(&self) -> bool {
+        let closed = self.closed.load(Ordering::Acquire);
+        // Ordered after the acquiring load; relaxed suffices (the argument is coherence).
+        self.opened.load(Ordering::Relaxed) == closed
     }
 
     /// Whether the owner thread is inside a section (owner thread only).
     pub(crate) fn in_section(&self) -> bool {
-        self.word.load(Ordering::Relaxed) & NEST_MASK != 0
+        self.opened.load(Ordering::Relaxed) != self.closed.load(Ordering::Relaxed)
     }
 
     /// Marks the slot's thread as gone.
@@ -183,21 +170,21 @@ impl ReaderSlot {
 }
 
 /// An open read-side section; closes on drop (also during unwinding) with one releasing
-/// store of the word computed when it opened.
+/// store.
 pub(crate) struct ReadGuard<'a> {
     slot: &'a ReaderSlot,
-    close: usize,
     /// Not `Send`: a section closes on the thread that opened it.
     _owner_thread: core::marker::PhantomData<*const ()>,
 }
 
 impl<'a> ReadGuard<'a> {
-    /// Opens a section on `slot` (the owner thread's), with the fence the mode selected.
+    /// Opens a section on `slot` (the owner thread's), with the fence the mode selected
+    /// (in the full-fence mode, nested sections pay it too; they are rare: one per callback
+    /// that makes traced calls).
     pub(crate) fn new(slot: &'a ReaderSlot) -> Self {
-        let close = slot.open(barrier::light);
+        slot.open(barrier::light);
         ReadGuard {
             slot,
-            close,
             _owner_thread: core::marker::PhantomData,
         }
     }
@@ -206,10 +193,9 @@ impl<'a> ReadGuard<'a> {
     /// `thread::Hot::cached_slot`): the reader's fence is a compiler fence, untested.
     #[inline(always)]
     pub(crate) fn membarrier(slot: &'a ReaderSlot) -> Self {
-        let close = slot.open(barrier::light_membarrier);
+        slot.open(barrier::light_membarrier);
         ReadGuard {
             slot,
-            close,
             _owner_thread: core::marker::PhantomData,
         }
     }
@@ -218,9 +204,7 @@ impl<'a> ReadGuard<'a> {
 impl Drop for ReadGuard<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        // Release: pairs with the writer's acquiring load, so everything done inside the
-        // section happens before the writer frees what it unpublished.
-        self.slot.word.store(self.close, Ordering::Release);
+        self.slot.close();
     }
 }
 
@@ -260,5 +244,22 @@ mod tests {
             );
         });
         assert!(!slot.in_section());
+    }
+
+    /// The writer's test: quiescent only with every section closed, whatever the inner
+    /// sections did meanwhile.
+    #[test]
+    fn quiescent_only_outside_every_section() {
+        let rcu = Rcu::new();
+        let slot = rcu.register();
+        assert!(slot.quiescent());
+        let outer = ReadGuard::new(&slot);
+        assert!(!slot.quiescent());
+        drop(ReadGuard::new(&slot));
+        assert!(slot.in_section() && !slot.quiescent());
+        let inner = ReadGuard::new(&slot);
+        drop(inner);
+        drop(outer);
+        assert!(!slot.in_section() && slot.quiescent());
     }
 }
