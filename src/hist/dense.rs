@@ -260,10 +260,33 @@ impl DenseWriter {
     /// ([`cell::OneKeyCount`]): the entry is found at a constant stride and its count
     /// bumped. `false`, with nothing recorded, for any other layout too (the caller's slow
     /// path records those).
-    #[inline(always)]
+    #[cfg(test)]
     pub(crate) fn try_count_exact(&self, index: usize) -> bool {
+        // SAFETY: the layout is the one-key counter, just checked.
+        self.table.one_key_count && unsafe { self.try_count_one_key(index) }
+    }
+
+    /// Whether this table's cell is the profiler's counter ([`cell::OneKeyCount`]).
+    pub(crate) fn is_one_key_count(&self) -> bool {
+        self.table.one_key_count
+    }
+
+    /// Whether this table's cell is the profiler's latency cell ([`cell::OneKeyTiming`]).
+    pub(crate) fn is_one_key_timing(&self) -> bool {
+        self.table.one_key_timing
+    }
+
+    /// [`try_count_exact`](Self::try_count_exact) without the layout test, for a caller
+    /// that made it once for many calls.
+    ///
+    /// # Safety
+    ///
+    /// The table's cell must be the one-key counter ([`is_one_key_count`](Self::is_one_key_count)):
+    /// the entry's words are written at that layout's constant offsets, unchecked.
+    #[inline(always)]
+    pub(crate) unsafe fn try_count_one_key(&self, index: usize) -> bool {
         let t = &*self.table;
-        if !t.one_key_count || t.requested.load(Ordering::Relaxed) != self.seen.get() {
+        if t.requested.load(Ordering::Relaxed) != self.seen.get() {
             return false;
         }
         // Relaxed: only this thread stores chunk pointers.
@@ -295,13 +318,16 @@ impl DenseWriter {
 
     /// Entry `index` of the profiler's latency cell, ready to take one timed sample, if
     /// [`try_record_exact`](Self::try_record_exact) would take it now: checked before the
-    /// caller commits to recording (the dispatcher's exit pops its frame in between).
-    /// `None` for any other layout too (the caller's slow path records those).
+    /// caller commits to recording (the dispatcher's exit pops its frame in between). The
+    /// layout is not tested here: the caller tested it once for many calls.
+    ///
+    /// # Safety
+    ///
+    /// The table's cell must be the one-key latency cell
+    /// ([`is_one_key_timing`](Self::is_one_key_timing)): the slot writes the entry's words
+    /// at that layout's constant offsets, unchecked.
     #[inline(always)]
-    pub(crate) fn timing_slot(&self, index: usize) -> Option<TimingSlot<'_>> {
-        if !self.table.one_key_timing {
-            return None;
-        }
+    pub(crate) unsafe fn timing_slot_one_key(&self, index: usize) -> Option<TimingSlot<'_>> {
         Some(TimingSlot {
             e: self.steady_entry_at(index)?,
         })

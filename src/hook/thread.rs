@@ -73,6 +73,12 @@ pub(crate) struct SinkCache {
     /// The state's active dense records (counted hits, timed calls).
     pub(crate) dense_counted: Cell<*const DenseWriter>,
     pub(crate) dense_timed: Cell<*const DenseWriter>,
+    /// `dense_counted` if its cell is the profiler's one-key counter
+    /// (`DenseWriter::is_one_key_count`), else null: the counting entry's one test.
+    pub(crate) one_key_counted: Cell<*const DenseWriter>,
+    /// `dense_timed` if its cell is the profiler's one-key latency cell
+    /// (`DenseWriter::is_one_key_timing`), else null: the timed exit's one test.
+    pub(crate) one_key_timed: Cell<*const DenseWriter>,
 }
 
 /// The bit of [`SinkCache`]'s id word that says a `&mut` into the thread's sink states
@@ -88,6 +94,8 @@ impl SinkCache {
             timed: Cell::new(core::ptr::null()),
             dense_counted: Cell::new(core::ptr::null()),
             dense_timed: Cell::new(core::ptr::null()),
+            one_key_counted: Cell::new(core::ptr::null()),
+            one_key_timed: Cell::new(core::ptr::null()),
         }
     }
 
@@ -130,6 +138,8 @@ impl SinkCache {
         self.timed.set(core::ptr::null());
         self.dense_counted.set(core::ptr::null());
         self.dense_timed.set(core::ptr::null());
+        self.one_key_counted.set(core::ptr::null());
+        self.one_key_timed.set(core::ptr::null());
     }
 
     /// Records one call of the site at dense index `index` (ip `ip`) into the cached dense
@@ -154,8 +164,13 @@ impl SinkCache {
     /// [`try_record_exact`](Self::try_record_exact) of a hit (`DenseWriter::try_count_exact`).
     #[inline(always)]
     pub(crate) fn try_count_exact(&self, id: u64, index: usize) -> bool {
-        self.writer(id, false)
-            .is_some_and(|dense| dense.try_count_exact(index))
+        if !self.holds(id) {
+            return false;
+        }
+        // SAFETY: as in `writer` (`one_key_counted` is `dense_counted` or null); the owner
+        // sets it only to a writer whose cell is the one-key counter.
+        unsafe { self.one_key_counted.get().as_ref() }
+            .is_some_and(|dense| unsafe { dense.try_count_one_key(index) })
     }
 
     /// The entry of the site at dense index `index` in the cached timed records of sink
@@ -164,7 +179,16 @@ impl SinkCache {
     /// anything else runs on this thread.
     #[inline(always)]
     pub(crate) fn timing_slot(&self, id: u64, index: usize) -> Option<TimingSlot<'_>> {
-        self.writer(id, true)?.timing_slot(index)
+        if !self.holds(id) {
+            return None;
+        }
+        // SAFETY: as in `try_count_exact`, for `one_key_timed` and the latency cell.
+        unsafe {
+            self.one_key_timed
+                .get()
+                .as_ref()?
+                .timing_slot_one_key(index)
+        }
     }
 
     /// The cached dense records of sink `id` (timed or counted), if cached and not busy.

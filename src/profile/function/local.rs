@@ -109,6 +109,15 @@ pub(super) fn remember(last: &Last, id: u64, local: &mut Local) {
     };
     last.dense_counted.set(dense(&local.dense_counted));
     last.dense_timed.set(dense(&local.dense_timed));
+    // The one-key pointers only where the layout is the one-key cell (their invariant).
+    let one_key = |d: &Option<Box<DenseWriter>>, is: fn(&DenseWriter) -> bool| match d {
+        Some(d) if is(d) => &**d as *const DenseWriter,
+        _ => core::ptr::null(),
+    };
+    last.one_key_counted
+        .set(one_key(&local.dense_counted, DenseWriter::is_one_key_count));
+    last.one_key_timed
+        .set(one_key(&local.dense_timed, DenseWriter::is_one_key_timing));
 }
 
 /// The cached state (`Last`'s invariant gives what it points at).
