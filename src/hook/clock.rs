@@ -269,6 +269,14 @@ pub(crate) fn tsc_now_ns() -> Option<u64> {
     (STATE.mode.load(Ordering::Acquire) == 1).then(tsc::now_ns)
 }
 
+/// The TSC in the TSC clock's nanoseconds, whichever clock is selected now: the end of a
+/// call whose start [`tsc_now_ns`] read (so the TSC was calibrated), timed on the clock it
+/// started on.
+#[inline(always)]
+pub(crate) fn tsc_now_ns_started() -> u64 {
+    tsc::now_ns()
+}
+
 /// [`now_ns`] on a clock other than the TSC.
 #[inline(never)]
 fn now_ns_other(mode: u8) -> u64 {

@@ -115,6 +115,10 @@ const SINK: usize = 2;
 /// carry the instance, and the entry need not keep it live. Not an `Ftrace` address (one
 /// is aligned to more than this), never [`PUSHED`].
 const GLOBAL_NO_FRAME: usize = 4;
+/// The whole `exit` word of a scope of the global instance whose frame the static timing
+/// entry pushed ([`PUSHED`] and [`SINK`], no address): its end is
+/// [`exit_global_sink`](Ftrace::exit_global_sink), which needs no instance argument.
+const GLOBAL_SINK: usize = PUSHED | SINK;
 
 impl ScopeGuard<'_> {
     /// The guard of an untraced scope (nothing to do on drop).
@@ -162,6 +166,18 @@ impl<'a> ScopeGuard<'a> {
         }
     }
 
+    /// The guard of a static site's scope whose frame the static timing entry pushed (the
+    /// global instance's).
+    #[cfg(not(loom))]
+    #[inline(always)]
+    fn global_sink(prev_ip: usize) -> Self {
+        ScopeGuard {
+            exit: GLOBAL_SINK,
+            prev_ip,
+            _borrow: core::marker::PhantomData,
+        }
+    }
+
     /// The instance that dispatched the scope, and whether it pushed a frame; `None` for
     /// an untraced scope.
     fn parts(&self) -> Option<(&'a Ftrace, bool)> {
@@ -169,11 +185,14 @@ impl<'a> ScopeGuard<'a> {
             0 => None,
             #[cfg(not(loom))]
             GLOBAL_NO_FRAME => Some((Ftrace::global(), false)),
+            #[cfg(not(loom))]
+            GLOBAL_SINK => Some((Ftrace::global(), true)),
             exit => Some((Self::instance(exit), exit & PUSHED != 0)),
         }
     }
 
-    /// The instance of a non-zero `exit` word other than [`GLOBAL_NO_FRAME`].
+    /// The instance of a non-zero `exit` word other than [`GLOBAL_NO_FRAME`] and
+    /// [`GLOBAL_SINK`].
     #[inline(always)]
     fn instance(exit: usize) -> &'a Ftrace {
         // SAFETY: such an `exit` was made by `with_flags` from a `&'a Ftrace` whose
@@ -194,6 +213,9 @@ impl Drop for ScopeGuard<'_> {
                 let prev_ip = self.prev_ip;
                 thread::hot(|hot| hot.current_ip.set(prev_ip));
             }
+        } else if cfg!(not(loom)) && exit == GLOBAL_SINK {
+            #[cfg(not(loom))]
+            Ftrace::exit_global_sink(self.prev_ip);
         } else if exit & SINK != 0 {
             Self::instance(exit).exit_sink(self.prev_ip);
         } else {
@@ -311,6 +333,13 @@ impl Ftrace {
         }
     }
 
+    /// The published state's generation (`Published::generation`), from the instance's
+    /// own copy: one load, no list pointer.
+    #[inline(always)]
+    fn generation(&self, _section: &ReadGuard<'_>) -> u64 {
+        self.generation_word().load(Ordering::Acquire)
+    }
+
     fn published<'g>(&self, _section: &'g ReadGuard<'_>) -> &'g Published {
         // SAFETY: `published` is never null, and a replaced state is freed only after a grace
         // period; the caller's read-side section (witnessed by `_section`, which outlives the
@@ -366,21 +395,27 @@ impl Ftrace {
     /// beforehand, so no dispatch. `None`, with nothing done, for anything else (the site's
     /// direct entry changed since its entry was chosen, a slot not cached, a sink that
     /// cannot take the hit): the caller then takes the general entry, from the start. Its
-    /// only argument is the site, so this path keeps few values live. `self` must be the
-    /// global instance (the guard names it without carrying it: `GLOBAL_NO_FRAME`).
+    /// only argument is the site, so this path keeps few values live. For the global
+    /// instance's (static) sites only: the guard names the instance without carrying it
+    /// (`GLOBAL_NO_FRAME`).
     #[cfg(not(loom))]
     #[inline(always)]
     pub(crate) fn try_enter_count(site: &'static Site) -> Option<ScopeGuard<'static>> {
-        Self::with_direct(site, Hot::cached_global_slot, |hot, section, entry| {
-            if entry.direct != Direct::CountSink
-                || !hot.sink.try_count_exact(entry.sink.id, site.index())
-            {
-                return None;
-            }
-            drop(section);
-            let parent = hot.current_ip.replace(site.ip());
-            Some(ScopeGuard::global_no_frame(parent))
-        })
+        Self::with_direct(
+            site,
+            Hot::cached_global_slot,
+            |_| (),
+            |hot, section, entry, ()| {
+                if entry.direct != Direct::CountSink
+                    || !hot.sink.try_count_exact(entry.sink.id, site.index())
+                {
+                    return None;
+                }
+                drop(section);
+                let parent = hot.current_ip.replace(site.ip());
+                Some(ScopeGuard::global_no_frame(parent))
+            },
+        )
     }
 
     /// A static site's entry while its one covering ops is the timing function profiler
@@ -393,13 +428,19 @@ impl Ftrace {
         Self::with_direct(
             site,
             |hot| hot.cached_slot(self.rcu()),
-            |hot, section, entry| {
+            // The generation before the direct entry: one read under generation `g` is
+            // `g`'s or a later state's entry (a commit stores the sites before the
+            // generation), and a later one makes the exit's compare fail. The other way
+            // round, an entry read before a whole commit paired with the generation read
+            // after it would let the exit record into a sink that commit had removed.
+            |section| self.generation(section),
+            |hot, section, entry, generation| {
                 if entry.direct != Direct::TimedSink
                     || hot.recursion.get() & Context::List as u32 != 0
                 {
                     return None;
                 }
-                let (slot_bit, generation) = (entry.slot_bit, self.published(&section).generation);
+                let slot_bit = entry.slot_bit;
                 let sink = entry.sink;
                 drop(section);
                 let calltime = super::clock::tsc_now_ns()?;
@@ -410,31 +451,34 @@ impl Ftrace {
                     return None;
                 }
                 let parent = hot.current_ip.replace(ip);
-                Some(ScopeGuard::with_flags(self, parent, PUSHED | SINK))
+                Some(ScopeGuard::global_sink(parent))
             },
         )
     }
 
     /// The start of both static entries: `f` with this thread's words, a section opened on
-    /// its cached reader slot, and the site's direct entry; `None` if the slot is not the
-    /// cached one (or the full fence is in use) or the site has no direct entry. `f` takes
-    /// the section over and must not use the entry after it drops it.
+    /// its cached reader slot, the site's direct entry and what `before` read in the
+    /// section before the entry was loaded; `None` if the slot is not the cached one (or
+    /// the full fence is in use) or the site has no direct entry. `f` takes the section
+    /// over and must not use the entry after it drops it.
     #[cfg(not(loom))]
     #[inline(always)]
-    fn with_direct<'s, R>(
+    fn with_direct<'s, B, R>(
         site: &Site,
         slot: impl FnOnce(&'static Hot) -> Option<&'s ReaderSlot>,
-        f: impl FnOnce(&Hot, ReadGuard<'_>, &OpsEntry) -> Option<R>,
+        before: impl FnOnce(&ReadGuard<'_>) -> B,
+        f: impl FnOnce(&Hot, ReadGuard<'_>, &OpsEntry, B) -> Option<R>,
     ) -> Option<R> {
         let hot = thread::hot_ref();
         let section = ReadGuard::membarrier(slot(hot)?);
+        let read_before = before(&section);
         let direct = site.direct.load(Ordering::Acquire);
         if direct.is_null() {
             return None;
         }
         // SAFETY: as in `enter_hot`: the entry is freed only after a grace period that the
         // open section holds off, and `f` uses it only while it holds the section.
-        f(hot, section, unsafe { &*direct })
+        f(hot, section, unsafe { &*direct }, read_before)
     }
 
     /// The function profiler counting hits: the hit goes straight into this thread's
@@ -726,6 +770,23 @@ impl Ftrace {
     /// which calls the return hook: for this ops, the same record.
     #[inline(never)]
     fn exit_sink(&self, prev_ip: usize) {
+        self.exit_sink_inline(prev_ip);
+    }
+
+    /// [`exit_sink`](Self::exit_sink) of a scope of the global instance
+    /// ([`GLOBAL_SINK`]): the instance is read from its static, not passed.
+    #[cfg(not(loom))]
+    #[inline(never)]
+    fn exit_global_sink(prev_ip: usize) {
+        // SAFETY: a `GLOBAL_SINK` guard is made only by `try_enter_timed`, which the static
+        // timing entry reaches through `global_fast` returning the instance: the pointer
+        // was set then, and is never cleared (the instance lives for the process).
+        let global = unsafe { Ftrace::global_unchecked() };
+        global.exit_sink_inline(prev_ip);
+    }
+
+    #[inline(always)]
+    fn exit_sink_inline(&self, prev_ip: usize) {
         // The parent ip first: then nothing but `self` is live into the fallback.
         #[cfg(not(loom))]
         let done = {
@@ -748,16 +809,18 @@ impl Ftrace {
     /// does not apply.
     #[inline(always)]
     fn try_exit_sink(&self, hot: &Hot) -> Option<()> {
-        let rettime = super::clock::tsc_now_ns()?;
+        // A `SINK` frame's calltime was read from the TSC (both entries that push one read
+        // `tsc_now_ns`): its end is timed on the TSC too, whatever clock is selected now.
+        let rettime = super::clock::tsc_now_ns_started();
         let section = ReadGuard::membarrier(hot.cached_slot(self.rcu())?);
-        let (frame, depth) = hot.stack.peek_ref()?;
+        let (frame, place) = hot.stack.peek_ref()?;
         // Nothing was committed since the frame was entered (the generation names one
         // state), so the registration that accepted it, whose sink the frame carries, is
         // still the site's: the same answer as `exit_graph_hot`'s checks of the site's
         // direct entry. And it stays registered until this section ends: a commit after
         // our load of the list waits for the section before it returns (`rcu.rs`), and one
         // before it would have changed the generation we read.
-        if self.published(&section).generation != frame.generation {
+        if self.generation(&section) != frame.generation {
             return None;
         }
         let slot = hot.sink.timing_slot(u64::from(frame.sink), frame.index())?;
@@ -769,7 +832,7 @@ impl Ftrace {
             duration.saturating_sub(frame.child_time)
         };
         // The frame's reference ends here: `pop_peeked` writes the one below it.
-        hot.stack.pop_peeked(depth, duration);
+        hot.stack.pop_peeked(place, duration);
         slot.record(sample);
         drop(section);
         Some(())

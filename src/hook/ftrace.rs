@@ -40,7 +40,7 @@ use super::rcu::Rcu;
 use super::site::{COUNT_MASK, EntryKind, FLAG_IPMODIFY, FLAG_REGS, Site, SiteDef};
 use super::thread;
 use crate::error::{Error, InputError};
-use crate::primitive::sync::atomic::{AtomicPtr, Ordering};
+use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use crate::primitive::sync::{Arc, Mutex};
 use crate::stat::WriteMode;
 
@@ -77,6 +77,9 @@ pub struct Ftrace {
     sites: Box<[SiteRef]>,
     by_ip: HashMap<usize, u32>,
     published: AtomicPtr<Published>,
+    /// `published`'s generation, in a word of its own (stored with the list, after the
+    /// sites): the static timed entry and the sink exit read it without the list.
+    generation: AtomicU64,
     state: Mutex<State>,
     overruns: core::sync::atomic::AtomicU64,
     /// Hint for [`Ftrace::has_active_ops`]: some ops registered and tracing on (as of the
@@ -157,6 +160,7 @@ impl Ftrace {
             sites: sites.into_boxed_slice(),
             by_ip,
             published: AtomicPtr::new(Box::into_raw(published)),
+            generation: AtomicU64::new(0),
             state: Mutex::new(State {
                 ops: Vec::new(),
                 global: Arc::new(Hashes::default()),
@@ -242,6 +246,21 @@ impl Ftrace {
         (!p.is_null()).then(|| unsafe { &*p })
     }
 
+    /// The global instance, known to be built.
+    ///
+    /// # Safety
+    ///
+    /// [`global_fast`](Self::global_fast) must have returned it before (on any thread
+    /// whose effects this one has seen: in practice this thread, earlier in the call).
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(crate) unsafe fn global_unchecked() -> &'static Ftrace {
+        let p = GLOBAL_PTR.load(core::sync::atomic::Ordering::Relaxed);
+        // SAFETY: the pointer is non-null (the caller's contract: it was set, and it is
+        // never cleared) and its instance lives for the process (see `global_fast`).
+        unsafe { &*p }
+    }
+
     /// The global instance's RCU domain id; `u64::MAX`, which no thread caches, until it is
     /// built. A thread whose cached domain id equals it has the global domain's reader slot
     /// cached, and the global instance is built: the counting entry's one check, with no
@@ -250,6 +269,10 @@ impl Ftrace {
     #[inline(always)]
     pub(crate) fn global_domain() -> u64 {
         GLOBAL_DOMAIN.load(core::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn generation_word(&self) -> &AtomicU64 {
+        &self.generation
     }
 
     pub(crate) fn rcu(&self) -> &Rcu {
@@ -722,6 +745,8 @@ impl Ftrace {
             );
             site.set_state(word);
         }
+        // Release: a reader that reads the new generation sees the sites' stores above.
+        self.generation.store(next.generation, Ordering::Release);
         let old = self.published.swap(new_ptr, Ordering::AcqRel);
         self.active.store(
             next.enabled && !next.ops.is_empty(),

@@ -309,34 +309,68 @@ impl ShadowStack {
 /// (pushing and popping frames of its own, balanced) cannot alias one, and the type needs
 /// no borrow flag. It is not `Sync` (made of `Cell`s): only its owner thread touches it.
 ///
-/// Invariant: `depth <= SHADOW_STACK_DEPTH`; `frames[..depth]` are the live frames,
-/// outermost first.
+/// Invariant: `top` is a multiple of the frame size, at most `SHADOW_STACK_DEPTH` frames;
+/// the frames below it are the live frames, outermost first.
 pub(crate) struct LiveStack {
     frames: [Cell<Frame>; SHADOW_STACK_DEPTH],
-    depth: Cell<usize>,
+    /// The live frames' size in bytes, `depth · FRAME_BYTES`: kept in bytes so that the
+    /// top frame's address is one add, with no multiply.
+    top: Cell<usize>,
     overrun: Cell<u64>,
+}
+
+const FRAME_BYTES: usize = core::mem::size_of::<Frame>();
+/// `top` of a full stack.
+const FULL: usize = SHADOW_STACK_DEPTH * FRAME_BYTES;
+
+/// Where [`LiveStack::peek_ref`] found the top frame, for
+/// [`pop_peeked`](LiveStack::pop_peeked).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Place {
+    /// The frame's offset in bytes (a multiple of `FRAME_BYTES` below `FULL`).
+    at: usize,
+}
+
+impl Place {
+    /// The frame's depth (the frames below it).
+    pub(crate) fn depth(self) -> usize {
+        self.at / FRAME_BYTES
+    }
 }
 
 impl LiveStack {
     pub(crate) const fn new() -> Self {
         LiveStack {
             frames: [const { Cell::new(Frame::EMPTY) }; SHADOW_STACK_DEPTH],
-            depth: Cell::new(0),
+            top: Cell::new(0),
             overrun: Cell::new(0),
         }
+    }
+
+    /// The frame at byte offset `at`.
+    ///
+    /// # Safety
+    ///
+    /// `at` must be a multiple of `FRAME_BYTES` below `FULL` (the offset of an element of
+    /// `frames`).
+    #[inline(always)]
+    unsafe fn frame_at(&self, at: usize) -> &Cell<Frame> {
+        debug_assert!(at < FULL && at.is_multiple_of(FRAME_BYTES));
+        // SAFETY: by the contract, `at` is the byte offset of element `at / FRAME_BYTES` of
+        // `frames`, in bounds.
+        unsafe { &*self.frames.as_ptr().byte_add(at) }
     }
 
     /// Current depth.
     #[inline(always)]
     pub(crate) fn depth(&self) -> usize {
-        self.depth.get()
+        self.top.get() / FRAME_BYTES
     }
 
     /// Whether a frame can be pushed, and the depth it would get.
     #[inline(always)]
     pub(crate) fn room(&self) -> (bool, usize) {
-        let depth = self.depth.get();
-        (depth < SHADOW_STACK_DEPTH, depth)
+        (self.top.get() < FULL, self.depth())
     }
 
     /// Calls not traced because the stack was full.
@@ -351,27 +385,40 @@ impl LiveStack {
     /// Pushes `frame`; `false` (nothing pushed) if the stack is full.
     #[inline(always)]
     pub(crate) fn push(&self, frame: Frame) -> bool {
-        let depth = self.depth.get();
-        let Some(slot) = self.frames.get(depth) else {
+        let top = self.top.get();
+        if top >= FULL {
             return false;
-        };
-        slot.set(frame);
-        self.depth.set(depth + 1);
+        }
+        // SAFETY: `top` is a multiple of `FRAME_BYTES` (the type's invariant: it only moves
+        // by `FRAME_BYTES`), below `FULL` (just checked).
+        unsafe { self.frame_at(top) }.set(frame);
+        self.top.set(top + FRAME_BYTES);
         true
+    }
+
+    /// The top frame's offset, if there is one.
+    #[inline(always)]
+    fn top_at(&self) -> Option<usize> {
+        let at = self.top.get().checked_sub(FRAME_BYTES)?;
+        debug_assert!(at < FULL);
+        Some(at)
     }
 
     /// Pops the top frame without returning it: no parent charged (a task call's frame
     /// leaving the thread at the end of a poll that did not complete it).
     pub(crate) fn pop_uncharged(&self) -> Option<Frame> {
-        let depth = self.depth.get().checked_sub(1)?;
-        self.depth.set(depth);
-        Some(self.frames[depth].get())
+        let at = self.top_at()?;
+        self.top.set(at);
+        // SAFETY: `top_at` is a frame's offset (`top` ≤ `FULL`, a multiple of `FRAME_BYTES`).
+        Some(unsafe { self.frame_at(at) }.get())
     }
 
     /// Adds `time` to the innermost frame's child time, if there is one (task calls charge
     /// a cancelled child to it).
     pub(crate) fn charge_top(&self, time: u64) {
-        if let Some(top) = self.depth.get().checked_sub(1).map(|d| &self.frames[d]) {
+        if let Some(at) = self.top_at() {
+            // SAFETY: as in `pop_uncharged`.
+            let top = unsafe { self.frame_at(at) };
             let mut frame = top.get();
             frame.child_time = frame.child_time.saturating_add(time);
             top.set(frame);
@@ -390,46 +437,41 @@ impl LiveStack {
     /// (for a caller that may not need the record).
     #[inline(always)]
     pub(crate) fn pop_frame(&self, rettime: u64) -> Option<(Frame, usize)> {
-        let (frame, depth) = self.peek()?;
-        self.pop_peeked(depth, frame.returned(depth, rettime, 0).duration());
+        let (frame, place) = self.peek_ref().map(|(frame, place)| (*frame, place))?;
+        let depth = place.depth();
+        self.pop_peeked(place, frame.returned(depth, rettime, 0).duration());
         Some((frame, depth))
     }
 
-    /// The top frame and its depth (the frames below it), left in place.
-    #[inline(always)]
-    pub(crate) fn peek(&self) -> Option<(Frame, usize)> {
-        self.peek_ref().map(|(frame, depth)| (*frame, depth))
-    }
-
-    /// [`peek`](Self::peek) by reference, so that a caller loads only the fields it reads,
+    /// The top frame, in place, and where it is: a caller loads only the fields it reads,
     /// when it reads them. The reference must be dropped before anything pushes or pops
     /// (or charges) frames or calls out: nothing else may write the frame while it lives.
     #[inline(always)]
-    pub(crate) fn peek_ref(&self) -> Option<(&Frame, usize)> {
-        let depth = self.depth.get().checked_sub(1)?;
-        debug_assert!(depth < SHADOW_STACK_DEPTH);
-        // SAFETY: `depth - 1 < SHADOW_STACK_DEPTH`, the length of `frames`, by the type's
-        // invariant (`depth <= SHADOW_STACK_DEPTH`: `push` is the only increment, and it
-        // refuses a full stack).
-        let cell = unsafe { self.frames.get_unchecked(depth) };
+    pub(crate) fn peek_ref(&self) -> Option<(&Frame, Place)> {
+        let at = self.top_at()?;
+        // SAFETY: as in `pop_uncharged`.
+        let cell = unsafe { self.frame_at(at) };
         // SAFETY: only the owner thread reaches the stack, and the caller writes no frame
         // (and calls nothing that could) while the reference lives (the contract above);
-        // `pop_peeked` writes only the depth and the frame below.
-        Some((unsafe { &*cell.as_ptr() }, depth))
+        // `pop_peeked` writes only `top` and the frame below.
+        Some((unsafe { &*cell.as_ptr() }, Place { at }))
     }
 
-    /// Pops the frame [`peek`](Self::peek) found at `depth` (nothing pushed or popped
-    /// since), which lasted `duration`: charged to its parent's child time.
+    /// Pops the frame [`peek_ref`](Self::peek_ref) found at `place` (nothing pushed or
+    /// popped since), which lasted `duration`: charged to its parent's child time.
     #[inline(always)]
-    pub(crate) fn pop_peeked(&self, depth: usize, duration: u64) {
-        debug_assert_eq!(depth + 1, self.depth.get());
-        self.depth.set(depth);
-        if let Some(parent) = depth.checked_sub(1).map(|d| &self.frames[d]) {
+    pub(crate) fn pop_peeked(&self, place: Place, duration: u64) {
+        debug_assert_eq!(place.at + FRAME_BYTES, self.top.get());
+        self.top.set(place.at);
+        if let Some(parent_at) = place.at.checked_sub(FRAME_BYTES) {
             // Only the child time changes: one word, not the whole frame.
-            // SAFETY: `Cell::as_ptr` of a frame of this thread's stack; nothing else reads
-            // or writes it during this statement (the owner thread alone reaches the
-            // stack, and no reference into it is held across any other code).
+            // SAFETY: `parent_at` is the offset of the frame below `place` (in bounds, a
+            // multiple of `FRAME_BYTES`); `Cell::as_ptr` of a frame of this thread's stack,
+            // which nothing else reads or writes during this statement (the owner thread
+            // alone reaches the stack, and no reference into it is held across any other
+            // code).
             unsafe {
+                let parent = self.frame_at(parent_at);
                 let child_time = &raw mut (*parent.as_ptr()).child_time;
                 *child_time = (*child_time).saturating_add(duration);
             }
