@@ -101,7 +101,7 @@ impl TraceClock {
                 reason: InputError::Rejected(Box::new(ClockError::Unavailable(self.name()))),
             });
         }
-        STATE.mode.store(code(self), Ordering::Release);
+        set_mode(self);
         Ok(())
     }
 
@@ -212,6 +212,9 @@ struct ClockState {
     mode: AtomicU8,
     /// Nanoseconds per tick, as a 32.32 fixed-point number.
     mult: AtomicU64,
+    /// `mult` while the TSC is the selected clock, else 0: [`tsc_now_ns`]'s one load, for
+    /// both its test and its multiply.
+    selected_mult: AtomicU64,
     /// What to add (wrapping) to `tsc · mult >> 32` to get nanoseconds since the anchor:
     /// the anchor's own scaled TSC reading subtracted, `CLOCK_MONOTONIC` − anchor at that
     /// reading (a few ns: the samples are taken apart) added.
@@ -221,6 +224,7 @@ struct ClockState {
 static STATE: ClockState = ClockState {
     mode: AtomicU8::new(UNSET),
     mult: AtomicU64::new(0),
+    selected_mult: AtomicU64::new(0),
     offset: AtomicU64::new(0),
 };
 
@@ -245,8 +249,19 @@ pub(crate) fn init() {
         } else {
             TraceClock::Mono
         };
-        STATE.mode.store(code(default), Ordering::Release);
+        set_mode(default);
     });
+}
+
+/// Makes `clock` the selected one (after [`init`]'s calibration: `mult` is final).
+fn set_mode(clock: TraceClock) {
+    let mult = if clock == TraceClock::X86Tsc {
+        STATE.mult.load(Ordering::Relaxed)
+    } else {
+        0
+    };
+    STATE.selected_mult.store(mult, Ordering::Release);
+    STATE.mode.store(code(clock), Ordering::Release);
 }
 
 /// The selected clock, in nanoseconds since the anchor instant. Inlined: on the TSC it is
@@ -266,7 +281,9 @@ pub(crate) fn now_ns() -> u64 {
 /// path that must not call, and reads other clocks on a cold path of its own.
 #[inline(always)]
 pub(crate) fn tsc_now_ns() -> Option<u64> {
-    (STATE.mode.load(Ordering::Acquire) == 1).then(tsc::now_ns)
+    // Acquire: pairs with `set_mode`, after the calibration's stores of the offset.
+    let mult = STATE.selected_mult.load(Ordering::Acquire);
+    (mult != 0).then(|| tsc::now_ns_by(mult))
 }
 
 /// The TSC in the TSC clock's nanoseconds, whichever clock is selected now: the end of a
@@ -416,6 +433,20 @@ mod tsc {
         scaled(rdtsc()).wrapping_add(STATE.offset.load(Ordering::Relaxed))
     }
 
+    /// [`now_ns`] with the rate already loaded (`STATE.mult`).
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(super) fn now_ns_by(mult: u64) -> u64 {
+        let scaled = ((u128::from(rdtsc()) * u128::from(mult)) >> 32) as u64;
+        scaled.wrapping_add(STATE.offset.load(Ordering::Relaxed))
+    }
+
+    /// Under loom, as [`now_ns`].
+    #[cfg(loom)]
+    pub(super) fn now_ns_by(_mult: u64) -> u64 {
+        now_ns()
+    }
+
     /// Under loom, a clock that advances 1 µs a read: loom replays a schedule and needs the
     /// same operations each time, and a record's operations depend on the times it is
     /// given (a new minimum is stored, an old one is not). The real clock is the same
@@ -439,6 +470,9 @@ mod tsc {
     }
     pub(super) fn anchor(_: u64) {}
     pub(super) fn now_ns() -> u64 {
+        0
+    }
+    pub(super) fn now_ns_by(_: u64) -> u64 {
         0
     }
 }

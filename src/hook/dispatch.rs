@@ -68,7 +68,7 @@
 use core::cell::Cell;
 
 use super::ftrace::Ftrace;
-use super::graph::{Frame, GraphEntry, GraphReturn, ShadowStack, TaskTimes, now_ns};
+use super::graph::{Frame, FrameTag, GraphEntry, GraphReturn, ShadowStack, TaskTimes, now_ns};
 use super::ops::{Callback, FtraceFunc, FtraceOps, GraphEntryFunc, OpsFlags, Regs, SinkSpec};
 use super::pid::current_tid;
 use super::published::{Direct, OpsEntry, Published};
@@ -206,16 +206,18 @@ impl Drop for ScopeGuard<'_> {
     #[inline(always)]
     fn drop(&mut self) {
         let exit = self.exit;
-        if exit & PUSHED == 0 {
+        // The function profiler's timed static scope first: it is the one whose every
+        // instruction is measured against two clock reads.
+        if cfg!(not(loom)) && exit == GLOBAL_SINK {
+            #[cfg(not(loom))]
+            Ftrace::exit_global_sink(self.prev_ip);
+        } else if exit & PUSHED == 0 {
             // No frame: the scope's end only restores the parent ip (a few inline
             // instructions on the `Hot` thread-local).
             if exit != 0 {
                 let prev_ip = self.prev_ip;
                 thread::hot(|hot| hot.current_ip.set(prev_ip));
             }
-        } else if cfg!(not(loom)) && exit == GLOBAL_SINK {
-            #[cfg(not(loom))]
-            Ftrace::exit_global_sink(self.prev_ip);
         } else if exit & SINK != 0 {
             Self::instance(exit).exit_sink(self.prev_ip);
         } else {
@@ -424,29 +426,31 @@ impl Ftrace {
     /// anything else, as [`try_enter_count`](Self::try_enter_count).
     #[cfg(not(loom))]
     #[inline(always)]
-    pub(crate) fn try_enter_timed<'a>(&'a self, site: &'a Site) -> Option<ScopeGuard<'a>> {
+    pub(crate) fn try_enter_timed(site: &'static Site) -> Option<ScopeGuard<'static>> {
         Self::with_direct(
             site,
-            |hot| hot.cached_slot(self.rcu()),
+            Hot::cached_global_slot,
             // The generation before the direct entry: one read under generation `g` is
             // `g`'s or a later state's entry (a commit stores the sites before the
             // generation), and a later one makes the exit's compare fail. The other way
             // round, an entry read before a whole commit paired with the generation read
             // after it would let the exit record into a sink that commit had removed.
-            |section| self.generation(section),
+            // SAFETY: the cached slot is the global domain's, so this thread took the
+            // instance from `Ftrace::global` or `global_fast` (the only ways to a call on
+            // it), both of which leave the pointer set where this thread sees it.
+            |section| unsafe { Ftrace::global_unchecked() }.generation(section),
             |hot, section, entry, generation| {
                 if entry.direct != Direct::TimedSink
                     || hot.recursion.get() & Context::List as u32 != 0
                 {
                     return None;
                 }
-                let slot_bit = entry.slot_bit;
-                let sink = entry.sink;
+                let (tag, graph_time) = (entry.frame_tag, entry.sink.graph_time);
                 drop(section);
                 let calltime = super::clock::tsc_now_ns()?;
                 let ip = site.ip();
                 let index = site.dense_index();
-                let frame = Frame::entered_site(ip, index, calltime, slot_bit, generation, sink);
+                let frame = Frame::entered_site(ip, index, calltime, tag, generation, graph_time);
                 if !hot.stack.push(frame) {
                     return None;
                 }
@@ -564,7 +568,8 @@ impl Ftrace {
         if let Some(calltime) = super::clock::tsc_now_ns() {
             let ip = site.ip();
             let index = site.dense_index();
-            let frame = Frame::entered_site(ip, index, calltime, slot_bit, generation, sink);
+            let tag = FrameTag::new(slot_bit, sink);
+            let frame = Frame::entered_site(ip, index, calltime, tag, generation, sink.graph_time);
             if hot.stack.push(frame) {
                 let parent = hot.current_ip.replace(ip);
                 let flags = if sink.id != 0 { PUSHED | SINK } else { PUSHED };
@@ -778,9 +783,10 @@ impl Ftrace {
     #[cfg(not(loom))]
     #[inline(never)]
     fn exit_global_sink(prev_ip: usize) {
-        // SAFETY: a `GLOBAL_SINK` guard is made only by `try_enter_timed`, which the static
-        // timing entry reaches through `global_fast` returning the instance: the pointer
-        // was set then, and is never cleared (the instance lives for the process).
+        // SAFETY: a `GLOBAL_SINK` guard is made only by `try_enter_timed` on this thread
+        // (guards are not `Send`), and only with the global domain's slot cached, which
+        // this thread got from a call on the instance it had obtained from `global` or
+        // `global_fast` (see there).
         let global = unsafe { Ftrace::global_unchecked() };
         global.exit_sink_inline(prev_ip);
     }
@@ -823,7 +829,9 @@ impl Ftrace {
         if self.generation(&section) != frame.generation {
             return None;
         }
-        let slot = hot.sink.timing_slot(u64::from(frame.sink), frame.index())?;
+        let slot = hot
+            .sink
+            .timing_slot(u64::from(frame.tag.sink), frame.index())?;
         // Committed: from here on nothing can fail.
         let duration = rettime.saturating_sub(frame.calltime);
         let sample = if frame.sink_graph_time {
@@ -878,7 +886,7 @@ impl Ftrace {
             // The frame was accepted by exactly this registration (one slot bit, a slot
             // held by one registration at a time, the generation at entry not older than
             // the registration's): the list walk would call this hook alone.
-            if entry.slot_bit == frame.accepted && entry.slot_gen <= frame.generation {
+            if entry.slot_bit == frame.tag.accepted && entry.slot_gen <= frame.generation {
                 if entry.direct == Direct::TimedSink {
                     // The function profiler timing calls: the time goes straight into this
                     // thread's records, as its return hook would put it (`SinkSpec`).
@@ -926,7 +934,7 @@ impl Ftrace {
     /// the `List` bit (or found it taken).
     fn returns_in(&self, hot: &Hot, published: &Published, frame: &Frame, ret: &GraphReturn) {
         for entry in published.entries.iter() {
-            if entry.slot_bit & frame.accepted != 0
+            if entry.slot_bit & frame.tag.accepted != 0
                 && entry.slot_gen <= frame.generation
                 && let Callback::Graph { ret: hook, .. } = &entry.ops.callback
             {

@@ -250,8 +250,9 @@ impl Ftrace {
     ///
     /// # Safety
     ///
-    /// [`global_fast`](Self::global_fast) must have returned it before (on any thread
-    /// whose effects this one has seen: in practice this thread, earlier in the call).
+    /// This thread must have obtained the instance before, from [`global`](Self::global)
+    /// or [`global_fast`](Self::global_fast): both leave the pointer set where this
+    /// thread sees it (`global` stores it before it returns, if no thread did).
     #[cfg(not(loom))]
     #[inline(always)]
     pub(crate) unsafe fn global_unchecked() -> &'static Ftrace {

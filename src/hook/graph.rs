@@ -141,14 +141,34 @@ pub struct Frame {
     /// The site's dense index in its instance (`u32::MAX` for an ip that is not a site:
     /// no instance has that many sites). Read it with [`index`](Self::index).
     site_index: u32,
+    /// The graph slots that accepted the call and the sink that times it.
+    pub(crate) tag: FrameTag,
+    /// The record sink records total time, not self time.
+    pub(crate) sink_graph_time: bool,
+}
+
+/// What a frame takes from the registration that accepted it, as one 8-byte value that
+/// the published entry holds ready (`OpsEntry::frame_tag`): a push copies it with one
+/// load and one store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C, align(8))]
+pub(crate) struct FrameTag {
     /// Graph slots whose entry hook accepted.
     pub(crate) accepted: u32,
     /// The id of the record sink that times this call (0: none, or an id too large to
     /// carry, whose returns then take the general path): what the dispatcher's sink exit
     /// records into while the generation is unchanged.
     pub(crate) sink: u32,
-    /// The record sink records total time, not self time.
-    pub(crate) sink_graph_time: bool,
+}
+
+impl FrameTag {
+    /// The tag of a call that graph slots `accepted` took, timed by `sink` (or none).
+    pub(crate) const fn new(accepted: u32, sink: SinkSpec) -> Self {
+        FrameTag {
+            accepted,
+            sink: sink.frame_id,
+        }
+    }
 }
 
 // Six words: a push writes them, and the thread-local stack holds `SHADOW_STACK_DEPTH`.
@@ -162,8 +182,7 @@ impl Frame {
         child_time: 0,
         generation: 0,
         site_index: u32::MAX,
-        accepted: 0,
-        sink: 0,
+        tag: FrameTag::new(0, SinkSpec::NONE),
         sink_graph_time: false,
     };
 
@@ -191,20 +210,21 @@ impl Frame {
         generation: u64,
     ) -> Self {
         let index = u32::try_from(index).unwrap_or(u32::MAX);
-        Self::entered_site(func, index, calltime, accepted, generation, SinkSpec::NONE)
+        let tag = FrameTag::new(accepted, SinkSpec::NONE);
+        Self::entered_site(func, index, calltime, tag, generation, false)
     }
 
     /// The frame of a call of the site at dense index `index`, as
-    /// [`entered`](Self::entered), timed by the record sink `sink` (`SinkSpec::NONE`:
-    /// none).
+    /// [`entered`](Self::entered), with `tag`'s slots and sink; the sink records total
+    /// time if `sink_graph_time`.
     #[inline(always)]
     pub(crate) fn entered_site(
         func: usize,
         index: u32,
         calltime: u64,
-        accepted: u32,
+        tag: FrameTag,
         generation: u64,
-        sink: SinkSpec,
+        sink_graph_time: bool,
     ) -> Self {
         Frame {
             func,
@@ -212,9 +232,8 @@ impl Frame {
             child_time: 0,
             generation,
             site_index: index,
-            accepted,
-            sink: sink.frame_id,
-            sink_graph_time: sink.graph_time,
+            tag,
+            sink_graph_time,
         }
     }
 
@@ -482,7 +501,10 @@ impl LiveStack {
 /// The graph clock: nanoseconds since the process's trace-clock anchor, read from the
 /// selected [`TraceClock`](super::TraceClock) (the invariant TSC where there is one, else
 /// `CLOCK_MONOTONIC`; see the `trace_clock` control file).
-#[inline]
+///
+/// Not inlined into the caller's crate: the clock's state then stays private to this
+/// crate, so its own hot paths reach it directly rather than through the GOT.
+#[inline(never)]
 pub fn now_ns() -> u64 {
     super::clock::now_ns()
 }

@@ -16,6 +16,7 @@
 //! - An entry's precomputed fields agree with its ops' flags and the state's pid list.
 
 use super::filter::Hashes;
+use super::graph::FrameTag;
 use super::ops::{Callback, FtraceOps, OpsFlags, SinkSpec};
 use crate::primitive::sync::Arc;
 
@@ -38,6 +39,10 @@ pub(crate) struct OpsEntry {
     /// The ops' record sink (`SinkSpec`; id 0 if it has none). Read only for
     /// [`Direct::CountSink`] and [`Direct::TimedSink`] entries, whose ops has one.
     pub(crate) sink: SinkSpec,
+    /// `slot_bit` and `sink` as a frame carries them (for the static timing entry, which
+    /// loom models do not build).
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) frame_tag: FrameTag,
 }
 
 /// What the direct path does for an entry, decided at publication so that the common
@@ -86,10 +91,12 @@ impl OpsEntry {
             },
             _ => Direct::General,
         };
+        let sink = ops.sink.unwrap_or(SinkSpec::NONE);
         OpsEntry {
             recursion,
             direct,
-            sink: ops.sink.unwrap_or(SinkSpec::NONE),
+            sink,
+            frame_tag: FrameTag::new(slot_bit, sink),
             ops,
             hashes,
             slot_bit,

@@ -301,7 +301,7 @@ impl Site {
     #[cfg(not(loom))]
     #[inline(never)]
     fn enter_timed(&'static self) -> ScopeGuard<'static> {
-        if let Some(guard) = super::Ftrace::global_fast().and_then(|f| f.try_enter_timed(self)) {
+        if let Some(guard) = super::Ftrace::try_enter_timed(self) {
             return guard;
         }
         self.enter_slow()
