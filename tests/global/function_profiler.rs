@@ -145,3 +145,78 @@ fn a_static_site_counts_exactly_through_every_kind_of_entry() {
     // The other tests expect the defaults.
     profiler.set_options(ProfileOptions::default()).unwrap();
 }
+
+#[tracestat::traced]
+fn racer(x: u64) -> u64 {
+    x.rotate_left(3) ^ 0xA5
+}
+
+/// The kernel's promise on the static sites' own entries and exit (which the loom models,
+/// built on owned sites, do not reach): once `disable` returns, no call of any thread is
+/// recorded, counted or timed, including the calls in flight then; and a run while enabled
+/// counts exactly.
+#[test]
+fn static_sites_record_nothing_after_disable_returns() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tracestat::profile::ProfileOptions;
+
+    let _serial = crate::serial();
+    let profiler = FunctionProfiler::global();
+    const ROUNDS: u64 = 200;
+    for timing in [false, true] {
+        profiler
+            .set_options(ProfileOptions {
+                timing,
+                ..Default::default()
+            })
+            .unwrap();
+        let stop = AtomicBool::new(false);
+        /// Stops the racing threads however the scope ends (a failed assertion included,
+        /// which would otherwise wait for them forever).
+        struct StopOnDrop<'a>(&'a AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        std::thread::scope(|s| {
+            let _stop = StopOnDrop(&stop);
+            for t in 0..2u64 {
+                let stop = &stop;
+                s.spawn(move || {
+                    let mut i = t;
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::black_box(racer(i));
+                        i += 2;
+                    }
+                });
+            }
+            let mut recorded = 0;
+            for round in 0..ROUNDS {
+                profiler.enable().unwrap(); // off -> on: a reset
+                std::thread::yield_now();
+                profiler.disable().unwrap();
+                let at_disable = profiler_hits("racer");
+                recorded += at_disable;
+                std::thread::yield_now();
+                assert_eq!(
+                    profiler_hits("racer"),
+                    at_disable,
+                    "timing {timing}, round {round}: recorded after disable returned"
+                );
+            }
+            assert!(
+                recorded > 0,
+                "timing {timing}: the racing calls were never recorded"
+            );
+        });
+        profiler.enable().unwrap();
+        for i in 0..1000 {
+            std::hint::black_box(racer(i));
+        }
+        profiler.disable().unwrap();
+        assert_eq!(profiler_hits("racer"), 1000, "timing {timing}");
+    }
+    // The other tests expect the defaults.
+    profiler.set_options(ProfileOptions::default()).unwrap();
+}
