@@ -6,8 +6,10 @@
 //! ops' hashes as they were when published, the pid list, the tracing switch, its
 //! generation: one more at every commit) through one `AtomicPtr`; readers load it with
 //! Acquire inside a read-side section of the owner's `Rcu` domain (`rcu.rs`), so what they
-//! hold stays alive until they leave. A commit stores the sites' words first and the list
-//! last, so a reader that sees a generation sees its sites' entries (or newer ones).
+//! hold stays alive until they leave. A commit stores the sites' words first, then the
+//! generation (also kept in a word of the instance's own, for the static entries) and the
+//! list, so a reader that sees a generation sees its sites' entries (or newer ones); a
+//! reader that pairs an entry with a generation reads the generation first.
 //!
 //! An enabled call ([`Ftrace::call`] / `Site::enter`, out of line) then takes one of two
 //! paths, as the kernel does with per-site trampolines:
@@ -40,10 +42,13 @@
 //! A static site's enabled call goes through the site's own entry (`Site::enter`'s
 //! trampoline), which the global instance chooses at each commit: the function profiler's
 //! counting and timing cases have entries of their own that do just their case and hand
-//! anything else to the general entry from the start. A frame pushed for the timing sink is
-//! tagged in its guard and carries the sink and the generation it was entered under; its
-//! exit (`Ftrace::exit_sink`) records the call's time with one compare of generations
-//! when nothing was committed since, and otherwise ends the scope as any graph exit does.
+//! anything else to the general entry from the start. They check the thread's cached reader
+//! slot against the global instance's domain id, and their guards are constant words (the
+//! instance is the global one), so they keep no instance pointer live. A frame pushed for
+//! the timing sink is tagged in its guard and carries the sink and the generation it was
+//! entered under; its exit (`Ftrace::exit_sink`, `exit_global_sink` for a static site)
+//! records the call's time with one compare of generations when nothing was committed
+//! since, and otherwise ends the scope as any graph exit does.
 //!
 //! Replay enters through [`Ftrace::dispatch_ip`], [`Ftrace::graph_entry_at`] and
 //! [`Ftrace::graph_return_at`] with arbitrary ips and explicit timestamps; an ip that is a
