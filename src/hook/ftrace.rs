@@ -272,6 +272,8 @@ impl Ftrace {
         GLOBAL_DOMAIN.load(core::sync::atomic::Ordering::Relaxed)
     }
 
+    /// The word holding the published generation (see the field), for the dispatcher's
+    /// readers.
     pub(crate) fn generation_word(&self) -> &AtomicU64 {
         &self.generation
     }

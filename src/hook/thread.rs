@@ -281,10 +281,11 @@ impl Hot {
     /// alone ([`Ftrace::global_domain`](super::Ftrace::global_domain)).
     #[cfg(not(loom))]
     #[inline(always)]
-    pub(crate) fn cached_global_slot(&self) -> Option<&'static ReaderSlot> {
+    pub(crate) fn cached_global_slot(&self) -> Option<&ReaderSlot> {
         // SAFETY: as in `slot`; the global domain is never dropped (its instance lives in a
         // `static`), so the slot lives as long as the thread's `ThreadState`, which holds
-        // it until the thread's exit, after its last call.
+        // it until the thread's exit, after its last call; the reference is this
+        // thread's `Hot` block's borrow, which cannot leave the thread.
         (self.domain.get() == super::Ftrace::global_domain())
             .then(|| unsafe { self.slot.get().as_ref() })
     }
