@@ -413,15 +413,17 @@ mod tsc {
     /// (after [`calibrate`], which sets the rate).
     pub(super) fn anchor(mono: u64) {
         let (t, n) = sample();
-        let offset = n.saturating_sub(mono).wrapping_sub(scaled(t));
+        let offset = n
+            .saturating_sub(mono)
+            .wrapping_sub(scaled_by(t, STATE.mult.load(Ordering::Relaxed)));
         STATE.offset.store(offset, Ordering::Relaxed);
     }
 
     /// `ticks · mult >> 32`, modulo 2⁶⁴: differences of two such values are exact to a
     /// nanosecond (each is rounded down once) for any two readings, however large.
     #[inline(always)]
-    fn scaled(ticks: u64) -> u64 {
-        ((u128::from(ticks) * u128::from(STATE.mult.load(Ordering::Relaxed))) >> 32) as u64
+    fn scaled_by(ticks: u64, mult: u64) -> u64 {
+        ((u128::from(ticks) * u128::from(mult)) >> 32) as u64
     }
 
     /// Nanoseconds since the anchor: `(tsc · mult >> 32) + offset`, wrapping (a reading
@@ -430,15 +432,14 @@ mod tsc {
     #[cfg(not(loom))]
     #[inline(always)]
     pub(super) fn now_ns() -> u64 {
-        scaled(rdtsc()).wrapping_add(STATE.offset.load(Ordering::Relaxed))
+        now_ns_by(STATE.mult.load(Ordering::Relaxed))
     }
 
     /// [`now_ns`] with the rate already loaded (`STATE.mult`).
     #[cfg(not(loom))]
     #[inline(always)]
     pub(super) fn now_ns_by(mult: u64) -> u64 {
-        let scaled = ((u128::from(rdtsc()) * u128::from(mult)) >> 32) as u64;
-        scaled.wrapping_add(STATE.offset.load(Ordering::Relaxed))
+        scaled_by(rdtsc(), mult).wrapping_add(STATE.offset.load(Ordering::Relaxed))
     }
 
     /// Under loom, as [`now_ns`].

@@ -74,7 +74,7 @@ use core::cell::Cell;
 
 use super::ftrace::Ftrace;
 use super::graph::{Frame, FrameTag, GraphEntry, GraphReturn, ShadowStack, TaskTimes, now_ns};
-use super::ops::{Callback, FtraceFunc, FtraceOps, GraphEntryFunc, OpsFlags, Regs, SinkSpec};
+use super::ops::{Callback, FtraceFunc, FtraceOps, GraphEntryFunc, OpsFlags, Regs};
 use super::pid::current_tid;
 use super::published::{Direct, OpsEntry, Published};
 use super::rcu::ReadGuard;
@@ -534,9 +534,9 @@ impl Ftrace {
         if hot.recursion.get() & Context::List as u32 != 0 {
             return self.enter_general(hot, site, section);
         }
-        let (slot_bit, sink) = (entry.slot_bit, accepting_sink(entry));
+        let (tag, graph_time) = (entry.frame_tag, entry.sink.graph_time);
         drop(section);
-        self.enter_accepting(hot, site, slot_bit, generation, sink)
+        self.enter_accepting(hot, site, tag, generation, graph_time)
     }
 
     /// The general path under a section of its own: for [`enter_hot`](Self::enter_hot) when
@@ -553,9 +553,10 @@ impl Ftrace {
         self.enter_general(hot, site, ReadGuard::new(slot))
     }
 
-    /// The accepting direct path after its section: pushes the frame (slot `slot_bit`,
-    /// generation `generation`, record sink `sink` or none) and returns the guard (with
-    /// [`SINK`] if there is a sink); a full stack or a clock other than
+    /// The accepting direct path after its section: pushes the frame (the registration's
+    /// slot and sink `tag`, generation `generation`; the sink records total time if
+    /// `graph_time`) and returns the guard (with [`SINK`] if the frame carries a sink); a
+    /// full stack or a clock other than
     /// the TSC (a call to read) take the general path under a new section instead
     /// ([`enter_uncached`](Self::enter_uncached)), which calls the entry hook (for an
     /// accepting ops, the same behaviour). Out of line (a tail call): the clock's constants
@@ -566,18 +567,19 @@ impl Ftrace {
         &'a self,
         hot: &Hot,
         site: &'a Site,
-        slot_bit: u32,
+        tag: FrameTag,
         generation: u64,
-        sink: SinkSpec,
+        graph_time: bool,
     ) -> ScopeGuard<'a> {
         if let Some(calltime) = super::clock::tsc_now_ns() {
             let ip = site.ip();
             let index = site.dense_index();
-            let tag = FrameTag::new(slot_bit, sink);
-            let frame = Frame::entered_site(ip, index, calltime, tag, generation, sink.graph_time);
+            let frame = Frame::entered_site(ip, index, calltime, tag, generation, graph_time);
             if hot.stack.push(frame) {
                 let parent = hot.current_ip.replace(ip);
-                let flags = if sink.id != 0 { PUSHED | SINK } else { PUSHED };
+                // A sink id too large for a frame (tag 0) takes the general exit directly,
+                // as its sink exit would.
+                let flags = if tag.sink != 0 { PUSHED | SINK } else { PUSHED };
                 return ScopeGuard::with_flags(self, parent, flags);
             }
         }
@@ -1044,17 +1046,6 @@ impl Ftrace {
         let (frame, ret) = stack.pop(rettime)?;
         thread::hot(|hot| self.run_returns(hot, &frame, &ret));
         Some(ret)
-    }
-}
-
-/// The record sink a frame pushed for `entry`, an accepting ops, carries
-/// (`Frame::sink`): the function profiler's timed sink, or none.
-#[inline(always)]
-fn accepting_sink(entry: &OpsEntry) -> SinkSpec {
-    if entry.direct == Direct::TimedSink {
-        entry.sink
-    } else {
-        SinkSpec::NONE
     }
 }
 

@@ -39,9 +39,8 @@ pub(crate) struct OpsEntry {
     /// The ops' record sink (`SinkSpec`; id 0 if it has none). Read only for
     /// [`Direct::CountSink`] and [`Direct::TimedSink`] entries, whose ops has one.
     pub(crate) sink: SinkSpec,
-    /// `slot_bit` and `sink` as a frame carries them (for the static timing entry, which
-    /// loom models do not build).
-    #[cfg_attr(loom, allow(dead_code))]
+    /// `slot_bit` and `sink` as a frame pushed for this entry carries them (an accepting
+    /// entry without a sink has `sink` NONE: tag sink 0).
     pub(crate) frame_tag: FrameTag,
 }
 
