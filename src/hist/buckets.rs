@@ -89,14 +89,21 @@ impl std::error::Error for BucketError {}
 /// [`log2_index_reference`].
 #[inline(always)]
 pub(crate) fn log2_index(v: u64, sub_bits: u8) -> usize {
+    log2_index_formula(v, sub_bits).unwrap_or_else(|| log2_index_reference(v, sub_bits))
+}
+
+/// [`log2_index`] where its formula applies (`1 <= v < 2^(64-k)`, `k = sub_bits`: the
+/// bucket is then at most `1 + (63 − k)·2^k + 2^k − 1`), else `None`.
+#[inline(always)]
+pub(crate) fn log2_index_formula(v: u64, sub_bits: u8) -> Option<usize> {
     let k = u32::from(sub_bits);
     // 1 <= v < 2^(64-k), in one compare.
     if v.wrapping_sub(1) < u64::MAX >> k {
         let e = v.ilog2();
         let sub = ((v << k) >> e) as usize - (1usize << k);
-        return 1 + ((e as usize) << k) + sub;
+        return Some(1 + ((e as usize) << k) + sub);
     }
-    log2_index_reference(v, sub_bits)
+    None
 }
 
 /// [`log2_index`] by its definition, for every sample.

@@ -416,6 +416,8 @@ fn apply_out_of_line(e: EntryRef<'_>, w: &Words, vals: &[u64]) {
 mod tests {
     use super::*;
     use crate::hist::{BucketSpec, Shard};
+    use proptest::prelude::Just;
+    use proptest::strategy::Strategy;
 
     fn layout() -> CellLayout {
         CellLayout::timing(Some(BucketSpec::Log2 { sub_bits: 2 }))
@@ -453,6 +455,65 @@ mod tests {
         b.sort_by_key(|r| r.key.0[0]);
         assert_eq!(a, b);
         assert_eq!(a.len(), 7);
+    }
+
+    proptest::proptest! {
+        /// The record path's buckets (each counted at the entry's next sample, the pending
+        /// one added by readers) against a shard's (counted at once), at every snapshot,
+        /// through resets, samples outside the bucket formula's range and several entries.
+        #[test]
+        fn deferred_buckets_match_a_shard(
+            ops in proptest::collection::vec(
+                proptest::prop_oneof![
+                    8 => (0usize..4, proptest::prop_oneof![
+                        0u64..64,
+                        Just(0u64),
+                        (1u64 << 61)..u64::MAX,
+                        Just(u64::MAX),
+                        proptest::num::u64::ANY,
+                    ]).prop_map(|(i, v)| Some((i, v))),
+                    1 => Just(None),
+                ],
+                1..200,
+            ),
+            reset_every in 5usize..50,
+        ) {
+            let key = |i: usize| 100 + i as u64;
+            let (w, r) = DenseWriter::new(layout(), 4).unwrap();
+            let shard = Shard::new(layout()).unwrap();
+            for i in 0..4 {
+                proptest::prop_assert!(w.alloc(i, key));
+            }
+            let rows = |s: Snapshot| {
+                let mut rows = s.rows;
+                rows.sort_by_key(|r| r.key.0[0]);
+                rows
+            };
+            for (n, op) in ops.into_iter().enumerate() {
+                if n % reset_every == reset_every - 1 {
+                    r.request_reset();
+                    shard.reset();
+                }
+                match op {
+                    Some((i, v)) => {
+                        // The slow path carries out a pending reset; the exact path then
+                        // takes the sample (the deferred-bucket path).
+                        if !w.try_record_exact(i, Some(v)) {
+                            proptest::prop_assert!(w.update(i, key(i), &[v]));
+                        }
+                        shard.update(Key::one(key(i)), &[v]);
+                    }
+                    None => {
+                        if r.requested.load(Ordering::Acquire) == w.seen.get() {
+                            proptest::prop_assert_eq!(rows(r.snapshot()), rows(shard.snapshot()));
+                        }
+                    }
+                }
+            }
+            if r.requested.load(Ordering::Acquire) == w.seen.get() {
+                proptest::prop_assert_eq!(rows(r.snapshot()), rows(shard.snapshot()));
+            }
+        }
     }
 
     /// The counter's constant-stride hit lands in the entry the generic update uses,

@@ -8,8 +8,9 @@
 //! words), then the optional statistics of one chosen value (the *stat value*):
 //! `!min` (stored inverted so that an all-zero, freshly allocated cell means "no minimum"
 //! and `fetch_max` maintains it), `max`, the sum of squares as three words (192 bits: exact
-//! for any `2^64` samples), and one
-//! counter per bucket. [`CellLayout`] says which parts exist; [`Words`] is the computed
+//! for any `2^64` samples), for log2 buckets a *deferred-bucket* word (a bucket whose count
+//! its owner adds at its next sample: see `cell::count_deferred`), and one counter per
+//! bucket. [`CellLayout`] says which parts exist; [`Words`] is the computed
 //! word offsets.
 //!
 //! # Invariants
@@ -185,6 +186,8 @@ impl CellLayout {
         let max = take(self.extrema, 1);
         let sum_sq = take(self.sum_sq, 3);
         let nbuckets = self.buckets.map_or(0, |b| b.len());
+        let log2 = matches!(self.buckets, Some(BucketSpec::Log2 { .. }));
+        let deferred = take(log2, 1);
         let buckets = take(nbuckets > 0, nbuckets);
         Words {
             keys,
@@ -196,6 +199,7 @@ impl CellLayout {
             min,
             max,
             sum_sq,
+            deferred,
             buckets,
             nbuckets,
             stride: stride(next),
@@ -237,6 +241,10 @@ pub(crate) struct Words {
     pub min: usize,
     pub max: usize,
     pub sum_sq: usize,
+    /// Offset of the deferred-bucket word, just before the buckets (log2 buckets only):
+    /// `0`, or one more than a bucket whose count the owner has yet to add (see
+    /// `cell::count_deferred`). Readers add it to their copy.
+    pub deferred: usize,
     pub buckets: usize,
     pub nbuckets: usize,
     /// Words per entry, rounded as `stride` says.
@@ -286,6 +294,8 @@ impl Words {
         self.is_timing_one() == Some(OneKeyTiming::SUB_BITS)
             && self.keys == 1
             && self.at() == OneKeyTiming::AT
+            && self.deferred == OneKeyTiming::DEFERRED
+            && self.nbuckets == OneKeyTiming::BUCKETS
     }
 
     /// The bucket of sample `x` (only called when `nbuckets != 0`).
