@@ -212,7 +212,7 @@ struct ClockState {
     mode: AtomicU8,
     /// Nanoseconds per tick, as a 32.32 fixed-point number.
     mult: AtomicU64,
-    /// `mult` while the TSC is the selected clock, else 0: [`tsc_now_ns`]'s one load, for
+    /// `mult` while the TSC is the selected clock, else 0: [`tsc_selected`]'s one load, for
     /// both its test and its multiply.
     selected_mult: AtomicU64,
     /// What to add (wrapping) to `tsc · mult >> 32` to get nanoseconds since the anchor:
@@ -277,17 +277,33 @@ pub(crate) fn now_ns() -> u64 {
     now_ns_other(mode)
 }
 
-/// [`now_ns`] if the selected clock is the TSC (inline: no call), else `None`: for a hot
-/// path that must not call, and reads other clocks on a cold path of its own.
+/// The TSC's rate if the TSC is the selected clock (one load), else `None`: for a hot path
+/// that must not call (it reads other clocks on a cold path of its own). The time is read
+/// later with [`TscRate::now_ns`] ([`now_ns`], inline), so the path can test the clock, do
+/// its work and read the time last.
 #[inline(always)]
-pub(crate) fn tsc_now_ns() -> Option<u64> {
+pub(crate) fn tsc_selected() -> Option<TscRate> {
     // Acquire: pairs with `set_mode`, after the calibration's stores of the offset.
     let mult = STATE.selected_mult.load(Ordering::Acquire);
-    (mult != 0).then(|| tsc::now_ns_by(mult))
+    (mult != 0).then_some(TscRate { mult })
+}
+
+/// The selected TSC clock's rate, from [`tsc_selected`].
+#[derive(Clone, Copy)]
+pub(crate) struct TscRate {
+    mult: u64,
+}
+
+impl TscRate {
+    /// The TSC now, in the TSC clock's nanoseconds.
+    #[inline(always)]
+    pub(crate) fn now_ns(self) -> u64 {
+        tsc::now_ns_by(self.mult)
+    }
 }
 
 /// The TSC in the TSC clock's nanoseconds, whichever clock is selected now: the end of a
-/// call whose start [`tsc_now_ns`] read (so the TSC was calibrated), timed on the clock it
+/// call whose start [`tsc_selected`]'s rate read (so the TSC was calibrated), timed on the clock it
 /// started on.
 #[inline(always)]
 pub(crate) fn tsc_now_ns_started() -> u64 {

@@ -452,13 +452,13 @@ impl Ftrace {
                 }
                 let (tag, graph_time) = (entry.frame_tag, entry.sink.graph_time);
                 drop(section);
-                let calltime = super::clock::tsc_now_ns()?;
+                let rate = super::clock::tsc_selected()?;
                 let ip = site.ip();
                 let index = site.dense_index();
-                let frame = Frame::entered_site(ip, index, calltime, tag, generation, graph_time);
-                if !hot.stack.push(frame) {
-                    return None;
-                }
+                let frame = Frame::entered_site(ip, index, 0, tag, generation, graph_time);
+                let place = hot.stack.push_untimed(frame)?;
+                // The time after the frame's other words are stored: none kept across it.
+                hot.stack.set_calltime(place, rate.now_ns());
                 let parent = hot.current_ip.replace(ip);
                 Some(ScopeGuard::global_sink(parent))
             },
@@ -571,11 +571,12 @@ impl Ftrace {
         generation: u64,
         graph_time: bool,
     ) -> ScopeGuard<'a> {
-        if let Some(calltime) = super::clock::tsc_now_ns() {
+        if let Some(rate) = super::clock::tsc_selected() {
             let ip = site.ip();
             let index = site.dense_index();
-            let frame = Frame::entered_site(ip, index, calltime, tag, generation, graph_time);
-            if hot.stack.push(frame) {
+            let frame = Frame::entered_site(ip, index, 0, tag, generation, graph_time);
+            if let Some(place) = hot.stack.push_untimed(frame) {
+                hot.stack.set_calltime(place, rate.now_ns());
                 let parent = hot.current_ip.replace(ip);
                 // A sink id too large for a frame (tag 0) takes the general exit directly,
                 // as its sink exit would.
@@ -822,8 +823,9 @@ impl Ftrace {
     /// does not apply.
     #[inline(always)]
     fn try_exit_sink(&self, hot: &Hot) -> Option<()> {
-        // A `SINK` frame's calltime was read from the TSC (both entries that push one read
-        // `tsc_now_ns`): its end is timed on the TSC too, whatever clock is selected now.
+        // A `SINK` frame's calltime was read from the TSC (both entries that push one take
+        // the rate from `tsc_selected`): its end is timed on the TSC too, whatever clock is
+        // selected now.
         let rettime = super::clock::tsc_now_ns_started();
         let section = ReadGuard::membarrier(hot.cached_slot(self.rcu())?);
         let (frame, place) = hot.stack.peek_ref()?;

@@ -415,6 +415,33 @@ impl LiveStack {
         true
     }
 
+    /// [`push`](Self::push) of a frame whose call time is set afterwards
+    /// ([`set_calltime`](Self::set_calltime), before anything else pushes or pops): the
+    /// call's other words are stored before the clock is read, so they need not be kept
+    /// across the read. `None` (nothing pushed) if the stack is full.
+    #[inline(always)]
+    pub(crate) fn push_untimed(&self, frame: Frame) -> Option<Place> {
+        let at = self.top.get();
+        if at >= FULL {
+            return None;
+        }
+        // SAFETY: as in `push`.
+        unsafe { self.frame_at(at) }.set(frame);
+        self.top.set(at + FRAME_BYTES);
+        Some(Place { at })
+    }
+
+    /// Sets the call time of the frame [`push_untimed`](Self::push_untimed) pushed at
+    /// `place` (the top frame still).
+    #[inline(always)]
+    pub(crate) fn set_calltime(&self, place: Place, calltime: u64) {
+        debug_assert_eq!(place.at + FRAME_BYTES, self.top.get());
+        // SAFETY: `place.at` is a frame's offset (from `push_untimed`); `Cell::as_ptr` of a
+        // frame of this thread's stack, which nothing else reads or writes during this
+        // statement (as in `pop_peeked`).
+        unsafe { (*self.frame_at(place.at).as_ptr()).calltime = calltime };
+    }
+
     /// The top frame's offset, if there is one.
     #[inline(always)]
     fn top_at(&self) -> Option<usize> {
