@@ -440,10 +440,7 @@ impl Ftrace {
             // generation), and a later one makes the exit's compare fail. The other way
             // round, an entry read before a whole commit paired with the generation read
             // after it would let the exit record into a sink that commit had removed.
-            // SAFETY: the cached slot is the global domain's, so this thread took the
-            // instance from `Ftrace::global` or `global_fast` (the only ways to a call on
-            // it), both of which leave the pointer set where this thread sees it.
-            |section| unsafe { Ftrace::global_unchecked() }.generation(section),
+            |_section| Ftrace::global_generation(),
             |hot, section, entry, generation| {
                 if entry.direct != Direct::TimedSink
                     || hot.recursion.get() & Context::List as u32 != 0
@@ -791,12 +788,16 @@ impl Ftrace {
     #[cfg(not(loom))]
     #[inline(never)]
     fn exit_global_sink(prev_ip: usize) {
-        // SAFETY: a `GLOBAL_SINK` guard is made only by `try_enter_timed` on this thread
-        // (guards are not `Send`), and only with the global domain's slot cached, which
-        // this thread got from a call on the instance it had obtained from `global` or
-        // `global_fast` (see there).
-        let global = unsafe { Ftrace::global_unchecked() };
-        global.exit_sink_inline(prev_ip);
+        let hot = thread::hot_ref();
+        hot.current_ip.set(prev_ip);
+        let slot = hot.cached_global_slot();
+        if Self::try_exit_sink(hot, slot, |_| Ftrace::global_generation()).is_none() {
+            // SAFETY: a `GLOBAL_SINK` guard is made only by `try_enter_timed` on this
+            // thread (guards are not `Send`), and only with the global domain's slot
+            // cached, which this thread got from a call on the instance it had obtained
+            // from `global` or `global_fast` (see there).
+            unsafe { Ftrace::global_unchecked() }.exit_graph_restored();
+        }
     }
 
     #[inline(always)]
@@ -806,12 +807,14 @@ impl Ftrace {
         let done = {
             let hot = thread::hot_ref();
             hot.current_ip.set(prev_ip);
-            self.try_exit_sink(hot).is_some()
+            let slot = hot.cached_slot(self.rcu());
+            Self::try_exit_sink(hot, slot, |section| self.generation(section)).is_some()
         };
         #[cfg(loom)]
         let done = thread::hot(|hot| {
             hot.current_ip.set(prev_ip);
-            self.try_exit_sink(hot).is_some()
+            let slot = hot.cached_slot(self.rcu());
+            Self::try_exit_sink(hot, slot, |section| self.generation(section)).is_some()
         })
         .unwrap_or(false);
         if !done {
@@ -819,15 +822,20 @@ impl Ftrace {
         }
     }
 
-    /// [`exit_sink`](Self::exit_sink)'s fast path: `None`, with nothing changed, where it
+    /// [`exit_sink`](Self::exit_sink)'s fast path, given the instance's cached reader slot
+    /// and how to read its published generation: `None`, with nothing changed, where it
     /// does not apply.
     #[inline(always)]
-    fn try_exit_sink(&self, hot: &Hot) -> Option<()> {
+    fn try_exit_sink(
+        hot: &Hot,
+        slot: Option<&ReaderSlot>,
+        generation: impl FnOnce(&ReadGuard<'_>) -> u64,
+    ) -> Option<()> {
         // A `SINK` frame's calltime was read from the TSC (both entries that push one take
         // the rate from `tsc_selected`): its end is timed on the TSC too, whatever clock is
         // selected now.
         let rettime = super::clock::tsc_now_ns_started();
-        let section = ReadGuard::membarrier(hot.cached_slot(self.rcu())?);
+        let section = ReadGuard::membarrier(slot?);
         let (frame, place) = hot.stack.peek_ref()?;
         // Nothing was committed since the frame was entered (the generation names one
         // state), so the registration that accepted it, whose sink the frame carries, is
@@ -835,7 +843,7 @@ impl Ftrace {
         // direct entry. And it stays registered until this section ends: a commit after
         // our load of the list waits for the section before it returns (`rcu.rs`), and one
         // before it would have changed the generation we read.
-        if self.generation(&section) != frame.generation {
+        if generation(&section) != frame.generation {
             return None;
         }
         let slot = hot

@@ -80,6 +80,9 @@ pub struct Ftrace {
     /// `published`'s generation, in a word of its own (stored with the list, after the
     /// sites): the static timed entry and the sink exit read it without the list.
     generation: AtomicU64,
+    /// Whether this is the global instance: its commits also store the generation in
+    /// [`GLOBAL_GENERATION`].
+    global: bool,
     state: Mutex<State>,
     overruns: core::sync::atomic::AtomicU64,
     /// Hint for [`Ftrace::has_active_ops`]: some ops registered and tracing on (as of the
@@ -139,8 +142,14 @@ static GLOBAL_PTR: core::sync::atomic::AtomicPtr<Ftrace> =
 #[cfg(not(loom))]
 static GLOBAL_DOMAIN: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(u64::MAX);
 
+/// The global instance's published generation, a copy of its own word stored with it
+/// (see [`Ftrace::global_generation`]): the static entries and their exits read it without
+/// loading the instance's address.
+#[cfg(not(loom))]
+static GLOBAL_GENERATION: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
 impl Ftrace {
-    fn build(sites: Vec<SiteRef>) -> Self {
+    fn build(sites: Vec<SiteRef>, global: bool) -> Self {
         let mut by_ip = HashMap::with_capacity(sites.len());
         for (i, s) in sites.iter().enumerate() {
             s.get().set_index(i);
@@ -161,6 +170,7 @@ impl Ftrace {
             by_ip,
             published: AtomicPtr::new(Box::into_raw(published)),
             generation: AtomicU64::new(0),
+            global,
             state: Mutex::new(State {
                 ops: Vec::new(),
                 global: Arc::new(Hashes::default()),
@@ -182,7 +192,7 @@ impl Ftrace {
             .into_iter()
             .map(|d| SiteRef::Owned(Box::new(Site::owned(d))))
             .collect();
-        Arc::new(Self::build(sites))
+        Arc::new(Self::build(sites, false))
     }
 
     /// The process-wide instance over every `#[traced]` / `traced_block!` site of the binary,
@@ -204,6 +214,7 @@ impl Ftrace {
             });
             Arc::new(Self::build(
                 sites.into_iter().map(SiteRef::Static).collect(),
+                true,
             ))
         };
         let global = crate::stat::Tracefs::global_instance(&GLOBAL, build, |global, fs| {
@@ -270,6 +281,16 @@ impl Ftrace {
     #[inline(always)]
     pub(crate) fn global_domain() -> u64 {
         GLOBAL_DOMAIN.load(core::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The global instance's published generation ([`GLOBAL_GENERATION`], stored with its
+    /// own word by every commit, from the first): what `generation_word` of the global
+    /// instance holds, read with one load.
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(crate) fn global_generation() -> u64 {
+        // Acquire: as a load of the instance's own word (see `commit`).
+        GLOBAL_GENERATION.load(Ordering::Acquire)
     }
 
     /// The word holding the published generation (see the field), for the dispatcher's
@@ -750,6 +771,10 @@ impl Ftrace {
         }
         // Release: a reader that reads the new generation sees the sites' stores above.
         self.generation.store(next.generation, Ordering::Release);
+        #[cfg(not(loom))]
+        if self.global {
+            GLOBAL_GENERATION.store(next.generation, Ordering::Release);
+        }
         let old = self.published.swap(new_ptr, Ordering::AcqRel);
         self.active.store(
             next.enabled && !next.ops.is_empty(),
