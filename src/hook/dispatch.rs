@@ -7,9 +7,10 @@
 //! generation: one more at every commit) through one `AtomicPtr`; readers load it with
 //! Acquire inside a read-side section of the owner's `Rcu` domain (`rcu.rs`), so what they
 //! hold stays alive until they leave. A commit stores the sites' words first, then the
-//! generation (also kept in a word of the instance's own, for the static entries) and the
-//! list, so a reader that sees a generation sees its sites' entries (or newer ones); a
-//! reader that pairs an entry with a generation reads the generation first.
+//! generation (also kept in a word of the instance's own, and for the global instance in a
+//! static, for the static entries) and the list, so a reader that sees a generation sees
+//! its sites' entries (or newer ones); a reader that pairs an entry with a generation reads
+//! the generation first.
 //!
 //! An enabled call ([`Ftrace::call`] / `Site::enter`, out of line) then takes one of two
 //! paths, as the kernel does with per-site trampolines:
@@ -784,7 +785,9 @@ impl Ftrace {
     }
 
     /// [`exit_sink`](Self::exit_sink) of a scope of the global instance
-    /// ([`GLOBAL_SINK`]): the instance is read from its static, not passed.
+    /// ([`GLOBAL_SINK`]): its domain id and published generation are read from the statics
+    /// the instance keeps ([`Ftrace::global_generation`]), and the instance itself only on
+    /// the fallback.
     #[cfg(not(loom))]
     #[inline(never)]
     fn exit_global_sink(prev_ip: usize) {
