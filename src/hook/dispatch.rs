@@ -78,9 +78,7 @@ use super::graph::{Frame, FrameTag, GraphEntry, GraphReturn, ShadowStack, TaskTi
 use super::ops::{Callback, FtraceFunc, FtraceOps, GraphEntryFunc, OpsFlags, Regs};
 use super::pid::current_tid;
 use super::published::{Direct, OpsEntry, Published};
-use super::rcu::ReadGuard;
-#[cfg(not(loom))]
-use super::rcu::ReaderSlot;
+use super::rcu::{ReadGuard, ReaderSlot};
 use super::recursion::{RecursionContext as Context, lock_bit};
 use super::site::Site;
 use super::thread::{self, Hot};

@@ -81,7 +81,8 @@ pub struct Ftrace {
     /// sites): the static timed entry and the sink exit read it without the list.
     generation: AtomicU64,
     /// Whether this is the global instance: its commits also store the generation in
-    /// [`GLOBAL_GENERATION`].
+    /// [`GLOBAL_GENERATION`] (no statics under loom).
+    #[cfg_attr(loom, allow(dead_code))]
     global: bool,
     state: Mutex<State>,
     overruns: core::sync::atomic::AtomicU64,
