@@ -303,8 +303,8 @@ impl TscRate {
 }
 
 /// The TSC in the TSC clock's nanoseconds, whichever clock is selected now: the end of a
-/// call whose start [`tsc_selected`]'s rate read (so the TSC was calibrated), timed on the clock it
-/// started on.
+/// call whose start was read with [`tsc_selected`]'s rate (so the TSC was calibrated),
+/// timed on the clock it started on.
 #[inline(always)]
 pub(crate) fn tsc_now_ns_started() -> u64 {
     tsc::now_ns()
