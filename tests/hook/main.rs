@@ -11,3 +11,12 @@ mod ops;
 mod read_side;
 mod stress;
 mod trace_clock;
+
+/// The trace clock is process-wide: every test here that selects a clock, or asserts which
+/// one is current, holds this lock while it does.
+static CLOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Takes [`CLOCK`], whether or not a test that held it panicked.
+fn clock_lock() -> std::sync::MutexGuard<'static, ()> {
+    CLOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
