@@ -165,7 +165,7 @@ impl Drop for DenseTable {
 }
 
 /// One entry of the profiler's latency cell ([`cell::OneKeyTiming`]), checked and ready
-/// for one sample ([`DenseWriter::timing_slot`]). Borrowed from the owner's writer: the
+/// for one sample ([`DenseWriter::timing_slot_one_key`]). Borrowed from the owner's writer: the
 /// owner thread's only, for one update.
 pub(crate) struct TimingSlot<'a> {
     e: EntryRef<'a>,
@@ -260,7 +260,7 @@ impl DenseWriter {
     /// ([`cell::OneKeyCount`]): the entry is found at a constant stride and its count
     /// bumped. `false`, with nothing recorded, for any other layout too (the caller's slow
     /// path records those).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn try_count_exact(&self, index: usize) -> bool {
         // SAFETY: the layout is the one-key counter, just checked.
         self.table.one_key_count && unsafe { self.try_count_one_key(index) }
@@ -276,8 +276,8 @@ impl DenseWriter {
         self.table.one_key_timing
     }
 
-    /// [`try_count_exact`](Self::try_count_exact) without the layout test, for a caller
-    /// that made it once for many calls.
+    /// A hit into the profiler's counter, as [`try_record_exact`](Self::try_record_exact)
+    /// records it, without the layout test, for a caller that made it once for many calls.
     ///
     /// # Safety
     ///

@@ -40,7 +40,7 @@
 //!   kernel's `branch_annotated` and `branch_all`.
 //! - `cputime`: thread CPU time for sleep-time off ([`CpuClock`], [`thread_cpu_ns`]): a
 //!   perf task-clock event read from its mmap'd page where the kernel allows.
-//! - `diff`: two runs' function rows compared ([`diff`]).
+//! - `diff`: two runs' function rows compared ([`diff()`]).
 //! - `tracing_layer` (feature `tracing`): spans of the `tracing` crate as calls.
 //!
 //! ```
