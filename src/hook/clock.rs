@@ -10,9 +10,10 @@
 //!
 //! - [`TraceClock::X86Tsc`] (the default where usable): `rdtsc`, converted to nanoseconds
 //!   as `(tsc · mult >> 32) + offset` (a 64×64→128-bit multiply, a shift and an add;
-//!   `offset` folds the anchor in, so no subtraction or clamp is needed). `mult` is calibrated once against `CLOCK_MONOTONIC`
-//!   over a few milliseconds (each sample brackets the monotonic read between two TSC
-//!   reads and keeps the tightest of several). Usable only where the TSC is *invariant*
+//!   `offset` folds the anchor in, so no subtraction or clamp is needed). `mult` is
+//!   calibrated once against `CLOCK_MONOTONIC` over a few milliseconds (each sample
+//!   brackets the monotonic read between two TSC reads and keeps the tightest of
+//!   several). Usable only where the TSC is *invariant*
 //!   (CPUID `0x8000_0007` EDX bit 8, what Linux shows as `constant_tsc` + `nonstop_tsc`):
 //!   it then ticks at one rate on every CPU, in every power state.
 //! - [`TraceClock::Mono`] (the default elsewhere), [`TraceClock::MonoRaw`],
