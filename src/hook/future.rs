@@ -19,8 +19,9 @@
 //!   `sleep-time` off), and every synchronous traced call made inside its polls;
 //! - a future **dropped before it completed** (cancelled: a `select!` loser, a timeout, an
 //!   aborted task, a poll that panicked) still returns, at the drop, with its time so far,
-//!   and is counted in [`TaskTimes::cancelled`](super::graph::TaskTimes::cancelled); the function profiler lists it in
-//!   `trace_stat/function_cancelled` and the `cancelled` field of the functions' JSON.
+//!   and is counted in [`TaskTimes::cancelled`](super::graph::TaskTimes::cancelled); the
+//!   function profiler lists it in `trace_stat/function_cancelled` and the `cancelled`
+//!   field of the functions' JSON.
 //!
 //! # Design: frames that move with the task
 //!
@@ -35,10 +36,10 @@
 //! another thread next time simply brings its frame there: parent/child relations follow
 //! the task, not the thread.
 //!
-//! The running-time counterparts ([`TaskTimes`](super::graph::TaskTimes)) are kept beside the frame: each poll adds
-//! its duration, and a child future that completes (or is dropped) inside a poll of its
-//! parent tells the parent, through a thread-local record of the innermost poll, how much
-//! of the wall time it was charged was not running time.
+//! The running-time counterparts ([`TaskTimes`](super::graph::TaskTimes)) are kept beside
+//! the frame: each poll adds its duration, and a child future that completes (or is
+//! dropped) inside a poll of its parent tells the parent, through a thread-local record of
+//! the innermost poll, how much of the wall time it was charged was not running time.
 //!
 //! A poll costs two clock reads and a push and pop of a fixed-size frame on a stack that
 //! is allocated once per thread: nothing allocates per poll.

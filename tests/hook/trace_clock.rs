@@ -27,8 +27,8 @@ fn bound(interval_ns: u64) -> u64 {
     interval_ns / 1000 + 50_000
 }
 
-/// Runs `f` under each available clock, selected in turn (holding the clock lock), then puts the
-/// clock back.
+/// Runs `f` under each available clock, selected in turn (holding the clock lock), then
+/// puts the clock back.
 fn with_each_clock(mut f: impl FnMut(TraceClock)) {
     let _s = super::clock_lock();
     let before = TraceClock::current();
