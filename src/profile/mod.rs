@@ -40,7 +40,8 @@
 //!   kernel's `branch_annotated` and `branch_all`.
 //! - `cputime`: thread CPU time for sleep-time off ([`CpuClock`], [`thread_cpu_ns`]): a
 //!   perf task-clock event read from its mmap'd page where the kernel allows.
-//! - `diff`: two runs' function rows compared ([`diff()`]).
+//! - `diff`: runs' function rows compared, and tested against run-to-run noise ([`diff()`],
+//!   [`diff_runs`]).
 //! - `tracing_layer` (feature `tracing`): spans of the `tracing` crate as calls.
 //!
 //! ```
@@ -86,7 +87,10 @@ pub use branch::{
     branch_snapshot, register_branch_stats,
 };
 pub use cputime::{CpuClock, thread_cpu_ns};
-pub use diff::{DiffRow, DiffSort, FunctionSnapshot, ProfileDiff, RunStats, diff};
+pub use diff::{
+    AvgTest, DiffOptions, DiffRow, DiffSort, FunctionSnapshot, ProfileDiff, RunStats, Totals, diff,
+    diff_runs,
+};
 pub use function::{
     FunctionProfiler, FunctionRow, LATENCY_BUCKETS, PathRow, ProfileOptions, ProfilerHandle,
     Symbolizer,
