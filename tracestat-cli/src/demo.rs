@@ -11,6 +11,7 @@
 //! loops above them.
 
 use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -219,8 +220,25 @@ fn encode_u32(out: &mut [u8], v: u32) {
     out.copy_from_slice(&v.to_le_bytes());
 }
 
+/// A busy-wait added to every [`checksum`] call, ns (`tracestat demo --checksum-spin`): a
+/// deliberate, CPU-bound slowdown of one function for `tracestat diff` to find.
+static CHECKSUM_SPIN_NS: AtomicU32 = AtomicU32::new(0);
+
+/// Makes every later [`checksum`] call spin `ns` nanoseconds longer (0: not at all).
+pub fn set_checksum_spin(ns: u32) {
+    CHECKSUM_SPIN_NS.store(ns, Ordering::Relaxed);
+}
+
 #[tracestat::traced]
 fn checksum(data: &[u8]) -> u32 {
+    let spin = CHECKSUM_SPIN_NS.load(Ordering::Relaxed);
+    if spin > 0 {
+        let until = Duration::from_nanos(u64::from(spin));
+        let start = Instant::now();
+        while start.elapsed() < until {
+            std::hint::spin_loop();
+        }
+    }
     // Adler-32.
     let (mut a, mut b) = (1u32, 0u32);
     for &d in data {
@@ -380,6 +398,12 @@ mod tests {
     }
 }
 
+/// Writes the global profiler's `options/sleep-time`.
+pub fn set_sleep_time(on: bool) -> Result<(), tracestat::Error> {
+    tracestat::profile::FunctionProfiler::global();
+    tracestat::stat::Tracefs::global().write("options/sleep-time", if on { b"1\n" } else { b"0\n" })
+}
+
 /// What [`run_profiled`] measured.
 #[derive(Debug, Clone)]
 pub struct ProfiledRun {
@@ -391,16 +415,18 @@ pub struct ProfiledRun {
     pub functions: String,
 }
 
-/// The main job: enables the global function profiler through its control file, runs the
-/// workload, disables it and reads `trace_stat/functions` — what a user does with
-/// `echo 1 > function_profile_enabled; hackbench; cat trace_stat/functions`.
+/// The main job: sets `options/sleep-time`, enables the global function profiler through its
+/// control file, runs the workload, disables it and reads `trace_stat/functions` — what a
+/// user does with `echo 1 > function_profile_enabled; hackbench; cat trace_stat/functions`.
 pub fn run_profiled(
     cfg: Hackbench,
+    sleep_time: bool,
 ) -> Result<ProfiledRun, Box<dyn std::error::Error + Send + Sync>> {
     use tracestat::profile::FunctionProfiler;
     use tracestat::stat::Tracefs;
     FunctionProfiler::global();
     let fs = Tracefs::global();
+    set_sleep_time(sleep_time)?;
     fs.write("function_profile_enabled", b"1\n")?;
     let start = Instant::now();
     let summary = cfg.run();

@@ -7,7 +7,8 @@
 //!   prints its stat files, or exports them (`--format`); see `replay.rs`.
 //!
 //! Exit codes: 0 success; 1 a failure (unreadable input, read error, failed or closed
-//! output, input that is not a trace); 2 bad options (clap's usage errors).
+//! output, input that is not a trace; a broken `diff --fail-on` rule); 2 bad options (clap's
+//! usage errors, and `diff`'s own).
 //!
 //! `--serve ADDR` (`tracestat demo`, `tracestat replay`; feature `http`) serves the profile
 //! over HTTP while it runs: see `serve.rs`.
@@ -20,6 +21,7 @@ use clap::{Parser, Subcommand};
 
 mod demo;
 mod diff;
+mod gate;
 mod hist;
 mod serve;
 use demo::{Hackbench, run_profiled};
@@ -46,6 +48,14 @@ enum Command {
         /// Messages each sender sends to each receiver.
         #[arg(short, long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
         loops: u32,
+        /// options/sleep-time: on, wall time per call; off, the calling thread's CPU time
+        /// (time scheduled out excluded: steadier from run to run).
+        #[arg(long, value_enum, default_value_t = OnOff::On)]
+        sleep_time: OnOff,
+        /// Make every call of the CPU-bound `checksum` busy-wait NS nanoseconds longer: a
+        /// deliberate slowdown of one function, for `tracestat diff` to find.
+        #[arg(long, value_name = "NS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+        checksum_spin: u32,
         #[command(flatten)]
         serve: serve::ServeArgs,
     },
@@ -55,35 +65,48 @@ enum Command {
     /// Kernel hist-trigger specs and latency histograms over the event lines of a saved
     /// trace, printed as the kernel's hist file.
     Hist(hist::HistArgs),
-    /// Per-function changes between two runs (traces, tracestat JSON, or trace_stat/functions
-    /// text): hits, time and average in both, the change and the change in percent.
+    /// Per-function changes between runs (traces, tracestat JSON, or trace_stat/functions
+    /// text): hits, time and average on both sides, the change, and with several runs per
+    /// side (A1 A2 A3 -- B1 B2 B3) whether it is more than run-to-run noise; --fail-on
+    /// gates CI.
     Diff(diff::DiffArgs),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(diff::hoist_options(std::env::args_os().collect()));
     match cli.command {
         Command::Demo {
             groups,
             fds,
             loops,
+            sleep_time,
+            checksum_spin,
             serve,
         } => {
+            demo::set_checksum_spin(checksum_spin);
             let cfg = Hackbench {
                 groups: groups.into(),
                 fds: fds.into(),
                 loops: loops as usize,
             };
             if serve.serve.is_some() {
+                if let Err(e) = demo::set_sleep_time(sleep_time == OnOff::On) {
+                    eprintln!("tracestat demo: {e}");
+                    return ExitCode::FAILURE;
+                }
                 return serve::demo(cfg, &serve);
             }
-            demo(cfg)
+            demo(cfg, sleep_time == OnOff::On)
         }
         Command::Diff(args) => match diff::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
-            Err(msg) => {
+            Err(diff::DiffError::Failure(msg) | diff::DiffError::Gate(msg)) => {
                 eprintln!("tracestat diff: {msg}");
                 ExitCode::FAILURE
+            }
+            Err(diff::DiffError::Usage(msg)) => {
+                eprintln!("tracestat diff: {msg}");
+                ExitCode::from(2)
             }
         },
         Command::Hist(args) => match hist::run(&args) {
@@ -103,8 +126,17 @@ fn main() -> ExitCode {
     }
 }
 
-fn demo(cfg: Hackbench) -> ExitCode {
-    match run_profiled(cfg) {
+/// An option's two states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum OnOff {
+    /// On.
+    On,
+    /// Off.
+    Off,
+}
+
+fn demo(cfg: Hackbench, sleep_time: bool) -> ExitCode {
+    match run_profiled(cfg, sleep_time) {
         Ok(run) => {
             eprintln!(
                 "hackbench: {} groups x {} senders x {} receivers x {} loops: {} messages in {:.3} s",

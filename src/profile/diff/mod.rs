@@ -63,7 +63,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::export::{FunctionStats, Profile};
 
-use super::format::{graph_duration, sample_variance_ns2};
+use super::format::{
+    FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED, RowTiming, graph_duration, sample_variance_ns2,
+    write_function_row,
+};
 use super::function::FunctionProfiler;
 
 /// One function's totals in one snapshot.
@@ -393,6 +396,36 @@ impl FunctionSnapshot {
             time_sq_ns2: sq,
             s2_ns2: sq.map(|q| sample_variance_ns2(e.hits, e.time_ns, q, 0)),
         }
+    }
+
+    /// Writes the snapshot as the kernel's `trace_stat/functions` (header and rows, sorted by
+    /// time when timed, else by hits, descending; ties by name): a merged snapshot reads as
+    /// the file of all its runs' calls together.
+    pub fn render_stat(&self, out: &mut dyn Write) -> fmt::Result {
+        let timed = self.timed;
+        out.write_str(if timed {
+            FUNCTION_HEADER_TIMED
+        } else {
+            FUNCTION_HEADER_HITS
+        })?;
+        let mut rows: Vec<(&String, &Entry)> =
+            self.functions.iter().filter(|(_, e)| e.hits > 0).collect();
+        rows.sort_by_key(|&(n, e)| {
+            (
+                Reverse(if timed { e.time_ns } else { 0 }),
+                Reverse(e.hits),
+                n,
+            )
+        });
+        for (name, e) in rows {
+            let timing = timed.then_some(RowTiming {
+                time_ns: e.time_ns,
+                time_sq: if self.squares { e.time_sq_ns2 } else { 0 },
+                time_sq_hi: 0,
+            });
+            write_function_row(out, name, e.hits, timing)?;
+        }
+        Ok(())
     }
 
     /// The snapshot as an exported profile: one function per entry (times only when timed),
