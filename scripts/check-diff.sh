@@ -5,11 +5,38 @@
 # for" totals equal the sums of our changes. Pairs: two real function_graph traces, a
 # trace against itself (no change), and two synthetic JSON profiles with known changes.
 #
+# First a smoke of the CI gate (`--fail-on`, several runs per side of the demo workload):
+# exit 1 for a broken rule, 0 for none, 2 for bad usage; this part needs no go.
 # Installs golang-go when missing; SKIPS loudly when it cannot (never silently).
 # Usage: scripts/check-diff.sh [OUTPUT_DIR]     (default target/diff-check)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-target/diff-check}
+rm -rf "$OUT" && mkdir -p "$OUT"
+cargo build -q -p tracestat-cli --bin tracestat || exit 1
+BIN=target/debug/tracestat
+
+# ---- the gate: exit codes 0 / 1 / 2 on real demo runs (a few seconds) ----
+for side in a b c; do
+  mkdir -p "$OUT/gate/$side"
+  loops=20; [ "$side" = c ] && loops=40
+  for r in 1 2 3; do
+    "$BIN" demo -g 1 -f 2 -l $loops --sleep-time off >"$OUT/gate/$side/$r.txt" 2>/dev/null || exit 1
+  done
+done
+gate() { # expected-status description args...
+  local want=$1 what=$2; shift 2
+  "$BIN" diff "$@" >"$OUT/gate/out.txt" 2>"$OUT/gate/err.txt"
+  local got=$?
+  if [ "$got" = "$want" ]; then echo "PASS: gate: $what (exit $got)"
+  else echo "FAIL: gate: $what: exit $got, wanted $want"; cat "$OUT/gate/err.txt"; exit 1; fi
+}
+gate 0 "same workload, hits!=0" "$OUT/gate/a" "$OUT/gate/b" --fail-on 'hits!=0'
+gate 1 "twice the loops, hits!=0" "$OUT/gate/a" "$OUT/gate/c" --fail-on 'hits!=0'
+grep -q "broken by" "$OUT/gate/err.txt" || { echo "FAIL: gate: no function named"; exit 1; }
+gate 2 "a rule without a unit" "$OUT/gate/a" "$OUT/gate/c" --fail-on 'avg>5'
+gate 2 "three runs without --" "$OUT/gate/a/1.txt" "$OUT/gate/a/2.txt" "$OUT/gate/a/3.txt"
+
 have() { command -v "$1" >/dev/null 2>&1; }
 if ! have go && have apt-get; then
   (nice apt-get update -q && DEBIAN_FRONTEND=noninteractive nice apt-get install -y -q \
@@ -22,10 +49,6 @@ if ! have go || ! have python3; then
   echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
   exit 0
 fi
-rm -rf "$OUT" && mkdir -p "$OUT"
-cargo build -q -p tracestat-cli --bin tracestat || exit 1
-BIN=target/debug/tracestat
-
 cat >"$OUT/a.json" <<'JSON'
 {"schema":"tracestat.profile","version":1,"functions":[
  {"name":"vfs_read","hits":100,"time_ns":500000,"time_sq_ns2":0},

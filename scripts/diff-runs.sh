@@ -10,7 +10,8 @@
 # Usage: scripts/diff-runs.sh [SETS] [RUNS] [SLOWER] [DEMO ARGS...]
 #        (defaults 10 5 20 -g 2 -f 4 -l 200; about 0.3 s per demo run on 2 cores)
 # Env:   TRACESTAT (default target/release/tracestat, built when missing), OUT (a directory
-#        to keep the runs in; default a temporary one, removed at the end).
+#        to keep the runs in; default a temporary one, removed at the end), REANALYSE=1 (with
+#        OUT: diff and count the runs kept there again, running nothing).
 # Not part of CI: it measures the machine. BENCHMARKS.md quotes its output.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,17 +29,31 @@ command -v python3 >/dev/null || { echo "diff-runs: python3 is needed to read th
 if [ -n "${OUT:-}" ]; then mkdir -p "$OUT"; DIR=$OUT; else DIR=$(mktemp -d); trap 'rm -rf "$DIR"' EXIT; fi
 
 echo "host: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1), $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg)"
-# Calibration: checksum's mean without a spin (m0), then with a first guess s0 (m1); the spin
-# that adds SLOWER % is s0 * (m0 * SLOWER %) / (m1 - m0) (a spin costs more than its length:
-# the clock reads around it).
-mean_ns() { awk '$1 == "checksum" { a = $5; if ($6 == "ms") a *= 1000; printf "%d", a * 1000 }' "$1"; }
-"$BIN" demo "${DEMO[@]}" --sleep-time off >"$DIR/calibrate0.txt" 2>/dev/null
-M0=$(mean_ns "$DIR/calibrate0.txt")
+if [ "${REANALYSE:-0}" = 1 ]; then
+  [ -n "${OUT:-}" ] || { echo "diff-runs: REANALYSE=1 needs OUT" >&2; exit 1; }
+  for kind in aa ab; do for s in $(seq 1 "$SETS"); do
+    "$BIN" diff "$DIR/$kind-$s/a" "$DIR/$kind-$s/b" --format json >"$DIR/$kind-$s.json" 2>/dev/null
+    "$BIN" diff "$DIR/$kind-$s/a" "$DIR/$kind-$s/b" --format json --run-factors >"$DIR/$kind-$s-rf.json" 2>/dev/null
+  done; done
+else
+# Calibration: 3 runs without a spin and 3 with a first guess s0 = SLOWER % of checksum's
+# mean m0; the diff's change c of checksum's mean gives the spin that adds SLOWER %:
+# s0 * (m0 * SLOWER %) / c (a spin costs more than its length: the clock reads around it).
+mkdir -p "$DIR/cal/a" "$DIR/cal/b"
+for r in 1 2 3; do
+  "$BIN" demo "${DEMO[@]}" --sleep-time off >"$DIR/cal/a/$r.txt" 2>/dev/null
+done
+M0=$(awk '$1 == "checksum" { a = $5; if ($6 == "ms") a *= 1000; s += a * 1000; n++ } END { printf "%d", s / n }' "$DIR"/cal/a/*.txt)
 S0=$(( M0 * SLOWER / 100 ))
-"$BIN" demo "${DEMO[@]}" --sleep-time off --checksum-spin "$S0" >"$DIR/calibrate1.txt" 2>/dev/null
-M1=$(mean_ns "$DIR/calibrate1.txt")
-SPIN=$(( M1 > M0 ? S0 * M0 * SLOWER / 100 / (M1 - M0) : S0 ))
-echo "demo: ${DEMO[*]} --sleep-time off; $RUNS runs per side; $SETS A/A and $SETS A/B sets; B: --checksum-spin $SPIN (checksum's mean $M0 ns; spin $S0 ns made it $M1 ns)"
+for r in 1 2 3; do
+  "$BIN" demo "${DEMO[@]}" --sleep-time off --checksum-spin "$S0" >"$DIR/cal/b/$r.txt" 2>/dev/null
+done
+"$BIN" diff "$DIR/cal/a" "$DIR/cal/b" --format json >"$DIR/cal.json" 2>/dev/null
+C=$(python3 -c 'import json, sys
+r = [r for r in json.load(open(sys.argv[1]))["rows"] if r["name"] == "checksum"][0]
+print(max(1, int(r["avg_test"]["change_ns"])))' "$DIR/cal.json")
+SPIN=$(( S0 * M0 * SLOWER / 100 / C ))
+echo "demo: ${DEMO[*]} --sleep-time off; $RUNS runs per side; $SETS A/A and $SETS A/B sets; B: --checksum-spin $SPIN (checksum's mean $M0 ns; a spin of $S0 ns added $C ns)"
 
 one_set() { # kind set -> a JSON diff in $DIR/$kind-$set.json
   local kind=$1 set=$2 d="$DIR/$1-$2" slow=0
@@ -49,15 +64,19 @@ one_set() { # kind set -> a JSON diff in $DIR/$kind-$set.json
     "$BIN" demo "${DEMO[@]}" --sleep-time off --checksum-spin "$slow" >"$d/b/$r.txt" 2>/dev/null
   done
   "$BIN" diff "$d/a" "$d/b" --format json >"$DIR/$kind-$set.json" 2>/dev/null
+  "$BIN" diff "$d/a" "$d/b" --format json --run-factors >"$DIR/$kind-$set-rf.json" 2>/dev/null
 }
 
 start=$(date +%s)
 for s in $(seq 1 "$SETS"); do one_set aa "$s"; one_set ab "$s"; done
 echo "elapsed: $(( $(date +%s) - start )) s, load after $(cut -d' ' -f1-3 /proc/loadavg)"
 
-python3 - "$DIR" "$SETS" <<'PY'
+fi
+for mode in "" -rf; do
+echo "== tracestat diff${mode:+ --run-factors}"
+python3 - "$DIR" "$SETS" "$mode" <<'PY'
 import json, sys
-d, sets = sys.argv[1], int(sys.argv[2])
+d, sets, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 # checksum's callers up to their thread roots include its time (graph-time on): their changes
 # are real, and counted apart from the other functions.
 callers = {"stamp_header", "build_message", "sender_main", "verify_checksum", "read_header",
@@ -65,10 +84,10 @@ callers = {"stamp_header", "build_message", "sender_main", "verify_checksum", "r
 aa_flag = aa_cmp = ab_hit = ab_other = ab_cmp = ab_callers = 0
 changes = []
 for s in range(1, sets + 1):
-    a = json.load(open(f"{d}/aa-{s}.json"))
+    a = json.load(open(f"{d}/aa-{s}{mode}.json"))
     aa_cmp += a["compared"]
     aa_flag += sum(1 for r in a["rows"] if r["hits_significant"] or (r["avg_test"] or {}).get("significant"))
-    b = json.load(open(f"{d}/ab-{s}.json"))
+    b = json.load(open(f"{d}/ab-{s}{mode}.json"))
     ab_cmp += b["compared"]
     for r in b["rows"]:
         t = r["avg_test"] or {}
@@ -89,3 +108,4 @@ if changes:
     print(f"A/B: checksum's measured change of the mean: median {changes[len(changes)//2]:+.1f} %, "
           f"range {changes[0]:+.1f} .. {changes[-1]:+.1f} %")
 PY
+done

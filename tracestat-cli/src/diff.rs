@@ -50,6 +50,12 @@ pub struct DiffArgs {
     /// (1 - alpha).
     #[arg(long, value_name = "ALPHA", default_value_t = 0.01, value_parser = parse_alpha)]
     pub alpha: f64,
+    /// Divide each run's means by the run's common factor (how much slower or faster the
+    /// whole run was than the others, from the median function) before the test: changes
+    /// relative to the run's typical function, far less noisy on a loaded machine, blind to
+    /// a change of every function alike.
+    #[arg(long)]
+    pub run_factors: bool,
     /// Show only the functions whose change is significant.
     #[arg(long)]
     pub significant_only: bool,
@@ -304,7 +310,11 @@ pub fn run(args: &DiffArgs) -> Result<(), DiffError> {
             .collect()
     };
     let (before, after) = (read(&before_paths)?, read(&after_paths)?);
-    let full = diff_runs(&before, &after, DiffOptions { alpha: args.alpha });
+    let opts = DiffOptions {
+        alpha: args.alpha,
+        run_factors: args.run_factors,
+    };
+    let full = diff_runs(&before, &after, opts);
     if let Some(rule) = args.fail_on.iter().find(|r| r.needs_time() && !full.timed) {
         return Err(DiffError::Usage(format!(
             "--fail-on {rule}: the runs are not all timed (function traces count hits only)"

@@ -17,13 +17,26 @@
 //! function's change of the mean time per call against that run-to-run variation
 //! ([`AvgTest`]):
 //!
-//! - **The test**: Welch's t on the per-run means (each run's `time / hits`), the simplest
-//!   test that is valid when the noise is mostly between runs. Each side's variance of its
-//!   mean of run means is the larger of the between-run estimate (`s²` of the run means over
-//!   `k`) and the within-run sampling variance (`Σ σ²ᵢ/nᵢ / k²`, from the runs' s^2): runs
-//!   that agree by chance, or to the nanosecond (one call each, a coarse clock), cannot claim
-//!   more precision than their calls support. The floor only makes the test more
-//!   conservative; degrees of freedom are Welch–Satterthwaite's over `k − 1` per side.
+//! - **Run factors** (opt-in, [`DiffOptions::run_factors`]): a busy machine slows a whole
+//!   run — every function in it by about the same factor — and that shared factor is most of
+//!   the run-to-run noise on a loaded machine (whole runs 20–35 % slower). Each run's factor
+//!   is the median, over the better-sampled half of the functions in every run of both sides,
+//!   of the run's log mean minus that function's average log mean over all runs; each run's
+//!   means are divided by it before the test. The test then asks whether a function changed
+//!   *relative to the run's typical function*: far more power under load, but a change of
+//!   every function alike is divided away (so it is off by default; a side's own level
+//!   cannot be kept, since the average load of its runs is noise the residuals no longer
+//!   show). Factors are used only when there are 8 functions in every run and they stand out
+//!   of their own estimation noise (a χ² test at 1 %).
+//! - **The test**: Welch's t on the per-run means (each run's `time / hits`, divided by its
+//!   factor), the simplest test that is valid when the noise is mostly between runs. Each
+//!   side's variance of its mean of run means is the larger of the between-run estimate
+//!   (`s²` of the run means over `k`) and the within-run sampling variance (`Σ σ²ᵢ/nᵢ / k²`,
+//!   from the runs' s^2): runs that agree by chance, or to the nanosecond (one call each, a
+//!   coarse clock), cannot claim more precision than their calls support. The floor only
+//!   makes the test more conservative; degrees of freedom are Welch–Satterthwaite's over
+//!   `k − 1` per side (the factors, estimated from many functions, cost a negligible part of
+//!   them).
 //! - **The interval**: the change `± t(1 − α/2, df) · se`, per function (not adjusted for
 //!   multiplicity).
 //! - **Many functions at once**: Holm's step-down adjustment over all functions tested
@@ -205,11 +218,18 @@ pub struct DiffOptions {
     /// The significance level of the marks (after Holm's adjustment) and the confidence
     /// intervals' `1 − α`; default 0.01.
     pub alpha: f64,
+    /// Whether to divide each run's means by the run's common factor before the test, so
+    /// that changes are relative to the run's typical function (see the module docs);
+    /// default false.
+    pub run_factors: bool,
 }
 
 impl Default for DiffOptions {
     fn default() -> Self {
-        DiffOptions { alpha: 0.01 }
+        DiffOptions {
+            alpha: 0.01,
+            run_factors: false,
+        }
     }
 }
 
@@ -232,6 +252,11 @@ pub struct ProfileDiff {
     pub between_runs: bool,
     /// The test and adjustment behind `p_adjusted`, in words.
     pub method: &'static str,
+    /// Each run's common factor on the first side (all 1 unless [`DiffOptions::run_factors`]
+    /// found some; see the module docs).
+    pub run_factors_before: Vec<f64>,
+    /// The same for the second side.
+    pub run_factors_after: Vec<f64>,
     /// The changed functions.
     pub rows: Vec<DiffRow>,
 }
@@ -538,21 +563,22 @@ impl<'a> Side<'a> {
         k
     }
 
-    /// Per run with calls: its mean time per call and the variance of that mean from its
-    /// calls' s^2 (0 when unknown or one call).
-    fn run_means(&self, squares: bool) -> Vec<(f64, f64)> {
+    /// Per run with calls: its mean time per call, that mean divided by the run's factor
+    /// (see [`run_factors`]), and the variance of the divided mean from the calls' s^2 (0
+    /// when unknown or one call).
+    fn run_means(&self, squares: bool, factors: &[f64]) -> Vec<(f64, f64, f64)> {
         self.entries
             .iter()
-            .flatten()
-            .filter(|e| e.hits > 0)
-            .map(|e| {
+            .zip(factors)
+            .filter_map(|(e, &f)| e.filter(|e| e.hits > 0).map(|e| (e, f)))
+            .map(|(e, f)| {
                 let m = e.time_ns as f64 / e.hits as f64;
                 let s2 = if squares {
                     sample_variance_ns2(e.hits, e.time_ns, e.time_sq_ns2, 0) as f64
                 } else {
                     0.0
                 };
-                (m, s2 / e.hits as f64)
+                (m, m / f, s2 / e.hits as f64 / (f * f))
             })
             .collect()
     }
@@ -589,13 +615,13 @@ struct Spread {
     k: usize,
 }
 
-fn spread(means: &[(f64, f64)]) -> Option<Spread> {
+fn spread(means: &[(f64, f64, f64)]) -> Option<Spread> {
     let k = means.len();
     if k == 0 {
         return None;
     }
-    let xs: Vec<f64> = means.iter().map(|m| m.0).collect();
-    let within = mean(means.iter().map(|m| m.1));
+    let xs: Vec<f64> = means.iter().map(|m| m.1).collect();
+    let within = mean(means.iter().map(|m| m.2));
     Some(Spread {
         mean: mean(xs.iter().copied()),
         per_run: (k >= 2).then(|| sample_var(&xs).max(within)),
@@ -604,10 +630,103 @@ fn spread(means: &[(f64, f64)]) -> Option<Spread> {
     })
 }
 
+/// Fewer functions in every run of a side than this: no run factors (all 1).
+const MIN_FACTOR_FUNCTIONS: usize = 8;
+
+/// Each run's common factor: how much slower (> 1) or faster the whole run was than the
+/// other runs (of both sides) — the median over the functions in every run (≥ 2 calls each;
+/// the better-sampled half of them by their calls' relative variance) of the run's log mean
+/// minus that function's average log mean, exponentiated. All 1 with one run, with
+/// fewer than [`MIN_FACTOR_FUNCTIONS`] such functions, with untimed runs, or when the factors
+/// do not stand out of their own estimation noise (a χ² test at 1 %).
+fn run_factors(runs: &[FunctionSnapshot]) -> Vec<f64> {
+    let k = runs.len();
+    let ones = vec![1.0; k];
+    if k < 2 || !runs.iter().all(|r| r.timed) {
+        return ones;
+    }
+    // Per function in every run: its runs' log means minus their average, and the relative
+    // sampling variance of its run means (from the calls' s^2; 0 when unknown).
+    let mut fns: Vec<(f64, Vec<f64>)> = Vec::new();
+    for name in runs[0].functions.keys() {
+        let logs: Option<Vec<(f64, f64)>> = runs
+            .iter()
+            .map(|r| {
+                let e = r
+                    .functions
+                    .get(name)
+                    .filter(|e| e.hits >= 2 && e.time_ns > 0)?;
+                let m = e.time_ns as f64 / e.hits as f64;
+                let rel = if r.squares {
+                    sample_variance_ns2(e.hits, e.time_ns, e.time_sq_ns2, 0) as f64
+                        / (e.hits as f64 * m * m)
+                } else {
+                    0.0
+                };
+                Some((m.ln(), rel))
+            })
+            .collect();
+        if let Some(l) = logs {
+            let m = mean(l.iter().map(|x| x.0));
+            fns.push((
+                mean(l.iter().map(|x| x.1)),
+                l.iter().map(|x| x.0 - m).collect(),
+            ));
+        }
+    }
+    if fns.len() < MIN_FACTOR_FUNCTIONS {
+        return ones;
+    }
+    // The better-sampled half (at least MIN_FACTOR_FUNCTIONS): a function of few calls
+    // carries its sampling noise into the median.
+    fns.sort_by(|a, b| a.0.total_cmp(&b.0));
+    fns.truncate((fns.len() / 2).max(MIN_FACTOR_FUNCTIONS));
+    let mut per_run: Vec<Vec<f64>> = vec![Vec::new(); k];
+    for (_, d) in &fns {
+        for (p, x) in per_run.iter_mut().zip(d) {
+            p.push(*x);
+        }
+    }
+    let median = |d: &mut Vec<f64>| {
+        d.sort_by(f64::total_cmp);
+        let n = d.len();
+        if n % 2 == 1 {
+            d[n / 2]
+        } else {
+            0.5 * (d[n / 2 - 1] + d[n / 2])
+        }
+    };
+    let med: Vec<f64> = per_run.iter_mut().map(|d| median(d)).collect();
+    let c = mean(med.iter().copied());
+    // Only factors that stand out of their own estimation noise: the median's standard error
+    // is about 1.25 · σ / √n (σ from the deviations' MAD); Σ (δ/se)² against the 99th
+    // percentile of χ² with k − 1 degrees of freedom (Wilson–Hilferty).
+    let mut stat = 0.0;
+    for (d, m) in per_run.iter().zip(&med) {
+        let mut abs: Vec<f64> = d.iter().map(|x| (x - m).abs()).collect();
+        let sigma = 1.4826 * median(&mut abs);
+        let se = 1.2533 * sigma / (d.len() as f64).sqrt();
+        stat += if se > 0.0 {
+            ((m - c) / se).powi(2)
+        } else if m != &c {
+            f64::INFINITY
+        } else {
+            0.0
+        };
+    }
+    let df = (k - 1) as f64;
+    let h = 2.0 / (9.0 * df);
+    let chi2_99 = df * (1.0 - h + 2.326_348 * h.sqrt()).powi(3);
+    if stat <= chi2_99 {
+        return ones;
+    }
+    med.iter().map(|d| (d - c).exp()).collect()
+}
+
 /// The test of the mean time per call; `None` when a variance cannot be estimated.
 fn avg_test(
-    eb: Vec<(f64, f64)>,
-    ea: Vec<(f64, f64)>,
+    eb: Vec<(f64, f64, f64)>,
+    ea: Vec<(f64, f64, f64)>,
     single: Option<(Totals, Totals)>,
     alpha: f64,
 ) -> Option<AvgTest> {
@@ -674,6 +793,14 @@ pub fn diff_runs(
     );
     let names: BTreeSet<&String> = mb.functions.keys().chain(ma.functions.keys()).collect();
     let compared = names.len();
+    let (factors_before, factors_after) = if opts.run_factors && !single {
+        let all: Vec<FunctionSnapshot> = before.iter().chain(after).cloned().collect();
+        let mut f = run_factors(&all);
+        let after_f = f.split_off(before.len());
+        (f, after_f)
+    } else {
+        (vec![1.0; before.len()], vec![1.0; after.len()])
+    };
     let mut rows = Vec::new();
     let mut avg_p = Vec::new();
     let mut hits_p = Vec::new();
@@ -731,8 +858,8 @@ pub fn diff_runs(
         // Mean time per call.
         let avg_test = match (tb, ta) {
             (Some(x), Some(y)) if timed => avg_test(
-                b.run_means(squares),
-                a.run_means(squares),
+                b.run_means(squares, &factors_before),
+                a.run_means(squares, &factors_after),
                 single.then_some((x, y)),
                 opts.alpha,
             ),
@@ -784,11 +911,15 @@ pub fn diff_runs(
         compared,
         alpha,
         between_runs,
-        method: if between_runs {
-            "welch-run-means-holm"
-        } else {
+        method: if !between_runs {
             "welch-calls-within-run-holm"
+        } else if opts.run_factors {
+            "welch-run-means-relative-to-run-factors-holm"
+        } else {
+            "welch-run-means-holm"
         },
+        run_factors_before: factors_before,
+        run_factors_after: factors_after,
         rows,
     };
     d.sort(if timed {
@@ -889,6 +1020,20 @@ impl ProfileDiff {
             sig,
             self.alpha,
         );
+        let spread = |f: &[f64]| {
+            f.iter()
+                .map(|x| (x - 1.0).abs() * 100.0)
+                .fold(0.0f64, f64::max)
+        };
+        let factors = spread(&self.run_factors_before).max(spread(&self.run_factors_after));
+        if self.between_runs && factors > 0.0 {
+            s.push_str(&format!(
+                "Welch t on the per-run means divided by each run's common factor (at most \
+                 {factors:.1} % from 1): changes relative to the run's typical function, \
+                 Holm-adjusted)"
+            ));
+            return s;
+        }
         s.push_str(if self.between_runs {
             "Welch t on the per-run means, Holm-adjusted)"
         } else {
@@ -941,7 +1086,7 @@ impl ProfileDiff {
                 ["", "", "", "p", "Sig"]
             };
             if self.timed {
-                write!(out, "  {:>12}  {:>24}  {:>8}", h[0], h[1], h[2])?;
+                write!(out, "  {:>14}  {:>24}  {:>8}", h[0], h[1], h[2])?;
             }
             write!(out, "  {:>7}  {}", h[3], h[4])
         };
@@ -964,12 +1109,12 @@ impl ProfileDiff {
                 match &r.avg_test {
                     Some(t) => write!(
                         out,
-                        "  {:>12}  {:>24}  {:>8}",
-                        us(t.change_ns),
+                        "  {:>14}  {:>24}  {:>8}",
+                        format!("{} us", us(t.change_ns)),
                         format!("[{}, {}]", us(t.ci_low_ns), us(t.ci_high_ns)),
                         format!("{:+.1}%", t.change_pct)
                     )?,
-                    None => write!(out, "  {:>12}  {:>24}  {:>8}", "-", "-", "-")?,
+                    None => write!(out, "  {:>14}  {:>24}  {:>8}", "-", "-", "-")?,
                 }
             }
             let p = p.map_or("-".to_owned(), p_text);
@@ -1237,7 +1382,14 @@ mod tests {
         assert_eq!(r.merged_before.unwrap().hits, 30);
         assert_eq!(r.before.unwrap().time_ns, 1000);
         // At alpha 0.001 the same change is not significant.
-        let strict = diff_runs(&before, &after, DiffOptions { alpha: 0.001 });
+        let strict = diff_runs(
+            &before,
+            &after,
+            DiffOptions {
+                alpha: 0.001,
+                ..DiffOptions::default()
+            },
+        );
         assert!(!strict.rows[0].significant());
     }
 
@@ -1469,5 +1621,58 @@ mod tests {
             aa <= 20,
             "five runs per side flagged {aa} of 2,010 A/A comparisons"
         );
+    }
+
+    #[test]
+    fn run_factors_remove_what_slows_a_whole_run() {
+        // 12 functions; every run of both sides is slowed as a whole by its own factor (load),
+        // and on side B `f05` is 5 % slower. Per function the runs otherwise agree to ±0.5 %.
+        let whole = [[1.0, 1.3, 0.9, 1.1, 1.25], [1.2, 0.95, 1.0, 1.35, 1.05]];
+        let jitter = |i: usize, r: usize| 1.0 + 0.005 * (((i * 7 + r * 3) % 5) as f64 - 2.0) / 2.0;
+        let side = |s: usize, slow: &dyn Fn(usize) -> f64| -> Vec<FunctionSnapshot> {
+            (0..5)
+                .map(|r| {
+                    profile(
+                        (0..12)
+                            .map(|i| {
+                                let m =
+                                    (100 + 50 * i) as f64 * whole[s][r] * jitter(i, r) * slow(i);
+                                stats_of(&format!("f{i:02}"), 1000, (m * 1000.0) as u128, 0)
+                            })
+                            .collect(),
+                    )
+                })
+                .collect()
+        };
+        let relative = DiffOptions {
+            run_factors: true,
+            ..DiffOptions::default()
+        };
+        let a = side(0, &|_| 1.0);
+        let b = side(1, &|i| if i == 5 { 1.05 } else { 1.0 });
+        let with = diff_runs(&a, &b, relative);
+        let sig: Vec<&str> = with.significant().map(|r| r.name.as_str()).collect();
+        assert_eq!(sig, ["f05"], "{}", with.summary());
+        // The factors found are the whole-run ones, re-centred on all runs' geometric mean.
+        let g = whole.iter().flatten().map(|x| x.ln()).sum::<f64>() / 10.0;
+        let found = with
+            .run_factors_before
+            .iter()
+            .chain(&with.run_factors_after);
+        for (f, w) in found.zip(whole.iter().flatten()) {
+            assert!((f - (w.ln() - g).exp()).abs() < 0.01, "{f} {w}");
+        }
+        assert!(
+            with.summary().contains("relative to the run"),
+            "{}",
+            with.summary()
+        );
+        // Without them (the default) the whole-run noise hides the change.
+        let without = diff_runs(&a, &b, DiffOptions::default());
+        assert_eq!(without.significant().count(), 0);
+        assert!(without.run_factors_before.iter().all(|&f| f == 1.0));
+        // A change of every function alike is divided away by the factors: relative.
+        let all = side(1, &|_| 1.1);
+        assert_eq!(diff_runs(&a, &all, relative).significant().count(), 0);
     }
 }
