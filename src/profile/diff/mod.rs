@@ -1073,7 +1073,8 @@ impl ProfileDiff {
             }
         };
         let tested = self.tested();
-        let ci_head = format!("{}% CI (us)", 100.0 * (1.0 - self.alpha));
+        let level = (100_000.0 * (1.0 - self.alpha)).round() / 1000.0;
+        let ci_head = format!("{level}% CI (us)");
         let test_head = |out: &mut dyn Write, dash: bool| -> fmt::Result {
             if !tested {
                 return Ok(());
@@ -1391,6 +1392,18 @@ mod tests {
             },
         );
         assert!(!strict.rows[0].significant());
+        let mut text = String::new();
+        strict.render(&mut text).unwrap();
+        assert!(
+            text.lines().next().unwrap().contains(" 99.9% CI (us) "),
+            "{text}"
+        );
+        let row = text.lines().nth(2).unwrap();
+        assert!(
+            row.starts_with("  f  ") && row.contains(" +0.010 us "),
+            "{text}"
+        );
+        assert!(row.contains(" +10.0% "), "{text}");
     }
 
     #[test]
