@@ -696,7 +696,7 @@ fn run_factors(runs: &[FunctionSnapshot]) -> Vec<f64> {
             0.5 * (d[n / 2 - 1] + d[n / 2])
         }
     };
-    let med: Vec<f64> = per_run.iter_mut().map(|d| median(d)).collect();
+    let med: Vec<f64> = per_run.iter_mut().map(&median).collect();
     let c = mean(med.iter().copied());
     // Only factors that stand out of their own estimation noise: the median's standard error
     // is about 1.25 · σ / √n (σ from the deviations' MAD); Σ (δ/se)² against the 99th

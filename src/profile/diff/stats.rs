@@ -173,7 +173,7 @@ pub(crate) fn welch(
     } else {
         df_a + df_b
     };
-    let p = if !(se > 0.0) {
+    let p = if se.is_nan() || se <= 0.0 {
         if diff == 0.0 { 1.0 } else { 0.0 }
     } else {
         t_two_sided_p(diff / se, df)
