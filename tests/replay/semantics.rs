@@ -237,6 +237,24 @@ fn context_switch_lines_say_whose_call_it_is() {
 }
 
 #[test]
+fn events_printed_as_graph_comments_are_counted() {
+    // The graph tracer prints events as `/* name: fields */` comments; trace_printk text in
+    // a comment is not an event.
+    let (replay, s) =
+        Replay::run(read("real/lkml-graph-migration.txt").as_bytes(), opts()).unwrap();
+    assert_eq!(
+        replay.events(),
+        [
+            ("sched_switch".to_owned(), 2),
+            ("sched_migrate_task".to_owned(), 1),
+            ("sched_wakeup".to_owned(), 1)
+        ]
+    );
+    assert_eq!(s.events, 4);
+    assert_eq!(s.lines.get(tracestat::replay::LineKind::GraphComment), 7);
+}
+
+#[test]
 fn graph_time_off_subtracts_children_on_the_task_stack() {
     let trace = "\
  0)    a-1    |               |  outer() {

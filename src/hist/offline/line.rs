@@ -16,6 +16,19 @@
 //! timestamp (`secs.frac:`, or `NNus :` relative in the latency format). Then `event:` and
 //! the body. A task name may hold spaces; the pid is what follows its last `-`.
 //!
+//! The function_graph tracer prints events as comments (`print_graph_comment` in the
+//! kernel's `trace_functions_graph.c`), after the graph's own columns:
+//!
+//! ```text
+//!  4)               |          /* sched_switch: prev_comm=rcu_torture_fak prev_pid=126 prev_prio=139 prev_state=R+ ==> next_comm=migration/4 next_pid=29 next_prio=0 */
+//!  360.774522 |   1)   sh-4802    |               |  /* sched_wakeup: comm=bash pid=1977 prio=120 target_cpu=001 */
+//! ```
+//!
+//! Such an event has the common values its columns show (TASK/PID with funcgraph-proc, the
+//! CPU, the time with funcgraph-abstime); a spec that needs one the line lacks counts the
+//! event as missing that field. `trace_printk` text in a comment (`/* text */`, also
+//! `/* func: text */` without a `=`) is not an event.
+//!
 //! # Fields
 //!
 //! The body's fields are `name=value` tokens (a name is an identifier). A value runs up to
@@ -42,17 +55,19 @@ enum Name {
     Static(&'static str),
 }
 
-/// The head of an event line and where its body is.
+/// The head of an event line and where its body is. An event line always has all four
+/// common values; an event in a function_graph comment has those its columns show
+/// (funcgraph-proc, -cpu, -abstime), the others `None`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Head<'a> {
     /// The task's command name (`<idle>`, `<...>` as printed).
-    pub comm: &'a str,
+    pub comm: Option<&'a str>,
     /// The task's pid.
-    pub pid: u64,
+    pub pid: Option<u64>,
     /// The CPU.
-    pub cpu: u64,
+    pub cpu: Option<u64>,
     /// The timestamp in nanoseconds (relative to the trace start in the latency format).
-    pub ts_ns: u64,
+    pub ts_ns: Option<u64>,
     /// The event name.
     pub event: &'a str,
     /// The text after `event:`, leading spaces removed.
@@ -147,7 +162,9 @@ pub fn classify(line: &str) -> LineClass<'_> {
     if t.is_empty() || t.starts_with('#') {
         return LineClass::Comment;
     }
-    head(line).map_or(LineClass::Other, LineClass::Event)
+    head(line)
+        .or_else(|| graph_comment(line))
+        .map_or(LineClass::Other, LineClass::Event)
 }
 
 fn head(line: &str) -> Option<Head<'_>> {
@@ -215,11 +232,37 @@ fn head(line: &str) -> Option<Head<'_>> {
     let (comm, pid) = task.rsplit_once('-')?;
     let pid = digits(pid)?;
     Some(Head {
-        comm,
-        pid,
-        cpu,
-        ts_ns,
+        comm: Some(comm),
+        pid: Some(pid),
+        cpu: Some(cpu),
+        ts_ns: Some(ts_ns),
         event,
+        body,
+    })
+}
+
+/// An event the function_graph tracer printed as a comment,
+/// `  3)  bash-1977  |  |  /* sched_switch: prev_comm=bash ... */`, with the columns the
+/// replay parser reads (a console dump's `[  210.222389] ` printk time included). Comments
+/// that are `trace_printk` text (`/* text */`, `/* func: text */` without `=`) are not
+/// events.
+fn graph_comment(line: &str) -> Option<Head<'_>> {
+    let t = line.trim_end();
+    let inner = t.strip_suffix("*/")?;
+    let open = inner.rfind("/*")?;
+    let Some(crate::replay::Event::TraceEvent { ctx, name }) =
+        crate::replay::Parser::new().parse_line(t).event()
+    else {
+        return None;
+    };
+    let text = inner[open + 2..].trim_start();
+    let body = text.strip_prefix(name)?.strip_prefix(':')?.trim();
+    Some(Head {
+        comm: ctx.task,
+        pid: ctx.pid.map(u64::from),
+        cpu: ctx.cpu.map(u64::from),
+        ts_ns: ctx.ts_ns,
+        event: name,
         body,
     })
 }
