@@ -187,6 +187,12 @@ fn soak_pid_churn_stays_bounded() {
             replay.event(ev);
         }
         lines += 1;
+        if lines % 1024 == 0 {
+            assert!(
+                start.elapsed() < deadline,
+                "{lines} lines after {deadline:?}: the per-line cost grew"
+            );
+        }
         if lines % 50_000 == 0 {
             max_heap = max_heap.max(replay.heap_bytes());
             eprintln!(
@@ -195,10 +201,6 @@ fn soak_pid_churn_stays_bounded() {
                 replay.heap_bytes() >> 10
             );
             window = Instant::now();
-            assert!(
-                start.elapsed() < deadline,
-                "{lines} lines after {deadline:?}"
-            );
         }
     }
     let s = replay.finish(reader.counts());
