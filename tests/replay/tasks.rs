@@ -146,7 +146,7 @@ impl Read for Churn {
                     break;
                 }
                 let pid = self.next;
-                if pid % 4 == 0 {
+                if pid.is_multiple_of(4) {
                     self.buf
                         .extend(line(pid, " 2.000 us     |  schedule();").as_bytes());
                 }
@@ -187,13 +187,13 @@ fn soak_pid_churn_stays_bounded() {
             replay.event(ev);
         }
         lines += 1;
-        if lines % 1024 == 0 {
+        if lines.is_multiple_of(1024) {
             assert!(
                 start.elapsed() < deadline,
                 "{lines} lines after {deadline:?}: the per-line cost grew"
             );
         }
-        if lines % 50_000 == 0 {
+        if lines.is_multiple_of(50_000) {
             max_heap = max_heap.max(replay.heap_bytes());
             eprintln!(
                 "soak: {lines} lines, {:.0} ns/line over the last 50,000, heap {} KiB",

@@ -563,7 +563,13 @@ mod tests {
         );
         assert_eq!(
             (h.comm, h.pid, h.cpu, h.ts_ns, h.event),
-            ("kworker/0:1", 59, 0, 136_677_025_000, "sched_switch")
+            (
+                Some("kworker/0:1"),
+                Some(59),
+                Some(0),
+                Some(136_677_025_000),
+                "sched_switch"
+            )
         );
         assert_eq!(
             fields(&h),
@@ -584,21 +590,27 @@ mod tests {
         let h = ev(
             "       trace-cmd-16131 [000] 158126.498411: kmalloc: call_site=811223c5 ptr=0xffff88003ecf2b40 bytes_req=272",
         );
-        assert_eq!((h.comm, h.pid, h.cpu), ("trace-cmd", 16131, 0));
+        assert_eq!(
+            (h.comm, h.pid, h.cpu),
+            (Some("trace-cmd"), Some(16131), Some(0))
+        );
         let h = ev(
             "  <idle>-0       2d.h4    1us : sched_wakeup: comm=sleep pid=5882 prio=94 success=1 target_cpu=002",
         );
         assert_eq!(
             (h.comm, h.pid, h.cpu, h.ts_ns, h.event),
-            ("<idle>", 0, 2, 1000, "sched_wakeup")
+            (Some("<idle>"), Some(0), Some(2), Some(1000), "sched_wakeup")
         );
         let h = ev("  bash-1977  (  1977) [003] ....  17284.993652123: foo: a=1");
         assert_eq!(
             (h.comm, h.pid, h.cpu, h.ts_ns),
-            ("bash", 1977, 3, 17_284_993_652_123)
+            (Some("bash"), Some(1977), Some(3), Some(17_284_993_652_123))
         );
         let h = ev("  Web Content-77  [001] d..2. 5.000001: sys_enter: NR 0");
-        assert_eq!((h.comm, h.pid, h.body), ("Web Content", 77, "NR 0"));
+        assert_eq!(
+            (h.comm, h.pid, h.body),
+            (Some("Web Content"), Some(77), "NR 0")
+        );
         for other in [
             "            bash-1977  [000] .... 17284.993652: sys_close <-system_call_fastpath",
             " 0)   0.651 us    |      cgroup_migrate_add_task();",
