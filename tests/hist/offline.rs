@@ -298,7 +298,7 @@ fn graph_comment_events_match_the_naive_count() {
             "sched_migrate_task:keys=cpu:vals=dest_cpu".to_owned(),
         ],
     );
-    // 4 event comments; the 7 trace_printk comments stay other lines.
+    // 4 event comments; the 10 trace_printk comments stay other lines.
     assert_eq!(h.lines().events, 4);
     let keys = |t: usize| -> BTreeMap<String, u64> {
         let (rows, _) = h.tables()[t].rows();

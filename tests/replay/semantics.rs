@@ -251,7 +251,7 @@ fn events_printed_as_graph_comments_are_counted() {
         ]
     );
     assert_eq!(s.events, 4);
-    assert_eq!(s.lines.get(tracestat::replay::LineKind::GraphComment), 7);
+    assert_eq!(s.lines.get(tracestat::replay::LineKind::GraphComment), 10);
 }
 
 #[test]
