@@ -195,7 +195,7 @@ fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) ->
             };
             return Parsed::Event(ev);
         }
-        b'/' if b.starts_with("/*") => return Parsed::Skipped(LineKind::GraphComment),
+        b'/' if b.starts_with("/*") => return comment(b, ctx),
         b'=' if b.starts_with("==========>") => {
             return Parsed::Event(Event::IrqEnter { ctx });
         }
@@ -245,6 +245,19 @@ fn body<'a>(s: &'a str, ctx: Context<'a>, base: usize, duration: Option<u64>) ->
             duration_ns: duration,
         };
         Parsed::Event(ev)
+    }
+}
+
+/// A comment line, `/* text */`: the graph tracer prints trace events there as
+/// `/* name: fields */` (`print_graph_comment` in the kernel's `trace_functions_graph.c`),
+/// and `trace_printk`/`trace_marker` text as `/* text */`. Events are told from text as on
+/// event lines ([`event_name`](super::parse::event_name)).
+fn comment<'a>(b: &'a str, ctx: Context<'a>) -> Parsed<'a> {
+    let text = trim(b.strip_prefix("/*").unwrap_or(b));
+    let text = trim_end(text.strip_suffix("*/").unwrap_or(text));
+    match super::parse::event_name(text) {
+        Some(Some(name)) => Parsed::Event(Event::TraceEvent { ctx, name }),
+        _ => Parsed::Skipped(LineKind::GraphComment),
     }
 }
 

@@ -68,13 +68,16 @@ line_kinds! {
     StackFrame => "stack_frame", yields: false;
     /// A `trace_printk()` or `trace_marker` line (`func: text` without `=` fields).
     Printk => "printk", yields: false;
-    /// An ordinary trace event (`sched_wakeup: comm=sleep pid=5882 ...`), counted by name,
-    /// or another tracer's entry (`hwlat`'s `#1 inner/outer(us): ...`, syscalls' `sys_dup2(...)`).
+    /// An ordinary trace event (`sched_wakeup: comm=sleep pid=5882 ...`, also as a
+    /// function_graph comment `/* sched_wakeup: ... */`), counted by name, or another
+    /// tracer's entry (`hwlat`'s `#1 inner/outer(us): ...`, syscalls' `sys_dup2(...)`).
     TraceEvent => "trace_event", yields: true;
     /// A scheduler switch or wakeup entry of the latency tracers
     /// (`0:120:R ==> [003] 312:100:R kworker/3:1H`).
     SchedSwitch => "sched_switch", yields: false;
-    /// A function_graph comment line, `/* event or trace_printk text */`.
+    /// A function_graph comment line that is not an event: `/* trace_printk text */`. (The
+    /// graph tracer's event comments, `/* sched_switch: prev_comm=... */`, are
+    /// [`TraceEvent`](LineKind::TraceEvent)s.)
     GraphComment => "graph_comment", yields: false;
     /// A line that is not valid UTF-8 (only from [`Reader`](super::Reader)).
     InvalidUtf8 => "invalid_utf8", yields: false;

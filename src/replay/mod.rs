@@ -105,6 +105,8 @@ mod table;
 // Replay drives the hook layer from one thread with std types; it is in no loom model.
 #[cfg(not(loom))]
 mod replayer;
+#[cfg(not(loom))]
+mod tasks;
 
 pub use event::{Context, Event, Symbol};
 pub use interner::{Interner, Names};
@@ -113,9 +115,9 @@ pub use parse::Parser;
 pub use reader::Reader;
 #[cfg(not(loom))]
 pub use replayer::{
-    DEFAULT_MAX_FUNCTIONS, EVENTS_HEADER, MAX_CPUS, MAX_OPEN, MAX_TASKS, OPEN_LISTED, Replay,
-    ReplayOptions, ReplayRow, ReplaySummary, Sort, TraceMode, Unmatched, render_functions,
-    sort_functions,
+    DEFAULT_MAX_FUNCTIONS, EVENTS_HEADER, MAX_CPUS, MAX_OPEN, MAX_OPEN_CALLS, MAX_TASKS,
+    OPEN_LISTED, Replay, ReplayOptions, ReplayRow, ReplaySummary, Sort, TraceMode, Unmatched,
+    render_functions, sort_functions,
 };
 
 /// The row that function names beyond [`ReplayOptions::max_functions`] are folded into.

@@ -341,16 +341,10 @@ fn payload<'a>(ctx: Context<'a>, p: &'a str) -> Parsed<'a> {
     if first.is_ascii_digit() && (p.contains("==>") || p.contains(" + [")) {
         return skipped(LineKind::SchedSwitch);
     }
-    if let Some(i) = p.find(": ") {
-        let name = &p[..i];
-        let symbolic = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'.';
-        if !name.is_empty() && name.bytes().all(symbolic) {
-            let rest = &p[i + 2..];
-            if name == "tracing_mark_write" || name == "bputs" || !rest.contains('=') {
-                return skipped(LineKind::Printk);
-            }
-            return Parsed::Event(Event::TraceEvent { ctx, name });
-        }
+    match event_name(p) {
+        Some(Some(name)) => return Parsed::Event(Event::TraceEvent { ctx, name }),
+        Some(None) => return skipped(LineKind::Printk),
+        None => {}
     }
     // Another tracer's entry (`sys_dup2(oldfd: 0xa, ...)`, `#1 inner/outer(us): ...`): named
     // by its leading symbol, else by its first word.
@@ -360,6 +354,25 @@ fn payload<'a>(ctx: Context<'a>, p: &'a str) -> Parsed<'a> {
     };
     let name = if end == 0 { "[unnamed]" } else { &p[..end] };
     Parsed::Event(Event::TraceEvent { ctx, name })
+}
+
+/// An event's `name: fields` text (a symbol, `: `, then fields): `Some(Some(name))` when the
+/// fields hold a `=` (`sched_wakeup: comm=sleep pid=5882`), `Some(None)` for `trace_printk`
+/// and `trace_marker` text (`tracing_mark_write: ...`, `bputs: ...`, `func: text` without
+/// `=`), `None` when `p` does not start with a symbol and `: `. The graph tracer prints
+/// events and `trace_printk` in its `/* ... */` comments in the same form.
+pub(super) fn event_name(p: &str) -> Option<Option<&str>> {
+    let i = p.find(": ")?;
+    let name = &p[..i];
+    let symbolic = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'.';
+    if name.is_empty() || !name.bytes().all(symbolic) {
+        return None;
+    }
+    let rest = &p[i + 2..];
+    if name == "tracing_mark_write" || name == "bputs" || !rest.contains('=') {
+        return Some(None);
+    }
+    Some(Some(name))
 }
 
 /// `trace-cmd report -R` raw fields, `key=value` (or `key:value`) separated by spaces.

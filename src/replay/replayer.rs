@@ -20,9 +20,12 @@
 //!   `do_idle`, a task asleep in `schedule()`, `do_task_dead`) are hits without time;
 //!   [`Replay`] counts them per function ([`ReplayRow::open_at_end`], JSON
 //!   `open_at_end`) and in the summary.
-//! - Entries whose exit is missing (a later line of the same task at the same depth or
-//!   shallower, a `[LOST N EVENTS]` or `buffer started` line of their CPU) were entered:
-//!   hits without time, counted in [`Unmatched`]. An exit with no open entry and no name
+//! - Entries whose exit is missing (a later entry of the same task at the same depth or
+//!   shallower, a later leaf or exit shallower, a `[LOST N EVENTS]` or `buffer started`
+//!   line of their CPU) were entered: hits without time, counted in [`Unmatched`]. A leaf
+//!   at the depth of an open call (printed so with filters or across a preemption) leaves
+//!   that call open, so that its exit (`}` or `} /* func */` at its depth) closes it and
+//!   adds its time: the call is not counted again as an exit-only one. An exit with no open entry and no name
 //!   cannot be attributed: counted in [`Unmatched::exits`], no hit.
 //!
 //! # Call stacks belong to tasks
@@ -62,12 +65,14 @@
 //!   function costs one 64-byte row plus its interned name (see BENCHMARKS.md for measured
 //!   figures); the latency histogram (2 KiB a function) only with
 //!   [`ReplayOptions::latency`], per-CPU tables only with [`ReplayOptions::per_cpu`];
-//! - tasks: [`MAX_TASKS`] stacks of at most [`MAX_OPEN`] open calls each; CPUs below
-//!   [`MAX_CPUS`]; call paths and event names have bounds of their own.
+//! - tasks: [`MAX_TASKS`] stacks of at most [`MAX_OPEN`] open calls each, and
+//!   [`MAX_OPEN_CALLS`] open calls in all (`tasks.rs`): beyond either, the least recently
+//!   seen tasks are evicted at O(1) cost a line, their open calls counted as open at the
+//!   end and in [`Unmatched::evicted`]; CPUs below [`MAX_CPUS`]; call paths and event
+//!   names have bounds of their own.
 //!
 //! Nothing grows with the number of lines.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::{self, BufRead};
 
@@ -77,6 +82,7 @@ use super::kind::LineCounts;
 use super::lex::task_pid;
 use super::reader::Reader;
 use super::table::{Events, PathTrie, Table};
+use super::tasks::{Open, TaskKey, Tasks};
 use crate::export::{BucketHistogram, Counter, FunctionStats, PathStats, Profile};
 use crate::primitive::sync::Arc;
 use crate::profile::Ftrace;
@@ -84,9 +90,13 @@ use crate::profile::format::{self, RowTiming};
 
 /// CPUs above this number (a garbled CPU column) are not replayed: counted as ignored.
 pub const MAX_CPUS: u32 = 4096;
-/// Task stacks kept at once; when full, empty stacks are forgotten first, then the events of
-/// further new tasks are counted as ignored.
+/// Task stacks kept at once; a new task beyond them evicts the least recently seen task,
+/// whose open calls are counted as open at the end ([`Unmatched::evicted`]).
 pub const MAX_TASKS: usize = 1 << 16;
+/// Open calls kept by all tasks together (stack capacity, about 48 bytes a call): a stack
+/// that must grow past it evicts the least recently seen other tasks first, their open calls
+/// counted as open at the end ([`Unmatched::evicted`]).
+pub const MAX_OPEN_CALLS: usize = 1 << 18;
 /// Open calls one task's stack tracks; deeper entries still count a hit, are not timed, and
 /// are counted as overruns.
 pub const MAX_OPEN: usize = 4096;
@@ -161,7 +171,8 @@ pub struct Unmatched {
     /// Exit-only calls (`} /* func */` with no open entry): counted as hits, with time when
     /// the line shows a duration.
     pub exit_only: u64,
-    /// Entries still open at the end of the input: hits without time.
+    /// Entries still open at the end of the input, and those evicted before it (counted in
+    /// [`evicted`](Self::evicted) too): hits without time.
     pub open_at_eof: u64,
     /// Open entries given up at `LOST EVENTS` or `buffer started` lines of their CPU: hits
     /// without time.
@@ -171,9 +182,14 @@ pub struct Unmatched {
     pub abandoned: u64,
     /// Entries deeper than a stack holds ([`MAX_OPEN`]): hits without time.
     pub overruns: u64,
-    /// Events not replayed: the other tracer's lines than the trace's mode, a CPU number of
-    /// [`MAX_CPUS`] or more, or a new task beyond [`MAX_TASKS`].
+    /// Events not replayed: the other tracer's lines than the trace's mode, or a CPU number
+    /// of [`MAX_CPUS`] or more.
     pub ignored: u64,
+    /// Of [`open_at_eof`](Self::open_at_eof), the open entries evicted before the end to
+    /// keep the task table within [`MAX_TASKS`] tasks and [`MAX_OPEN_CALLS`] open calls (the
+    /// least recently seen tasks' first): hits without time, counted as open at the end
+    /// when evicted.
+    pub evicted: u64,
 }
 
 /// One function's totals as the replay counted them.
@@ -219,50 +235,6 @@ pub struct ReplaySummary {
     pub cpus: Vec<u32>,
 }
 
-/// Whose stack a call goes on (module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum TaskKey {
-    /// A task by PID.
-    Pid(u32),
-    /// The idle task (PID 0) of a CPU: every CPU has its own.
-    Idle(u32),
-    /// A CPU, when the trace says nothing about tasks.
-    Cpu(u32),
-}
-
-impl TaskKey {
-    fn of(cpu: u32, pid: u32) -> TaskKey {
-        if pid == 0 {
-            TaskKey::Idle(cpu)
-        } else {
-            TaskKey::Pid(pid)
-        }
-    }
-}
-
-/// One open entry as the trace showed it.
-#[derive(Debug, Clone, Copy)]
-struct Open {
-    ip: usize,
-    depth: u16,
-    /// The CPU of the entry line (where its hit went).
-    cpu: u32,
-    /// The entry's timestamp, when the line had one.
-    calltime: Option<u64>,
-    /// Summed durations of the calls made from it that returned (ns).
-    child: u64,
-    /// Its call path, when paths are recorded and the trie had room.
-    path: Option<u32>,
-}
-
-/// One task's open calls.
-#[derive(Debug, Default)]
-struct TaskStack {
-    open: Vec<Open>,
-    /// The CPU of the task's latest line.
-    cpu: u32,
-}
-
 /// Replays parsed events into the replay's own tables (see the module docs).
 ///
 /// ```
@@ -293,8 +265,7 @@ pub struct Replay {
     paths: Option<PathTrie>,
     events: Events,
     event_lines: u64,
-    tasks: HashMap<TaskKey, usize>,
-    stacks: Vec<TaskStack>,
+    tasks: Tasks,
     /// The task looked up last, and its stack.
     last: Option<(TaskKey, usize)>,
     /// The task that context-switch lines say runs on each CPU.
@@ -330,8 +301,7 @@ impl Replay {
             paths: opts.call_paths.then(PathTrie::default),
             events: Events::default(),
             event_lines: 0,
-            tasks: HashMap::new(),
-            stacks: Vec::new(),
+            tasks: Tasks::default(),
             last: None,
             cpu_task: Vec::new(),
             calls: 0,
@@ -451,13 +421,10 @@ impl Replay {
     pub fn finish(&mut self, lines: &LineCounts) -> ReplaySummary {
         if !self.finished {
             self.finished = true;
-            for st in &mut self.stacks {
+            for st in self.tasks.stacks_mut() {
                 for o in st.open.drain(..) {
                     self.unmatched.open_at_eof += 1;
-                    self.table.open_at_end(o.ip);
-                    if let Some(Some(t)) = self.cpu_tables.get_mut(o.cpu as usize) {
-                        t.open_at_end(o.ip);
-                    }
+                    open_at_end(&mut self.table, &mut self.cpu_tables, o);
                 }
             }
         }
@@ -553,12 +520,7 @@ impl Replay {
                 .map(Table::heap_bytes)
                 .sum::<usize>()
             + self.interner.heap_bytes()
-            + self.stacks.capacity() * size_of::<TaskStack>()
-            + self
-                .stacks
-                .iter()
-                .map(|s| s.open.capacity() * size_of::<Open>())
-                .sum::<usize>()
+            + self.tasks.heap_bytes()
     }
 
     /// Trace events by name, most frequent first: the `trace_stat/events` table.
@@ -808,7 +770,7 @@ impl Replay {
     #[inline]
     fn dispatch(&self, s: usize, ip: usize) {
         if self.hooks.has_active_ops() {
-            let parent = self.stacks[s].open.last().map_or(0, |o| o.ip);
+            let parent = self.tasks.stack(s).open.last().map_or(0, |o| o.ip);
             self.hooks.dispatch_ip(ip, parent);
         }
     }
@@ -829,9 +791,10 @@ impl Replay {
         }
     }
 
-    /// The stack of the task a line belongs to (module docs); `None` (counted as ignored)
-    /// when no more tasks fit.
-    fn stack(&mut self, cpu: u32, ctx: &Context<'_>) -> Option<usize> {
+    /// The stack of the task a line belongs to (module docs). A new task that finds the
+    /// table full evicts the least recently seen one (its open calls count as open at the
+    /// end, [`Unmatched::evicted`]).
+    fn stack(&mut self, cpu: u32, ctx: &Context<'_>) -> usize {
         let key = match ctx.pid {
             Some(pid) => TaskKey::of(cpu, pid),
             None => self
@@ -841,60 +804,35 @@ impl Replay {
                 .flatten()
                 .unwrap_or(TaskKey::Cpu(cpu)),
         };
-        let i = self.stack_of(key);
-        match i {
-            Some(i) => self.stacks[i].cpu = cpu,
-            None => self.unmatched.ignored += 1,
-        }
-        i
-    }
-
-    fn stack_of(&mut self, key: TaskKey) -> Option<usize> {
-        if let Some((k, i)) = self.last
-            && k == key
-        {
-            return Some(i);
-        }
-        let i = match self.tasks.get(&key) {
-            Some(&i) => i,
-            None => {
-                if self.stacks.len() >= MAX_TASKS {
-                    self.forget_empty_stacks();
-                    if self.stacks.len() >= MAX_TASKS {
-                        return None;
-                    }
-                }
-                self.stacks.push(TaskStack::default());
-                let i = self.stacks.len() - 1;
-                self.tasks.insert(key, i);
+        let i = match self.last {
+            Some((k, i)) if k == key => i,
+            _ => {
+                let (table, cpu_tables, unmatched) =
+                    (&mut self.table, &mut self.cpu_tables, &mut self.unmatched);
+                let i = self
+                    .tasks
+                    .lookup(key, &mut |o| evicted(table, cpu_tables, unmatched, o));
+                self.last = Some((key, i));
                 i
             }
         };
-        self.last = Some((key, i));
-        Some(i)
+        self.tasks.stack_mut(i).cpu = cpu;
+        i
     }
 
-    /// Drops the stacks with no open call (and stacks no task maps to).
-    fn forget_empty_stacks(&mut self) {
-        let old = std::mem::take(&mut self.stacks);
-        let mut keep: Vec<Option<TaskStack>> = old.into_iter().map(Some).collect();
-        let mut tasks = HashMap::new();
-        for (&key, &i) in &self.tasks {
-            if let Some(st) = keep[i].take()
-                && !st.open.is_empty()
-            {
-                self.stacks.push(st);
-                tasks.insert(key, self.stacks.len() - 1);
-            }
-        }
-        self.tasks = tasks;
-        self.last = None;
+    /// Pushes `o` on stack `s`, within the budget of open calls (the oldest tasks' calls
+    /// evicted to make room).
+    fn push(&mut self, s: usize, o: Open) {
+        let (table, cpu_tables, unmatched) =
+            (&mut self.table, &mut self.cpu_tables, &mut self.unmatched);
+        self.tasks
+            .push(s, o, &mut |o| evicted(table, cpu_tables, unmatched, o));
     }
 
     /// The call path of `ip` called from the top of stack `s` (paths recorded only).
     fn path(&mut self, s: usize, ip: usize) -> Option<u32> {
         let trie = self.paths.as_mut()?;
-        let parent = match self.stacks[s].open.last() {
+        let parent = match self.tasks.stack(s).open.last() {
             Some(o) => o.path,
             None => Some(super::table::ROOT),
         };
@@ -910,12 +848,17 @@ impl Replay {
         ip: usize,
         leaf: Option<Option<u64>>,
     ) {
-        let Some(s) = self.stack(cpu, &ctx) else {
-            return;
+        let s = self.stack(cpu, &ctx);
+        // An entry at this depth means the open entries at it or deeper returned unseen; a
+        // leaf, those deeper. A leaf at the depth of an open call (printed so with filters or
+        // across a preemption) leaves it open: its exit, named or not, still closes it, and
+        // the call is not counted twice.
+        let st = self.tasks.stack_mut(s);
+        let closes = |o: &Open| match leaf {
+            None => o.depth >= depth,
+            Some(_) => o.depth > depth,
         };
-        // A line at this depth means the open entries at it or deeper returned unseen.
-        let st = &mut self.stacks[s];
-        let keep = st.open.iter().take_while(|o| o.depth < depth).count();
+        let keep = st.open.iter().take_while(|o| !closes(o)).count();
         self.unmatched.abandoned += (st.open.len() - keep) as u64;
         st.open.truncate(keep);
         let path = self.path(s, ip);
@@ -932,19 +875,19 @@ impl Replay {
                 }
             }
             None => {
-                let st = &mut self.stacks[s];
-                if st.open.len() >= MAX_OPEN {
+                if self.tasks.stack(s).open.len() >= MAX_OPEN {
                     self.unmatched.overruns += 1;
                     return;
                 }
-                st.open.push(Open {
+                let o = Open {
                     ip,
                     depth,
                     cpu,
                     calltime: ctx.ts_ns,
                     child: 0,
                     path,
-                });
+                };
+                self.push(s, o);
             }
         }
     }
@@ -952,7 +895,7 @@ impl Replay {
     /// Adds a returned call's duration to the child time of the open call on top of stack
     /// `s`.
     fn add_child(&mut self, s: usize, d: u64) {
-        if let Some(parent) = self.stacks[s].open.last_mut() {
+        if let Some(parent) = self.tasks.stack_mut(s).open.last_mut() {
             parent.child = parent.child.saturating_add(d);
         }
     }
@@ -965,11 +908,9 @@ impl Replay {
         named: Option<usize>,
         duration: Option<u64>,
     ) {
-        let Some(s) = self.stack(cpu, &ctx) else {
-            return;
-        };
+        let s = self.stack(cpu, &ctx);
         // Entries deeper than this exit returned unseen.
-        let st = &mut self.stacks[s];
+        let st = self.tasks.stack_mut(s);
         let keep = st.open.iter().take_while(|o| o.depth <= depth).count();
         self.unmatched.abandoned += (st.open.len() - keep) as u64;
         st.open.truncate(keep);
@@ -1017,15 +958,14 @@ impl Replay {
         }
         if self.cpu_task[i].is_none()
             && let Some(prev) = key(prev)
-            && let Some(&s) = self.tasks.get(&TaskKey::Cpu(cpu))
+            && let Some(s) = self.tasks.get(TaskKey::Cpu(cpu))
         {
             let taken = self
                 .tasks
-                .get(&prev)
-                .is_some_and(|&p| !self.stacks[p].open.is_empty());
+                .get(prev)
+                .is_some_and(|p| !self.tasks.stack(p).open.is_empty());
             if !taken {
-                self.tasks.remove(&TaskKey::Cpu(cpu));
-                self.tasks.insert(prev, s);
+                self.tasks.rekey(s, prev);
             }
         }
         self.cpu_task[i] = key(next);
@@ -1036,7 +976,7 @@ impl Replay {
     /// there may have lost their exits.
     fn resync(&mut self, cpu: u32) {
         let mut dropped = 0;
-        for st in &mut self.stacks {
+        for st in self.tasks.stacks_mut() {
             if st.cpu == cpu {
                 dropped += st.open.len() as u64;
                 st.open.clear();
@@ -1044,6 +984,28 @@ impl Replay {
         }
         self.unmatched.dropped_at_resync += dropped;
     }
+}
+
+/// A call still open at the end of the trace (or evicted before it): a hit without time, in
+/// its function's row of the merged table and of its entry's CPU.
+fn open_at_end(table: &mut Table, cpu_tables: &mut [Option<Table>], o: Open) {
+    table.open_at_end(o.ip);
+    if let Some(Some(t)) = cpu_tables.get_mut(o.cpu as usize) {
+        t.open_at_end(o.ip);
+    }
+}
+
+/// An open call evicted from the task table ([`MAX_TASKS`], [`MAX_OPEN_CALLS`]): counted as
+/// open at the end now.
+fn evicted(
+    table: &mut Table,
+    cpu_tables: &mut [Option<Table>],
+    unmatched: &mut Unmatched,
+    o: Open,
+) {
+    unmatched.evicted += 1;
+    unmatched.open_at_eof += 1;
+    open_at_end(table, cpu_tables, o);
 }
 
 /// The header of the events table ([`Replay::render_events`]).
@@ -1108,6 +1070,7 @@ impl ReplaySummary {
             ("abandoned", u.abandoned),
             ("overruns", u.overruns),
             ("ignored", u.ignored),
+            ("evicted", u.evicted),
         ] {
             out.push(counter(
                 "replay_unmatched",
@@ -1196,6 +1159,13 @@ impl ReplaySummary {
                 u.overruns,
                 u.ignored
             );
+            if u.evicted > 0 {
+                let _ = write!(
+                    s,
+                    " (of the open at end, {} evicted early from the oldest tasks: over {MAX_TASKS} tasks or {MAX_OPEN_CALLS} open calls)",
+                    u.evicted
+                );
+            }
         }
         if self.lines.lost_events() > 0 {
             let _ = write!(s, "; {} events lost", self.lines.lost_events());

@@ -8,6 +8,13 @@
 //! (function tracer lines `func <-parent`, function_graph lines, `<stack trace>` and its
 //! ` => ` frames, headers) is not an event line.
 //!
+//! The function_graph tracer prints events as comments after its columns:
+//! `[TIME |] CPU) [TASK-PID |] ... | /* NAME: FIELDS */` (a console dump puts `[  210.2]`
+//! before it). Such a line is an event line when NAME is a word of letters, digits and `_`
+//! and FIELDS hold a `=`; other comments are `trace_printk` text. Its CPU is the `N)`
+//! column, its task the TASK-PID after it (when shown), its timestamp the `SECS.USECS |`
+//! column (when shown).
+//!
 //! Fields are the `name=value` words of the rest of the line, split on whitespace (so a
 //! quoted string with spaces is cut at its first space), plus the line's common fields:
 //! `comm` (the task name as printed, `<...>` included), `common_pid` and `cpu` (as decimal
@@ -24,14 +31,14 @@ use std::collections::BTreeMap;
 /// One event line, split.
 #[derive(Debug, PartialEq)]
 pub struct EventLine<'a> {
-    /// Task name as printed.
-    pub comm: &'a str,
+    /// Task name as printed (`None`: a graph comment without the TASK/PID column).
+    pub comm: Option<&'a str>,
     /// Task PID as printed.
-    pub pid: &'a str,
-    /// CPU number, as printed between the brackets.
+    pub pid: Option<&'a str>,
+    /// CPU number, as printed between the brackets (or before the `)` of a graph line).
     pub cpu: &'a str,
-    /// `SECS.USECS` as printed.
-    pub timestamp: &'a str,
+    /// `SECS.USECS` as printed (`None`: a graph comment without the time column).
+    pub timestamp: Option<&'a str>,
     /// Event name, without its `:`.
     pub name: &'a str,
     /// The text after the event name.
@@ -42,8 +49,8 @@ impl EventLine<'_> {
     /// The value of field `name` on this line: a common field or a `name=value` word.
     pub fn field(&self, name: &str) -> Option<String> {
         match name {
-            "comm" => Some(self.comm.to_owned()),
-            "common_pid" => Some(self.pid.to_owned()),
+            "comm" => self.comm.map(str::to_owned),
+            "common_pid" => self.pid.map(str::to_owned),
             "cpu" => Some(self.cpu.parse::<u32>().ok()?.to_string()),
             _ => self
                 .fields
@@ -55,6 +62,66 @@ impl EventLine<'_> {
 
 /// The event line in `line`, if it is one.
 pub fn event_line(line: &str) -> Option<EventLine<'_>> {
+    flat_event_line(line).or_else(|| graph_comment_event(line))
+}
+
+/// An event the function_graph tracer printed as a comment (module docs).
+pub fn graph_comment_event(line: &str) -> Option<EventLine<'_>> {
+    let mut t = line.trim();
+    // A console dump's `[  210.222389]` before the line.
+    if let Some(rest) = t.strip_prefix('[')
+        && let Some((stamp, after)) = rest.split_once(']')
+        && stamp.trim().parse::<f64>().is_ok()
+    {
+        t = after.trim_start();
+    }
+    let (columns, comment) = t.rsplit_once('|')?;
+    let inner = comment
+        .trim()
+        .strip_prefix("/*")?
+        .strip_suffix("*/")?
+        .trim();
+    let (name, fields) = inner.split_once(": ")?;
+    if name.is_empty()
+        || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        || !fields.contains('=')
+    {
+        return None;
+    }
+    // The columns: `[SECS.USECS |] CPU) [TASK-PID] | ...`.
+    let mut cells = columns.split('|').map(str::trim);
+    let mut cell = cells.next()?;
+    let mut timestamp = None;
+    if cell.contains('.')
+        && cell
+            .split('.')
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    {
+        timestamp = Some(cell);
+        cell = cells.next()?.trim();
+    }
+    let (cpu, task) = cell.split_once(')')?;
+    if cpu.is_empty() || !cpu.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let (comm, pid) = match task.trim().rsplit_once('-') {
+        Some((c, p)) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => {
+            (Some(c), Some(p))
+        }
+        _ => (None, None),
+    };
+    Some(EventLine {
+        comm,
+        pid,
+        cpu,
+        timestamp,
+        name,
+        fields: fields.trim(),
+    })
+}
+
+/// An event line of the `trace` file's flat form.
+fn flat_event_line(line: &str) -> Option<EventLine<'_>> {
     let open = line.find(" [")?;
     let close = open + line[open..].find(']')?;
     let cpu = &line[open + 2..close];
@@ -74,10 +141,10 @@ pub fn event_line(line: &str) -> Option<EventLine<'_>> {
     let name = words.next()?.strip_suffix(':')?;
     let at = rest.find(&format!("{timestamp}: {name}:"))? + timestamp.len() + name.len() + 3;
     Some(EventLine {
-        comm,
-        pid,
+        comm: Some(comm),
+        pid: Some(pid),
         cpu,
-        timestamp,
+        timestamp: Some(timestamp),
         name,
         fields: rest[at..].trim(),
     })
@@ -158,8 +225,11 @@ pub fn naive_event_latency_us(
     let mut pending: BTreeMap<String, u64> = BTreeMap::new();
     let mut out: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for ev in text.lines().filter_map(event_line) {
-        let ts = timestamp_us(ev.timestamp)
-            .unwrap_or_else(|| panic!("timestamp {:?} is not SECS.USECS", ev.timestamp));
+        // An event without a time (a graph comment) is neither a start nor an end.
+        let Some(ts) = ev.timestamp else {
+            continue;
+        };
+        let ts = timestamp_us(ts).unwrap_or_else(|| panic!("timestamp {ts:?} is not SECS.USECS"));
         // One line can be both (an event paired with itself): the end is read first.
         if ev.name == end.0
             && let Some(key) = ev.field(end.1)

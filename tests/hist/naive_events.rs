@@ -46,10 +46,10 @@ fn splits_an_event_line() {
     assert_eq!(
         ev,
         EventLine {
-            comm: "gnome-term-",
-            pid: "1699",
+            comm: Some("gnome-term-"),
+            pid: Some("1699"),
             cpu: "004",
-            timestamp: "309.874766",
+            timestamp: Some("309.874766"),
             name: "sched_switch",
             fields: "prev_comm=swapper/4 prev_pid=0",
         }
@@ -147,6 +147,50 @@ fn real_event_traces() {
         naive_event_sum(&kmem, "kmalloc", "comm", "bytes_alloc"),
         map(&[("<idle>", 4096), ("trace-cmd", 32)])
     );
+}
+
+/// The function_graph tracer's event comments are event lines; its `trace_printk` comments
+/// are not. Counts of the LKML trace cross-checked with `grep -c '/\* sched_switch: '` and
+/// friends.
+#[test]
+fn graph_comment_events() {
+    let text = "\
+ 360.774522 |   1)   sh-4802    |               |  /* sched_wakeup: comm=bash pid=1977 prio=120 target_cpu=001 */
+ 1)               |    /* I'm a comment! */
+ 1)               |  /* __set_cpus_allowed_ptr: (A) current: 4 new_mask: 5 */
+ 1)   0.500 us    |  } /* kmem_cache_free */
+";
+    let evs: Vec<EventLine<'_>> = text.lines().filter_map(event_line).collect();
+    assert_eq!(
+        evs,
+        [EventLine {
+            comm: Some("sh"),
+            pid: Some("4802"),
+            cpu: "1",
+            timestamp: Some("360.774522"),
+            name: "sched_wakeup",
+            fields: "comm=bash pid=1977 prio=120 target_cpu=001",
+        }]
+    );
+    let lkml = real("real/lkml-graph-migration.txt");
+    assert_eq!(
+        naive_event_counts(&lkml),
+        map(&[
+            ("sched_migrate_task", 1),
+            ("sched_switch", 2),
+            ("sched_wakeup", 1)
+        ])
+    );
+    assert_eq!(
+        naive_event_hits(&lkml, "sched_switch", "next_comm"),
+        map(&[("migration/4", 1), ("swapper/4", 1)])
+    );
+    assert_eq!(
+        naive_event_hits(&lkml, "sched_switch", "cpu"),
+        map(&[("4", 2)])
+    );
+    // No TASK/PID column: no `comm`.
+    assert_eq!(naive_event_hits(&lkml, "sched_switch", "comm"), map(&[]));
 }
 
 #[test]

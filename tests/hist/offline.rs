@@ -22,6 +22,15 @@ fn naive_line(line: &str) -> Option<(u64, String, NaiveFields)> {
     if line.trim_start().starts_with('#') {
         return None;
     }
+    // The function_graph tracer's event comments (`tests/hist/naive.rs` splits them).
+    if let Some(ev) = crate::naive::graph_comment_event(line) {
+        let toks: Vec<&str> = ev.fields.split_whitespace().collect();
+        return Some((
+            ev.cpu.parse().ok()?,
+            ev.name.to_owned(),
+            naive_fields(&toks),
+        ));
+    }
     let toks: Vec<&str> = line.split_whitespace().collect();
     let is_ts = |t: &str| {
         let t = t.trim_end_matches(':');
@@ -55,9 +64,14 @@ fn naive_line(line: &str) -> Option<(u64, String, NaiveFields)> {
     if !toks[0].contains('-') {
         return None;
     }
+    Some((cpu?, ev.to_owned(), naive_fields(&toks[ev_at + 1..])))
+}
+
+/// `name=value` tokens, a value running on over tokens without `=` up to `==>`.
+fn naive_fields(toks: &[&str]) -> NaiveFields {
     let mut fields: Vec<(String, String)> = Vec::new();
     let mut open = false;
-    for t in &toks[ev_at + 1..] {
+    for t in toks {
         if *t == "==>" {
             open = false;
         } else if let Some((n, v)) = t.split_once('=')
@@ -73,7 +87,7 @@ fn naive_line(line: &str) -> Option<(u64, String, NaiveFields)> {
             last.1.push_str(t);
         }
     }
-    Some((cpu?, ev.to_owned(), fields))
+    fields
 }
 
 /// A value as the crate's documented typing reads it.
@@ -266,6 +280,68 @@ fn every_event_trace_matches_a_naive_count() {
     }
     assert!(checked_files >= 2, "event traces found: {checked_files}");
     assert!(checked_tables >= 20, "tables checked: {checked_tables}");
+}
+
+/// The function_graph tracer prints events as `/* name: fields */` comments: they are
+/// events, with the common values the graph's columns show; `trace_printk` comments are not.
+#[test]
+fn graph_comment_events_match_the_naive_count() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/real/lkml-graph-migration.txt");
+    let text = fs::read_to_string(path).unwrap();
+    let h = run(
+        &text,
+        &[
+            "sched_switch:keys=next_comm".to_owned(),
+            "sched_switch:keys=common_pid".to_owned(),
+            "sched_wakeup:keys=comm".to_owned(),
+            "sched_migrate_task:keys=cpu:vals=dest_cpu".to_owned(),
+        ],
+    );
+    // 4 event comments; the 10 trace_printk comments stay other lines.
+    assert_eq!(h.lines().events, 4);
+    let keys = |t: usize| -> BTreeMap<String, u64> {
+        let (rows, _) = h.tables()[t].rows();
+        rows.iter()
+            .map(|r| (key_string(&r.key[0]), r.hits))
+            .collect()
+    };
+    let naive = crate::naive::naive_event_hits(&text, "sched_switch", "next_comm");
+    assert_eq!(keys(0), naive);
+    assert_eq!(
+        keys(0),
+        [("migration/4".to_owned(), 1), ("swapper/4".to_owned(), 1)].into()
+    );
+    // Without funcgraph-proc the lines show no task: common_pid is missing on both.
+    assert_eq!(keys(1), BTreeMap::new());
+    assert_eq!(h.tables()[1].skipped().missing_field, 2);
+    // `comm` is the event's own field here.
+    assert_eq!(keys(2), [("migration/4".to_owned(), 1)].into());
+    let (rows, _) = h.tables()[3].rows();
+    assert_eq!(
+        (key_string(&rows[0].key[0]), rows[0].vals[0]),
+        ("0".to_owned(), 0)
+    );
+
+    // With funcgraph-abstime and -proc every common value is there; a latency needs the time.
+    let text = "\
+ 100.000100 |   1)   sh-4802    |               |  /* sched_waking: comm=bash pid=1977 prio=120 target_cpu=001 */
+ 100.000110 |   1)   sh-4802    |   0.500 us    |  leaf();
+ 100.000150 |   1)   sh-4802    |               |  /* sched_switch: prev_comm=sh prev_pid=4802 prev_prio=120 prev_state=S ==> next_comm=bash next_pid=1977 next_prio=120 */
+ 1)               |  /* sched_switch: prev_comm=bash prev_pid=1977 prev_prio=120 prev_state=S ==> next_comm=sh next_pid=4802 next_prio=120 */
+";
+    let mut h = run(text, &["sched_switch:keys=common_pid".to_owned()]);
+    assert_eq!(h.lines().events, 3);
+    let (rows, (hits, _, _)) = h.tables()[0].rows();
+    assert_eq!((hits, key_string(&rows[0].key[0])), (1, "4802".to_owned()));
+    assert_eq!(h.tables()[0].skipped().missing_field, 1);
+    h = OfflineHist::new();
+    h.add_latency("sched_waking.pid=sched_switch.next_pid", 128)
+        .unwrap();
+    h.read(text.as_bytes(), || false).unwrap();
+    let c = h.latencies()[0].counts();
+    // The last switch has no time: neither a start nor an end.
+    assert_eq!((c.matched, c.bad_field, c.unmatched_ends), (1, 1, 0));
 }
 
 // ---- the kernel documentation's examples -------------------------------------------------

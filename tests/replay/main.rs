@@ -8,3 +8,4 @@ mod columns;
 mod parse;
 mod samples;
 mod semantics;
+mod tasks;

@@ -661,10 +661,33 @@ fn graph_markers_comments_and_context_switches() {
         one(" 1)               |                /* I'm a comment! */").kind(),
         LineKind::GraphComment
     );
-    assert_eq!(
-        one(" 0)               |  /* sched_switch: prev_comm=bash prev_pid=1 prev_state=R+ ==> next_comm=x next_pid=2 */").kind(),
-        LineKind::GraphComment
-    );
+    // The graph tracer prints events as comments: counted as the events they are.
+    match graph(
+        " 0)               |  /* sched_switch: prev_comm=bash prev_pid=1 prev_state=R+ ==> next_comm=x next_pid=2 */",
+    ) {
+        Event::TraceEvent { ctx, name } => assert_eq!((ctx.cpu, name), (Some(0), "sched_switch")),
+        e => panic!("{e:?}"),
+    }
+    match graph(
+        " 360.774522 |   1)  ping-4242  |  /* sched_wakeup: comm=migration/4 pid=29 prio=0 target_cpu=004 */",
+    ) {
+        Event::TraceEvent { ctx, name } => {
+            assert_eq!(
+                (ctx.cpu, ctx.pid, name),
+                (Some(1), Some(4242), "sched_wakeup")
+            )
+        }
+        e => panic!("{e:?}"),
+    }
+    // trace_printk text stays a comment, `func: text` included.
+    for text in [
+        " 4)               |      /* __set_cpus_allowed_ptr: (A) current: 4 new_mask: 5 valid: 0-7 */",
+        " 0)               |  /* ret = 0, ->cpus_allowed 0-3,5-7 */",
+        " 0)               |  /* Online CPUs: 0-7  Active CPUs: 0-7 */",
+        " 0)               |  /* tracing_mark_write: x=1 */",
+    ] {
+        assert_eq!(one(text).kind(), LineKind::GraphComment, "{text}");
+    }
     assert_eq!(
         one(" ------------------------------------------").kind(),
         LineKind::Separator

@@ -99,6 +99,55 @@ fn exit_only_calls_are_counted_once() {
 }
 
 #[test]
+fn a_leaf_at_the_depth_of_an_open_call_does_not_close_it() {
+    // With filters or across a preemption the graph tracer can print a leaf at the depth of
+    // a call still open (funcgraph-abstime, -proc and latency flags, as a `ping` capture
+    // shows it). The named exit closes that call: one call of `icmp_rcv`, timed, not a
+    // second exit-only one.
+    let trace = "\
+ 1000.000100 |   0)   ping-4242    |  d.s1 |               |  icmp_rcv() {
+ 1000.000150 |   0)   ping-4242    |  d.s1 |               |    icmp_echo() {
+ 1000.000200 |   0)   ping-4242    |  d.s1 |   0.500 us    |      icmp_reply();
+ 1000.000300 |   0)   ping-4242    |  d.s1 |   0.250 us    |  kfree_skb();
+ 1000.000400 |   0)   ping-4242    |  d.s1 |   3.000 us    |  } /* icmp_rcv */
+";
+    let (_, s) = Replay::run(trace.as_bytes(), opts()).unwrap();
+    let r = rows(trace, opts());
+    assert_eq!(r["icmp_rcv"], (1, 0, 3_000));
+    assert_eq!(r["kfree_skb"], (1, 0, 250));
+    assert_eq!(r["icmp_reply"], (1, 0, 500));
+    // `icmp_echo` (deeper than the leaf) returned unseen: a hit without time.
+    assert_eq!(r["icmp_echo"], (1, 0, 0));
+    assert_eq!(s.calls, 4);
+    assert_eq!(
+        (
+            s.unmatched.exit_only,
+            s.unmatched.abandoned,
+            s.unmatched.exits
+        ),
+        (0, 1, 0)
+    );
+    // An anonymous `}` at that depth closes it the same way; an entry at its depth still
+    // ends it (its exit was lost).
+    let trace = "\
+ 0)               |  f() {
+ 0)   0.250 us    |  leaf();
+ 0)   3.000 us    |  }
+ 0)               |  g() {
+ 0)               |  h() {
+ 0)   1.000 us    |  } /* h */
+ 0)   2.000 us    |  } /* g */
+";
+    let (_, s) = Replay::run(trace.as_bytes(), opts()).unwrap();
+    let r = rows(trace, opts());
+    assert_eq!(r["f"], (1, 0, 3_000));
+    assert_eq!(r["leaf"], (1, 0, 250));
+    assert_eq!(r["g"], (2, 0, 2_000));
+    assert_eq!(r["h"], (1, 0, 1_000));
+    assert_eq!((s.unmatched.exit_only, s.unmatched.abandoned), (1, 1));
+}
+
+#[test]
 fn a_call_belongs_to_its_task_across_cpus() {
     // Xorg sleeps in _cond_resched on CPU 2 and returns on CPU 0; bash runs on CPU 2 in
     // between at the same depth. With per-CPU stacks the exits would close bash's calls.
@@ -185,6 +234,24 @@ fn context_switch_lines_say_whose_call_it_is() {
 ";
     let r = rows(trace, opts());
     assert_eq!(r["read"], (1, 0, 9_000));
+}
+
+#[test]
+fn events_printed_as_graph_comments_are_counted() {
+    // The graph tracer prints events as `/* name: fields */` comments; trace_printk text in
+    // a comment is not an event.
+    let (replay, s) =
+        Replay::run(read("real/lkml-graph-migration.txt").as_bytes(), opts()).unwrap();
+    assert_eq!(
+        replay.events(),
+        [
+            ("sched_switch".to_owned(), 2),
+            ("sched_migrate_task".to_owned(), 1),
+            ("sched_wakeup".to_owned(), 1)
+        ]
+    );
+    assert_eq!(s.events, 4);
+    assert_eq!(s.lines.get(tracestat::replay::LineKind::GraphComment), 10);
 }
 
 #[test]

@@ -83,8 +83,16 @@ pub fn run(args: &HistArgs) -> Result<(), String> {
         hist.read(BufReader::with_capacity(1 << 16, file), stop)
     };
     // Stopped by a signal: the tables of what was read, without the unfinished last line.
-    if !super::replay::stopped() {
-        read.map_err(|e| format!("cannot read {name}: {e}"))?;
+    // A read error mid-stream: the tables of the lines read before it, then the error.
+    let read = if super::replay::stopped() {
+        Ok(())
+    } else {
+        read
+    };
+    if let Err(e) = &read
+        && hist.lines().lines == 0
+    {
+        return Err(format!("cannot read {name}: {e}"));
     }
     write_stdout(|out| match args.format {
         HistFormat::Text => write_text(out, |s| hist.render(s)),
@@ -95,9 +103,12 @@ pub fn run(args: &HistArgs) -> Result<(), String> {
             "this build has no json output (its cargo feature is off)",
         )),
     })?;
-    if !args.quiet {
+    if !args.quiet || read.is_err() {
         eprintln!("tracestat hist: {name}: {}", hist.report());
     }
+    read.map_err(|e| {
+        format!("cannot read {name}: {e} (the tables show the lines read before it)")
+    })?;
     if hist.lines().events == 0 {
         return Err(format!("{name}: no event lines ({})", hist.report()));
     }

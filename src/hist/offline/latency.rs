@@ -82,7 +82,8 @@ pub struct LatencyCounts {
     pub starts_dropped: u64,
     /// Ends earlier than their start.
     pub negative: u64,
-    /// Start or end events without the field, or with a value that is not a number.
+    /// Start or end events without the field or a timestamp, or with a value that is not
+    /// a number.
     pub bad_field: u64,
 }
 
@@ -160,8 +161,8 @@ impl Latency {
         match fields.get(head.body, name) {
             Some(v) => number(name, v),
             None => match name {
-                "common_pid" => Some(head.pid),
-                "cpu" | "common_cpu" => Some(head.cpu),
+                "common_pid" => head.pid,
+                "cpu" | "common_cpu" => head.cpu,
                 _ => None,
             },
         }
@@ -169,6 +170,12 @@ impl Latency {
 
     /// Feeds one event line (of either event; others are ignored).
     pub fn record(&mut self, head: &Head<'_>, fields: &Fields) {
+        // An event without a timestamp (a graph comment without funcgraph-abstime) can be
+        // neither end.
+        let Some(ts_ns) = head.ts_ns else {
+            self.counts.bad_field += 1;
+            return;
+        };
         // The same event may start and end (e.g. sched_switch.prev_pid=sched_switch.next_pid):
         // end first, so an event does not match itself.
         if head.event == self.end.0 {
@@ -176,10 +183,10 @@ impl Latency {
                 None => self.counts.bad_field += 1,
                 Some(k) => match self.pending.remove(&k) {
                     None => self.counts.unmatched_ends += 1,
-                    Some(t0) if head.ts_ns < t0 => self.counts.negative += 1,
+                    Some(t0) if ts_ns < t0 => self.counts.negative += 1,
                     Some(t0) => {
                         self.counts.matched += 1;
-                        self.trigger.record(&[k, (head.ts_ns - t0) / 1000]);
+                        self.trigger.record(&[k, (ts_ns - t0) / 1000]);
                     }
                 },
             }
@@ -189,7 +196,7 @@ impl Latency {
                 None => self.counts.bad_field += 1,
                 Some(k) => {
                     if self.pending.len() < self.size || self.pending.contains_key(&k) {
-                        self.pending.insert(k, head.ts_ns);
+                        self.pending.insert(k, ts_ns);
                     } else {
                         self.counts.starts_dropped += 1;
                     }

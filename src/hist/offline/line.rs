@@ -16,6 +16,19 @@
 //! timestamp (`secs.frac:`, or `NNus :` relative in the latency format). Then `event:` and
 //! the body. A task name may hold spaces; the pid is what follows its last `-`.
 //!
+//! The function_graph tracer prints events as comments (`print_graph_comment` in the
+//! kernel's `trace_functions_graph.c`), after the graph's own columns:
+//!
+//! ```text
+//!  4)               |          /* sched_switch: prev_comm=rcu_torture_fak prev_pid=126 prev_prio=139 prev_state=R+ ==> next_comm=migration/4 next_pid=29 next_prio=0 */
+//!  360.774522 |   1)   sh-4802    |               |  /* sched_wakeup: comm=bash pid=1977 prio=120 target_cpu=001 */
+//! ```
+//!
+//! Such an event has the common values its columns show (TASK/PID with funcgraph-proc, the
+//! CPU, the time with funcgraph-abstime); a spec that needs one the line lacks counts the
+//! event as missing that field. `trace_printk` text in a comment (`/* text */`, also
+//! `/* func: text */` without a `=`) is not an event.
+//!
 //! # Fields
 //!
 //! The body's fields are `name=value` tokens (a name is an identifier). A value runs up to
@@ -42,17 +55,19 @@ enum Name {
     Static(&'static str),
 }
 
-/// The head of an event line and where its body is.
+/// The head of an event line and where its body is. An event line always has all four
+/// common values; an event in a function_graph comment has those its columns show
+/// (funcgraph-proc, -cpu, -abstime), the others `None`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Head<'a> {
     /// The task's command name (`<idle>`, `<...>` as printed).
-    pub comm: &'a str,
+    pub comm: Option<&'a str>,
     /// The task's pid.
-    pub pid: u64,
+    pub pid: Option<u64>,
     /// The CPU.
-    pub cpu: u64,
+    pub cpu: Option<u64>,
     /// The timestamp in nanoseconds (relative to the trace start in the latency format).
-    pub ts_ns: u64,
+    pub ts_ns: Option<u64>,
     /// The event name.
     pub event: &'a str,
     /// The text after `event:`, leading spaces removed.
@@ -147,7 +162,9 @@ pub fn classify(line: &str) -> LineClass<'_> {
     if t.is_empty() || t.starts_with('#') {
         return LineClass::Comment;
     }
-    head(line).map_or(LineClass::Other, LineClass::Event)
+    head(line)
+        .or_else(|| graph_comment(line))
+        .map_or(LineClass::Other, LineClass::Event)
 }
 
 fn head(line: &str) -> Option<Head<'_>> {
@@ -215,11 +232,37 @@ fn head(line: &str) -> Option<Head<'_>> {
     let (comm, pid) = task.rsplit_once('-')?;
     let pid = digits(pid)?;
     Some(Head {
-        comm,
-        pid,
-        cpu,
-        ts_ns,
+        comm: Some(comm),
+        pid: Some(pid),
+        cpu: Some(cpu),
+        ts_ns: Some(ts_ns),
         event,
+        body,
+    })
+}
+
+/// An event the function_graph tracer printed as a comment,
+/// `  3)  bash-1977  |  |  /* sched_switch: prev_comm=bash ... */`, with the columns the
+/// replay parser reads (a console dump's `[  210.222389] ` printk time included). Comments
+/// that are `trace_printk` text (`/* text */`, `/* func: text */` without `=`) are not
+/// events.
+fn graph_comment(line: &str) -> Option<Head<'_>> {
+    let t = line.trim_end();
+    let inner = t.strip_suffix("*/")?;
+    let open = inner.rfind("/*")?;
+    let Some(crate::replay::Event::TraceEvent { ctx, name }) =
+        crate::replay::Parser::new().parse_line(t).event()
+    else {
+        return None;
+    };
+    let text = inner[open + 2..].trim_start();
+    let body = text.strip_prefix(name)?.strip_prefix(':')?.trim();
+    Some(Head {
+        comm: ctx.task,
+        pid: ctx.pid.map(u64::from),
+        cpu: ctx.cpu.map(u64::from),
+        ts_ns: ctx.ts_ns,
+        event: name,
         body,
     })
 }
@@ -520,7 +563,13 @@ mod tests {
         );
         assert_eq!(
             (h.comm, h.pid, h.cpu, h.ts_ns, h.event),
-            ("kworker/0:1", 59, 0, 136_677_025_000, "sched_switch")
+            (
+                Some("kworker/0:1"),
+                Some(59),
+                Some(0),
+                Some(136_677_025_000),
+                "sched_switch"
+            )
         );
         assert_eq!(
             fields(&h),
@@ -541,21 +590,27 @@ mod tests {
         let h = ev(
             "       trace-cmd-16131 [000] 158126.498411: kmalloc: call_site=811223c5 ptr=0xffff88003ecf2b40 bytes_req=272",
         );
-        assert_eq!((h.comm, h.pid, h.cpu), ("trace-cmd", 16131, 0));
+        assert_eq!(
+            (h.comm, h.pid, h.cpu),
+            (Some("trace-cmd"), Some(16131), Some(0))
+        );
         let h = ev(
             "  <idle>-0       2d.h4    1us : sched_wakeup: comm=sleep pid=5882 prio=94 success=1 target_cpu=002",
         );
         assert_eq!(
             (h.comm, h.pid, h.cpu, h.ts_ns, h.event),
-            ("<idle>", 0, 2, 1000, "sched_wakeup")
+            (Some("<idle>"), Some(0), Some(2), Some(1000), "sched_wakeup")
         );
         let h = ev("  bash-1977  (  1977) [003] ....  17284.993652123: foo: a=1");
         assert_eq!(
             (h.comm, h.pid, h.cpu, h.ts_ns),
-            ("bash", 1977, 3, 17_284_993_652_123)
+            (Some("bash"), Some(1977), Some(3), Some(17_284_993_652_123))
         );
         let h = ev("  Web Content-77  [001] d..2. 5.000001: sys_enter: NR 0");
-        assert_eq!((h.comm, h.pid, h.body), ("Web Content", 77, "NR 0"));
+        assert_eq!(
+            (h.comm, h.pid, h.body),
+            (Some("Web Content"), Some(77), "NR 0")
+        );
         for other in [
             "            bash-1977  [000] .... 17284.993652: sys_close <-system_call_fastpath",
             " 0)   0.651 us    |      cgroup_migrate_add_task();",

@@ -84,10 +84,10 @@ pub(super) fn lookup<'a>(
     }
     match common {
         Source::Event => None,
-        Source::Pid => Some(Value::Num(head.pid)),
-        Source::Comm => Some(Value::Text(head.comm)),
-        Source::Cpu => Some(Value::Num(head.cpu)),
-        Source::Timestamp => Some(Value::Num(head.ts_ns)),
+        Source::Pid => head.pid.map(Value::Num),
+        Source::Comm => head.comm.map(Value::Text),
+        Source::Cpu => head.cpu.map(Value::Num),
+        Source::Timestamp => head.ts_ns.map(Value::Num),
     }
 }
 
@@ -419,8 +419,10 @@ impl Table {
             *slot = n;
         }
         if hist.update(Key(key), &vals[..val_cols.len()]) {
-            if let Some(pid) = exec_pid {
-                comms.entry(pid).or_insert_with(|| cut(head.comm).into());
+            if let Some(pid) = exec_pid
+                && let Some(comm) = head.comm
+            {
+                comms.entry(pid).or_insert_with(|| cut(comm).into());
             }
         } else {
             take_back(strings, fresh);

@@ -71,6 +71,24 @@ fn cli_text_json_and_errors() {
 }
 
 #[test]
+fn events_in_a_function_graph_trace_are_counted() {
+    // The graph tracer prints events as comments, `4) | /* sched_switch: ... */`.
+    let data = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/data/real/lkml-graph-migration.txt"
+    );
+    let (code, out, err) = tracestat(&["hist", "--spec", "sched_switch:keys=next_comm", data]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("{ next_comm: migration/4"), "{out}");
+    assert!(out.contains("{ next_comm: swapper/4"), "{out}");
+    assert!(
+        out.ends_with("\nTotals:\n    Hits: 2\n    Entries: 2\n    Dropped: 0\n"),
+        "{out}"
+    );
+    assert!(err.contains(": 4 events,"), "{err}");
+}
+
+#[test]
 fn cli_filters_and_their_errors() {
     let data = concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -120,6 +138,97 @@ fn cli_filters_and_their_errors() {
     assert_eq!(code, 1);
     assert!(
         err.contains("invalid operator for the field's type '>' at byte 41") && err.contains("^"),
+        "{err}"
+    );
+}
+
+/// A read error mid-stream (a reset socket): the tables of the lines read before it, the
+/// summary and the error on standard error, exit 1; as `tracestat replay` does.
+#[test]
+fn a_read_error_prints_what_was_read_then_the_error() {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsRawFd;
+    use std::process::{Command, Stdio};
+
+    let mut data = String::new();
+    for i in 0..1000 {
+        data.push_str(&format!(
+            "  sh-1  [000] .... 1.{i:06}: sched_switch: prev_comm=sh prev_pid=1 prev_prio=120 prev_state=S ==> next_comm=task{} next_pid={i} next_prio=120\n",
+            i % 3
+        ));
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (mut server, _) = listener.accept().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tracestat"))
+        .args(["hist", "--spec", "sched_switch:keys=next_comm", "-"])
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(client)))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    server.write_all(data.as_bytes()).unwrap();
+    // Wait until the child has read every byte sent (its `rchar`), so the reset loses none.
+    let io = format!("/proc/{}/io", child.id());
+    let read_so_far = || -> usize {
+        std::fs::read_to_string(&io)
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("rchar: ")?.trim().parse().ok())
+            })
+            .unwrap_or(0)
+    };
+    let start = std::time::Instant::now();
+    while read_so_far() < data.len() {
+        assert!(
+            start.elapsed().as_secs() < 60,
+            "the child read {}",
+            read_so_far()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // Close with a reset: SO_LINGER on, timeout 0.
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid socket and a `linger` of the size given.
+    let r = unsafe {
+        libc::setsockopt(
+            server.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&raw const linger).cast(),
+            size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0);
+    drop(server);
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        out.ends_with("\nTotals:\n    Hits: 1000\n    Entries: 3\n    Dropped: 0\n"),
+        "{out}"
+    );
+    assert!(err.contains("1000 lines: 1000 events"), "{err}");
+    assert!(
+        err.contains("cannot read standard input: Connection reset by peer"),
         "{err}"
     );
 }

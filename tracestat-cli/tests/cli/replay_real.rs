@@ -15,7 +15,8 @@
 //!   context-switch line put on that CPU (lines before a CPU's first switch belong to its
 //!   outgoing task); otherwise by CPU. PID 0 is one idle task per CPU. Depth is the
 //!   indentation of the call text (the `depth=` field of raw events). A line at depth `d`
-//!   closes every open entry deeper than `d`; an entry or a leaf also the one at `d`.
+//!   closes every open entry deeper than `d`; an entry also the one at `d` (a leaf at the
+//!   depth of an open call leaves it open: its exit closes it).
 //! - **Time** adds the durations the trace prints (`N.NNN us`, raw `rettime − calltime`) to
 //!   the function of the leaf, of the exit's comment, or of the entry an anonymous `}` closes.
 //!   It is compared only where it does not depend on the stack: for every function when every
@@ -101,7 +102,7 @@ impl Reader {
     fn leaf(&mut self, key: &str, name: &str, depth: u64, ns: Option<u128>) {
         self.hit(name);
         self.add_time(name, ns);
-        self.keep_open(key, |o| o.depth < depth);
+        self.keep_open(key, |o| o.depth <= depth);
     }
 
     fn exit(&mut self, key: &str, named: Option<&str>, depth: u64, ns: Option<u128>) {
@@ -594,6 +595,17 @@ fn naive_counts_a_graph_by_the_rules() {
     assert_eq!(n.time, map(&[("a", 4000), ("c", 5000)]));
     // `b` ended without its exit: how many calls are open at the end is then ambiguous.
     assert_eq!(n.open, None);
+
+    // A leaf at the depth of an open call leaves it open: its named exit closes it, one call.
+    let text = "\
+ 1)               |  f() {
+ 1)   0.500 us    |  leaf();
+ 1)   4.000 us    |  } /* f */
+";
+    let n = naive(text);
+    assert_eq!(n.hits, map(&[("f", 1), ("leaf", 1)]));
+    assert_eq!(n.time, map(&[("f", 4000), ("leaf", 500)]));
+    assert_eq!(n.open, Some(map(&[])));
 }
 
 /// Stacks follow the task: its TASK/PID column, or the context-switch lines (the lines
