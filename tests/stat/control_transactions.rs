@@ -432,8 +432,26 @@ fn step() -> impl Strategy<Value = Step> {
     ]);
     // Good and bad values; which is which depends on the file.
     let data = prop::sample::select(vec![
-        "0", "1", "1\n", "0\n", "", "x", "-1", "2x", "f", "g", "f g", "*", "!f", "nosuch", "5",
-        "100", "7",
+        "0",
+        "1",
+        "1\n",
+        "0\n",
+        "",
+        "x",
+        "-1",
+        "2x",
+        "f",
+        "g",
+        "f g",
+        "*",
+        "!f",
+        "nosuch",
+        "5",
+        "100",
+        "7",
+        // Unicode whitespace is not a separator: a word, which names nothing.
+        "\u{2003}",
+        "f\u{2003}g",
     ]);
     prop_oneof![
         5 => (path, data, any::<bool>(), prop::bool::weighted(0.3)).prop_map(
@@ -447,7 +465,7 @@ fn step() -> impl Strategy<Value = Step> {
 /// Applies a filter write to `set` as the kernel would: every term must select a site.
 fn filter_write(set: &[usize], data: &str, append: bool) -> Option<Vec<usize>> {
     let mut out: Vec<usize> = if append { set.to_vec() } else { Vec::new() };
-    for term in data.split_whitespace() {
+    for term in data.split_ascii_whitespace() {
         let (neg, name) = match term.strip_prefix('!') {
             Some(n) => (true, n),
             None => (false, term),
@@ -504,7 +522,11 @@ fn model_write(
             }
         }
         p if OPTIONS.contains(&p) => {
-            let on = parse_bool(bytes).ok_or(())?;
+            // Option files take 0 or 1 only (the kernel's `trace_options_write`).
+            let on = match parse_bool(bytes).ok_or(())? {
+                on if data.trim_end_matches('\n').parse::<u64>() == Ok(u64::from(on)) => on,
+                _ => return Err(()),
+            };
             let i = OPTIONS.iter().position(|o| *o == p).unwrap();
             if m.opts[i] == on {
                 return Ok(n);
@@ -540,7 +562,7 @@ fn model_write(
                 return Err(());
             }
             let mut pids: Vec<u32> = if append { m.pids.clone() } else { Vec::new() };
-            for t in data.split_whitespace() {
+            for t in data.split_ascii_whitespace() {
                 let p: u32 = t.parse().map_err(|_| ())?;
                 if p == 0 || p > tracestat::profile::PID_MAX {
                     return Err(());

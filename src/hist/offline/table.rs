@@ -256,7 +256,7 @@ impl Table {
             }
         }
         let hist = HashHist::bounded(def.layout, def.size)
-            .map_err(|_| at(SpecError::new(SpecErrorKind::BadSize, "", 0)))?;
+            .map_err(|e| at(super::super::spec::table_error(&e)))?;
         let keys = parsed
             .keys
             .iter()
@@ -511,7 +511,11 @@ impl Table {
     pub fn render(&self, out: &mut dyn Write) -> fmt::Result {
         let (rows, dropped) = self.sorted();
         render::write_header(out, &self.info(), false)?;
-        let vals: Vec<&str> = self.vals.iter().map(|(n, _)| n.as_str()).collect();
+        let vals: Vec<(&str, bool)> = self
+            .vals
+            .iter()
+            .map(|(n, _)| (n.as_str(), self.spec.hex_vals.contains(n)))
+            .collect();
         let layout = *self.hist.layout();
         for row in &rows {
             out.write_str("{ ")?;
