@@ -290,9 +290,11 @@ impl HistBuilder {
         let words = self.layout.words();
         // Last, so that a refused build holds no reservation.
         let reservation = match self.bounded {
-            Some(size) => {
-                Some(TableBudget::reserve(words.stride * 8, size).map_err(HistError::Budget)?)
-            }
+            Some(size) => Some(
+                TableBudget::global()
+                    .reserve(words.stride * 8, size)
+                    .map_err(HistError::Budget)?,
+            ),
             None => None,
         };
         let global = self.collector.is_none();

@@ -287,5 +287,9 @@ mod tests {
         assert_eq!(Glob::parse("ab["), Err(GlobError::UnclosedSet(2)));
         assert_eq!(Glob::parse("[]"), Err(GlobError::EmptySet(0)));
         assert_eq!(Glob::parse("a\\"), Err(GlobError::TrailingEscape));
+        // The kernel's `glob_match` matches nothing with `[z-a]`: refused, not swapped.
+        assert_eq!(Glob::parse("[z-a]*"), Err(GlobError::ReversedRange(0)));
+        assert_eq!(Glob::parse("x[ab9-0]"), Err(GlobError::ReversedRange(1)));
+        assert!(Glob::parse("[a-a]").is_ok());
     }
 }

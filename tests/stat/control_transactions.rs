@@ -127,6 +127,37 @@ fn is_busy(e: &Error) -> bool {
     e.to_string().contains("busy")
 }
 
+/// Writes the kernel refuses: an option file takes 0 or 1 only (`trace_options_write`), and
+/// a word is split on ASCII whitespace only, so U+2003 is a (bad) word, not an empty write.
+#[test]
+fn kernel_refused_writes_change_nothing() {
+    let rig = Rig::new();
+    for data in ["2", "7\n", "100"] {
+        let e = rig
+            .fs
+            .write("options/graph-time", data.as_bytes())
+            .unwrap_err();
+        assert!(e.to_string().contains("out of range"), "{data}: {e}");
+        assert_eq!(rig.read("options/graph-time"), "1\n");
+    }
+    rig.fs.write("options/graph-time", b"0\n").unwrap();
+    assert_eq!(rig.read("options/graph-time"), "0\n");
+    rig.fs.write("set_ftrace_pid", b"7 9").unwrap();
+    rig.fs.write("set_ftrace_filter", b"f").unwrap();
+    for path in ["set_ftrace_pid", "set_ftrace_filter"] {
+        let before = rig.read(path);
+        assert!(rig.fs.write(path, "\u{2003}".as_bytes()).is_err(), "{path}");
+        assert!(
+            rig.fs.write(path, "f\u{2003}".as_bytes()).is_err(),
+            "{path}"
+        );
+        assert_eq!(rig.read(path), before, "{path}");
+    }
+    // ASCII blanks (`\v` and `\f` too, as the kernel's isspace) do separate.
+    rig.fs.write("set_ftrace_pid", b"3\x0b4\x0c5").unwrap();
+    assert_eq!(rig.read("set_ftrace_pid"), "3\n4\n5\n");
+}
+
 #[test]
 fn an_option_refused_for_lack_of_a_graph_slot_changes_nothing() {
     let mut rig = Rig::new();
