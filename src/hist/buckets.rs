@@ -79,7 +79,7 @@ impl fmt::Display for BucketError {
 
 impl std::error::Error for BucketError {}
 
-/// The bucket of sample `v` under [`BucketSpec::Log2`] with `sub_bits`: inlined into the
+/// The bucket of sample `v` under [`BucketSpec::log2`]`(sub_bits)`: inlined into the
 /// hot record paths (the function profiler's latency cell), which know the spec's kind.
 ///
 /// With `e = ⌊log2 v⌋` and `k = sub_bits`, the bucket is `1 + e·2^k + sub`, `sub` being the
@@ -371,6 +371,46 @@ mod tests {
         assert!(BucketSpec::linear(1, 1, 1).is_err());
         assert!(BucketSpec::linear(0, 10, 0).is_err());
         assert!(BucketSpec::log2(6).is_err());
+    }
+
+    /// The printed percentile bounds the true one from above and stays in `[min, max]`:
+    /// one sample of 3 in `[2, 4)` is `3`, not the bucket's `2` nor its `4`.
+    #[test]
+    fn percentile_at_most_stays_within_min_and_max() {
+        for spec in [
+            BucketSpec::LOG2,
+            BucketSpec::log2(2).unwrap(),
+            BucketSpec::linear(0, 100, 7).unwrap(),
+        ] {
+            for samples in [
+                vec![3u64],
+                vec![0, 5, 5, 1000],
+                vec![64, 65, 127],
+                vec![u64::MAX],
+            ] {
+                let mut counts = vec![0u64; spec.len()];
+                for &v in &samples {
+                    counts[spec.index(v)] += 1;
+                }
+                let mut sorted = samples.clone();
+                sorted.sort_unstable();
+                let (min, max) = (sorted[0], sorted[sorted.len() - 1]);
+                for q in [0.0, 0.5, 0.9, 0.99, 1.0] {
+                    let v = spec.percentile_at_most(&counts, q, Some(max)).unwrap();
+                    let rank = ((q * samples.len() as f64).ceil() as usize).clamp(1, samples.len());
+                    let truth = u128::from(sorted[rank - 1]);
+                    assert!(
+                        u128::from(min) <= v && v <= u128::from(max) && truth <= v,
+                        "{spec} {samples:?} q={q}: {v}"
+                    );
+                }
+            }
+        }
+        let s = BucketSpec::LOG2;
+        let mut counts = vec![0u64; s.len()];
+        counts[s.index(3)] = 1;
+        assert_eq!(s.percentile_at_most(&counts, 0.5, Some(3)), Some(3));
+        assert_eq!(s.percentile_at_most(&counts, 0.5, None), Some(3));
     }
 
     #[test]
