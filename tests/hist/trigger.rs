@@ -434,3 +434,138 @@ fn a_long_bad_spec_is_echoed_cut_around_the_error() {
         "  Command: keys=a:bogus\n                  ^\n"
     );
 }
+
+/// The kernel's rules for hist trigger writes, as a model: which writes are refused, and
+/// that a refused write changes no trigger, no pause state and no count.
+mod write_model {
+    use proptest::prelude::*;
+    use tracestat::hist::EventSource;
+    use tracestat::stat::Tracefs;
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Write {
+            trigger_file: bool,
+            append: bool,
+            text: String,
+        },
+        Record,
+    }
+
+    /// `(key field, paused, hits)` per trigger, in order.
+    type Model = Vec<(String, bool, u64)>;
+
+    fn step() -> impl Strategy<Value = Step> {
+        let spec = (
+            prop::sample::select(vec!["a", "b", "nosuch"]),
+            prop::sample::select(vec!["", ":pause", ":cont", ":clear", ":continue"]),
+            any::<bool>(),
+        )
+            .prop_map(|(k, c, remove)| format!("{}keys={k}{c}", if remove { "!" } else { "" }));
+        let text = prop_oneof![
+            6 => spec,
+            1 => prop::sample::select(vec!["", "\n", " \t", "\u{2003}", "traceon", "keys=a:bogus"])
+                .prop_map(str::to_owned),
+        ];
+        prop_oneof![
+            4 => (any::<bool>(), any::<bool>(), text).prop_map(|(trigger_file, append, text)| {
+                Step::Write { trigger_file, append, text }
+            }),
+            1 => Just(Step::Record),
+        ]
+    }
+
+    /// The model's answer to a write: the new state, or `None` for a refusal.
+    fn apply(m: &Model, trigger_file: bool, append: bool, text: &str) -> Option<Model> {
+        let blank = text.trim_matches([' ', '\t', '\n']).is_empty();
+        if blank {
+            return (!append).then(Vec::new);
+        }
+        if trigger_file && !text.starts_with("hist") && !text.starts_with("!hist") {
+            return None; // only `hist:...` commands (the writes below get the prefix)
+        }
+        let text = text.replacen("hist:", "", 1);
+        let (remove, text) = match text.strip_prefix('!') {
+            Some(t) => (true, t),
+            None => (false, text.as_str()),
+        };
+        let mut parts = text.split(':');
+        let key = parts.next()?.strip_prefix("keys=")?;
+        let cmd = parts.next();
+        if parts.next().is_some() || !["a", "b"].contains(&key) {
+            return None;
+        }
+        if !matches!(cmd, None | Some("pause" | "cont" | "continue" | "clear")) {
+            return None;
+        }
+        let at = m.iter().position(|t| t.0 == key);
+        let mut n = m.clone();
+        if remove {
+            n.remove(at?);
+            return Some(n);
+        }
+        match (append, at, cmd) {
+            (true, Some(i), Some("pause")) => n[i].1 = true,
+            (true, Some(i), Some("cont" | "continue")) => n[i].1 = false,
+            (true, Some(i), Some(_)) => n[i].2 = 0,
+            (true, Some(_), None) => return None, // EEXIST
+            (_, _, Some("cont" | "continue" | "clear")) => return None, // ENOENT
+            (true, None, cmd) => n.push((key.to_owned(), cmd.is_some(), 0)),
+            (false, _, cmd) => n = vec![(key.to_owned(), cmd.is_some(), 0)],
+        }
+        Some(n)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn trigger_writes_follow_the_kernel_model(steps in prop::collection::vec(step(), 1..30)) {
+            let fs = Tracefs::new();
+            let src = EventSource::new("s/e", &["a", "b"]);
+            src.attach(&fs).unwrap();
+            let mut m: Model = Vec::new();
+            for s in steps {
+                match s {
+                    Step::Record => {
+                        src.record(&[1, 2]);
+                        for t in m.iter_mut().filter(|t| !t.1) {
+                            t.2 += 1;
+                        }
+                    }
+                    Step::Write { trigger_file, append, text } => {
+                        // Specs go to `trigger` with the `hist` command word.
+                        let text = if trigger_file && text.contains("keys=") {
+                            match text.strip_prefix('!') {
+                                Some(t) => format!("!hist:{t}"),
+                                None => format!("hist:{text}"),
+                            }
+                        } else {
+                            text
+                        };
+                        let path = if trigger_file { "events/s/e/trigger" } else { "events/s/e/hist" };
+                        let got = if append {
+                            fs.append(path, text.as_bytes())
+                        } else {
+                            fs.write(path, text.as_bytes())
+                        };
+                        let want = apply(&m, trigger_file, append, &text);
+                        prop_assert_eq!(got.is_ok(), want.is_some(), "{} {:?}: {:?}", path, text, got);
+                        if let Some(n) = want {
+                            m = n;
+                        }
+                    }
+                }
+                let now: Model = src
+                    .triggers()
+                    .iter()
+                    .map(|t| {
+                        let key = t.def().spec.keys[0].field.name.clone();
+                        (key, t.is_paused(), t.snapshot().total_hits())
+                    })
+                    .collect();
+                prop_assert_eq!(&now, &m);
+            }
+        }
+    }
+}
