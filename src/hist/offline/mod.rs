@@ -333,15 +333,15 @@ impl OfflineHist {
                 s += &format!("; {}: no events", t.event());
             } else if k.missing_field + k.not_numeric + k.filtered > 0 {
                 s += &format!(
-                    "; {}: {} events, {} without a spec field{}, {} not numeric, {} filtered out",
+                    "; {}: {} events, {} without a spec field, {} not numeric, {} filtered out{}",
                     t.event(),
                     t.events(),
                     k.missing_field,
-                    t.missing_field()
-                        .map(|f| format!(" (first: {f})"))
-                        .unwrap_or_default(),
                     k.not_numeric,
-                    k.filtered
+                    k.filtered,
+                    t.missing_field()
+                        .map(|f| format!(" (first field missing: {f})"))
+                        .unwrap_or_default()
                 );
             }
         }
