@@ -72,7 +72,7 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     };
     println!("# calls  caller -> callee   (checksum {sum:#x})");
     for row in &snap.rows {
-        let (callee, caller) = (row.key.field(0), row.key.field(1));
+        let (callee, caller) = (row.key.0[0], row.key.0[1]);
         println!("{:>7}  {} -> {}", row.hits, name(caller), name(callee));
     }
     // 1000 handle() calls from main; 1000 parse_method and 667 parse_path calls from handle;

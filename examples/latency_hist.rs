@@ -64,7 +64,7 @@ fn main() -> Result<(), tracestat::hist::HistError> {
 
     // The reader: merge every worker's snapshot (rows with the same key add up exactly).
     let snaps: Vec<Snapshot> = readers.iter().map(|r| r.snapshot()).collect();
-    let merged = Snapshot::merge_all(layout, snaps.iter());
+    let merged = Snapshot::merge_all(layout, snaps.iter()).expect("one layout");
     assert_eq!(merged.total_hits(), THREADS * REQUESTS);
 
     for (kind, name) in KINDS.iter().enumerate() {

@@ -440,6 +440,30 @@ fn a_token_is_required_for_writes_when_set() {
     assert_eq!(get(a, "/options/flag").status, 200);
 }
 
+/// The auth scheme is case-insensitive (RFC 7235, section 2.1); the token is not.
+#[test]
+fn the_bearer_scheme_is_case_insensitive() {
+    let w = World::new();
+    let server = w
+        .builder()
+        .allow_writes(true)
+        .token("s3cret")
+        .serve()
+        .unwrap();
+    let a = server.local_addr();
+    for (header, status) in [
+        ("Authorization: bearer s3cret\r\n", 204),
+        ("Authorization: BEARER s3cret\r\n", 204),
+        ("Authorization: bEaReR  s3cret\r\n", 204),
+        ("Authorization: Basic s3cret\r\n", 401),
+        ("Authorization: Bearers3cret\r\n", 401),
+        ("Authorization: bearer S3CRET\r\n", 401),
+    ] {
+        let r = put(a, "PUT", "/options/flag", header, "1");
+        assert_eq!(r.status, status, "{header}");
+    }
+}
+
 #[test]
 fn metrics_are_prometheus_text_or_openmetrics_by_accept() {
     let w = World::new();

@@ -9,7 +9,7 @@ use tracestat::hist::{BucketSpec, CellLayout, HashHist, Key, Shard};
 
 fuzz_target!(|input: (bool, u8, Vec<(u8, u16, u32)>)| {
     let (bounded, sub_bits, ops) = input;
-    let spec = BucketSpec::Log2 { sub_bits: sub_bits % 6 };
+    let spec = BucketSpec::log2(sub_bits % 6).unwrap();
     let layout = CellLayout::new(1, 1)
         .with_extrema()
         .with_sum_sq()

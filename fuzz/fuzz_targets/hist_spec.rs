@@ -31,6 +31,13 @@ fuzz_target!(|data: &[u8]| {
     if fs.append("events/ev/hist", data).is_err() {
         assert_eq!(before, fs.read("events/ev/hist").unwrap());
     }
+    // The kernel's trigger file: `hist:...` commands, listed when read.
+    let listed = fs.read("events/ev/trigger").unwrap();
+    let shown = fs.read("events/ev/hist").unwrap();
+    if fs.append("events/ev/trigger", data).is_err() {
+        assert_eq!(listed, fs.read("events/ev/trigger").unwrap());
+        assert_eq!(shown, fs.read("events/ev/hist").unwrap());
+    }
     src.record(&[1, 2, 3]);
     let _ = fs.read("trace_stat/ev.hist").unwrap();
 });

@@ -17,7 +17,9 @@
 //!   some sub-buckets are empty ranges (`lo == hi`); no value maps to them and renderers
 //!   skip them.
 //! - Percentiles taken from the buckets return the bucket that holds the rank; the true
-//!   value lies in `[lo, hi)`. For log2 buckets the relative error of `lo` is below
+//!   value lies in `[lo, hi)`. Text output prints them as `pNN<=V`, `V` the bucket's last
+//!   value capped at the largest sample ([`BucketSpec::percentile_at_most`]), so a printed
+//!   percentile is an upper bound that never lies outside `[min, max]`. For log2 buckets the relative error of `lo` is below
 //!   `2^-k` (below 100% for plain log2); for `lhist` the absolute error is below `step`.
 
 use core::fmt;
@@ -29,24 +31,22 @@ pub const MAX_LOG2_SUB_BITS: u8 = 5;
 /// The most buckets a linear histogram may have (without under- and overflow).
 pub const MAX_LINEAR_BUCKETS: u64 = 4096;
 
-/// How samples are bucketed.
+/// How samples are bucketed: log2 buckets with `2^k` sub-buckets per power of two
+/// (bpftrace `hist`), or linear buckets with under- and overflow (bpftrace `lhist`).
+///
+/// The parameters are private: a `BucketSpec` is built only by [`BucketSpec::log2`],
+/// [`BucketSpec::linear`] or [`BucketSpec::LOG2`], which check them, so every value is valid
+/// (no zero step, no empty range, no shift past 64 bits) and every method is total.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum BucketSpec {
-    /// Power-of-two buckets, each split into `2^sub_bits` sub-buckets (bpftrace `hist`).
-    Log2 {
-        /// `k` in `0..=5`.
-        sub_bits: u8,
-    },
-    /// Linear buckets of width `step` covering `[min, max)`, plus an underflow bucket
-    /// (`v < min`) and an overflow bucket (`v >= max`) (bpftrace `lhist`).
-    Linear {
-        /// Lower bound of the first bucket.
-        min: u64,
-        /// Upper bound (exclusive) of the last regular bucket.
-        max: u64,
-        /// Bucket width.
-        step: u64,
-    },
+pub struct BucketSpec(Shape);
+
+/// The checked parameters of a [`BucketSpec`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Shape {
+    /// `k` in `0..=5`.
+    Log2 { sub_bits: u8 },
+    /// `min < max`, `step > 0`, at most [`MAX_LINEAR_BUCKETS`] buckets.
+    Linear { min: u64, max: u64, step: u64 },
 }
 
 /// Why a [`BucketSpec`] is invalid.
@@ -79,7 +79,7 @@ impl fmt::Display for BucketError {
 
 impl std::error::Error for BucketError {}
 
-/// The bucket of sample `v` under [`BucketSpec::Log2`] with `sub_bits`: inlined into the
+/// The bucket of sample `v` under [`BucketSpec::log2`]`(sub_bits)`: inlined into the
 /// hot record paths (the function profiler's latency cell), which know the spec's kind.
 ///
 /// With `e = ⌊log2 v⌋` and `k = sub_bits`, the bucket is `1 + e·2^k + sub`, `sub` being the
@@ -126,47 +126,60 @@ fn log2_index_reference(v: u64, sub_bits: u8) -> usize {
 
 impl BucketSpec {
     /// Plain log2 buckets (`k = 0`).
-    pub const LOG2: BucketSpec = BucketSpec::Log2 { sub_bits: 0 };
+    pub const LOG2: BucketSpec = BucketSpec(Shape::Log2 { sub_bits: 0 });
 
-    /// Log2 buckets with `2^sub_bits` sub-buckets per power of two.
-    pub fn log2(sub_bits: u8) -> Result<Self, BucketError> {
-        let spec = BucketSpec::Log2 { sub_bits };
-        spec.validate()?;
-        Ok(spec)
-    }
-
-    /// Linear buckets `lhist(min, max, step)`.
-    pub fn linear(min: u64, max: u64, step: u64) -> Result<Self, BucketError> {
-        let spec = BucketSpec::Linear { min, max, step };
-        spec.validate()?;
-        Ok(spec)
-    }
-
-    /// Checks the parameters.
-    pub fn validate(&self) -> Result<(), BucketError> {
-        match *self {
-            BucketSpec::Log2 { sub_bits } if sub_bits > MAX_LOG2_SUB_BITS => {
-                Err(BucketError::SubBitsTooLarge(sub_bits))
-            }
-            BucketSpec::Log2 { .. } => Ok(()),
-            BucketSpec::Linear { step: 0, .. } => Err(BucketError::ZeroStep),
-            BucketSpec::Linear { min, max, .. } if min >= max => Err(BucketError::EmptyRange),
-            BucketSpec::Linear { min, max, step } => {
-                let n = (max - min).div_ceil(step);
-                if n > MAX_LINEAR_BUCKETS {
-                    Err(BucketError::TooManyBuckets(n))
-                } else {
-                    Ok(())
-                }
-            }
+    /// Log2 buckets with `2^sub_bits` sub-buckets per power of two (`sub_bits` at most
+    /// [`MAX_LOG2_SUB_BITS`]).
+    pub const fn log2(sub_bits: u8) -> Result<Self, BucketError> {
+        if sub_bits > MAX_LOG2_SUB_BITS {
+            return Err(BucketError::SubBitsTooLarge(sub_bits));
         }
+        Ok(BucketSpec(Shape::Log2 { sub_bits }))
+    }
+
+    /// Linear buckets `lhist(min, max, step)`: `step > 0`, `min < max`, at most
+    /// [`MAX_LINEAR_BUCKETS`] buckets.
+    pub const fn linear(min: u64, max: u64, step: u64) -> Result<Self, BucketError> {
+        if step == 0 {
+            return Err(BucketError::ZeroStep);
+        }
+        if min >= max {
+            return Err(BucketError::EmptyRange);
+        }
+        let n = (max - min).div_ceil(step);
+        if n > MAX_LINEAR_BUCKETS {
+            return Err(BucketError::TooManyBuckets(n));
+        }
+        Ok(BucketSpec(Shape::Linear { min, max, step }))
+    }
+
+    /// `Some(k)` for log2 buckets with `2^k` sub-buckets, `None` for linear ones.
+    pub const fn log2_sub_bits(&self) -> Option<u8> {
+        match self.0 {
+            Shape::Log2 { sub_bits } => Some(sub_bits),
+            Shape::Linear { .. } => None,
+        }
+    }
+
+    /// `Some((min, max, step))` for linear buckets, `None` for log2 ones.
+    pub const fn linear_params(&self) -> Option<(u64, u64, u64)> {
+        match self.0 {
+            Shape::Linear { min, max, step } => Some((min, max, step)),
+            Shape::Log2 { .. } => None,
+        }
+    }
+
+    /// Checks the parameters: always `Ok`, since a `BucketSpec` can only be built valid
+    /// (kept for the layouts that call it).
+    pub fn validate(&self) -> Result<(), BucketError> {
+        Ok(())
     }
 
     /// Number of buckets (one counter word each).
     pub fn len(&self) -> usize {
         match *self {
-            BucketSpec::Log2 { sub_bits } => 1 + (64usize << sub_bits),
-            BucketSpec::Linear { min, max, step } => 2 + (max - min).div_ceil(step) as usize,
+            BucketSpec(Shape::Log2 { sub_bits }) => 1 + (64usize << sub_bits),
+            BucketSpec(Shape::Linear { min, max, step }) => 2 + (max - min).div_ceil(step) as usize,
         }
     }
 
@@ -179,8 +192,8 @@ impl BucketSpec {
     #[inline]
     pub fn index(&self, v: u64) -> usize {
         match *self {
-            BucketSpec::Log2 { sub_bits } => log2_index(v, sub_bits),
-            BucketSpec::Linear { min, max, step } => {
+            BucketSpec(Shape::Log2 { sub_bits }) => log2_index(v, sub_bits),
+            BucketSpec(Shape::Linear { min, max, step }) => {
                 if v < min {
                     0
                 } else if v >= max {
@@ -209,10 +222,11 @@ impl BucketSpec {
             })
     }
 
-    /// The range `[lo, hi)` of bucket `i` (`i < len()`).
+    /// The range `[lo, hi)` of bucket `i` (an `i` past the last bucket is the last bucket).
     pub fn bounds(&self, i: usize) -> (u128, u128) {
+        let i = i.min(self.len() - 1);
         match *self {
-            BucketSpec::Log2 { sub_bits } => {
+            BucketSpec(Shape::Log2 { sub_bits }) => {
                 if i == 0 {
                     return (0, 1);
                 }
@@ -224,7 +238,7 @@ impl BucketSpec {
                 let hi = base + ((sub + 1) * base).div_ceil(1 << k);
                 (lo, hi)
             }
-            BucketSpec::Linear { min, max, step } => {
+            BucketSpec(Shape::Linear { min, max, step }) => {
                 let last = self.len() - 1;
                 if i == 0 {
                     (0, u128::from(min))
@@ -242,8 +256,8 @@ impl BucketSpec {
     /// of a linear histogram.
     pub fn open_side(&self, i: usize) -> Option<bool> {
         match self {
-            BucketSpec::Linear { .. } if i == 0 => Some(false),
-            BucketSpec::Linear { .. } if i == self.len() - 1 => Some(true),
+            BucketSpec(Shape::Linear { .. }) if i == 0 => Some(false),
+            BucketSpec(Shape::Linear { .. }) if i == self.len() - 1 => Some(true),
             _ => None,
         }
     }
@@ -267,14 +281,25 @@ impl BucketSpec {
         }
         None
     }
+
+    /// Quantile `q` of `counts` as the printed percentiles give it: the largest value the
+    /// bucket holding rank `ceil(q * total)` can hold (`hi - 1`), no larger than `max`, the
+    /// largest sample, when it is known. The true quantile is at most this, and it is never
+    /// outside `[min, max]` of the samples (every sample of the bucket is at least its
+    /// `lo`). `None` when `counts` is all zero.
+    pub fn percentile_at_most(&self, counts: &[u64], q: f64, max: Option<u64>) -> Option<u128> {
+        let (_, hi) = self.percentile(counts, q)?;
+        let bound = hi - 1;
+        Some(max.map_or(bound, |m| bound.min(u128::from(m))))
+    }
 }
 
 impl fmt::Display for BucketSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            BucketSpec::Log2 { sub_bits: 0 } => write!(f, "log2"),
-            BucketSpec::Log2 { sub_bits } => write!(f, "log2({sub_bits})"),
-            BucketSpec::Linear { min, max, step } => write!(f, "lhist({min},{max},{step})"),
+            BucketSpec(Shape::Log2 { sub_bits: 0 }) => write!(f, "log2"),
+            BucketSpec(Shape::Log2 { sub_bits }) => write!(f, "log2({sub_bits})"),
+            BucketSpec(Shape::Linear { min, max, step }) => write!(f, "lhist({min},{max},{step})"),
         }
     }
 }
@@ -346,6 +371,46 @@ mod tests {
         assert!(BucketSpec::linear(1, 1, 1).is_err());
         assert!(BucketSpec::linear(0, 10, 0).is_err());
         assert!(BucketSpec::log2(6).is_err());
+    }
+
+    /// The printed percentile bounds the true one from above and stays in `[min, max]`:
+    /// one sample of 3 in `[2, 4)` is `3`, not the bucket's `2` nor its `4`.
+    #[test]
+    fn percentile_at_most_stays_within_min_and_max() {
+        for spec in [
+            BucketSpec::LOG2,
+            BucketSpec::log2(2).unwrap(),
+            BucketSpec::linear(0, 100, 7).unwrap(),
+        ] {
+            for samples in [
+                vec![3u64],
+                vec![0, 5, 5, 1000],
+                vec![64, 65, 127],
+                vec![u64::MAX],
+            ] {
+                let mut counts = vec![0u64; spec.len()];
+                for &v in &samples {
+                    counts[spec.index(v)] += 1;
+                }
+                let mut sorted = samples.clone();
+                sorted.sort_unstable();
+                let (min, max) = (sorted[0], sorted[sorted.len() - 1]);
+                for q in [0.0, 0.5, 0.9, 0.99, 1.0] {
+                    let v = spec.percentile_at_most(&counts, q, Some(max)).unwrap();
+                    let rank = ((q * samples.len() as f64).ceil() as usize).clamp(1, samples.len());
+                    let truth = u128::from(sorted[rank - 1]);
+                    assert!(
+                        u128::from(min) <= v && v <= u128::from(max) && truth <= v,
+                        "{spec} {samples:?} q={q}: {v}"
+                    );
+                }
+            }
+        }
+        let s = BucketSpec::LOG2;
+        let mut counts = vec![0u64; s.len()];
+        counts[s.index(3)] = 1;
+        assert_eq!(s.percentile_at_most(&counts, 0.5, Some(3)), Some(3));
+        assert_eq!(s.percentile_at_most(&counts, 0.5, None), Some(3));
     }
 
     #[test]

@@ -420,7 +420,7 @@ mod tests {
     use proptest::strategy::Strategy;
 
     fn layout() -> CellLayout {
-        CellLayout::timing(Some(BucketSpec::Log2 { sub_bits: 2 }))
+        CellLayout::timing(BucketSpec::log2(2).ok())
     }
 
     /// The same updates give the same rows as a shard of the hash histogram, through the

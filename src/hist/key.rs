@@ -43,10 +43,11 @@ impl Key {
         Key(k)
     }
 
-    /// Field `i`.
+    /// Field `i` (unused fields of a shorter key are 0), or `None` past the
+    /// [`MAX_KEYS`] fields a key has.
     #[inline]
-    pub fn field(&self, i: usize) -> u64 {
-        self.0[i]
+    pub fn field(&self, i: usize) -> Option<u64> {
+        self.0.get(i).copied()
     }
 
     /// The table hash of this key: a folded multiply per non-zero field (foldhash's

@@ -186,7 +186,7 @@ impl CellLayout {
         let max = take(self.extrema, 1);
         let sum_sq = take(self.sum_sq, 3);
         let nbuckets = self.buckets.map_or(0, |b| b.len());
-        let log2 = matches!(self.buckets, Some(BucketSpec::Log2 { .. }));
+        let log2 = self.buckets.is_some_and(|b| b.log2_sub_bits().is_some());
         let deferred = take(log2, 1);
         let buckets = take(nbuckets > 0, nbuckets);
         Words {
@@ -261,19 +261,14 @@ impl Words {
     /// `Some(sub_bits)` if the cell holds one value, its stat value, min/max, a sum of
     /// squares and log2 buckets of `sub_bits` (what `cell::apply_timing_one` writes).
     pub(crate) fn is_timing_one(&self) -> Option<u8> {
-        match self.spec {
-            Some(BucketSpec::Log2 { sub_bits })
-                if !self.single
-                    && self.vals == 1
-                    && self.stat_val == self.vals_at
-                    && self.min != usize::MAX
-                    && self.sum_sq != usize::MAX
-                    && self.nbuckets != 0 =>
-            {
-                Some(sub_bits)
-            }
-            _ => None,
-        }
+        let sub_bits = self.spec?.log2_sub_bits()?;
+        (!self.single
+            && self.vals == 1
+            && self.stat_val == self.vals_at
+            && self.min != usize::MAX
+            && self.sum_sq != usize::MAX
+            && self.nbuckets != 0)
+            .then_some(sub_bits)
     }
 
     /// Whether this is a one-field key and a hit count, two words an entry

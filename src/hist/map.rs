@@ -46,6 +46,8 @@ use crate::primitive::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use crate::primitive::sync::{Arc, Mutex};
 
 use super::arena::Arena;
+use super::budget::Reservation;
+pub use super::budget::{BudgetError, TableBudget};
 use super::cell::{self, Shared as SharedWriter};
 use super::key::Key;
 use super::layout::{CellLayout, LayoutError, Words};
@@ -60,6 +62,9 @@ pub const MAX_BOUNDED_SIZE: usize = 131_072;
 pub const DEFAULT_BOUNDED_SIZE: usize = 2048;
 /// The default initial table capacity of a growing histogram.
 pub const DEFAULT_INITIAL_CAPACITY: usize = 64;
+/// The largest initial table capacity (slots): 2^24, a 128 MiB slot array. A table grows
+/// past it on demand; a larger request is refused with [`HistError::Capacity`].
+pub const MAX_INITIAL_CAPACITY: usize = 1 << 24;
 /// The most retired generations of one histogram whose `reset_with` sink has not run yet
 /// (see the backpressure rule in the module docs).
 pub const MAX_PENDING_SINKS: usize = 4;
@@ -91,6 +96,11 @@ pub enum HistError {
     Layout(LayoutError),
     /// A bounded size that is not a power of two in 128..=131072.
     Size(usize),
+    /// An initial capacity above [`MAX_INITIAL_CAPACITY`].
+    Capacity(usize),
+    /// A bounded table whose cells would take more memory than the budget allows (see
+    /// [`TableBudget`]): nothing was allocated.
+    Budget(BudgetError),
 }
 
 impl core::fmt::Display for HistError {
@@ -101,11 +111,37 @@ impl core::fmt::Display for HistError {
                 f,
                 "size {n} is not a power of two in {MIN_BOUNDED_SIZE}..={MAX_BOUNDED_SIZE}"
             ),
+            HistError::Capacity(n) => write!(
+                f,
+                "initial capacity {n} is above the largest, {MAX_INITIAL_CAPACITY} slots"
+            ),
+            HistError::Budget(e) => write!(f, "{e}"),
         }
     }
 }
 
 impl std::error::Error for HistError {}
+
+/// An update with a number of values other than the layout's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArityError {
+    /// The layout's number of values.
+    pub expected: usize,
+    /// The number given.
+    pub given: usize,
+}
+
+impl core::fmt::Display for ArityError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "update with {} values, the layout has {}",
+            self.given, self.expected
+        )
+    }
+}
+
+impl std::error::Error for ArityError {}
 
 /// One generation: everything a reset discards.
 pub(crate) struct Generation {
@@ -225,9 +261,11 @@ impl HistBuilder {
         self
     }
 
-    /// The first table's slot count (growing mode; rounded up to a power of two, at least 4).
+    /// The first table's slot count (growing mode; rounded up to a power of two, at least
+    /// 4). [`build`](Self::build) refuses one above [`MAX_INITIAL_CAPACITY`] with
+    /// [`HistError::Capacity`].
     pub fn initial_capacity(mut self, slots: usize) -> Self {
-        self.initial = slots.max(4).next_power_of_two();
+        self.initial = slots;
         self
     }
 
@@ -245,18 +283,33 @@ impl HistBuilder {
         {
             return Err(HistError::Size(size));
         }
+        if self.initial > MAX_INITIAL_CAPACITY {
+            return Err(HistError::Capacity(self.initial));
+        }
+        let initial = self.initial.max(4).next_power_of_two();
         let words = self.layout.words();
+        // Last, so that a refused build holds no reservation.
+        let reservation = match self.bounded {
+            Some(size) => Some(
+                TableBudget::global()
+                    .reserve(words.stride * 8, size)
+                    .map_err(HistError::Budget)?,
+            ),
+            None => None,
+        };
         let global = self.collector.is_none();
         let collector = match self.collector {
             Some(c) => c,
             None => epoch::default_collector(),
         };
         Ok(HashHist {
-            generation: Atomic::new(Generation::new(&words, self.initial, self.bounded)),
+            generation: Atomic::new(Generation::new(&words, initial, self.bounded)),
             layout: self.layout,
             words,
             bounded: self.bounded,
-            initial: self.initial,
+            initial,
+            rejected: AtomicU64::new(0),
+            _reservation: reservation,
             collector,
             global,
             pending_sinks: Arc::new(AtomicUsize::new(0)),
@@ -289,6 +342,10 @@ pub struct HashHist {
     global: bool,
     /// Retired generations whose `reset_with` sink has not run yet.
     pending_sinks: Arc<AtomicUsize>,
+    /// Updates refused for the wrong number of values.
+    rejected: AtomicU64,
+    /// A bounded table's share of the process budget, given back when it is dropped.
+    _reservation: Option<Reservation>,
 }
 
 impl core::fmt::Debug for HashHist {
@@ -337,13 +394,44 @@ impl HashHist {
         epoch::with_pinned(&self.collector, self.global, f)
     }
 
-    /// Records one update of `key`: one hit, and `vals` added to the summed values (missing
-    /// ones count as 0; the stat value feeds min/max/sum of squares/buckets). Returns `false`
-    /// if a full bounded table refused it (it is then counted in `dropped`).
+    /// Records one update of `key`: one hit, and `vals` added to the summed values (the
+    /// stat value feeds min/max/sum of squares/buckets). `vals` must hold exactly the
+    /// layout's number of values: an update with another number is refused, returns `false`
+    /// and is counted in [`rejected`](Self::rejected) ([`try_update`](Self::try_update) says
+    /// why). Returns `false` too if a full bounded table refused it (counted in `dropped`).
     #[inline]
     pub fn update(&self, key: impl Into<Key>, vals: &[u64]) -> bool {
         let Key([a, b, c]) = key.into();
         self.update_words(a, b, c, vals)
+    }
+
+    /// [`update`](Self::update) that says why an update with the wrong number of values is
+    /// refused: `Ok(landed)`, or [`ArityError`] (also counted in
+    /// [`rejected`](Self::rejected)).
+    pub fn try_update(&self, key: impl Into<Key>, vals: &[u64]) -> Result<bool, ArityError> {
+        let expected = usize::from(self.layout.vals);
+        if vals.len() != expected {
+            self.rejected.fetch_add(1, Ordering::Relaxed);
+            return Err(ArityError {
+                expected,
+                given: vals.len(),
+            });
+        }
+        Ok(self.update(key, vals))
+    }
+
+    /// Updates refused because they had the wrong number of values (over the histogram's
+    /// life; a reset keeps the count).
+    pub fn rejected(&self) -> u64 {
+        self.rejected.load(Ordering::Relaxed)
+    }
+
+    /// Counts an update refused for its number of values.
+    #[cold]
+    #[inline(never)]
+    fn reject(&self) -> bool {
+        self.rejected.fetch_add(1, Ordering::Relaxed);
+        false
     }
 
     /// [`update`](Self::update) past the generic conversion, compiled once, here: the key
@@ -357,7 +445,8 @@ impl HashHist {
         self.with_guard(|g| self.update_in(g, Key([a, b, c]), vals))
     }
 
-    /// Counts one hit of `key`.
+    /// Counts one hit of `key` (an update with no values: refused and counted in
+    /// [`rejected`](Self::rejected) when the layout has values).
     #[inline]
     pub fn increment(&self, key: impl Into<Key>) -> bool {
         self.update(key, &[])
@@ -367,6 +456,9 @@ impl HashHist {
     #[inline]
     pub fn update_in(&self, guard: &Guard, key: Key, vals: &[u64]) -> bool {
         debug_assert!(guard.collector().is_none_or(|c| *c == self.collector));
+        if vals.len() != self.words.vals {
+            return self.reject();
+        }
         // SAFETY: the generation pointer is never null and is retired through the epoch;
         // `guard` keeps it alive.
         let generation = unsafe { self.generation.load(Ordering::Acquire, guard).deref() };

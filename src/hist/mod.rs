@@ -11,6 +11,9 @@
 //!   reads one run of words; merge per-thread shards with [`Snapshot::merge`].
 //! - Cells (`layout.rs`, `cell.rs`, `arena.rs`): hit count, up to three summed values, and
 //!   optionally min, max, sum of squares and a [`BucketSpec`] histogram of one value.
+//! - The memory budget of bounded tables (`budget.rs`): a table's cell bytes × `size` is
+//!   checked against [`MAX_TABLE_BYTES`] and, with every other table alive,
+//!   [`MAX_PROCESS_TABLE_BYTES`] when it is built ([`TableBudget`]).
 //! - [`Snapshot`] / [`Row`] (`snapshot.rs`): per-key-consistent copies, sorted by up to two
 //!   [`SortKey`]s, merged, or turned into a hashbrown map; [`Stats`] (`stats.rs`) derives
 //!   count, sum, min, max, mean, variance and percentiles without overflow.
@@ -24,6 +27,7 @@
 
 mod arena;
 mod buckets;
+mod budget;
 mod cell;
 mod dense;
 mod flat;
@@ -42,18 +46,20 @@ pub(crate) use trigger::render;
 use trigger::spec;
 
 pub use buckets::{BucketError, BucketSpec, MAX_LINEAR_BUCKETS, MAX_LOG2_SUB_BITS};
+pub use budget::{MAX_PROCESS_TABLE_BYTES, MAX_TABLE_BYTES};
 pub(crate) use dense::{DenseTable, DenseWriter, TimingSlot};
 pub use key::{Key, MAX_KEYS};
 pub use layout::{CellLayout, LayoutError, MAX_VALS};
 pub use map::{
-    DEFAULT_BOUNDED_SIZE, DEFAULT_INITIAL_CAPACITY, HashHist, HistBuilder, HistError,
-    MAX_BOUNDED_SIZE, MAX_PENDING_SINKS, MIN_BOUNDED_SIZE, SinkBacklog,
+    ArityError, BudgetError, DEFAULT_BOUNDED_SIZE, DEFAULT_INITIAL_CAPACITY, HashHist, HistBuilder,
+    HistError, MAX_BOUNDED_SIZE, MAX_INITIAL_CAPACITY, MAX_PENDING_SINKS, MIN_BOUNDED_SIZE,
+    SinkBacklog, TableBudget,
 };
 pub use shard::{DEFAULT_SHARD_CAPACITY, Shard, ShardReader};
-pub use snapshot::{Row, Snapshot, SortField, SortKey};
+pub use snapshot::{LayoutMismatch, Row, Snapshot, SortField, SortKey};
 pub use spec::{
-    Command, FieldRef, HistDef, HistSpec, KeyModifier, KeySpec, MAX_SPEC_LEN, SortSpec, SpecError,
-    SpecErrorKind,
+    CARET_CONTEXT, Command, FieldRef, HistDef, HistSpec, KeyModifier, KeySpec, MAX_SPEC_LEN,
+    SortSpec, SpecError, SpecErrorKind,
 };
 pub(crate) use stats::variance;
 pub use stats::{PERCENTILES, Stats};

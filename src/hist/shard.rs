@@ -49,7 +49,8 @@
 //! let readers = [a.reader(), b.reader()];
 //! a.update(Key::one(0xffff_1000), &[1500]); // ip, duration in ns
 //! b.update(Key::one(0xffff_1000), &[500]);
-//! let merged = Snapshot::merge_all(layout, readers.iter().map(|r| r.snapshot()).collect::<Vec<_>>().iter());
+//! let snaps: Vec<_> = readers.iter().map(|r| r.snapshot()).collect();
+//! let merged = Snapshot::merge_all(layout, &snaps).expect("one layout");
 //! let row = merged.get(0xffff_1000).unwrap();
 //! assert_eq!((row.hits, row.vals[0], row.min, row.max), (2, 2000, 500, 1500));
 //! # Ok::<(), tracestat::hist::HistError>(())

@@ -153,6 +153,27 @@ pub(crate) fn compare(keys: &[SortKey], a: &Row, b: &Row) -> Ordering {
         .unwrap_or_else(|| a.key.cmp(&b.key))
 }
 
+/// Snapshots of two different cell layouts cannot be merged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LayoutMismatch {
+    /// The layout of the snapshot merged into.
+    pub into: CellLayout,
+    /// The layout of the snapshot refused.
+    pub from: CellLayout,
+}
+
+impl core::fmt::Display for LayoutMismatch {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "cannot merge a snapshot of layout {:?} into one of layout {:?}",
+            self.from, self.into
+        )
+    }
+}
+
+impl std::error::Error for LayoutMismatch {}
+
 /// A reader's copy of a histogram.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Snapshot {
@@ -197,7 +218,26 @@ impl Snapshot {
 
     /// Adds `other` (a snapshot of another shard of the same histogram) into `self`: rows
     /// of equal keys are merged, `dropped` is summed. The result is in no particular order.
-    pub fn merge(&mut self, other: &Snapshot) {
+    /// Snapshots of different [`CellLayout`]s (whose values, statistics or buckets mean
+    /// different things) are refused with [`LayoutMismatch`], and `self` is unchanged.
+    pub fn merge(&mut self, other: &Snapshot) -> Result<(), LayoutMismatch> {
+        if self.layout != other.layout {
+            return Err(LayoutMismatch {
+                into: self.layout,
+                from: other.layout,
+            });
+        }
+        self.merge_rows(other);
+        Ok(())
+    }
+
+    /// [`merge`](Self::merge) of snapshots the caller knows share a layout (the function
+    /// profiler's shards, all made from one layout constant).
+    pub(crate) fn merge_rows(&mut self, other: &Snapshot) {
+        debug_assert_eq!(
+            self.layout, other.layout,
+            "merging snapshots of two layouts"
+        );
         let mut index: hashbrown::HashMap<Key, usize> = self
             .rows
             .iter()
@@ -217,16 +257,17 @@ impl Snapshot {
         self.torn += other.torn;
     }
 
-    /// Merges many snapshots (say, one per thread shard) into one.
+    /// Merges many snapshots (say, one per thread shard) of `layout` into one; refused
+    /// with [`LayoutMismatch`] if any has another layout.
     pub fn merge_all<'a>(
         layout: CellLayout,
         parts: impl IntoIterator<Item = &'a Snapshot>,
-    ) -> Self {
+    ) -> Result<Self, LayoutMismatch> {
         let mut out = Snapshot::empty(layout);
         for p in parts {
-            out.merge(p);
+            out.merge(p)?;
         }
-        out
+        Ok(out)
     }
 
     /// Sorts the rows by `keys` (the hist-trigger `sort=` allows two), ties by key ascending.

@@ -214,7 +214,7 @@ pub(crate) fn apply_write<'s>(
         WriteMode::Truncate => FilterHash::empty(count),
         WriteMode::Append => current.clone(),
     };
-    for raw in text.split_whitespace() {
+    for raw in crate::stat::kernel_words(text) {
         let (negate, term) = match raw.strip_prefix('!') {
             Some(rest) => (true, rest),
             None => (false, raw),

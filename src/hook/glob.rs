@@ -14,7 +14,8 @@
 //! # Invariants
 //!
 //! - Parsing is pure and total: any string yields a [`Glob`] or a [`GlobError`], never a
-//!   panic. An unclosed `[`, an empty set `[]` and a trailing `\` are errors.
+//!   panic. An unclosed `[`, an empty set `[]`, a backwards range `[z-a]` and a trailing
+//!   `\` are errors.
 //! - A [`Glob`] matches exactly what the general matcher would match for the same pattern;
 //!   the fast kinds are an optimisation only.
 
@@ -31,6 +32,10 @@ pub enum GlobError {
     EmptySet(usize),
     /// A `\` at the end of the pattern.
     TrailingEscape,
+    /// A range `[b-a]` whose first character is above its last, at this byte offset of the
+    /// set's `[`: the kernel's `glob_match` matches nothing with it, so it is refused
+    /// rather than read as `[a-b]`.
+    ReversedRange(usize),
 }
 
 impl fmt::Display for GlobError {
@@ -40,6 +45,12 @@ impl fmt::Display for GlobError {
             GlobError::UnclosedSet(at) => write!(f, "unclosed '[' at byte {at}"),
             GlobError::EmptySet(at) => write!(f, "empty set '[]' at byte {at}"),
             GlobError::TrailingEscape => write!(f, "pattern ends in '\\'"),
+            GlobError::ReversedRange(at) => {
+                write!(
+                    f,
+                    "range in the set at byte {at} runs backwards (write [a-z])"
+                )
+            }
         }
     }
 }
@@ -181,7 +192,10 @@ fn tokenize(pattern: &str) -> Result<Vec<Token>, GlobError> {
                             hi = h;
                         }
                     }
-                    items.push((lo.min(hi), lo.max(hi)));
+                    if lo > hi {
+                        return Err(GlobError::ReversedRange(at));
+                    }
+                    items.push((lo, hi));
                 }
                 if !closed {
                     return Err(GlobError::UnclosedSet(at));
@@ -273,5 +287,9 @@ mod tests {
         assert_eq!(Glob::parse("ab["), Err(GlobError::UnclosedSet(2)));
         assert_eq!(Glob::parse("[]"), Err(GlobError::EmptySet(0)));
         assert_eq!(Glob::parse("a\\"), Err(GlobError::TrailingEscape));
+        // The kernel's `glob_match` matches nothing with `[z-a]`: refused, not swapped.
+        assert_eq!(Glob::parse("[z-a]*"), Err(GlobError::ReversedRange(0)));
+        assert_eq!(Glob::parse("x[ab9-0]"), Err(GlobError::ReversedRange(1)));
+        assert!(Glob::parse("[a-a]").is_ok());
     }
 }

@@ -72,7 +72,7 @@ pub(crate) fn parse_pids(
         WriteMode::Truncate => Vec::new(),
         WriteMode::Append => current.to_vec(),
     };
-    for word in text.split_whitespace() {
+    for word in crate::stat::kernel_words(text) {
         if !word.bytes().all(|b| b.is_ascii_digit()) {
             return Err(PidError::NotANumber(word.to_owned()));
         }

@@ -455,7 +455,7 @@ impl Router {
         }
         if let Some(token) = &self.token {
             let given = header(headers, "authorization")
-                .and_then(|v| v.strip_prefix(b"Bearer "))
+                .and_then(bearer_credentials)
                 .map(<[u8]>::trim_ascii);
             let ok = given.is_some_and(|g| bool::from(g.ct_eq(token)));
             if !ok {
@@ -645,4 +645,14 @@ fn pprof_index(headers: &[(&str, &[u8])]) -> Response {
         );
     }
     Response::new(200, TEXT, format!("profile?seconds=N: {WHAT}\n"))
+}
+
+/// The credentials of an `Authorization: Bearer <token>` header value. The scheme name is
+/// case-insensitive (RFC 7235, section 2.1: `bearer`, `BEARER` are `Bearer`); `None` for
+/// another scheme or no credentials.
+fn bearer_credentials(value: &[u8]) -> Option<&[u8]> {
+    let value = value.trim_ascii_start();
+    let end = value.iter().position(|&b| b == b' ' || b == b'\t')?;
+    let (scheme, rest) = value.split_at(end);
+    scheme.eq_ignore_ascii_case(b"Bearer").then_some(rest)
 }

@@ -218,7 +218,8 @@ impl Tracefs {
     /// Adds a control file at `path` (for example `options/graph-time`).
     ///
     /// Fails with [`Error::AlreadyExists`] if the path, or a directory of that name, exists,
-    /// and with [`Error::InvalidName`] for empty, `.` or `..` components, paths under
+    /// and with [`Error::InvalidName`] for empty, `.` or `..` components, control characters
+    /// (`\n`, NUL, ...) anywhere in the path, paths under
     /// `trace_stat/` (which belongs to the stat registry), and paths that would put a file
     /// and a directory at one name.
     pub fn add_file<F: ControlFile>(&self, path: &str, file: Arc<F>) -> Result<(), Error> {
@@ -229,6 +230,13 @@ impl Tracefs {
         let parts = components(path).ok_or_else(|| invalid("empty, '.' or '..' component"))?;
         if parts.is_empty() {
             return Err(invalid("the root is a directory"));
+        }
+        // A name a shell, a listing or an HTTP path could not carry: `\n` would split a
+        // listing line, NUL ends a C path.
+        if path.chars().any(char::is_control) {
+            return Err(invalid(
+                "a control character (newline, NUL, ...) in the path",
+            ));
         }
         if path.ends_with('/') {
             return Err(invalid("a file path may not end in '/'"));

@@ -27,7 +27,9 @@ pub use control::{
     BoolControl, ControlFile, DirEntry, Mode, ReadOnlyFile, STAT_DIR, Tracefs, UlongControl,
     WriteMode,
 };
-pub use parse::{MAX_NUMBER_WRITE, as_text, parse_bool, parse_ulong};
+pub use parse::{
+    MAX_NUMBER_WRITE, as_text, is_kernel_space, kernel_words, parse_bool, parse_option, parse_ulong,
+};
 pub use registry::StatRegistry;
 pub use snapshot::{RenderedRows, render, render_each, render_rows, sorted_entries};
 pub use tracer::StatTracer;

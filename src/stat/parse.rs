@@ -4,7 +4,9 @@
 //! an optional single trailing `\n`, nothing else. On top of the kernel's rules, writes longer
 //! than [`MAX_NUMBER_WRITE`] bytes and non-UTF-8 bytes are refused up front. [`parse_bool`]
 //! is how boolean controls such as `function_profile_enabled` read a write: any accepted
-//! number, stored as `!!val`.
+//! number, stored as `!!val`; [`parse_option`] is how the kernel's option files
+//! (`options/graph-time`) read one: 0 or 1, nothing else. [`kernel_words`] splits a write
+//! into words on the kernel's ASCII whitespace only.
 //!
 //! Every parser is pure: it returns a value or an [`InputError`] and touches no state, so a
 //! control file that parses first and stores second never changes on a bad write.
@@ -78,6 +80,41 @@ pub fn parse_ulong(bytes: &[u8]) -> Result<u64, InputError> {
 /// (`"0"` is false, `"1"`, `"7"` are true).
 pub fn parse_bool(bytes: &[u8]) -> Result<bool, InputError> {
     parse_ulong(bytes).map(|v| v != 0)
+}
+
+/// Whether `c` is whitespace to the kernel's `isspace` on the ASCII range (space, `\t`,
+/// `\n`, `\v`, `\f`, `\r`): how control files split and trim writes. Unicode spaces
+/// (U+2003, U+00A0 as UTF-8) are not: a word holding one is a word, not a separator.
+pub fn is_kernel_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\x0B' | '\x0C' | '\r')
+}
+
+/// The words of a control write, split on [`is_kernel_space`] (never on Unicode
+/// whitespace, which `str::split_whitespace` would use).
+pub fn kernel_words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(is_kernel_space).filter(|w| !w.is_empty())
+}
+
+/// Parses a write to a kernel option file (`options/graph-time`, ...): a number
+/// [`parse_ulong`] accepts that is 0 or 1, as the kernel's `trace_options_write` (any other
+/// value is EINVAL, here [`InputError::OutOfRange`]).
+///
+/// ```
+/// use tracestat::stat::parse_option;
+/// assert!(parse_option(b"1\n").unwrap());
+/// assert!(!parse_option(b"0").unwrap());
+/// assert!(parse_option(b"2").is_err());
+/// ```
+pub fn parse_option(bytes: &[u8]) -> Result<bool, InputError> {
+    match parse_ulong(bytes)? {
+        0 => Ok(false),
+        1 => Ok(true),
+        value => Err(InputError::OutOfRange {
+            value,
+            min: 0,
+            max: 1,
+        }),
+    }
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! language, and offline hist triggers over real event traces against a naive counter
 //! (`naive`, sharing no code with the crate). One test binary; every test owns its maps.
 
+mod limits;
 mod model;
 mod naive;
 mod naive_events;

@@ -162,7 +162,7 @@ fn merge_snapshots_of_shards() {
         }
     }
     let snaps: Vec<Snapshot> = shards.iter().map(|s| s.reader().snapshot()).collect();
-    let merged = Snapshot::merge_all(l, &snaps);
+    let merged = Snapshot::merge_all(l, &snaps).expect("one layout");
     assert_eq!(merged.len(), 100);
     let r = merged.get(10).unwrap();
     assert_eq!((r.hits, r.vals[0], r.min, r.max), (3, 60, 10, 30));

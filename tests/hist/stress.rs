@@ -57,7 +57,7 @@ fn hammer(h: Arc<HashHist>, n: u64, k: u64, resets: usize) -> Snapshot {
     done.store(true, Ordering::Relaxed);
     let mut parts = resetter.join().unwrap();
     parts.push(h.snapshot());
-    Snapshot::merge_all(*h.layout(), &parts)
+    Snapshot::merge_all(*h.layout(), &parts).expect("one layout")
 }
 
 fn expected(n: u64, k: u64) -> Vec<u64> {
@@ -284,7 +284,7 @@ fn shards_with_concurrent_readers() {
     stop.store(true, Ordering::Relaxed);
     assert!(reader_thread.join().unwrap() > 0);
     let snaps: Vec<_> = finals.iter().map(|r| r.snapshot()).collect();
-    let merged = Snapshot::merge_all(l, &snaps);
+    let merged = Snapshot::merge_all(l, &snaps).expect("one layout");
     check_exact(&merged, 50_000, 3_000);
 }
 

@@ -31,7 +31,11 @@ proptest! {
     #[test]
     fn glob_sets_match_reference(lo in proptest::char::range('a', 'e'), hi in proptest::char::range('a', 'e'), neg in any::<bool>(), c in proptest::char::range('a', 'f')) {
         let pattern = format!("[{}{}-{}]", if neg { "!" } else { "" }, lo, hi);
-        let (lo, hi) = (lo.min(hi), lo.max(hi));
+        // A backwards range matches nothing in the kernel's `glob_match`: it is refused.
+        if lo > hi {
+            prop_assert!(Glob::parse(&pattern).is_err(), "{}", pattern);
+            return Ok(());
+        }
         let expected = (lo <= c && c <= hi) != neg;
         prop_assert_eq!(Glob::parse(&pattern).unwrap().matches(&c.to_string()), expected);
     }

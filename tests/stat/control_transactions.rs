@@ -127,6 +127,37 @@ fn is_busy(e: &Error) -> bool {
     e.to_string().contains("busy")
 }
 
+/// Writes the kernel refuses: an option file takes 0 or 1 only (`trace_options_write`), and
+/// a word is split on ASCII whitespace only, so U+2003 is a (bad) word, not an empty write.
+#[test]
+fn kernel_refused_writes_change_nothing() {
+    let rig = Rig::new();
+    for data in ["2", "7\n", "100"] {
+        let e = rig
+            .fs
+            .write("options/graph-time", data.as_bytes())
+            .unwrap_err();
+        assert!(e.to_string().contains("out of range"), "{data}: {e}");
+        assert_eq!(rig.read("options/graph-time"), "1\n");
+    }
+    rig.fs.write("options/graph-time", b"0\n").unwrap();
+    assert_eq!(rig.read("options/graph-time"), "0\n");
+    rig.fs.write("set_ftrace_pid", b"7 9").unwrap();
+    rig.fs.write("set_ftrace_filter", b"f").unwrap();
+    for path in ["set_ftrace_pid", "set_ftrace_filter"] {
+        let before = rig.read(path);
+        assert!(rig.fs.write(path, "\u{2003}".as_bytes()).is_err(), "{path}");
+        assert!(
+            rig.fs.write(path, "f\u{2003}".as_bytes()).is_err(),
+            "{path}"
+        );
+        assert_eq!(rig.read(path), before, "{path}");
+    }
+    // ASCII blanks (`\v` and `\f` too, as the kernel's isspace) do separate.
+    rig.fs.write("set_ftrace_pid", b"3\x0b4\x0c5").unwrap();
+    assert_eq!(rig.read("set_ftrace_pid"), "3\n4\n5\n");
+}
+
 #[test]
 fn an_option_refused_for_lack_of_a_graph_slot_changes_nothing() {
     let mut rig = Rig::new();
@@ -432,8 +463,26 @@ fn step() -> impl Strategy<Value = Step> {
     ]);
     // Good and bad values; which is which depends on the file.
     let data = prop::sample::select(vec![
-        "0", "1", "1\n", "0\n", "", "x", "-1", "2x", "f", "g", "f g", "*", "!f", "nosuch", "5",
-        "100", "7",
+        "0",
+        "1",
+        "1\n",
+        "0\n",
+        "",
+        "x",
+        "-1",
+        "2x",
+        "f",
+        "g",
+        "f g",
+        "*",
+        "!f",
+        "nosuch",
+        "5",
+        "100",
+        "7",
+        // Unicode whitespace is not a separator: a word, which names nothing.
+        "\u{2003}",
+        "f\u{2003}g",
     ]);
     prop_oneof![
         5 => (path, data, any::<bool>(), prop::bool::weighted(0.3)).prop_map(
@@ -447,7 +496,7 @@ fn step() -> impl Strategy<Value = Step> {
 /// Applies a filter write to `set` as the kernel would: every term must select a site.
 fn filter_write(set: &[usize], data: &str, append: bool) -> Option<Vec<usize>> {
     let mut out: Vec<usize> = if append { set.to_vec() } else { Vec::new() };
-    for term in data.split_whitespace() {
+    for term in data.split_ascii_whitespace() {
         let (neg, name) = match term.strip_prefix('!') {
             Some(n) => (true, n),
             None => (false, term),
@@ -504,7 +553,11 @@ fn model_write(
             }
         }
         p if OPTIONS.contains(&p) => {
-            let on = parse_bool(bytes).ok_or(())?;
+            // Option files take 0 or 1 only (the kernel's `trace_options_write`).
+            let on = match parse_bool(bytes).ok_or(())? {
+                on if data.trim_end_matches('\n').parse::<u64>() == Ok(u64::from(on)) => on,
+                _ => return Err(()),
+            };
             let i = OPTIONS.iter().position(|o| *o == p).unwrap();
             if m.opts[i] == on {
                 return Ok(n);
@@ -540,7 +593,7 @@ fn model_write(
                 return Err(());
             }
             let mut pids: Vec<u32> = if append { m.pids.clone() } else { Vec::new() };
-            for t in data.split_whitespace() {
+            for t in data.split_ascii_whitespace() {
                 let p: u32 = t.parse().map_err(|_| ())?;
                 if p == 0 || p > tracestat::profile::PID_MAX {
                     return Err(());

@@ -7,13 +7,17 @@ use std::path::PathBuf;
 use clap::ValueEnum;
 use tracestat::hist::offline::{OfflineHist, OfflineSpecError};
 
-/// Arguments of `tracestat hist`.
+/// Arguments of `tracestat hist`: `tracestat hist [SPEC] FILE`, the spec given first or
+/// with `--spec` (as often as wanted).
 #[derive(Debug, clap::Args)]
 pub struct HistArgs {
-    /// The trace: a file, or - for standard input (kernel `trace` text or `trace-cmd report`).
-    pub file: PathBuf,
+    /// An optional first EVENT:SPEC, as --spec takes it
+    /// (`tracestat hist 'sched_switch:keys=next_comm' trace.txt`), then the trace: a file,
+    /// or - for standard input (kernel `trace` text or `trace-cmd report`).
+    #[arg(value_name = "[SPEC] FILE", required = true, num_args = 1..=2)]
+    pub inputs: Vec<std::ffi::OsString>,
     /// EVENT:keys=...[:vals=...][:sort=...][:size=N][ if FILTER], the kernel's hist-trigger
-    /// syntax and event filter (one table per --spec).
+    /// syntax and event filter (one table per spec).
     #[arg(long = "spec", value_name = "EVENT:SPEC")]
     pub specs: Vec<String>,
     /// START_EVENT.FIELD=END_EVENT.FIELD: a log2 histogram of the time from each start to
@@ -44,29 +48,47 @@ pub enum HistFormat {
 
 fn spec_error(spec: &str, e: &OfflineSpecError) -> String {
     match e {
-        OfflineSpecError::Spec(inner) => format!("bad --spec: {e}\n{}", inner.caret(spec)),
-        _ => format!("bad --spec: {e}"),
+        OfflineSpecError::Spec(inner) => format!("bad spec: {e}\n{}", inner.caret(spec)),
+        _ => format!("bad spec: {e}"),
+    }
+}
+
+impl HistArgs {
+    /// The spec given before the file, if any, and the file.
+    fn spec_and_file(&self) -> Result<(Option<&str>, PathBuf), String> {
+        match self.inputs.as_slice() {
+            [file] => Ok((None, PathBuf::from(file))),
+            [spec, file] => match spec.to_str() {
+                Some(spec) => Ok((Some(spec), PathBuf::from(file))),
+                None => Err(format!("the spec {} is not UTF-8", spec.to_string_lossy())),
+            },
+            _ => Err("give the trace file last, and at most one spec before it".into()),
+        }
     }
 }
 
 /// Runs `tracestat hist`; the error is the message to print.
 pub fn run(args: &HistArgs) -> Result<(), String> {
-    if args.specs.is_empty() && args.latencies.is_empty() {
+    let (first, file) = args.spec_and_file()?;
+    if first.is_none() && args.specs.is_empty() && args.latencies.is_empty() {
         return Err("give at least one --spec EVENT:keys=... or --latency A.FIELD=B.FIELD".into());
     }
     let mut hist = OfflineHist::new();
-    for s in &args.specs {
+    for s in first
+        .into_iter()
+        .chain(args.specs.iter().map(String::as_str))
+    {
         hist.add_spec(s).map_err(|e| spec_error(s, &e))?;
     }
     for l in &args.latencies {
         hist.add_latency(l, args.latency_size)
             .map_err(|e| format!("bad --latency: {e}"))?;
     }
-    let stdin = args.file.as_os_str() == "-";
+    let stdin = file.as_os_str() == "-";
     let name = if stdin {
         "standard input".to_owned()
     } else {
-        args.file.display().to_string()
+        file.display().to_string()
     };
     super::replay::stop_on_signals();
     let stop = super::replay::stopped;
@@ -76,7 +98,7 @@ pub fn run(args: &HistArgs) -> Result<(), String> {
             stop,
         )
     } else {
-        let file = File::open(&args.file).map_err(|e| format!("cannot read {name}: {e}"))?;
+        let file = File::open(&file).map_err(|e| format!("cannot read {name}: {e}"))?;
         if file.metadata().is_ok_and(|m| m.is_dir()) {
             return Err(format!("cannot read {name}: it is a directory"));
         }
@@ -111,6 +133,16 @@ pub fn run(args: &HistArgs) -> Result<(), String> {
     })?;
     if hist.lines().events == 0 {
         return Err(format!("{name}: no event lines ({})", hist.report()));
+    }
+    // A field no event has is a wrong spec (the kernel refuses it when it is written): the
+    // tables are printed, and the run fails naming it.
+    let unknown: Vec<String> = hist
+        .unknown_fields()
+        .into_iter()
+        .map(|(event, field)| format!("{event} has no field {field} in any of its events"))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(format!("{name}: {}", unknown.join("; ")));
     }
     Ok(())
 }

@@ -303,6 +303,17 @@ impl OfflineHist {
         Ok(())
     }
 
+    /// `(event, field)` of each table whose spec names a field its event does not have
+    /// ([`Table::field_unknown`]): the spec is wrong, as the kernel would have said when it
+    /// was written.
+    pub fn unknown_fields(&self) -> Vec<(&str, &str)> {
+        self.tables
+            .iter()
+            .filter(|t| t.field_unknown())
+            .map(|t| (t.event(), t.missing_field().unwrap_or("")))
+            .collect()
+    }
+
     /// A one-line summary of what was read and skipped, for standard error.
     pub fn report(&self) -> String {
         let l = self.lines;
@@ -322,12 +333,15 @@ impl OfflineHist {
                 s += &format!("; {}: no events", t.event());
             } else if k.missing_field + k.not_numeric + k.filtered > 0 {
                 s += &format!(
-                    "; {}: {} events, {} without a spec field, {} not numeric, {} filtered out",
+                    "; {}: {} events, {} without a spec field, {} not numeric, {} filtered out{}",
                     t.event(),
                     t.events(),
                     k.missing_field,
                     k.not_numeric,
-                    k.filtered
+                    k.filtered,
+                    t.missing_field()
+                        .map(|f| format!(" (first field missing: {f})"))
+                        .unwrap_or_default()
                 );
             }
         }

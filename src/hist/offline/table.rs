@@ -192,6 +192,8 @@ pub struct Table {
     skipped: Skipped,
     events: u64,
     filter: Option<Filter>,
+    /// The first spec field an event of this table's event lacked.
+    missing: Option<Box<str>>,
 }
 
 /// A row as the report shows it: key values, hit count, sums.
@@ -256,7 +258,7 @@ impl Table {
             }
         }
         let hist = HashHist::bounded(def.layout, def.size)
-            .map_err(|_| at(SpecError::new(SpecErrorKind::BadSize, "", 0)))?;
+            .map_err(|e| at(super::super::spec::table_error(&e)))?;
         let keys = parsed
             .keys
             .iter()
@@ -299,6 +301,7 @@ impl Table {
             skipped: Skipped::default(),
             events: 0,
             filter,
+            missing: None,
         })
     }
 
@@ -327,6 +330,19 @@ impl Table {
         self.events
     }
 
+    /// The first field the spec names that an event of this table's event lacked (counted
+    /// in [`Skipped::missing_field`]); `None` when every event had every field.
+    pub fn missing_field(&self) -> Option<&str> {
+        self.missing.as_deref()
+    }
+
+    /// Whether the spec names a field this table's event does not have: events were seen
+    /// and every one lacked a spec field (the kernel refuses such a spec, "Couldn't find
+    /// field"). The field is [`missing_field`](Self::missing_field).
+    pub fn field_unknown(&self) -> bool {
+        self.events > 0 && self.skipped.missing_field == self.events
+    }
+
     /// Counts one event line of this table's event.
     pub fn record(&mut self, head: &Head<'_>, fields: &Fields) {
         self.events += 1;
@@ -339,6 +355,8 @@ impl Table {
                 }
                 Err(Undecided::Missing) => {
                     self.skipped.missing_field += 1;
+                    self.missing
+                        .get_or_insert_with(|| "a field of the filter".into());
                     return;
                 }
                 Err(Undecided::NotNumeric) => {
@@ -354,6 +372,7 @@ impl Table {
             skipped,
             hist,
             comms,
+            missing,
             ..
         } = self;
         let mut key = [0u64; MAX_KEYS];
@@ -368,6 +387,7 @@ impl Table {
         for (i, col) in keys.iter_mut().enumerate() {
             let Some(v) = lookup(&col.name, col.common, head, fields) else {
                 skipped.missing_field += 1;
+                missing.get_or_insert_with(|| col.name.as_str().into());
                 return take_back(strings, fresh);
             };
             let num = match v {
@@ -407,6 +427,7 @@ impl Table {
             let n = match lookup(name, *common, head, fields) {
                 None => {
                     skipped.missing_field += 1;
+                    missing.get_or_insert_with(|| name.as_str().into());
                     return take_back(strings, fresh);
                 }
                 Some(Value::Num(n)) => Some(n),
@@ -513,7 +534,11 @@ impl Table {
     pub fn render(&self, out: &mut dyn Write) -> fmt::Result {
         let (rows, dropped) = self.sorted();
         render::write_header(out, &self.info(), false)?;
-        let vals: Vec<&str> = self.vals.iter().map(|(n, _)| n.as_str()).collect();
+        let vals: Vec<(&str, bool)> = self
+            .vals
+            .iter()
+            .map(|(n, _)| (n.as_str(), self.spec.hex_vals.contains(n)))
+            .collect();
         let layout = *self.hist.layout();
         for row in &rows {
             out.write_str("{ ")?;

@@ -13,14 +13,23 @@
 //! the trigger list through `arc-swap` (no lock, no allocation) and does one table update
 //! per trigger.
 //!
-//! The control surface: [`EventSource::attach`] adds `events/<source>/hist` to a
-//! [`Tracefs`]. A `>` write replaces all triggers of the source with the new spec (an empty
+//! The control surface: [`EventSource::attach`] adds `events/<source>/trigger` and
+//! `events/<source>/hist` to a [`Tracefs`]. As on a kernel, specs are written to
+//! `trigger` (`echo 'hist:keys=pid' >> trigger`; `!hist:...` removes; reading it lists the
+//! active triggers, `hist:keys=pid:vals=hitcount:sort=hitcount:size=2048 [active]`) and
+//! `hist` shows the tables. Unlike a kernel's read-only `hist`, `hist` also takes writes
+//! (the spec without the `hist` command word). A `>` write replaces all triggers of the source with the new spec (an empty
 //! `>` write removes them all); a `>>` write adds one, or, when a trigger with the same keys,
 //! values, sort keys, modifiers and name exists (the kernel's `hist_trigger_match`), applies
 //! the spec's `pause`/`cont`/`clear` to it, and refuses a spec without a command as
-//! [`SpecErrorKind::Exists`]; a `!spec` write removes the matching trigger. Reads show every trigger in the hist-trigger format. The
-//! same text is the stat file `trace_stat/<source>.hist` ([`HistStat`], registered by
-//! `attach`; any single trigger or histogram can be registered on its own too).
+//! [`SpecErrorKind::Exists`]; `cont` or `clear` naming no trigger (and in a `>` write, which
+//! on a kernel drops every trigger first) is refused as [`SpecErrorKind::NoSuchTrigger`]
+//! (the kernel's ENOENT), and a `pause` naming none adds the trigger paused; a `!spec` write
+//! removes the matching trigger. Reads show every trigger in the hist-trigger format. The
+//! same text is the stat file `trace_stat/<system>.<event>.hist`, the source's name with `/`
+//! replaced by `.` (`trace_stat/kmem.kmalloc.hist` for `kmem/kmalloc`; [`HistStat`],
+//! registered by `attach`; any single trigger or histogram can be registered on its own
+//! too).
 //!
 //! `name=` shares one table between definitions with the same keys and values, on one
 //! source or across sources built with one [`NameTable`].
@@ -73,7 +82,7 @@ impl NameTable {
         let fresh = || {
             HashHist::bounded(def.layout, def.size)
                 .map(Arc::new)
-                .map_err(|_| SpecError::new(SpecErrorKind::BadSize, "", 0))
+                .map_err(|e| spec::table_error(&e))
         };
         let Some(name) = &def.spec.name else {
             return fresh();
@@ -178,7 +187,12 @@ impl HistTrigger {
             .zip(&self.def.keys)
             .map(|(n, &(_, m))| (n.as_str(), m))
             .collect();
-        let vals: Vec<&str> = self.def.val_names.iter().map(String::as_str).collect();
+        let vals: Vec<(&str, bool)> = self
+            .def
+            .val_names
+            .iter()
+            .map(|n| (n.as_str(), self.def.spec.hex_vals.contains(n)))
+            .collect();
         for row in &snap.rows {
             render::write_row(out, &keys, &vals, row)?;
             if let Some(spec) = &self.def.layout.buckets {
@@ -265,7 +279,7 @@ mod typed {
                             def.key_names
                                 .iter()
                                 .enumerate()
-                                .map(|(i, n)| (n.as_str(), row.key.field(i)))
+                                .map(|(i, n)| (n.as_str(), row.key.0[i]))
                                 .collect(),
                         ),
                         hitcount: row.hits,
@@ -318,8 +332,8 @@ pub(crate) fn write_bucket_block(
         s.variance
     )?;
     for (q, name) in crate::hist::PERCENTILES {
-        if let Some((lo, _)) = spec.percentile(&row.buckets, q) {
-            write!(out, " {name} {}", render::size_label(lo))?;
+        if let Some(v) = spec.percentile_at_most(&row.buckets, q, s.max) {
+            write!(out, " {name}<={}", render::size_label(v))?;
         }
     }
     out.write_char('\n')?;
@@ -367,17 +381,26 @@ impl EventSource {
         &self.name
     }
 
-    /// Adds `events/<name>/hist` to `fs` and registers `trace_stat/<name>.hist` (with `/`
-    /// in the name replaced by `.`).
+    /// Adds `events/<name>/trigger` and `events/<name>/hist` to `fs` and registers the stat
+    /// file `trace_stat/<name>.hist`, `/` in the name replaced by `.` (for the source
+    /// `kmem/kmalloc`: `trace_stat/kmem.kmalloc.hist`). On an error nothing is added.
     pub fn attach(self: &Arc<Self>, fs: &Tracefs) -> Result<(), Error> {
-        fs.add_file(
-            &format!("events/{}/hist", self.name),
-            Arc::new(HistControl(Arc::clone(self))),
-        )?;
-        fs.stats().register(HistStat::source(
+        let trigger = format!("events/{}/trigger", self.name);
+        let hist = format!("events/{}/hist", self.name);
+        fs.add_file(&trigger, Arc::new(TriggerControl(Arc::clone(self))))?;
+        if let Err(e) = fs.add_file(&hist, Arc::new(HistControl(Arc::clone(self)))) {
+            let _ = fs.remove_file(&trigger);
+            return Err(e);
+        }
+        let registered = fs.stats().register(HistStat::source(
             &format!("{}.hist", self.name.replace('/', ".")),
             Arc::clone(self),
-        ))
+        ));
+        if registered.is_err() {
+            let _ = fs.remove_file(&hist);
+            let _ = fs.remove_file(&trigger);
+        }
+        registered
     }
 
     /// Feeds one event to every active trigger; values in field order.
@@ -413,7 +436,8 @@ impl EventSource {
         let line = text.strip_suffix('\n').unwrap_or(text);
         let fields: Vec<&str> = self.fields.iter().map(String::as_str).collect();
         let current = self.triggers.load_full();
-        if line.trim().is_empty() && mode == WriteMode::Truncate {
+        if line.trim_matches(crate::stat::is_kernel_space).is_empty() && mode == WriteMode::Truncate
+        {
             self.triggers.store(Arc::new(Vec::new()));
             return Ok(None);
         }
@@ -460,6 +484,24 @@ impl EventSource {
             }
             return Ok(Some(t));
         }
+        // The kernel's `hist_register_trigger`: `cont` or `clear` naming no trigger is
+        // ENOENT. A `>` write never finds one (the kernel drops every trigger when the file
+        // is opened with O_TRUNC); here it is refused before anything is dropped.
+        if let Some(c @ (Command::Cont | Command::Clear)) = spec.command {
+            let names: &[&str] = if c == Command::Cont {
+                &["cont", "continue"]
+            } else {
+                &["clear"]
+            };
+            let mut at = 0;
+            for clause in line.split(':') {
+                if names.contains(&clause) {
+                    return Err(SpecError::new(SpecErrorKind::NoSuchTrigger, clause, at));
+                }
+                at += clause.len() + 1;
+            }
+            return Err(SpecError::new(SpecErrorKind::NoSuchTrigger, line, 0));
+        }
         if spec.keys.is_empty() {
             return Err(SpecError::new(SpecErrorKind::MissingKeys, line, 0));
         }
@@ -477,6 +519,22 @@ impl EventSource {
         Ok(Some(t))
     }
 
+    /// What reading `events/<source>/trigger` shows: one line per trigger, the kernel's
+    /// `event_hist_trigger_print` (`hist:keys=...:size=N [active]`), or with no trigger the
+    /// `# Available triggers:` header.
+    pub fn trigger_list(&self) -> String {
+        let triggers = self.triggers.load();
+        if triggers.is_empty() {
+            return "# Available triggers:\n# hist\n".to_owned();
+        }
+        let mut s = String::new();
+        for t in triggers.iter() {
+            let state = if t.is_paused() { "paused" } else { "active" };
+            s += &format!("{} [{state}]\n", t.def.info());
+        }
+        s
+    }
+
     /// Renders every trigger (what reading the `hist` file shows).
     pub fn render(&self, out: &mut dyn Write) -> fmt::Result {
         for (i, t) in self.triggers.load().iter().enumerate() {
@@ -486,6 +544,50 @@ impl EventSource {
             t.render(out)?;
         }
         Ok(())
+    }
+}
+
+/// The `events/<source>/trigger` control file: the kernel's trigger file for the `hist`
+/// command. A write is one command, `hist:...` or `!hist:...` (leading blanks skipped, as
+/// the kernel's `trigger_process_regex` does), applied as [`EventSource::apply`] applies it;
+/// any other command is refused with [`SpecErrorKind::NotHist`]. An empty `>` write removes
+/// every trigger. A read lists the active triggers, one `trigger info` line each
+/// (`hist:keys=...:size=2048 [active]`), or with none the kernel's
+/// `# Available triggers:` header.
+struct TriggerControl(Arc<EventSource>);
+
+impl ControlFile for TriggerControl {
+    fn mode(&self) -> Mode {
+        Mode::ReadWrite
+    }
+
+    fn read(&self) -> String {
+        self.0.trigger_list()
+    }
+
+    fn write(&self, data: &[u8], mode: WriteMode) -> Result<(), InputError> {
+        let text = as_text(data)?;
+        let rejected = |e: SpecError| InputError::Rejected(Box::new(e));
+        let lead = text.len() - text.trim_start_matches([' ', '\t']).len();
+        let body = &text[lead..];
+        if body.trim_end_matches('\n').is_empty() {
+            return self.0.apply(body, mode).map(|_| ()).map_err(rejected);
+        }
+        let end = body.find([':', ' ', '\t', '\n']).unwrap_or(body.len());
+        let command = body[..end].strip_prefix('!').unwrap_or(&body[..end]);
+        if command != "hist" {
+            return Err(rejected(SpecError::new(
+                SpecErrorKind::NotHist,
+                command,
+                lead,
+            )));
+        }
+        self.0.apply(body, mode).map(|_| ()).map_err(|e| {
+            rejected(SpecError {
+                pos: e.pos + lead,
+                ..e
+            })
+        })
     }
 }
 

@@ -82,7 +82,7 @@ pub fn write_header(out: &mut dyn Write, info: &str, paused: bool) -> fmt::Resul
 pub fn write_row(
     out: &mut dyn Write,
     keys: &[(&str, KeyModifier)],
-    vals: &[&str],
+    vals: &[(&str, bool)],
     row: &Row,
 ) -> fmt::Result {
     out.write_str("{ ")?;
@@ -148,11 +148,16 @@ pub fn write_key(out: &mut dyn Write, name: &str, m: KeyModifier, v: KeyValue<'_
     }
 }
 
-/// The part of a row after the key: ` } hitcount: %10llu` then `  <val>: %10llu` per value.
-pub fn write_counts(out: &mut dyn Write, vals: &[&str], row: &Row) -> fmt::Result {
+/// The part of a row after the key: ` } hitcount: %10llu` then `  <val>: %10llu` per value
+/// (`%10llx` for a value the spec marks `.hex`: the `bool`).
+pub fn write_counts(out: &mut dyn Write, vals: &[(&str, bool)], row: &Row) -> fmt::Result {
     write!(out, " }} hitcount: {:>10}", row.hits)?;
-    for (i, name) in vals.iter().enumerate() {
-        write!(out, "  {name}: {:>10}", row.vals[i])?;
+    for (i, &(name, hex)) in vals.iter().enumerate() {
+        if hex {
+            write!(out, "  {name}: {:>10x}", row.vals[i])?;
+        } else {
+            write!(out, "  {name}: {:>10}", row.vals[i])?;
+        }
     }
     out.write_char('\n')
 }
@@ -207,7 +212,7 @@ mod tests {
         write_row(
             &mut s,
             &[("pid", KeyModifier::None), ("len", KeyModifier::Log2)],
-            &["bytes"],
+            &[("bytes", false)],
             &row,
         )
         .unwrap();

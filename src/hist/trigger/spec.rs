@@ -5,7 +5,7 @@
 //! ```text
 //! spec    := ["hist:"] clause (":" clause)* ["\n"]
 //! clause  := ("keys" | "key") "=" key ("," key)*          1 to 3 keys
-//!          | ("vals" | "val" | "values") "=" field ("," field)*  0 to 3 values; "hitcount" is implied
+//!          | ("vals" | "val" | "values") "=" val ("," val)*  0 to 3 values; "hitcount" is implied
 //!          | "sort=" sortkey ("," sortkey)*              at most 2
 //!          | "size=" N                                    power of two in 128..=131072
 //!          | "name=" ident                                share one table between definitions
@@ -13,6 +13,7 @@
 //!          | "pause" | "cont" | "continue" | "clear"
 //! key     := ident ("." modifier)?
 //! modifier:= "log2" | "buckets=" N | "hex" | "sym" | "sym-offset" | "execname" | "usecs"
+//! val     := ident (".hex")?                              shown in hexadecimal
 //! sortkey := ident ("." ("ascending" | "descending"))?
 //! bucket  := "log2" | "log2(" K ")" | "lhist(" MIN "," MAX "," STEP ")"
 //! ident   := [A-Za-z_][A-Za-z0-9_]*
@@ -36,12 +37,17 @@ use crate::hist::snapshot::{SortField, SortKey};
 /// The longest spec accepted, in bytes.
 pub const MAX_SPEC_LEN: usize = 4096;
 
+/// Characters of the spec that [`SpecError::caret`] shows on each side of the error.
+pub const CARET_CONTEXT: usize = 60;
+
 /// What a key field's value is turned into before it is used as a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KeyModifier {
     /// The value itself.
     None,
-    /// `.log2`: `ilog2(value)` (0 for 0), shown as `~ 2^N`.
+    /// `.log2`: the kernel's `hist_field_log2`, `ilog2(roundup_pow_of_two(value))`: the
+    /// exponent of the smallest power of two at or above the value (0 for 0 and 1, 4 for
+    /// 9; 64 above `2^63`), shown as `~ 2^N`.
     Log2,
     /// `.buckets=N`: `value / N * N`, shown as `~ lo-hi`.
     Buckets(u64),
@@ -63,7 +69,7 @@ impl KeyModifier {
     pub fn apply(&self, v: u64) -> u64 {
         match *self {
             KeyModifier::None => v,
-            KeyModifier::Log2 => u64::from(v.checked_ilog2().unwrap_or(0)),
+            KeyModifier::Log2 => log2_up(v),
             KeyModifier::Buckets(n) => v / n * n,
             KeyModifier::Usecs => v / 1000,
             KeyModifier::Hex
@@ -86,6 +92,15 @@ impl KeyModifier {
             KeyModifier::Execname => ".execname".to_owned(),
             KeyModifier::Usecs => ".usecs".to_owned(),
         }
+    }
+}
+
+/// `ilog2(roundup_pow_of_two(v))`, as the kernel's `hist_field_log2`; 0 for 0 and 1.
+fn log2_up(v: u64) -> u64 {
+    if v <= 1 {
+        0
+    } else {
+        u64::from(64 - (v - 1).leading_zeros())
     }
 }
 
@@ -134,6 +149,9 @@ pub struct HistSpec {
     pub keys: Vec<KeySpec>,
     /// The summed value fields (0 to 3).
     pub vals: Vec<FieldRef>,
+    /// The value fields written with `.hex` (`vals=bytes_req.hex`): shown in hexadecimal,
+    /// as the kernel's `%10llx`.
+    pub hex_vals: Vec<String>,
     /// Sort keys (0 to 2; none means `hitcount`).
     pub sort: Vec<SortSpec>,
     /// `size=`; `None` for the default.
@@ -191,6 +209,14 @@ pub enum SpecErrorKind {
     NoSuchTrigger,
     /// A trigger with the same keys, values, sort keys, modifiers and name is attached.
     Exists,
+    /// A table whose cells would take more memory than the budget allows: cell bytes ×
+    /// `size=` over [`MAX_TABLE_BYTES`](crate::hist::MAX_TABLE_BYTES), or with the other
+    /// tables alive over [`MAX_PROCESS_TABLE_BYTES`](crate::hist::MAX_PROCESS_TABLE_BYTES).
+    /// The token gives the cell size and `size=`.
+    OverBudget,
+    /// A write to a `trigger` file whose command is not `hist` (the only trigger command
+    /// here).
+    NotHist,
     /// A `>>` write that would attach more than
     /// [`MAX_TRIGGERS_PER_EVENT`](crate::hist::MAX_TRIGGERS_PER_EVENT) triggers to one
     /// event.
@@ -231,6 +257,10 @@ impl SpecErrorKind {
             SpecErrorKind::Incompatible => "named histogram has other keys or values",
             SpecErrorKind::NoSuchTrigger => "no such hist trigger",
             SpecErrorKind::Exists => "hist trigger already exists",
+            SpecErrorKind::OverBudget => {
+                "hist table over the memory budget (256 MiB per table, 1 GiB for all tables)"
+            }
+            SpecErrorKind::NotHist => "not a hist trigger command (write hist:keys=...)",
             SpecErrorKind::TooManyTriggers => {
                 "too many hist triggers on this event (at most 64); remove one with !spec"
             }
@@ -242,6 +272,19 @@ impl SpecErrorKind {
                 "filter too long (at most 4096 bytes and 256 predicates)"
             }
         }
+    }
+}
+
+/// The [`SpecError`] of a table that [`HashHist`](crate::hist::HashHist) refused to build
+/// for a bound spec (its size, checked when parsed, or its memory budget).
+pub(crate) fn table_error(e: &crate::hist::HistError) -> SpecError {
+    match e {
+        crate::hist::HistError::Budget(b) => SpecError::new(
+            SpecErrorKind::OverBudget,
+            &format!("{}-byte cells x size={}", b.cell_bytes, b.size),
+            0,
+        ),
+        _ => SpecError::new(SpecErrorKind::BadSize, "", 0),
     }
 }
 
@@ -262,18 +305,32 @@ impl SpecError {
         SpecError { kind, token, pos }
     }
 
-    /// The kernel `error_log` rendering: the spec, then a caret under the error.
+    /// The kernel `error_log` rendering: the spec, then a caret under the error. A spec
+    /// longer than [`CARET_CONTEXT`] characters on either side of the error is cut there,
+    /// each cut shown as `...`, so the echo stays two short lines however long the input.
     pub fn caret(&self, spec: &str) -> String {
-        let pad: String = spec
-            .get(..self.pos.min(spec.len()))
-            .unwrap_or("")
-            .chars()
-            .map(|_| ' ')
-            .collect();
-        format!(
-            "  Command: {}\n           {pad}^\n",
-            spec.trim_end_matches('\n')
-        )
+        let spec = spec.trim_end_matches('\n');
+        let mut at = self.pos.min(spec.len());
+        while !spec.is_char_boundary(at) {
+            at -= 1;
+        }
+        let (before, after) = spec.split_at(at);
+        let n_before = before.chars().count();
+        let (lead, before) = if n_before > CARET_CONTEXT {
+            let skip = before
+                .char_indices()
+                .nth(n_before - CARET_CONTEXT)
+                .map_or(0, |(i, _)| i);
+            ("...", &before[skip..])
+        } else {
+            ("", before)
+        };
+        let (after, tail) = match after.char_indices().nth(CARET_CONTEXT) {
+            Some((i, _)) => (&after[..i], "..."),
+            None => (after, ""),
+        };
+        let pad: String = lead.chars().chain(before.chars()).map(|_| ' ').collect();
+        format!("  Command: {lead}{before}{after}{tail}\n           {pad}^\n")
     }
 }
 
@@ -395,7 +452,7 @@ fn buckets(s: &str, pos: usize) -> Result<(FieldRef, BucketSpec), SpecError> {
     } else if let Some(inner) = b.strip_prefix("log2(").and_then(|r| r.strip_suffix(')')) {
         let k = args(inner, bpos + 5)?;
         match k.as_slice() {
-            [k] if *k <= 5 => BucketSpec::Log2 { sub_bits: *k as u8 },
+            [k] if *k <= 5 => BucketSpec::log2(*k as u8).map_err(|_| bad())?,
             _ => return Err(bad()),
         }
     } else if let Some(inner) = b.strip_prefix("lhist(").and_then(|r| r.strip_suffix(')')) {
@@ -421,7 +478,7 @@ impl HistSpec {
             None if body == "hist" => ("", 4),
             None => (body, 0),
         };
-        if body.trim().is_empty() {
+        if body.trim_matches(crate::stat::is_kernel_space).is_empty() {
             return Err(SpecError::new(SpecErrorKind::Empty, body, base));
         }
         let mut spec = HistSpec::default();
@@ -452,7 +509,21 @@ impl HistSpec {
                 ("vals" | "val" | "values", Some(v)) => {
                     once(1)?;
                     for (item, p) in split(v, vpos, ',') {
+                        let (item, hex) = match item.split_once('.') {
+                            None => (item, false),
+                            Some((name, "hex")) => (name, true),
+                            Some((name, m)) => {
+                                return Err(SpecError::new(
+                                    SpecErrorKind::BadModifier,
+                                    m,
+                                    p + name.len() + 1,
+                                ));
+                            }
+                        };
                         let f = field(item, p)?;
+                        if hex && f.name != "hitcount" && !spec.hex_vals.contains(&f.name) {
+                            spec.hex_vals.push(f.name.clone());
+                        }
                         if f.name == "hitcount" {
                             continue;
                         }
@@ -530,7 +601,12 @@ impl HistSpec {
             .collect();
         s += &format!("keys={}:vals=hitcount", keys.join(","));
         for v in &self.vals {
-            s += &format!(",{}", v.name);
+            let hex = if self.hex_vals.contains(&v.name) {
+                ".hex"
+            } else {
+                ""
+            };
+            s += &format!(",{}{hex}", v.name);
         }
         s += ":sort=";
         if self.sort.is_empty() {
@@ -667,6 +743,12 @@ impl HistDef {
     pub(super) fn same_trigger(&self, other: &HistDef) -> bool {
         self.keys == other.keys
             && self.vals == other.vals
+            && self.spec.hex_vals.len() == other.spec.hex_vals.len()
+            && self
+                .spec
+                .hex_vals
+                .iter()
+                .all(|v| other.spec.hex_vals.contains(v))
             && self.sort == other.sort
             && self.spec.name == other.spec.name
             && self.layout.buckets == other.layout.buckets
@@ -745,6 +827,6 @@ mod tests {
             BucketSpec::linear(0, 100, 10).unwrap()
         );
         let s = HistSpec::parse("keys=a:vals=v:hist=v.log2(3)").unwrap();
-        assert_eq!(s.buckets.unwrap().1, BucketSpec::Log2 { sub_bits: 3 });
+        assert_eq!(s.buckets.unwrap().1, BucketSpec::log2(3).unwrap());
     }
 }

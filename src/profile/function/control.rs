@@ -220,7 +220,7 @@ impl ControlFile for OptionFile {
     }
 
     fn write(&self, data: &[u8], _mode: WriteMode) -> Result<(), InputError> {
-        let on = parse_bool(data)?;
+        let on = crate::stat::parse_option(data)?;
         let inner = self
             .inner
             .upgrade()

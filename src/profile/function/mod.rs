@@ -123,7 +123,10 @@ pub(crate) use local::exit_now;
 
 /// The latency buckets of every timed function: log2, 4 sub-buckets per power of two
 /// (relative error of a percentile at most 25%).
-pub const LATENCY_BUCKETS: BucketSpec = BucketSpec::Log2 { sub_bits: 2 };
+pub const LATENCY_BUCKETS: BucketSpec = match BucketSpec::log2(2) {
+    Ok(spec) => spec,
+    Err(_) => panic!("2 sub-bucket bits are valid"),
+};
 
 const TIMED: CellLayout = CellLayout::timing(Some(LATENCY_BUCKETS));
 const COUNTED: CellLayout = CellLayout::counter();
@@ -659,7 +662,7 @@ mod tests {
     fn slot_hits(inner: &Inner, pick: impl Fn(&Slot) -> Option<Snapshot>) -> Vec<(u64, u64)> {
         let slots = inner.lock_slots();
         let mut v: Vec<(u64, u64)> = pick(&slots[0])
-            .map(|s| s.rows.iter().map(|r| (r.key.field(0), r.hits)).collect())
+            .map(|s| s.rows.iter().map(|r| (r.key.0[0], r.hits)).collect())
             .unwrap_or_default();
         v.sort_unstable();
         v

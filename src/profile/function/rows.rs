@@ -123,16 +123,20 @@ pub(super) fn table_rows(inner: &Inner, thread: Option<usize>, timed: bool) -> V
             })
             .collect()
     };
-    let mut merged = Snapshot::merge_all(layout, snaps.iter());
+    // Every part is made from the same layout constant.
+    let mut merged = Snapshot::empty(layout);
+    for s in &snaps {
+        merged.merge_rows(s);
+    }
     if thread.is_none() {
-        merged.merge(&orphans.snapshot());
+        merged.merge_rows(&orphans.snapshot());
     }
     merged
         .rows
         .iter()
         .filter(|r| r.hits > 0)
         .map(|r: &Row| {
-            let ip = r.key.field(0) as usize;
+            let ip = r.key.0[0] as usize;
             FunctionRow {
                 ip,
                 name: inner.name_of(ip),
@@ -155,7 +159,7 @@ fn cancelled_by_ip(inner: &Inner) -> hashbrown::HashMap<usize, u64> {
         .rows
         .iter()
         .filter(|r| r.hits > 0)
-        .map(|r| (r.key.field(0) as usize, r.hits))
+        .map(|r| (r.key.0[0] as usize, r.hits))
         .collect()
 }
 
@@ -166,14 +170,17 @@ pub(super) fn paths(inner: &Inner) -> Vec<PathRow> {
         .filter_map(|s| s.paths.as_ref())
         .map(ShardReader::snapshot)
         .collect();
-    let merged = Snapshot::merge_all(PATHS, snaps.iter());
+    let mut merged = Snapshot::empty(PATHS);
+    for s in &snaps {
+        merged.merge_rows(s);
+    }
     let frames = inner.path_frames.lock();
     merged
         .rows
         .iter()
         .filter(|r| r.hits > 0)
         .filter_map(|r| {
-            let ips = frames.get(&r.key.field(0))?;
+            let ips = frames.get(&r.key.0[0])?;
             Some(PathRow {
                 frames: ips.iter().map(|&ip| inner.name_of(ip)).collect(),
                 hits: r.hits,

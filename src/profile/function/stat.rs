@@ -243,7 +243,7 @@ impl StatTracer for LatencyStat {
     fn headers(&self, out: &mut dyn fmt::Write) -> fmt::Result {
         writeln!(
             out,
-            "# Per-function latency (ns); percentiles are bucket bounds: within 25%"
+            "# Per-function latency (ns); pNN<=V: the percentile is at most V, within 25%"
         )
     }
 
@@ -251,8 +251,8 @@ impl StatTracer for LatencyStat {
         let r = &snap.0[*i];
         write!(out, "\n{}  hits={} avg={}", r.name, r.hits, r.avg_ns())?;
         for (q, label) in PERCENTILES {
-            match LATENCY_BUCKETS.percentile(&r.buckets, q) {
-                Some((_, hi)) => write!(out, " {label}<{hi}")?,
+            match LATENCY_BUCKETS.percentile_at_most(&r.buckets, q, None) {
+                Some(v) => write!(out, " {label}<={v}")?,
                 None => write!(out, " {label}=?")?,
             }
         }

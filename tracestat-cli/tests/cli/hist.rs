@@ -232,3 +232,55 @@ fn a_read_error_prints_what_was_read_then_the_error() {
         "{err}"
     );
 }
+
+#[test]
+fn cli_positional_spec_unknown_fields_and_the_budget() {
+    let data = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/data/ftrace-events-instances.txt"
+    );
+    // The first spec may come before the file, as --spec gives it; more with --spec.
+    let (code, out, err) = tracestat(&["hist", "sched_switch:keys=next_comm", data]);
+    assert_eq!(code, 0, "{err}");
+    let (_, by_flag, _) = tracestat(&["hist", "--spec", "sched_switch:keys=next_comm", data]);
+    assert_eq!(out, by_flag);
+    let (code, out, err) = tracestat(&[
+        "hist",
+        "sched_switch:keys=next_comm",
+        "--spec",
+        "sched_wakeup:keys=comm",
+        data,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.matches("# event histogram").count(), 2, "{out}");
+
+    // A field the event does not have: the table is printed, the run fails naming it.
+    let (code, out, err) = tracestat(&["hist", "--spec", "sched_switch:keys=nosuch", data]);
+    assert_eq!(code, 1, "{err}");
+    assert!(out.contains("Hits: 0"), "{out}");
+    assert!(
+        err.contains("sched_switch has no field nosuch in any of its events"),
+        "{err}"
+    );
+    // An event absent from the trace says so, and is no error.
+    let (code, _, err) = tracestat(&["hist", "--spec", "kmalloc:keys=nosuch", data]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("kmalloc: no events"), "{err}");
+
+    // A spec over the memory budget is refused with a message, never an abort.
+    let (code, _, err) = tracestat(&[
+        "hist",
+        "--spec",
+        "sched_switch:keys=next_pid:size=131072:hist=next_prio.lhist(0,4096,1)",
+        data,
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("over the memory budget"), "{err}");
+
+    // A long bad spec is echoed cut around the error.
+    let long = format!("sched_switch:keys={}:bogus", "a".repeat(100_000));
+    let (code, _, err) = tracestat(&["hist", "--spec", &long, data]);
+    assert_eq!(code, 1);
+    assert!(err.len() < 1000, "{} bytes of error", err.len());
+    assert!(err.contains("..."), "{err}");
+}
