@@ -71,8 +71,8 @@
 //!   the `functions` files has a `cancelled` field on the rows that have some.
 //!
 //! An instrumented future (`#[traced]` on an `async fn`) is one call from its first poll to
-//! its completion: its Time is wall time with `sleep-time` on, the sum of its polls with it
-//! off (see [`TracedFuture`](crate::profile::TracedFuture)).
+//! its completion: its Time is wall time with `sleep-time` on, the sum of its polls' thread
+//! CPU time with it off (see [`TracedFuture`](crate::profile::TracedFuture)).
 //!
 //! Rows are the kernel's (`format` module); they are sorted by time when timed and by hits
 //! otherwise, descending, ties by name; functions with no hit are not shown.

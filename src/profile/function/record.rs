@@ -254,6 +254,7 @@ pub(super) fn build_ops(inner: &Arc<Inner>, opts: ProfileOptions) -> HookArc<Ftr
     )
     .global_filter()
     .flags(OpsFlags::PID)
+    .task_cpu_time(!opts.sleep_time)
     .build()
 }
 
