@@ -85,7 +85,7 @@ pub use branch::{
     BranchAll, BranchAnnotated, BranchCounts, BranchEntry, BranchSite, Hint, branch_site_count,
     branch_snapshot, register_branch_stats,
 };
-pub use cputime::{CpuClock, thread_cpu_ns};
+pub use cputime::{CpuClock, CpuClockError, thread_cpu_ns};
 pub use diff::{DiffRow, DiffSort, FunctionSnapshot, ProfileDiff, RunStats, diff};
 pub use function::{
     FunctionProfiler, FunctionRow, LATENCY_BUCKETS, PathRow, ProfileOptions, ProfilerHandle,
