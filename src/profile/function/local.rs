@@ -11,6 +11,9 @@
 //!   the readers listed in the profiler's slots.
 //! - `Last` points at a state of this thread's list, or nowhere: whoever removes a state
 //!   or drops the list forgets the cache first.
+//! - A state is dropped on its thread after the thread's last record into it (thread exit,
+//!   or its profiler gone); the drop folds the thread's own shards into the profiler's
+//!   retained records (`fold`), so no record outlives its thread in a table of its own.
 
 use super::*;
 
