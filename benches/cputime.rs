@@ -2,7 +2,8 @@
 //! reads per call), in the source this process selected ([`CpuClock`]), beside
 //! `clock_gettime(CLOCK_THREAD_CPUTIME_ID)` itself. The source is chosen once per process:
 //! run once per source, e.g.
-//! `TRACESTAT_CPU_CLOCK=perf-read cargo bench --bench cputime -- --warm-up-time 1 --measurement-time 2`
+//! `TRACESTAT_CPU_CLOCK=perf-read cargo bench -p tracestat-benches --bench cputime --
+//! --warm-up-time 1 --measurement-time 2`
 //! (`perf-mmap` where the kernel offers `cap_user_time`, `perf-read`, `thread-cputime`, or
 //! unset for the automatic choice). Bench names carry the source that actually ran.
 #![allow(missing_docs)]

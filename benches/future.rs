@@ -9,8 +9,8 @@
 //! - **per call**: a future made, polled once to completion and dropped (entry, return and
 //!   record; for `Instrument`, the span's creation, enter, exit and close).
 //!
-//! Run: `cargo bench --features tracing --bench future` (about 10 s; `FUTURE_ROUNDS=<n>`
-//! sets the number of rounds, default 30).
+//! Run: `cargo bench -p tracestat-benches --features tracing --bench future` (about 10 s;
+//! `FUTURE_ROUNDS=<n>` sets the number of rounds, default 30).
 #![allow(missing_docs)]
 
 use std::future::Future;

@@ -9,10 +9,10 @@
 //!   `benches/hist.rs`; ns per increment.
 //! - `insert`: a fresh table of 65,536 keys; ms per build, and minor page faults per build.
 //!
-//! Usage: `cargo bench --bench hist_rounds [-- ROUNDS]` (default 15). It prints, per
-//! contender, the median over rounds and the median of its per-round ratio to the fastest
-//! *other* contender of the round (below 1.00: it was the fastest). The presized builds
-//! are references (what a build costs without growth), never "the fastest other".
+//! Usage: `cargo bench -p tracestat-benches --bench hist_rounds [-- ROUNDS]` (default 15). It
+//! prints, per contender, the median over rounds and the median of its per-round ratio to the
+//! fastest *other* contender of the round (below 1.00: it was the fastest). The presized
+//! builds are references (what a build costs without growth), never "the fastest other".
 //!
 //! Contenders: `hashhist` (`increment`, pins per call), `hashhist_pinned` (`update_in`
 //! under one guard per build or per 4,096 calls), `shard` (a single-writer `Shard`),

@@ -7,7 +7,8 @@
 //!   hook at scope end).
 //!
 //! Callbacks do nothing but `black_box` their arguments, so the figures are the layer's own
-//! cost. Run: `cargo bench --bench hooks -- --warm-up-time 1 --measurement-time 2`.
+//! cost. Run:
+//! `cargo bench -p tracestat-benches --bench hooks -- --warm-up-time 1 --measurement-time 2`.
 //!
 //! With `HOOKS_CALLGRIND=<mode> HOOKS_CALLS=<n>` set the binary skips criterion and calls one
 //! path `n` times inside `measure_loop` (mode: `plain`, `disabled`, `count`, `list`, `graph`), for

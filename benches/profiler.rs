@@ -16,7 +16,8 @@
 //!   the function in a loop (persistent workers started together by a barrier; the
 //!   iteration time is that of one round, one call per thread).
 //!
-//! Run: `cargo bench --bench profiler -- --warm-up-time 1 --measurement-time 2`.
+//! Run:
+//! `cargo bench -p tracestat-benches --bench profiler -- --warm-up-time 1 --measurement-time 2`.
 //!
 //! With `PROFILER_CALLGRIND=<mode> PROFILER_CALLS=<n>` set, the binary skips criterion and
 //! calls one path `n` times inside `measure_loop` (modes: `plain`, `disabled`, `fetch_add`,

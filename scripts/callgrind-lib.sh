@@ -11,8 +11,9 @@ command -v valgrind >/dev/null || { echo "valgrind not found" >&2; exit 2; }
 cg_tmp=$(mktemp -d)
 trap 'rm -rf "$cg_tmp"' EXIT
 
-# bench_bin NAME [CARGO_ARGS...]: builds benches/NAME.rs of the package in the current
-# directory (with any further cargo arguments, e.g. --features) and prints the executable's path.
+# bench_bin NAME [CARGO_ARGS...]: builds bench NAME of the package in the current directory
+# (with any further cargo arguments, e.g. -p tracestat-benches, --features) and prints the
+# executable's path.
 bench_bin() {
     local bin
     bin=$(cargo bench --bench "$1" "${@:2}" --no-run --message-format=json 2>/dev/null |

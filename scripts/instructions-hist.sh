@@ -20,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/callgrind-lib.sh
 . scripts/callgrind-lib.sh
-bin=$(bench_bin hist)
+bin=$(bench_bin hist -p tracestat-benches)
 
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(update update_in update_64k update_64k_pin shard_64k insert shard_insert mutex_update mutex_insert)

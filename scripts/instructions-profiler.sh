@@ -23,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/callgrind-lib.sh
 . scripts/callgrind-lib.sh
-bin=$(bench_bin profiler)
+bin=$(bench_bin profiler -p tracestat-benches)
 
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(plain disabled fetch_add count timed clock2 mutex dashmap)

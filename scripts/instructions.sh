@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 MAX_DISABLED_EXTRA=${MAX_DISABLED_EXTRA:-4}
 # shellcheck source=scripts/callgrind-lib.sh
 . scripts/callgrind-lib.sh
-bin=$(bench_bin hooks)
+bin=$(bench_bin hooks -p tracestat-benches)
 
 printf '%-10s %14s\n' path instr/call
 declare -A per

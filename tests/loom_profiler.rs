@@ -162,3 +162,70 @@ fn second_call_racing_disable(timing: bool) {
         );
     });
 }
+
+/// A thread's exit folds its records into the profiler's retained table while another
+/// thread reads the rows: a read that knows the call was made sees it exactly once (not
+/// lost between the thread's table and the retained one, not counted in both), and after
+/// the exit no shard of the thread stays listed.
+#[test]
+fn a_read_racing_a_thread_exit_sees_its_call_once() {
+    let mut builder = loom::model::Builder::new();
+    builder.max_branches = 100_000;
+    builder.check(|| {
+        let (ftrace, profiler) = setup();
+        profiler.enable().unwrap();
+        let call_done = Arc::new(AtomicBool::new(false));
+        let caller = {
+            let (ftrace, call_done) = (LoomArc::clone(&ftrace), Arc::clone(&call_done));
+            thread::spawn(move || {
+                drop(ftrace.call(ftrace.site(0).unwrap()));
+                call_done.store(true, Ordering::SeqCst);
+                tracestat::__private::loom::thread_exit();
+            })
+        };
+        let done = call_done.load(Ordering::SeqCst);
+        let seen = hits(&profiler);
+        if done {
+            assert_eq!(seen, 1, "a call lost or doubled while its thread exited");
+        }
+        assert!(seen <= 1);
+        caller.join().unwrap();
+        assert_eq!(hits(&profiler), 1);
+        assert!(
+            profiler.threads().is_empty(),
+            "an exited thread's shard stays"
+        );
+        assert_eq!(profiler.folded_threads(), 1);
+    });
+}
+
+/// A reset racing a thread's exit (and so its fold): a call made before the reset began is
+/// gone after it, whether the reset found it in the thread's table or in the retained one.
+#[test]
+fn a_reset_racing_a_thread_exit_clears_its_call() {
+    let mut builder = loom::model::Builder::new();
+    builder.max_branches = 100_000;
+    builder.check(|| {
+        let (ftrace, profiler) = setup();
+        profiler.enable().unwrap();
+        let caller = {
+            let ftrace = LoomArc::clone(&ftrace);
+            thread::spawn(move || {
+                drop(ftrace.call(ftrace.site(0).unwrap()));
+                tracestat::__private::loom::thread_exit();
+            })
+        };
+        // Wait for the call (not the exit): the reset races the fold only.
+        while hits(&profiler) == 0 {
+            thread::yield_now();
+        }
+        profiler.reset();
+        assert_eq!(
+            hits(&profiler),
+            0,
+            "a call from before the reset survived it"
+        );
+        caller.join().unwrap();
+        assert_eq!(hits(&profiler), 0, "a call from before the reset came back");
+    });
+}

@@ -89,6 +89,11 @@ pub struct Ftrace {
     /// Hint for [`Ftrace::has_active_ops`]: some ops registered and tracing on (as of the
     /// last commit).
     active: core::sync::atomic::AtomicBool,
+    /// Some registered ops wants task calls' running times in thread CPU time
+    /// (`FtraceOps::task_cpu_time`), as of the last commit: read by an instrumented
+    /// future at its first poll, for the whole call. A hint (unmodeled): either value is
+    /// safe, and a run that changes it restarts.
+    task_cpu_time: core::sync::atomic::AtomicBool,
     /// Loom negative control only: replaced states, freed with the instance.
     #[cfg(tracestat_loom_negative)]
     retired: crate::primitive::unmodeled::Mutex<Vec<Box<Published>>>,
@@ -182,6 +187,7 @@ impl Ftrace {
             }),
             overruns: core::sync::atomic::AtomicU64::new(0),
             active: core::sync::atomic::AtomicBool::new(false),
+            task_cpu_time: core::sync::atomic::AtomicBool::new(false),
             #[cfg(tracestat_loom_negative)]
             retired: crate::primitive::unmodeled::Mutex::new(Vec::new()),
         }
@@ -503,6 +509,12 @@ impl Ftrace {
         self.active.load(core::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Whether task calls' running times are thread CPU time (see the field).
+    pub(crate) fn task_cpu_time(&self) -> bool {
+        self.task_cpu_time
+            .load(core::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Number of registered ops.
     pub fn registered(&self) -> usize {
         self.lock().ops.len()
@@ -779,6 +791,10 @@ impl Ftrace {
         let old = self.published.swap(new_ptr, Ordering::AcqRel);
         self.active.store(
             next.enabled && !next.ops.is_empty(),
+            core::sync::atomic::Ordering::Relaxed,
+        );
+        self.task_cpu_time.store(
+            next.ops.iter().any(|o| o.task_cpu_time),
             core::sync::atomic::Ordering::Relaxed,
         );
         *st = next;

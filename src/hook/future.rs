@@ -12,8 +12,9 @@
 //!   on that thread) and **returns when it completes**;
 //! - **Time** with `sleep-time` on (the default) is the wall time from the first poll to the
 //!   completion: what a caller awaiting it waits. With `sleep-time` off it is the sum of
-//!   the durations of its polls (the task's own running time; time spent waiting to be
-//!   woken is the analog of descheduled time, which the kernel leaves out then);
+//!   its polls' thread CPU time (the task's own running time: time spent waiting to be
+//!   woken, and time a poll blocked, are the analog of descheduled time, which the kernel
+//!   leaves out then, as it is for a synchronous call);
 //! - with `graph-time` off a future's children are subtracted from it **across awaits**: a
 //!   child future's whole time (first poll to completion, or its running time with
 //!   `sleep-time` off), and every synchronous traced call made inside its polls;
@@ -41,8 +42,9 @@
 //! dropped) inside a poll of its parent tells the parent, through a thread-local record of
 //! the innermost poll, how much of the wall time it was charged was not running time.
 //!
-//! A poll costs two clock reads and a push and pop of a fixed-size frame on a stack that
-//! is allocated once per thread: nothing allocates per poll.
+//! A poll costs two clock reads (three with `sleep-time` off: the thread's CPU clock too)
+//! and a push and pop of a fixed-size frame on a stack that is allocated once per thread:
+//! nothing allocates per poll.
 //!
 //! # Decisions
 //!
@@ -123,6 +125,16 @@ fn tell_parent(parent: Option<usize>, wall: u64, running: u64) {
     });
 }
 
+/// Now on the clock a task's running time is kept in: the thread's CPU time (`cpu`: a
+/// registered ops wants it, the function profiler with `sleep-time` off) or wall time.
+fn running_clock(cpu: bool) -> u64 {
+    if cpu {
+        crate::profile::thread_cpu_ns()
+    } else {
+        now_ns()
+    }
+}
+
 /// Which site a future enters, and through which instance.
 #[derive(Clone, Copy)]
 enum Target<'a> {
@@ -174,6 +186,9 @@ struct Task<'a> {
     frame: Option<Frame>,
     running: u64,
     adjust: u64,
+    /// Polls are timed with the thread's CPU clock (decided at the first poll:
+    /// [`Ftrace::task_cpu_time`]), else with the wall clock.
+    cpu: bool,
 }
 
 /// A future instrumented as one call of a site (see the module docs). Made by
@@ -207,6 +222,7 @@ impl<'a, F: Future> TracedFuture<'a, F> {
                 frame: None,
                 running: 0,
                 adjust: 0,
+                cpu: false,
             },
         }
     }
@@ -272,6 +288,7 @@ impl<F: Future> Future for TracedFuture<'_, F> {
                 };
                 task.phase = Phase::Traced;
                 task.ftrace = Some(ftrace);
+                task.cpu = ftrace.task_cpu_time();
                 task.framed = framed;
                 // The entry pushed the frame on top.
                 let depth = framed.then(|| stack_depth().saturating_sub(1));
@@ -285,12 +302,13 @@ impl<F: Future> Future for TracedFuture<'_, F> {
                 (ftrace, prev_ip, depth)
             }
         };
+        let start = running_clock(task.cpu);
         let mut scope = PollScope {
             task,
             ftrace,
             prev_ip,
             depth,
-            start: now_ns(),
+            start,
             saved: polling_replace(Polling {
                 depth: depth.unwrap_or(NONE),
                 adjust: 0,
@@ -311,6 +329,7 @@ struct PollScope<'t, 'a> {
     prev_ip: usize,
     /// Depth of the call's frame on this thread's stack, if pushed for this poll.
     depth: Option<usize>,
+    /// The poll's start on the task's running clock (`running_clock`).
     start: u64,
     /// The enclosing poll's record, restored at the end.
     saved: Polling,
@@ -322,7 +341,10 @@ impl Drop for PollScope<'_, '_> {
         let end = now_ns();
         let mine = polling_replace(self.saved);
         let task = &mut *self.task;
-        task.running = task.running.saturating_add(end.saturating_sub(self.start));
+        let running_end = if task.cpu { running_clock(true) } else { end };
+        task.running = task
+            .running
+            .saturating_add(running_end.saturating_sub(self.start));
         task.adjust = task.adjust.saturating_add(mine.adjust);
         let pushed = self.depth.is_some();
         if !self.ready {

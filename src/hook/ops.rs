@@ -121,6 +121,9 @@ pub struct FtraceOps {
     pub(crate) global_filter: bool,
     /// The record sink the callbacks record into, if any (see [`SinkSpec`]).
     pub(crate) sink: Option<SinkSpec>,
+    /// The return hooks read task calls' running times ([`TaskTimes`](super::TaskTimes))
+    /// as thread CPU time (the function profiler with `sleep-time` off), not wall time.
+    pub(crate) task_cpu_time: bool,
     /// The authoritative hashes and the id of the [`Ftrace`](super::Ftrace) they were
     /// resolved against (0: never set).
     pub(crate) hashes: Mutex<(u64, Arc<Hashes>)>,
@@ -146,6 +149,7 @@ pub struct FtraceOpsBuilder {
     private: Box<dyn Any + Send + Sync>,
     global_filter: bool,
     sink: Option<SinkSpec>,
+    task_cpu_time: bool,
 }
 
 /// An ops whose callbacks record into a thread's record sink (`thread::SinkCache`, the
@@ -303,6 +307,7 @@ impl FtraceOpsBuilder {
             private: Box::new(()),
             global_filter: false,
             sink: None,
+            task_cpu_time: false,
         }
     }
 
@@ -331,6 +336,14 @@ impl FtraceOpsBuilder {
         self
     }
 
+    /// Declares (`on`) that the return hooks want task calls' running times in thread CPU time:
+    /// while such an ops is registered, instrumented futures time their polls with the
+    /// thread's CPU clock (see [`TracedFuture`](super::TracedFuture)).
+    pub(crate) fn task_cpu_time(mut self, on: bool) -> Self {
+        self.task_cpu_time = on;
+        self
+    }
+
     /// The ops.
     pub fn build(self) -> Arc<FtraceOps> {
         Arc::new(FtraceOps {
@@ -338,6 +351,7 @@ impl FtraceOpsBuilder {
             flags: self.flags,
             private: self.private,
             global_filter: self.global_filter,
+            task_cpu_time: self.task_cpu_time,
             sink: self.sink,
             hashes: Mutex::new((0, Arc::new(Hashes::default()))),
             owner: StdAtomicU64::new(0),

@@ -34,7 +34,10 @@
 //! The choice is made once per process, on the first read (or [`CpuClock::current`]), and
 //! never changes. `TRACESTAT_CPU_CLOCK=perf-mmap|perf-read|thread-cputime` in the
 //! environment asks for a source: it is used where available, else the automatic choice
-//! among the sources below it (an unknown value is ignored).
+//! among the sources below it; an unknown value gets the automatic choice. Either way the
+//! process says so once on stderr, naming the source it uses (which
+//! [`CpuClock::current`] returns). [`CpuClock::require`] asks for a source explicitly and
+//! gets a typed [`CpuClockError`] where it cannot be had.
 //!
 //! Each thread opens its event lazily, on its first read, and closes it (and unmaps its
 //! page) when the thread exits. All sources read as nanoseconds since the thread started:
@@ -96,6 +99,118 @@ impl fmt::Display for CpuClock {
     }
 }
 
+impl core::str::FromStr for CpuClock {
+    type Err = CpuClockError;
+
+    /// A source by the name `TRACESTAT_CPU_CLOCK` takes ([`CpuClock::name`]).
+    fn from_str(s: &str) -> Result<Self, CpuClockError> {
+        [
+            CpuClock::PerfMmap,
+            CpuClock::PerfRead,
+            CpuClock::ThreadCputime,
+        ]
+        .into_iter()
+        .find(|c| c.name() == s)
+        .ok_or_else(|| CpuClockError::UnknownName(s.to_owned()))
+    }
+}
+
+impl CpuClock {
+    /// Makes `self` the source this process reads thread CPU time from, if it is available
+    /// here and nothing chose another one before: the explicit form of
+    /// `TRACESTAT_CPU_CLOCK`, which falls back (with a warning on stderr) where this one
+    /// errs. On error nothing is chosen by this call.
+    ///
+    /// ```
+    /// use tracestat::profile::{CpuClock, CpuClockError};
+    ///
+    /// CpuClock::ThreadCputime.require()?; // always available
+    /// assert_eq!(CpuClock::current(), CpuClock::ThreadCputime);
+    /// assert_eq!(
+    ///     CpuClock::PerfRead.require(),
+    ///     Err(CpuClockError::AlreadyChosen {
+    ///         asked: CpuClock::PerfRead,
+    ///         current: CpuClock::ThreadCputime
+    ///     })
+    /// );
+    /// # Ok::<(), CpuClockError>(())
+    /// ```
+    pub fn require(self) -> Result<(), CpuClockError> {
+        let asked = self.mode();
+        let current = MODE.load(Ordering::Acquire);
+        if current == UNDECIDED {
+            let got = if cfg!(loom) {
+                THREAD_CPUTIME
+            } else {
+                probe(Some(asked))
+            };
+            if got != asked {
+                return Err(CpuClockError::Unavailable(self));
+            }
+            if MODE
+                .compare_exchange(UNDECIDED, asked, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return Ok(());
+            }
+        }
+        match CpuClock::current() {
+            current if current == self => Ok(()),
+            current => Err(CpuClockError::AlreadyChosen {
+                asked: self,
+                current,
+            }),
+        }
+    }
+
+    fn mode(self) -> u8 {
+        match self {
+            CpuClock::PerfMmap => PERF_MMAP,
+            CpuClock::PerfRead => PERF_READ,
+            CpuClock::ThreadCputime => THREAD_CPUTIME,
+        }
+    }
+}
+
+/// Why a CPU clock source asked for cannot be used ([`CpuClock::require`], or the value
+/// of `TRACESTAT_CPU_CLOCK`, which is reported on stderr instead).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CpuClockError {
+    /// Not the name of a source (`perf-mmap`, `perf-read` or `thread-cputime`).
+    UnknownName(String),
+    /// The source cannot be used in this process: perf events refused
+    /// (`perf_event_paranoid`, seccomp, no descriptors left), or for `perf-mmap` a page
+    /// without `cap_user_time` (most virtual machines).
+    Unavailable(CpuClock),
+    /// This process already reads thread CPU time from another source (the choice is made
+    /// once, at the first read).
+    AlreadyChosen {
+        /// The source asked for.
+        asked: CpuClock,
+        /// The source in use.
+        current: CpuClock,
+    },
+}
+
+impl fmt::Display for CpuClockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CpuClockError::UnknownName(n) => write!(
+                f,
+                "{n:?} is not a CPU clock source (perf-mmap, perf-read or thread-cputime)"
+            ),
+            CpuClockError::Unavailable(c) => write!(f, "the {c} CPU clock is not available here"),
+            CpuClockError::AlreadyChosen { asked, current } => write!(
+                f,
+                "cannot read thread CPU time from {asked}: this process already reads it from {current}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CpuClockError {}
+
 /// The calling thread's CPU time in nanoseconds since it started, from this process's
 /// [`CpuClock`].
 #[inline]
@@ -129,19 +244,29 @@ fn decide() -> u8 {
     if mode != UNDECIDED {
         return mode;
     }
-    let asked = std::env::var(ENV).ok().and_then(|v| match v.as_str() {
-        "perf-mmap" => Some(PERF_MMAP),
-        "perf-read" => Some(PERF_READ),
-        "thread-cputime" => Some(THREAD_CPUTIME),
-        _ => None,
-    });
+    let request = std::env::var_os(ENV).map(|v| v.to_string_lossy().parse::<CpuClock>());
+    let asked = request
+        .as_ref()
+        .and_then(|r| r.as_ref().ok())
+        .map(|c| c.mode());
     let probed = if cfg!(loom) {
         THREAD_CPUTIME
     } else {
         probe(asked)
     };
     match MODE.compare_exchange(UNDECIDED, probed, Ordering::AcqRel, Ordering::Acquire) {
-        Ok(_) => probed,
+        Ok(_) => {
+            // The one decision of the process: say where it is not what was asked.
+            let problem = match request {
+                Some(Err(e)) => Some(e),
+                Some(Ok(c)) if c.mode() != probed => Some(CpuClockError::Unavailable(c)),
+                _ => None,
+            };
+            if let Some(e) = problem {
+                eprintln!("tracestat: {ENV}: {e}; using {}", CpuClock::current());
+            }
+            probed
+        }
         Err(winner) => winner,
     }
 }

@@ -86,7 +86,7 @@ pub use branch::{
     BranchAll, BranchAnnotated, BranchCounts, BranchEntry, BranchSite, Hint, branch_site_count,
     branch_snapshot, register_branch_stats,
 };
-pub use cputime::{CpuClock, thread_cpu_ns};
+pub use cputime::{CpuClock, CpuClockError, thread_cpu_ns};
 pub use diff::{
     AvgTest, DiffOptions, DiffRow, DiffSort, FunctionSnapshot, ProfileDiff, RunStats, Totals, diff,
     diff_runs,

@@ -30,18 +30,36 @@ fn n_threads_times_m_calls_sum_exactly_through_the_control_surface() {
         assert!(listed.contains(f), "{f} listed before any call: {listed}");
     }
     fs.write("function_profile_enabled", b"1\n").unwrap();
+    let (called, exit) = (
+        std::sync::Barrier::new(THREADS as usize + 1),
+        std::sync::Barrier::new(THREADS as usize + 1),
+    );
     std::thread::scope(|s| {
-        for t in 0..THREADS {
-            s.spawn(move || {
-                let mut acc = 0;
-                for i in 0..CALLS {
-                    acc ^= parse(i + t);
-                }
-                std::hint::black_box(acc);
-            });
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (called, exit) = (&called, &exit);
+                s.spawn(move || {
+                    let mut acc = 0;
+                    for i in 0..CALLS {
+                        acc ^= parse(i + t);
+                    }
+                    std::hint::black_box(acc);
+                    called.wait();
+                    exit.wait();
+                })
+            })
+            .collect();
+        called.wait();
+        // Per-thread files of the live threads sum to the merged file.
+        assert_eq!(thread_file_hits(fs), 2 * THREADS * CALLS);
+        exit.wait();
+        for h in handles {
+            h.join().unwrap();
         }
     });
     fs.write("function_profile_enabled", b"0\n").unwrap();
+    // The exited threads' records are folded into the merged file; their files are gone.
+    assert_eq!(thread_file_hits(fs), 0);
     let text = fs.read("trace_stat/functions").unwrap();
     let hits = |name: &str| -> u64 {
         let line = text
@@ -61,9 +79,12 @@ fn n_threads_times_m_calls_sum_exactly_through_the_control_surface() {
         text.lines().nth(2).unwrap().starts_with("  parse "),
         "{text}"
     );
-    // Per-thread files sum to the merged file.
-    let per_thread: u64 = fs
-        .list("trace_stat")
+    never_called();
+}
+
+/// Hits in the per-thread files `trace_stat/function<N>`, all together.
+fn thread_file_hits(fs: &Tracefs) -> u64 {
+    fs.list("trace_stat")
         .unwrap()
         .iter()
         .filter(|e| e.name().starts_with("function") && e.name()[8..].parse::<u32>().is_ok())
@@ -74,9 +95,7 @@ fn n_threads_times_m_calls_sum_exactly_through_the_control_surface() {
                 .map(|l| l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap())
                 .sum::<u64>()
         })
-        .sum();
-    assert_eq!(per_thread, 2 * THREADS * CALLS);
-    never_called();
+        .sum()
 }
 
 #[tracestat::traced]
@@ -143,6 +162,49 @@ fn a_static_site_counts_exactly_through_every_kind_of_entry() {
     }
     assert_eq!(seen.load(Ordering::Relaxed), 3 * 101);
     // The other tests expect the defaults.
+    profiler.set_options(ProfileOptions::default()).unwrap();
+}
+
+#[tracestat::traced]
+fn pid_leaf(x: u64) -> u64 {
+    x.rotate_left(5) ^ 0xA5A5
+}
+
+/// `set_ftrace_pid` applies to static sites' own entries (the counting and timing ones the
+/// global instance picks at each commit): with the list naming this thread, a `#[traced]`
+/// function called on another thread is not counted, counting or timing.
+#[test]
+fn static_sites_honour_set_ftrace_pid() {
+    use tracestat::profile::{ProfileOptions, current_tid};
+
+    let _serial = crate::serial();
+    let profiler = FunctionProfiler::global();
+    let fs = Tracefs::global();
+    let run = |n: u64| {
+        for i in 0..n {
+            std::hint::black_box(pid_leaf(i));
+        }
+    };
+    let elsewhere = |n: u64| std::thread::scope(|s| s.spawn(|| run(n)).join().unwrap());
+    for timing in [false, true] {
+        profiler
+            .set_options(ProfileOptions {
+                timing,
+                ..Default::default()
+            })
+            .unwrap();
+        profiler.enable().unwrap();
+        run(2);
+        elsewhere(3); // no list: counted
+        fs.write("set_ftrace_pid", current_tid().to_string().as_bytes())
+            .unwrap();
+        run(5); // listed: counted
+        elsewhere(7); // not listed: not counted
+        fs.write("set_ftrace_pid", b"").unwrap();
+        elsewhere(11); // cleared: counted
+        profiler.disable().unwrap();
+        assert_eq!(profiler_hits("pid_leaf"), 2 + 3 + 5 + 11, "timing {timing}");
+    }
     profiler.set_options(ProfileOptions::default()).unwrap();
 }
 

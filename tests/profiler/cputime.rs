@@ -7,7 +7,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use tracestat::profile::{CpuClock, thread_cpu_ns};
+use tracestat::profile::{CpuClock, CpuClockError, thread_cpu_ns};
 
 /// Set in the children: what to do before the first read.
 const CHILD: &str = "TRACESTAT_CPUTIME_CHILD";
@@ -156,6 +156,22 @@ fn cpu_clock_in_this_process() {
     match child.as_deref() {
         // perf events refused from the start: the selection must fall back.
         Some("no-fd-before") => no_more_descriptors(),
+        // perf events refused, then a source asked for explicitly: a typed error, and
+        // nothing chosen by it.
+        Some("require-no-fd") => {
+            no_more_descriptors();
+            let r = CpuClock::PerfRead.require();
+            assert_eq!(r, Err(CpuClockError::Unavailable(CpuClock::PerfRead)));
+            assert_eq!(CpuClock::ThreadCputime.require(), Ok(()));
+            assert_eq!(
+                CpuClock::PerfRead.require(),
+                Err(CpuClockError::AlreadyChosen {
+                    asked: CpuClock::PerfRead,
+                    current: CpuClock::ThreadCputime
+                })
+            );
+            println!("require: refused");
+        }
         // Selected first, then threads that cannot open their own event.
         Some("no-fd-after") => {
             println!("selected before: {}", CpuClock::current());
@@ -211,6 +227,11 @@ fn perf_events_allowed() -> bool {
 }
 
 fn run_child(asked: Option<&str>, child: &str) -> String {
+    run_child_io(asked, child).0
+}
+
+/// [`run_child`], with the child's stderr too.
+fn run_child_io(asked: Option<&str>, child: &str) -> (String, String) {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
         "--exact",
@@ -226,12 +247,12 @@ fn run_child(asked: Option<&str>, child: &str) -> String {
     };
     let out = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
         out.status.success(),
-        "child ({asked:?}, {child}) failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        "child ({asked:?}, {child}) failed:\n{stdout}\n{stderr}"
     );
-    stdout
+    (stdout, stderr)
 }
 
 /// The word after `label` in the child's output (the harness may print on the same line).
@@ -304,4 +325,55 @@ fn a_thread_that_cannot_open_its_event_keeps_its_timeline() {
     // read clock_gettime, and the checks of `check_this_thread` hold for them.
     let out = run_child(Some("perf-read"), "no-fd-after");
     assert_eq!(printed(&out, "selected before: "), source_of(&out));
+}
+
+/// Lines of the child's stderr that report on `TRACESTAT_CPU_CLOCK`.
+fn clock_warnings(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.contains("TRACESTAT_CPU_CLOCK"))
+        .collect()
+}
+
+/// A `TRACESTAT_CPU_CLOCK` that cannot be honoured (an unknown name, a source perf events
+/// refuse) is said once on stderr, with the source used, which `CpuClock::current` names;
+/// one honoured is silent. `CpuClock::require` gets a typed error instead.
+#[test]
+fn an_unusable_cpu_clock_request_is_reported_once() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let (out, err) = run_child_io(Some("bogus"), "plain");
+    let used = source_of(&out);
+    let warnings = clock_warnings(&err);
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(
+        warnings[0].contains("\"bogus\" is not a CPU clock source")
+            && warnings[0].ends_with(&format!("using {used}")),
+        "{}",
+        warnings[0]
+    );
+    let (out, err) = run_child_io(Some("perf-read"), "no-fd-before");
+    assert_eq!(source_of(&out), "thread-cputime");
+    let warnings = clock_warnings(&err);
+    assert_eq!(
+        warnings,
+        [
+            "tracestat: TRACESTAT_CPU_CLOCK: the perf-read CPU clock is not available here; using thread-cputime"
+        ],
+        "{err}"
+    );
+    let (_, err) = run_child_io(Some("thread-cputime"), "plain");
+    assert_eq!(clock_warnings(&err), [""; 0], "{err}");
+    let (out, _) = run_child_io(None, "require-no-fd");
+    assert!(out.contains("require: refused"), "{out}");
+    assert_eq!(source_of(&out), "thread-cputime");
+    // In this process the source is chosen: asking for another one is refused, by name.
+    let current = CpuClock::current();
+    assert_eq!(current.require(), Ok(()));
+    assert_eq!(
+        "bogus".parse::<CpuClock>(),
+        Err(CpuClockError::UnknownName("bogus".into()))
+    );
+    assert_eq!(current.name().parse::<CpuClock>(), Ok(current));
 }

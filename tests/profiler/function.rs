@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::common::kernel_format;
-use crate::common::profiler::{HITS_AND_TIMED, TIMED, with_profiler};
+use crate::common::profiler::{EVERY, HITS_AND_TIMED, TIMED, with_profiler};
 use kernel_format::{FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED, graph_duration};
 use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions, ShadowStack, SiteDef};
-use tracestat::stat::Tracefs;
+use tracestat::stat::{Tracefs, WriteMode};
 use tracestat::{Error, InputError};
 
 fn instance(names: &[&str]) -> Arc<Ftrace> {
@@ -59,17 +59,44 @@ fn exact_totals_under_concurrency_in_both_modes() {
         |opts, ftrace, profiler| {
             let timing = opts.timing;
             let (outer, inner) = (ftrace.find("outer").unwrap(), ftrace.find("inner").unwrap());
+            let (called, exit) = (
+                std::sync::Barrier::new(THREADS as usize + 1),
+                std::sync::Barrier::new(THREADS as usize + 1),
+            );
             std::thread::scope(|s| {
-                for _ in 0..THREADS {
-                    s.spawn(|| {
-                        for _ in 0..CALLS {
-                            let _o = ftrace.call(outer);
-                            let _i = ftrace.call(inner);
-                        }
-                    });
+                // Joined explicitly: that waits for each thread's exit (its thread-locals'
+                // destructors), which the end of the scope does not.
+                let handles: Vec<_> = (0..THREADS)
+                    .map(|_| {
+                        s.spawn(|| {
+                            for _ in 0..CALLS {
+                                let _o = ftrace.call(outer);
+                                let _i = ftrace.call(inner);
+                            }
+                            called.wait();
+                            exit.wait();
+                        })
+                    })
+                    .collect();
+                called.wait();
+                // Every live thread has its own shard, and the per-thread rows add up to the
+                // merged ones.
+                let threads = profiler.threads();
+                assert_eq!(threads.len(), THREADS as usize);
+                let per_thread: u64 = threads
+                    .iter()
+                    .flat_map(|&t| profiler.rows(Some(t)))
+                    .map(|r| r.hits)
+                    .sum();
+                assert_eq!(per_thread, 2 * THREADS * CALLS);
+                exit.wait();
+                for h in handles {
+                    h.join().unwrap();
                 }
             });
             profiler.disable().unwrap();
+            // The exited threads' records are folded: no shard listed, every call counted.
+            assert!(profiler.threads().is_empty());
             let mut rows = profiler.rows(None);
             rows.sort_by(|a, b| a.name.cmp(&b.name));
             let hits: Vec<(&str, u64)> = rows.iter().map(|r| (r.name.as_str(), r.hits)).collect();
@@ -78,15 +105,6 @@ fn exact_totals_under_concurrency_in_both_modes() {
                 [("inner", THREADS * CALLS), ("outer", THREADS * CALLS)],
                 "timing={timing}"
             );
-            // Every thread has its own shard, and the per-thread rows add up to the merged ones.
-            let threads = profiler.threads();
-            assert_eq!(threads.len(), THREADS as usize);
-            let per_thread: u64 = threads
-                .iter()
-                .flat_map(|&t| profiler.rows(Some(t)))
-                .map(|r| r.hits)
-                .sum();
-            assert_eq!(per_thread, 2 * THREADS * CALLS);
             if timing {
                 let outer = rows.iter().find(|r| r.name == "outer").unwrap();
                 let inner = rows.iter().find(|r| r.name == "inner").unwrap();
@@ -100,6 +118,123 @@ fn exact_totals_under_concurrency_in_both_modes() {
             }
         },
     );
+}
+
+/// Threads that exit fold their records into one retained table: their per-thread files
+/// go, and `functions` keeps every call with its exact time and sum of squares (the
+/// variance's inputs), for hash-shard records (explicit timestamps) and the dense records of
+/// live calls alike. Each thread reads its own file before exiting: the merged rows after
+/// all exits are the sums of those.
+#[test]
+fn exited_threads_fold_into_exact_totals() {
+    const THREADS: u64 = 40;
+    let fs = &new_fs();
+    let (ftrace, profiler) = enabled(&["f", "g"], ProfileOptions::default());
+    profiler.install(fs).unwrap();
+    let (f, g) = (ip(&ftrace, "f"), ftrace.find("g").unwrap());
+    let durations = |t: u64| [1_000 + 7 * t, 250_000 + 13 * t * t];
+    let mut want_g = (0u64, 0u128, 0u128, vec![0u64; 0]);
+    for t in 0..THREADS {
+        let (ftrace, profiler) = (&ftrace, &profiler);
+        let own = std::thread::scope(|s| {
+            s.spawn(|| {
+                let [a, b] = durations(t);
+                timed_calls(ftrace, &[("f", 0, a), ("f", 1_000_000, 1_000_000 + b)]);
+                for _ in 0..=t % 3 {
+                    drop(ftrace.call(g));
+                }
+                // The only live thread: its file is listed, with its own records.
+                let threads = profiler.threads();
+                assert_eq!(threads.len(), 1, "{threads:?}");
+                assert!(fs.stats().contains(&format!("function{}", threads[0])));
+                profiler.rows(Some(threads[0]))
+            })
+            .join()
+            .unwrap()
+        });
+        let g_row = own.iter().find(|r| r.name == "g").unwrap();
+        want_g.0 += g_row.hits;
+        want_g.1 += g_row.time_ns;
+        want_g.2 += g_row.time_sq;
+        want_g.3.resize(g_row.buckets.len().max(want_g.3.len()), 0);
+        for (w, b) in want_g.3.iter_mut().zip(&g_row.buckets) {
+            *w += b;
+        }
+    }
+    assert!(profiler.threads().is_empty(), "exited threads stay listed");
+    let thread_files = fs
+        .stats()
+        .names()
+        .into_iter()
+        .filter(|n| {
+            n.strip_prefix("function")
+                .is_some_and(|i| i.parse::<u64>().is_ok())
+        })
+        .count();
+    assert_eq!(thread_files, 0, "exited threads' files stay");
+    let rows = profiler.rows(None);
+    let row = |name: &str| rows.iter().find(|r| r.name == name).unwrap();
+    let ds: Vec<u128> = (0..THREADS).flat_map(durations).map(u128::from).collect();
+    let f_row = row("f");
+    assert_eq!(f_row.ip, f);
+    assert_eq!(
+        (f_row.hits, f_row.time_ns, f_row.time_sq, f_row.time_sq_hi),
+        (
+            2 * THREADS,
+            ds.iter().sum::<u128>(),
+            ds.iter().map(|d| d * d).sum::<u128>(),
+            0
+        )
+    );
+    let g_row = row("g");
+    assert_eq!(
+        (g_row.hits, g_row.time_ns, g_row.time_sq, &g_row.buckets),
+        (want_g.0, want_g.1, want_g.2, &want_g.3)
+    );
+    // A reset empties the folded records too.
+    profiler.reset();
+    assert!(profiler.rows(None).is_empty());
+}
+
+/// `set_ftrace_pid` applies to the profiler (its ops carries `PID`, as the kernel's): with
+/// the list naming this thread, calls on another thread are not counted, in every mode;
+/// with the list cleared they are again, and calls on a listed thread always are. A live
+/// thread's pid change takes effect at its next call.
+#[test]
+fn the_profiler_honours_set_ftrace_pid() {
+    with_profiler(&EVERY, &["f"], |mode, ftrace, profiler| {
+        let site = ftrace.find("f").unwrap();
+        let calls = |n: u64| {
+            for _ in 0..n {
+                drop(ftrace.call(site));
+            }
+        };
+        let (go, done) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+        std::thread::scope(|s| {
+            let other = s.spawn(|| {
+                calls(3); // before any list: counted (and the thread's sink warmed)
+                go.wait();
+                done.wait();
+                calls(5); // not listed: not counted
+                go.wait();
+                done.wait();
+                calls(7); // list cleared: counted
+            });
+            go.wait();
+            let me = tracestat::profile::current_tid();
+            ftrace
+                .set_pids(&me.to_string(), WriteMode::Truncate)
+                .unwrap();
+            done.wait();
+            calls(11); // listed: counted
+            go.wait();
+            ftrace.set_pids("", WriteMode::Truncate).unwrap();
+            done.wait();
+            other.join().unwrap();
+        });
+        let hits: u64 = profiler.rows(None).iter().map(|r| r.hits).sum();
+        assert_eq!(hits, 3 + 11 + 7, "{mode:?}");
+    });
 }
 
 /// Drives graph calls with explicit timestamps (the replay entry points), so times are exact.
@@ -363,24 +498,35 @@ fn control_files_per_thread_files_and_threshold() {
 
     fs.write("function_profile_enabled", b"1\n").unwrap();
     assert!(profiler.is_enabled());
-    // Two threads, each calling once: files function0 and function1; thread-exit keeps data.
+    // Two threads, each calling once: files function0 and function1 while they live; at
+    // their exit their records fold into `functions` and their files go.
     let (fast, slow) = (ip(&ftrace, "fast"), ip(&ftrace, "slow"));
-    for (name, dur) in [(fast, 1_000), (slow, 900_000)] {
-        let ftrace = Arc::clone(&ftrace);
-        std::thread::spawn(move || {
-            let mut stack = ShadowStack::new();
-            assert!(ftrace.graph_entry_at(&mut stack, name, 0, 0));
-            ftrace.graph_return_at(&mut stack, dur).unwrap();
-        })
-        .join()
-        .unwrap();
-    }
+    let (called, exit) = (std::sync::Barrier::new(3), std::sync::Barrier::new(3));
+    std::thread::scope(|s| {
+        let handles = [(fast, 1_000), (slow, 900_000)].map(|(name, dur)| {
+            let (ftrace, called, exit) = (&ftrace, &called, &exit);
+            s.spawn(move || {
+                let mut stack = ShadowStack::new();
+                assert!(ftrace.graph_entry_at(&mut stack, name, 0, 0));
+                ftrace.graph_return_at(&mut stack, dur).unwrap();
+                called.wait();
+                exit.wait();
+            })
+        });
+        called.wait();
+        let names = fs.stats().names();
+        assert!(names.contains(&"function0".to_owned()) && names.contains(&"function1".to_owned()));
+        let f0 = fs.read("trace_stat/function0").unwrap();
+        let f1 = fs.read("trace_stat/function1").unwrap();
+        assert_eq!(f0.lines().count() + f1.lines().count(), 2 * 2 + 2);
+        exit.wait();
+        // Joined: that waits for the exits (thread-local destructors included).
+        for h in handles {
+            h.join().unwrap();
+        }
+    });
     fs.write("function_profile_enabled", b"0").unwrap();
-    let names = fs.stats().names();
-    assert!(names.contains(&"function0".to_owned()) && names.contains(&"function1".to_owned()));
-    let f0 = fs.read("trace_stat/function0").unwrap();
-    let f1 = fs.read("trace_stat/function1").unwrap();
-    assert_eq!(f0.lines().count() + f1.lines().count(), 2 * 2 + 2);
+    assert!(!fs.stats().contains("function0") && !fs.stats().contains("function1"));
     let all = fs.read("trace_stat/functions").unwrap();
     assert_eq!(all.lines().count(), 2 + 2);
     assert!(all.lines().nth(2).unwrap().starts_with("  slow "));
@@ -397,14 +543,52 @@ fn control_files_per_thread_files_and_threshold() {
     assert!(lat.contains("slow  hits=1 avg=900000 p50<"), "{lat}");
     assert!(lat.contains('@'));
 
-    // Re-enabling resets; the exited threads' files go with their records.
+    // Re-enabling resets, the exited threads' folded records too.
     fs.write("function_profile_enabled", b"1").unwrap();
     fs.write("function_profile_enabled", b"0").unwrap();
-    assert!(!fs.stats().contains("function0") && !fs.stats().contains("function1"));
     assert_eq!(
         fs.read("trace_stat/functions").unwrap(),
         FUNCTION_HEADER_TIMED
     );
+}
+
+/// Two threads writing two different option files at once: both writes return Ok, so both
+/// must land. Each write reads the other options and stores all of them; reading them
+/// before taking the profiler's lock let one write store the other's old value (seen in
+/// 59 of 2,000 trials). Profiling is on, so each write restarts the run and holds the lock
+/// long enough for the other to read stale options then.
+#[test]
+fn concurrent_writes_to_different_option_files_both_land() {
+    let fs = &new_fs();
+    let ftrace = instance(&["f"]);
+    let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
+    profiler.install(fs).unwrap();
+    fs.write("function_profile_enabled", b"1").unwrap();
+    let files = ["options/graph-time", "options/sleep-time"];
+    for trial in 0..300 {
+        for f in files {
+            fs.write(f, b"1").unwrap();
+        }
+        let start = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            for f in files {
+                let start = &start;
+                s.spawn(move || {
+                    start.wait();
+                    fs.write(f, b"0").unwrap();
+                });
+            }
+        });
+        for f in files {
+            assert_eq!(
+                fs.read(f).unwrap(),
+                "0\n",
+                "trial {trial}: the write to {f} was lost"
+            );
+        }
+        let run = profiler.run_options();
+        assert!(!run.graph_time && !run.sleep_time, "trial {trial}: {run:?}");
+    }
 }
 
 #[test]

@@ -379,3 +379,47 @@ fn unpolled_and_untraced_futures_are_not_calls() {
     p.disable().unwrap();
     assert!(p.rows(None).is_empty(), "{:?}", p.rows(None));
 }
+
+/// Spins until this thread has used `ns` of CPU time.
+fn burn_cpu(ns: u64) {
+    let start = tracestat::profile::thread_cpu_ns();
+    while tracestat::profile::thread_cpu_ns() - start < ns {
+        std::hint::spin_loop();
+    }
+}
+
+/// With sleep-time off a poll's time is its thread's CPU time, as a synchronous call's:
+/// 4 ms of CPU and a 10 ms blocking sleep inside one poll count about 4 ms, like the same
+/// code as a synchronous traced call, not the 14 ms of wall time the poll took.
+#[test]
+fn sleep_time_off_leaves_blocking_inside_a_poll_out() {
+    const CPU: u64 = 4_000_000;
+    const SLEEP: Duration = Duration::from_millis(10);
+    let ft = instance();
+    let p = profiler(&ft, true, false);
+    let work = || {
+        burn_cpu(CPU);
+        std::thread::sleep(SLEEP);
+    };
+    {
+        let _sync = ft.call(ft.site(SYNC).unwrap());
+        work();
+    }
+    let fut = ft.trace_future(ft.site(LEAF).unwrap(), async { work() });
+    let mut fut = std::pin::pin!(fut);
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(fut.as_mut().poll(&mut cx).is_ready());
+    p.disable().unwrap();
+    let rows = p.rows(None);
+    let (sync, poll) = (row(&rows, "sync_work"), row(&rows, "leaf"));
+    assert_eq!((sync.hits, poll.hits), (1, 1));
+    let sleep = SLEEP.as_nanos();
+    for r in [sync, poll] {
+        assert!(
+            (u128::from(CPU)..sleep).contains(&r.time_ns),
+            "{}: {} ns, want the ~{CPU} ns of CPU time, not the sleep",
+            r.name,
+            r.time_ns
+        );
+    }
+}

@@ -415,8 +415,12 @@ impl Model {
         self.holders < GRAPH_SLOTS
     }
 
+    /// Whether the profiler records a call of `site` made on this thread: the filters, and
+    /// `set_ftrace_pid` (the profiler's ops carries `PID`, as the kernel's).
     fn covers(&self, site: usize) -> bool {
-        (self.filter.is_empty() || self.filter.contains(&site)) && !self.notrace.contains(&site)
+        (self.filter.is_empty() || self.filter.contains(&site))
+            && !self.notrace.contains(&site)
+            && (self.pids.is_empty() || self.pids.contains(&tracestat::profile::current_tid()))
     }
 
     fn listing(sites: &[usize]) -> String {

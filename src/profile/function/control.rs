@@ -76,8 +76,22 @@ pub(super) fn apply_options(
     path: &str,
     restart: bool,
 ) -> Result<(), Error> {
+    change_options(inner, path, restart, |_| next)
+}
+
+/// [`apply_options`] with the new options computed from the written ones **under the state
+/// lock**: an option file changes one flag, and two files written at once must both land
+/// (reading the options before the lock let the second write store the first's old value).
+pub(super) fn change_options(
+    inner: &Arc<Inner>,
+    path: &str,
+    restart: bool,
+    change: impl FnOnce(ProfileOptions) -> ProfileOptions,
+) -> Result<(), Error> {
     let mut st = lock_state_for_write(inner, path)?;
-    if inner.written_options() == next && !(restart && st.enabled) {
+    let written = inner.written_options();
+    let next = change(written);
+    if written == next && !(restart && st.enabled) {
         return Ok(());
     }
     if st.enabled {
@@ -109,6 +123,7 @@ pub(super) fn reset(inner: &Arc<Inner>) {
             }
             alive
         });
+        slots.folded.clear();
         for s in slots.iter() {
             for r in s.counted.iter().chain(s.timed.iter()).chain(s.paths.iter()) {
                 r.request_reset();
@@ -225,15 +240,17 @@ impl ControlFile for OptionFile {
             .inner
             .upgrade()
             .ok_or_else(|| InputError::Rejected("the profiler is gone".into()))?;
-        let mut next = inner.written_options();
-        let flag = match self.which {
-            OptionKind::GraphTime => &mut next.graph_time,
-            OptionKind::SleepTime => &mut next.sleep_time,
-            OptionKind::Timing => &mut next.timing,
-            OptionKind::CallPaths => &mut next.call_paths,
-        };
-        *flag = on;
-        apply_options(&inner, next, self.path(), false)
-            .map_err(|e| InputError::Rejected(Box::new(e)))
+        let which = self.which;
+        change_options(&inner, self.path(), false, |mut next| {
+            let flag = match which {
+                OptionKind::GraphTime => &mut next.graph_time,
+                OptionKind::SleepTime => &mut next.sleep_time,
+                OptionKind::Timing => &mut next.timing,
+                OptionKind::CallPaths => &mut next.call_paths,
+            };
+            *flag = on;
+            next
+        })
+        .map_err(|e| InputError::Rejected(Box::new(e)))
     }
 }

@@ -11,6 +11,9 @@
 //!   the readers listed in the profiler's slots.
 //! - `Last` points at a state of this thread's list, or nowhere: whoever removes a state
 //!   or drops the list forgets the cache first.
+//! - A state is dropped on its thread after the thread's last record into it (thread exit,
+//!   or its profiler gone); the drop folds the thread's own shards into the profiler's
+//!   retained records (`fold`), so no record outlives its thread in a table of its own.
 
 use super::*;
 
@@ -37,12 +40,17 @@ pub(super) struct Local {
     /// Shards this thread recorded into before a [`FunctionProfiler::record_into`] switched
     /// it to another one (empty unless `record_into` is used).
     pub(super) parked: Vec<Parked>,
+    /// The active shard was numbered by `record_into`, not given to the thread: it stays
+    /// listed when the thread exits (`fold`).
+    pub(super) explicit: bool,
 }
 
 /// A shard a thread is not recording into right now (see `record_into`), with the call-path
 /// stack that goes with it (replay keeps one per trace CPU).
 pub(super) struct Parked {
     pub(super) index: usize,
+    /// Numbered by `record_into` (see `Local::explicit`).
+    pub(super) explicit: bool,
     pub(super) alive: Arc<AtomicBool>,
     pub(super) counted: Option<Box<Shard>>,
     pub(super) timed: Option<Box<Shard>>,
@@ -53,11 +61,22 @@ pub(super) struct Parked {
 }
 
 impl Drop for Local {
+    /// The thread is done with this profiler (it exits, or the profiler is gone): its own
+    /// shards are folded into the profiler's retained records (`fold`); explicit ones stay.
     fn drop(&mut self) {
         self.alive.store(false, Ordering::Release);
         for p in &self.parked {
             p.alive.store(false, Ordering::Release);
         }
+        let Some(inner) = self.weak.upgrade() else {
+            return;
+        };
+        let exiting: Vec<&Arc<AtomicBool>> = (!self.explicit)
+            .then_some(&self.alive)
+            .into_iter()
+            .chain(self.parked.iter().filter(|p| !p.explicit).map(|p| &p.alive))
+            .collect();
+        fold_exited(&inner, &exiting);
     }
 }
 
@@ -248,13 +267,15 @@ pub(super) fn borrow_locals<R>(f: impl FnOnce(&mut Vec<Box<Local>>, &Last) -> R)
 
 pub(super) fn new_local(inner: &Arc<Inner>) -> Local {
     let index = inner.next_index.fetch_add(1, Ordering::Relaxed);
-    new_local_at(inner, index)
+    new_local_at(inner, index, false)
 }
 
-/// This thread's state for `inner`, recording into shard `index` (listed now).
-pub(super) fn new_local_at(inner: &Arc<Inner>, index: usize) -> Local {
-    let p = new_parked(inner, index);
+/// This thread's state for `inner`, recording into shard `index` (listed now; `explicit`:
+/// numbered by `record_into`).
+pub(super) fn new_local_at(inner: &Arc<Inner>, index: usize, explicit: bool) -> Local {
+    let p = new_parked(inner, index, explicit);
     Local {
+        explicit,
         id: inner.id,
         weak: Arc::downgrade(inner),
         index: p.index,
@@ -272,7 +293,7 @@ pub(super) fn new_local_at(inner: &Arc<Inner>, index: usize) -> Local {
 }
 
 /// Lists a new slot numbered `index` (its shards are created on first record).
-pub(super) fn new_parked(inner: &Arc<Inner>, index: usize) -> Parked {
+pub(super) fn new_parked(inner: &Arc<Inner>, index: usize, explicit: bool) -> Parked {
     let alive = Arc::new(AtomicBool::new(true));
     inner.lock_slots().push(Slot {
         index,
@@ -286,6 +307,7 @@ pub(super) fn new_parked(inner: &Arc<Inner>, index: usize) -> Parked {
     register_thread_file(inner, index);
     Parked {
         index,
+        explicit,
         alive,
         counted: None,
         timed: None,
@@ -321,17 +343,18 @@ pub(super) fn switch_shard(inner: &Arc<Inner>, index: usize) -> bool {
             // States may be dropped below.
             last.forget();
             locals.retain(|l| l.weak.strong_count() > 0);
-            locals.push(Box::new(new_local_at(inner, index)));
+            locals.push(Box::new(new_local_at(inner, index, true)));
             return;
         };
         let local: &mut Local = &mut locals[pos];
         if local.index != index {
             let mut next = match local.parked.iter().position(|p| p.index == index) {
                 Some(i) => local.parked.swap_remove(i),
-                None => new_parked(inner, index),
+                None => new_parked(inner, index, true),
             };
             let current = Parked {
                 index: std::mem::replace(&mut local.index, next.index),
+                explicit: std::mem::replace(&mut local.explicit, next.explicit),
                 alive: std::mem::replace(&mut local.alive, Arc::clone(&next.alive)),
                 counted: local.counted.take(),
                 timed: local.timed.take(),

@@ -14,8 +14,11 @@
 //! one-entry cache in a `const` thread-local (`Last`, with a `busy` flag that turns a call
 //! made from inside a record into an orphan instead of an aliasing borrow) and makes a
 //! relaxed load + store per word of the thread's own cell: no shared cache line, no
-//! read-modify-write, no lock, no allocation. Readers merge the shards. A shard outlives its
-//! thread, so threads that exit keep their records until the next reset. A call made while
+//! read-modify-write, no lock, no allocation. Readers merge the shards. When a thread exits, its
+//! records are folded into one retained table (`fold`: exact sums, sums of squares and
+//! buckets) and its shards and `function<N>` file go, so memory follows the live threads
+//! and the distinct functions, not every thread the process ever ran
+//! ([`FunctionProfiler::folded_threads`] counts them). A call made while
 //! the thread's local storage is being torn down goes to one shared, multi-writer table
 //! instead, so no call is ever lost.
 //!
@@ -54,8 +57,9 @@
 //! # Stat files
 //!
 //! - `trace_stat/functions`: all threads merged;
-//! - `trace_stat/function<N>`: thread `N` (numbered in the order threads first called a
-//!   profiled function) — the kernel's per-CPU files, per thread here;
+//! - `trace_stat/function<N>`: live thread `N` (numbered in the order threads first called
+//!   a profiled function) — the kernel's per-CPU files, per thread here; an exited thread's
+//!   records are in `functions` only;
 //! - `trace_stat/function<N>` with an explicit `N`: records a thread made after
 //!   [`FunctionProfiler::record_into`]`(N)` (replay records each trace CPU's calls into shard
 //!   `N` = that CPU, so these are the kernel's per-CPU files again);
@@ -67,8 +71,8 @@
 //!   the `functions` files has a `cancelled` field on the rows that have some.
 //!
 //! An instrumented future (`#[traced]` on an `async fn`) is one call from its first poll to
-//! its completion: its Time is wall time with `sleep-time` on, the sum of its polls with it
-//! off (see [`TracedFuture`](crate::profile::TracedFuture)).
+//! its completion: its Time is wall time with `sleep-time` on, the sum of its polls' thread
+//! CPU time with it off (see [`TracedFuture`](crate::profile::TracedFuture)).
 //!
 //! Rows are the kernel's (`format` module); they are sorted by time when timed and by hits
 //! otherwise, descending, ties by name; functions with no hit are not shown.
@@ -107,12 +111,14 @@ use crate::hist::{
 use crate::stat::{ControlFile, Mode, StatTracer, Tracefs, UlongControl, WriteMode, parse_bool};
 
 mod control;
+mod fold;
 mod local;
 mod record;
 mod rows;
 mod stat;
 
 use control::*;
+use fold::*;
 use local::*;
 use record::*;
 use rows::*;
@@ -198,7 +204,8 @@ struct Inner {
     /// paths of the program, not with calls.
     path_frames: Mutex<hashbrown::HashMap<u64, Box<[usize]>>>,
     thresh_us: Arc<UlongControl>,
-    slots: Mutex<Vec<Slot>>,
+    /// Live threads' slots and the folded records of exited ones (`fold`).
+    slots: Mutex<Slots>,
     next_index: AtomicUsize,
     /// Where per-thread stat files are registered (set by `install`).
     fs: Mutex<Option<Weak<TracefsHandle>>>,
@@ -217,7 +224,7 @@ impl Inner {
         self.state.lock()
     }
 
-    fn lock_slots(&self) -> MutexGuard<'_, Vec<Slot>> {
+    fn lock_slots(&self) -> MutexGuard<'_, Slots> {
         self.slots.lock()
     }
 
@@ -343,7 +350,7 @@ impl FunctionProfiler {
                 call_paths: AtomicBool::new(false),
                 path_frames: Mutex::new(hashbrown::HashMap::new()),
                 thresh_us: UlongControl::new(0, 0, u64::MAX / 1000),
-                slots: Mutex::new(Vec::new()),
+                slots: Mutex::new(Slots::default()),
                 next_index: AtomicUsize::new(0),
                 fs: Mutex::new(None),
                 orphans_counted: orphans(COUNTED),
@@ -460,6 +467,13 @@ impl FunctionProfiler {
         v.sort_unstable();
         v.dedup();
         v
+    }
+
+    /// How many exited threads' records were folded into the retained table since the last
+    /// reset: their calls stay in `trace_stat/functions`, their `function<N>` files are gone
+    /// (see the module docs).
+    pub fn folded_threads(&self) -> u64 {
+        self.inner.lock_slots().folded.threads
     }
 
     /// From now on, the calling thread's records for this profiler go to shard `index`

@@ -9,6 +9,7 @@
 
 use super::*;
 use crate::hook::SinkSpec;
+use crate::profile::OpsFlags;
 
 /// The dense index of `ip` in the profiler's instance, if the dispatcher's hint names it:
 /// the hint is trusted only once the site at that index is checked to have this very ip,
@@ -135,7 +136,12 @@ pub(super) fn thread_cpu_ns() -> u64 {
     crate::profile::cputime::thread_cpu_ns()
 }
 
-/// The ops of one profiling run. Its callbacks own a strong `Arc<Inner>`: a `Weak` would
+/// The ops of one profiling run. Like the kernel's (`FTRACE_OPS_FL_PID`) it follows
+/// `set_ftrace_pid`: the hook layer decides at each commit whether a pid list concerns it,
+/// so with no list the dispatcher's direct paths (and static sites' own entries) are the
+/// same as without the flag, and with one the calls take the filtered direct path, which
+/// tests the thread against the list.
+/// Its callbacks own a strong `Arc<Inner>`: a `Weak` would
 /// cost an upgrade and a drop, two read-modify-writes on the one `Arc` counter every thread
 /// shares, per call. The cycle (`Inner` → `State::ops` → callback → `Inner`) lasts only while
 /// the run does: `stop` takes the ops out of `State` and unregisters it, and the hook layer
@@ -148,6 +154,7 @@ pub(super) fn build_ops(inner: &Arc<Inner>, opts: ProfileOptions) -> HookArc<Ftr
             record(&inner, ip, None);
         })
         .global_filter()
+        .flags(OpsFlags::PID)
         .sink(sink)
         .build();
     }
@@ -172,6 +179,7 @@ pub(super) fn build_ops(inner: &Arc<Inner>, opts: ProfileOptions) -> HookArc<Ftr
             },
         )
         .global_filter()
+        .flags(OpsFlags::PID)
         .sink(sink)
         .build();
     }
@@ -245,6 +253,8 @@ pub(super) fn build_ops(inner: &Arc<Inner>, opts: ProfileOptions) -> HookArc<Ftr
         },
     )
     .global_filter()
+    .flags(OpsFlags::PID)
+    .task_cpu_time(!opts.sleep_time)
     .build()
 }
 

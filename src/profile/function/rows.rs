@@ -106,6 +106,7 @@ pub(super) fn table_rows(inner: &Inner, thread: Option<usize>, timed: bool) -> V
         (COUNTED, &inner.orphans_counted)
     };
     let snaps: Vec<Snapshot> = {
+        // The live slots and the folded records under one hold of the lock (`fold`).
         let slots = inner.lock_slots();
         slots
             .iter()
@@ -121,6 +122,7 @@ pub(super) fn table_rows(inner: &Inner, thread: Option<usize>, timed: bool) -> V
                     .into_iter()
                     .chain(dense.map(|d| d.snapshot()))
             })
+            .chain(thread.is_none().then(|| slots.folded.snapshot(timed)))
             .collect()
     };
     // Every part is made from the same layout constant.
@@ -164,12 +166,15 @@ fn cancelled_by_ip(inner: &Inner) -> hashbrown::HashMap<usize, u64> {
 }
 
 pub(super) fn paths(inner: &Inner) -> Vec<PathRow> {
-    let snaps: Vec<Snapshot> = inner
-        .lock_slots()
-        .iter()
-        .filter_map(|s| s.paths.as_ref())
-        .map(ShardReader::snapshot)
-        .collect();
+    let snaps: Vec<Snapshot> = {
+        let slots = inner.lock_slots();
+        slots
+            .iter()
+            .filter_map(|s| s.paths.as_ref())
+            .map(ShardReader::snapshot)
+            .chain([slots.folded.paths()])
+            .collect()
+    };
     let mut merged = Snapshot::empty(PATHS);
     for s in &snaps {
         merged.merge_rows(s);
