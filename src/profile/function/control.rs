@@ -99,6 +99,7 @@ pub(super) fn apply_options(
 }
 
 pub(super) fn reset(inner: &Arc<Inner>) {
+    inner.resets.fetch_add(1, Ordering::AcqRel);
     let mut gone = Vec::new();
     {
         let mut slots = inner.lock_slots();
