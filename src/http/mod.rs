@@ -105,6 +105,26 @@ pub struct ServerBuilder {
     limits: Limits,
     max_profile_seconds: u64,
     max_response_bytes: usize,
+    hints: Hints,
+}
+
+/// How refusals name the switches that lift them (see [`ServerBuilder::refusal_hints`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Hints {
+    pub(crate) writes: String,
+    pub(crate) remote: String,
+}
+
+impl Default for Hints {
+    fn default() -> Self {
+        Hints {
+            writes: "the embedding program enables them with ServerBuilder::allow_writes"
+                .to_owned(),
+            remote: "the endpoint serves other hosts only when the embedding program allows \
+                     it with ServerBuilder::allow_remote"
+                .to_owned(),
+        }
+    }
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -153,6 +173,7 @@ impl Server {
             },
             max_profile_seconds: 60,
             max_response_bytes: 16 << 20,
+            hints: Hints::default(),
         }
     }
 
@@ -284,6 +305,20 @@ impl ServerBuilder {
         self
     }
 
+    /// How refusals name the switches that lift them, in the terms of the program that
+    /// embeds the endpoint (a command line names its flags): `writes` ends the `403` of a
+    /// write while writes are disabled ("writes are disabled on this endpoint: {writes}"),
+    /// `remote` the error of [`serve`](Self::serve) for an address that is not loopback.
+    /// By default they name [`allow_writes`](Self::allow_writes) and
+    /// [`allow_remote`](Self::allow_remote).
+    pub fn refusal_hints(mut self, writes: impl Into<String>, remote: impl Into<String>) -> Self {
+        self.hints = Hints {
+            writes: writes.into(),
+            remote: remote.into(),
+        };
+        self
+    }
+
     fn build_router(&self, stop: Arc<AtomicBool>, refused: Arc<AtomicU64>) -> Router {
         let (fs, profiler) = match &self.fs {
             Some(fs) => (Arc::clone(fs), self.profiler.clone()),
@@ -314,6 +349,7 @@ impl ServerBuilder {
             token: self.token.clone(),
             max_profile_seconds: self.max_profile_seconds,
             max_response_bytes: self.max_response_bytes,
+            writes_hint: self.hints.writes.clone(),
             profiling: AtomicBool::new(false),
             stop,
             refused,
@@ -353,10 +389,7 @@ impl ServerBuilder {
         {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
-                format!(
-                    "{a} is not a loopback address: the endpoint serves other hosts only when \
-                     the program allows it (allow_remote)"
-                ),
+                format!("{a} is not a loopback address: {}", self.hints.remote),
             ));
         }
         if self.token.as_ref().is_some_and(Vec::is_empty) {

@@ -129,6 +129,8 @@ pub struct Router {
     pub(crate) max_profile_seconds: u64,
     /// Most bytes of a response body; a larger one is answered with `500` instead.
     pub(crate) max_response_bytes: usize,
+    /// The end of the `403` of a write while writes are disabled: how to enable them.
+    pub(crate) writes_hint: String,
     /// Set while a profile window runs.
     pub(crate) profiling: AtomicBool,
     /// Set when the server shuts down: a profile window ends early with `503`.
@@ -465,7 +467,7 @@ impl Router {
         if !self.allow_writes {
             return Err(Response::error(
                 403,
-                "writes are disabled on this endpoint (the embedding program enables them)",
+                format_args!("writes are disabled on this endpoint: {}", self.writes_hint),
             ));
         }
         if let Some(token) = &self.token {
