@@ -10,7 +10,7 @@
 //! output — every subcommand writes through `output.rs` — input that is not a trace); 2 bad
 //! options (clap's usage errors).
 //!
-//! `--serve ADDR` (`tracestat demo`, `tracestat replay`; feature `http`) serves the profile
+//! `--serve ADDR` (`tracestat demo`, `tracestat replay`; feature `http`, on by default) serves the profile
 //! over HTTP while it runs: see `serve.rs`.
 
 mod replay;

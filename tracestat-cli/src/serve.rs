@@ -1,16 +1,20 @@
 //! `--serve ADDR`: the HTTP endpoint for `tracestat demo` and `tracestat replay`.
 //!
-//! - `tracestat demo --serve ADDR` enables the global function profiler, runs the workload
-//!   round after round and serves the global surface until Ctrl-C.
+//! - `tracestat demo --serve ADDR` enables the global function profiler with call paths (so
+//!   `/debug/pprof/profile` has stacks with self times), runs the workload round after round
+//!   and serves the global surface until Ctrl-C or SIGTERM, then prints
+//!   `trace_stat/functions` as plain `demo` does.
 //! - `tracestat replay FILE|- --serve ADDR` serves the replay's tables, on a surface of its
 //!   own, while the trace is read, and after its end until Ctrl-C. The reading thread
 //!   publishes them ([`Published`]) every live interval (250 ms unless `--interval` says
-//!   otherwise) and at the end; `trace_stat/functions` is the replay's text output, and
-//!   profile requests take the difference of two publications, never resetting anything.
+//!   otherwise) and at the end; `trace_stat/functions` is the replay's text output (a read
+//!   shows one publication whole, never parts of two), call paths are recorded, and profile
+//!   requests take the difference of two publications, never resetting anything.
 //!
-//! The endpoint needs the `http` cargo feature; without it `--serve` is refused with a clear
-//! message. The bound address (with the port chosen for port 0) is printed on standard
-//! error as `tracestat: serving http://ADDR/`.
+//! The endpoint needs the `http` cargo feature (on by default); a build without it refuses
+//! `--serve` with a clear message. Refusals name the command line's flags
+//! (`--allow-writes`, `--allow-remote`). The bound address (with the port chosen for port
+//! 0) is printed on standard error as `tracestat: serving http://ADDR/`.
 
 use std::fmt;
 use std::process::ExitCode;
