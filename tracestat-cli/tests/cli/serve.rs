@@ -62,7 +62,7 @@ impl Served {
     }
 
     /// Sends `sig` and waits (at most 20 s): exit status, stdout, the rest of stderr.
-    fn stop(mut self, sig: libc::c_int) -> (i32, String, String) {
+    fn stop(&mut self, sig: libc::c_int) -> (i32, String, String) {
         // SAFETY: kill() on our own child's pid.
         unsafe {
             libc::kill(self.child.id() as libc::pid_t, sig);
@@ -89,6 +89,17 @@ impl Served {
     }
 }
 
+/// A child left running by a failed assertion is killed, so that no served demo outlives
+/// its test.
+impl Drop for Served {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 const DEMO: &[&str] = &[
     "demo",
     "-g",
@@ -104,7 +115,7 @@ const DEMO: &[&str] = &[
 #[test]
 fn the_default_build_serves_and_a_stopped_demo_prints_its_table() {
     for sig in [libc::SIGINT, libc::SIGTERM] {
-        let served = Served::start(DEMO);
+        let mut served = Served::start(DEMO);
         let (status, body) = served.request("GET", "/function_profile_enabled", "");
         assert_eq!((status, body.as_slice()), (200, &b"1\n"[..]));
         // Call paths, so that a live pprof has stacks with self times.
@@ -122,7 +133,7 @@ fn the_default_build_serves_and_a_stopped_demo_prints_its_table() {
 
 #[test]
 fn a_live_pprof_of_the_demo_is_call_paths_adding_up_to_the_root_time() {
-    let served = Served::start(DEMO);
+    let mut served = Served::start(DEMO);
     let (status, body) = served.request("GET", "/debug/pprof/profile?seconds=2", "");
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     let p = decode_pprof(&body);
@@ -155,7 +166,7 @@ fn refusals_name_the_command_lines_flags() {
         !err.contains("allow_remote") && !err.contains("program"),
         "{err}"
     );
-    let served = Served::start(DEMO);
+    let mut served = Served::start(DEMO);
     let (status, body) = served.request("PUT", "/function_profile_enabled", "0");
     let body = String::from_utf8(body).unwrap();
     assert_eq!(status, 403);
