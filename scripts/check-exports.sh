@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks every export format with the real tool that consumes it, and that the totals the
 # tool reports equal ours:
-#   pprof        go tool pprof -raw / -top          (Debian golang-go)
+#   pprof        go tool pprof -raw / -top          (Debian golang-go); also `diff --pprof`
 #   folded       inferno-flamegraph renders an SVG   (crates.io inferno)
 #   Prometheus   promtool check metrics              (Debian prometheus)
 #   OpenMetrics  prometheus_client parsers           (PyPI prometheus_client)
@@ -247,6 +247,37 @@ PY
   fi
 else
   loud_skip "round trip (go tool pprof)" "golang-go is not installed and could not be installed"
+fi
+
+echo "=== diff --pprof: the pair's go tool pprof totals equal the stat file's self times ==="
+# Samples are call paths with self times, so pprof's totals are the trace's calls and self
+# time (the stat file with graph-time off), not summed inclusive times; -diff_base of a run
+# against itself is 0.
+if have go; then
+  rm -rf "$OUT/diff-pprof"
+  if [ -f "$OUT/replay_stat.txt" ] \
+    && cargo run -q -p tracestat-cli -- diff "$TRACE" "$TRACE" --pprof "$OUT/diff-pprof" >/dev/null; then
+    ok=1
+    for f in before after; do
+      calls_top=$(go tool pprof -top -sample_index=calls "$OUT/diff-pprof/$f.pb.gz" 2>&1 | sed -n 's/.* of \([0-9]*\) total.*/\1/p')
+      time_top=$(go tool pprof -top -sample_index=time -unit=ns "$OUT/diff-pprof/$f.pb.gz" 2>&1 | sed -n 's/.* of \([0-9]*\)ns total.*/\1/p')
+      echo "  $f.pb.gz: go tool pprof $calls_top $time_top; stat file $stat"
+      [ -n "$calls_top" ] && [ "$stat" = "$calls_top $time_top" ] || ok=0
+    done
+    base=$(go tool pprof -top -sample_index=time -unit=ns -diff_base "$OUT/diff-pprof/before.pb.gz" \
+      "$OUT/diff-pprof/after.pb.gz" 2>&1 | grep -c '%' )
+    flat=$(go tool pprof -top -sample_index=time -unit=ns -diff_base "$OUT/diff-pprof/before.pb.gz" \
+      "$OUT/diff-pprof/after.pb.gz" 2>&1 | sed -n 's/.*accounting for \(-\?[0-9]*\)ns.*/\1/p')
+    echo "  -diff_base of a run against itself: ${flat:-?}ns ($base lines with a percentage)"
+    [ "${flat:-x}" = 0 ] || ok=0
+    if [ $ok = 1 ]; then pass "diff --pprof: call paths with self times; totals equal the stat file's"
+    else fail "diff --pprof: go tool pprof totals differ from the stat file's self times"
+    fi
+  else
+    fail "diff --pprof: tracestat diff failed on $TRACE (or the round trip's stat file is missing)"
+  fi
+else
+  loud_skip "diff --pprof (go tool pprof)" "golang-go is not installed and could not be installed"
 fi
 
 echo "=== a replayed trace's metrics (--latency: latency histograms included): promtool ==="

@@ -509,43 +509,207 @@ fn decode_pprof(body: &[u8]) -> proto::Profile {
     proto::Profile::decode(raw.as_slice()).unwrap()
 }
 
-#[test]
-fn a_profile_holds_the_calls_of_its_window() {
-    let w = World::new();
-    // Calls before the window are not in it (enabling resets).
-    w.profiler.enable().unwrap();
-    w.call(0, 100);
-    w.profiler.disable().unwrap();
-    let server = w.serve();
-    let a = server.local_addr();
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let caller = {
-        let (stop, ftrace) = (Arc::clone(&stop), Arc::clone(&w.ftrace));
-        std::thread::spawn(move || {
-            let site = ftrace.site(1).unwrap();
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                drop(ftrace.call(site));
-                std::thread::sleep(Duration::from_micros(200));
+/// Every file's path and text, the profiler's switch, and its records (name, hits, time).
+type State = (Vec<(String, String)>, bool, Vec<(String, u64, u128)>);
+
+/// Every state a client can read: each file's text (stat files included), the profiler's
+/// switch and records (unfiltered).
+fn state_of(w: &World) -> State {
+    let mut files = Vec::new();
+    let mut dirs = vec![String::new()];
+    while let Some(dir) = dirs.pop() {
+        for e in w.fs.list(&dir).unwrap() {
+            let path = if dir.is_empty() {
+                e.name().to_owned()
+            } else {
+                format!("{dir}/{}", e.name())
+            };
+            match e {
+                tracestat::stat::DirEntry::Dir(_) => dirs.push(path),
+                tracestat::stat::DirEntry::File(_) => {
+                    let text = w.fs.read(&path).unwrap_or_else(|e| format!("error: {e}"));
+                    files.push((path, text));
+                }
             }
-        })
-    };
-    let r = get(a, "/debug/pprof/profile?seconds=1");
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    caller.join().unwrap();
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    assert!(
-        !w.profiler.is_enabled(),
-        "the window switched the profiler off again"
+        }
+    }
+    files.sort();
+    let mut rows: Vec<_> = w
+        .profiler
+        .rows(None)
+        .into_iter()
+        .map(|r| (r.name, r.hits, r.time_ns))
+        .collect();
+    rows.sort();
+    (files, w.profiler.is_enabled(), rows)
+}
+
+#[test]
+fn anonymous_gets_of_every_path_change_no_record_or_state() {
+    let w = World::new();
+    w.profiler.enable().unwrap();
+    w.call(0, 30);
+    w.call(1, 7);
+    // Off, with its records readable: what a window used to reset by switching it on.
+    w.profiler.disable().unwrap();
+    w.events.record(&[4, 1]);
+    for builder in [w.builder(), w.builder().allow_writes(true).token("s3cret")] {
+        let server = builder.max_profile_seconds(1).serve().unwrap();
+        let a = server.local_addr();
+        let before = state_of(&w);
+        let mut targets: Vec<String> = before.0.iter().map(|(p, _)| format!("/{p}")).collect();
+        targets.extend(before.0.iter().map(|(p, _)| format!("/{p}?format=json")));
+        targets.extend(
+            [
+                "/",
+                "/options/",
+                "/trace_stat/",
+                "/metrics",
+                "/debug/pprof/",
+                "/debug/pprof/profile?seconds=1",
+                "/debug/pprof/heap",
+            ]
+            .map(String::from),
+        );
+        for t in &targets {
+            for method in ["GET", "HEAD"] {
+                let r = send(
+                    a,
+                    format!("{method} {t} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+                );
+                assert!(r.status < 500, "{method} {t}: {}", r.status);
+                if t.starts_with("/debug/pprof/profile") {
+                    // The profiler is off: a window does not switch it on (which resets).
+                    assert_eq!(r.status, 409, "{method} {t}");
+                    if method == "GET" {
+                        assert!(
+                            r.text().contains("function_profile_enabled"),
+                            "{}",
+                            r.text()
+                        );
+                    }
+                }
+            }
+            assert_eq!(state_of(&w), before, "GET {t} changed the state");
+        }
+    }
+    let hits: u64 = w.profiler.rows(None).iter().map(|r| r.hits).sum();
+    assert_eq!(hits, 37, "the run's records are kept");
+}
+
+#[test]
+fn an_administrators_writes_during_a_window_stand() {
+    let w = World::new();
+    let server = w
+        .builder()
+        .allow_writes(true)
+        .token("s3cret")
+        .serve()
+        .unwrap();
+    let a = server.local_addr();
+    let auth = "Authorization: Bearer s3cret\r\n";
+    // The profiler is off: the window is refused at once, and the administrator's enable
+    // (which a window used to undo when it switched the profiler off at its end) stands.
+    let window = std::thread::spawn(move || get(a, "/debug/pprof/profile?seconds=2"));
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        put(a, "PUT", "/function_profile_enabled", auth, "1").status,
+        204
     );
-    let p = decode_pprof(&r.body);
-    let calls: i64 = p.sample.iter().map(|s| s.value[0]).sum();
-    let time: i64 = p.sample.iter().map(|s| s.value[1]).sum();
-    // The profiler kept the window's records: the profile equals them.
-    let rows = w.profiler.rows(None);
-    assert_eq!(calls as u64, rows.iter().map(|r| r.hits).sum::<u64>());
-    assert_eq!(time as u128, rows.iter().map(|r| r.time_ns).sum::<u128>());
-    assert!(calls > 0);
-    assert!(rows.iter().all(|r| r.name == "beta"), "{rows:?}");
+    assert_eq!(window.join().unwrap().status, 409);
+    std::thread::sleep(Duration::from_millis(2000));
+    assert!(
+        w.profiler.is_enabled(),
+        "the administrator's enable was undone"
+    );
+    // A window over a running profiler whose records an administrator resets (off, then on)
+    // is refused: its difference would mean nothing. The profiler stays as they left it.
+    let window = std::thread::spawn(move || get(a, "/debug/pprof/profile?seconds=1"));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        put(a, "PUT", "/function_profile_enabled", auth, "0").status,
+        204
+    );
+    assert_eq!(
+        put(a, "PUT", "/function_profile_enabled", auth, "1").status,
+        204
+    );
+    let r = window.join().unwrap();
+    assert_eq!(r.status, 409, "{}", r.text());
+    assert!(r.text().contains("reset"), "{}", r.text());
+    assert!(w.profiler.is_enabled());
+    w.profiler.disable().unwrap();
+}
+
+/// Runs `alpha { beta { gamma } }` nested, `n` times, sleeping in each, on the caller.
+fn nested(w: &World, n: usize) {
+    let site = |i| w.ftrace.site(i).unwrap();
+    for _ in 0..n {
+        let _a = w.ftrace.call(site(0));
+        std::thread::sleep(Duration::from_micros(300));
+        let _b = w.ftrace.call(site(1));
+        std::thread::sleep(Duration::from_micros(300));
+        let _c = w.ftrace.call(site(2));
+        std::thread::sleep(Duration::from_micros(300));
+    }
+}
+
+#[test]
+fn a_window_pprof_totals_the_root_time_not_nested_calls_twice() {
+    for call_paths in [true, false] {
+        let w = World::new();
+        w.profiler
+            .set_options(tracestat::profile::ProfileOptions {
+                call_paths,
+                ..Default::default()
+            })
+            .unwrap();
+        w.profiler.enable().unwrap();
+        let server = w.serve();
+        let a = server.local_addr();
+        let window = std::thread::spawn(move || get(a, "/debug/pprof/profile?seconds=1"));
+        std::thread::sleep(Duration::from_millis(200));
+        nested(&w, 50);
+        let r = window.join().unwrap();
+        assert_eq!(r.status, 200, "{}", r.text());
+        w.profiler.disable().unwrap();
+        // Every call was made during the window: the records are the window's.
+        let rows = w.profiler.rows(None);
+        let hits: u64 = rows.iter().map(|r| r.hits).sum();
+        let root = rows.iter().find(|r| r.name == "alpha").unwrap().time_ns;
+        assert_eq!(hits, 150);
+        let p = decode_pprof(&r.body);
+        let calls: i64 = p.sample.iter().map(|s| s.value[0]).sum();
+        assert_eq!(calls as u64, hits, "call_paths={call_paths}");
+        let comments: Vec<&str> = p
+            .comment
+            .iter()
+            .map(|&i| p.string_table[i as usize].as_str())
+            .collect();
+        if call_paths {
+            // Samples are call paths with self times: they add up to the root's time.
+            assert_eq!(p.sample_type.len(), 2);
+            let time: i64 = p.sample.iter().map(|s| s.value[1]).sum();
+            assert_eq!(time as u128, root, "{comments:?}");
+            assert!(
+                comments.contains(
+                    &format!("tracestat: root time {root} ns (the outermost calls' total time)")
+                        .as_str()
+                ),
+                "{comments:?}"
+            );
+            assert!(p.sample.iter().any(|s| s.location_id.len() == 3));
+        } else {
+            // Per-function times include the callees': summed, they would count beta and
+            // gamma again. The window carries calls only, and says why.
+            assert_eq!(p.sample_type.len(), 1, "{comments:?}");
+            assert!(
+                comments
+                    .iter()
+                    .any(|c| c.contains("function-profile-callpath"))
+            );
+        }
+    }
 }
 
 #[test]
@@ -588,11 +752,10 @@ fn a_second_profile_request_gets_409_and_seconds_are_bounded() {
     let w = World::new();
     let server = w.builder().max_profile_seconds(5).serve().unwrap();
     let a = server.local_addr();
+    w.profiler.enable().unwrap();
     let first = std::thread::spawn(move || get(a, "/debug/pprof/profile?seconds=2"));
-    // The first window switches the (idle) profiler on for two seconds: ask while it is on.
-    while !w.profiler.is_enabled() {
-        std::thread::yield_now();
-    }
+    // Ask while the first window is open.
+    std::thread::sleep(Duration::from_millis(500));
     let second = get(a, "/debug/pprof/profile?seconds=1");
     assert_eq!(second.status, 409, "{}", second.text());
     assert_eq!(first.join().unwrap().status, 200);
@@ -805,6 +968,119 @@ fn a_slow_client_gets_408_and_others_are_served_meanwhile() {
     let mut buf = Vec::new();
     idle.read_to_end(&mut buf).unwrap();
     assert!(buf.is_empty() || buf.starts_with(b"HTTP/1.1 408"));
+}
+
+#[test]
+fn a_slow_reader_cannot_hold_a_slot_past_the_request_timeout() {
+    let w = World::new();
+    // A response far larger than the socket buffers, read a trickle at a time.
+    let big = "x".repeat(127) + "\n";
+    let big = Arc::new(big.repeat(24 << 13));
+    let content = Arc::clone(&big);
+    w.fs.add_file(
+        "big",
+        tracestat::stat::ReadOnlyFile::new(move || content.as_str().to_owned()),
+    )
+    .unwrap();
+    let timeout = Duration::from_secs(2);
+    let server = w
+        .builder()
+        .max_connections(4)
+        .request_timeout(timeout)
+        .max_response_bytes(64 << 20)
+        .serve()
+        .unwrap();
+    let a = server.local_addr();
+    let start = std::time::Instant::now();
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(a).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                s.write_all(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+                    .unwrap();
+                // 16 KiB every 200 ms: 80 KiB/s, so 24 MiB would take five minutes.
+                let mut buf = vec![0u8; 16 << 10];
+                let mut got = 0;
+                loop {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => got += n,
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                (got, start.elapsed())
+            })
+        })
+        .collect();
+    // Every slot is taken by now; a legitimate client that retries on 503 is served once
+    // the slow readers are cut off, within the request timeout (and a margin).
+    std::thread::sleep(Duration::from_millis(300));
+    let status = loop {
+        let r = get(a, "/options/flag");
+        if r.status != 503 || start.elapsed() > Duration::from_secs(20) {
+            break r.status;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let served_after = start.elapsed();
+    assert_eq!(status, 200);
+    assert!(
+        served_after < timeout + Duration::from_secs(2),
+        "a legitimate request waited {served_after:?} behind slow readers"
+    );
+    for r in readers {
+        let (got, ended) = r.join().unwrap();
+        assert!(got < big.len(), "a slow reader read the whole response");
+        assert!(
+            ended < Duration::from_secs(15),
+            "a slow reader was served {ended:?}"
+        );
+    }
+}
+
+#[test]
+fn the_index_and_every_response_stay_bounded() {
+    let w = World::new();
+    for i in 0..1500 {
+        w.fs.add_file(
+            &format!("many/f{i:04}"),
+            tracestat::stat::BoolControl::new(false),
+        )
+        .unwrap();
+    }
+    let long = "y".repeat(10_000);
+    w.fs.add_file(
+        "long",
+        tracestat::stat::ReadOnlyFile::new(move || long.clone()),
+    )
+    .unwrap();
+    let files = state_of(&w).0.len();
+    assert!(files > 1500);
+    let server = w.serve();
+    let a = server.local_addr();
+    let index = get(a, "/");
+    assert_eq!(index.status, 200);
+    let lines: Vec<&str> = std::str::from_utf8(&index.body).unwrap().lines().collect();
+    // metrics, debug/pprof/, 1000 files, and the count of the others.
+    assert_eq!(lines.len(), 1003, "{:?}", &lines[lines.len() - 3..]);
+    assert!(lines[1002].contains("more files"), "{}", lines[1002]);
+    assert!(
+        lines[1002].starts_with(&format!("# {} more files", files - 1000)),
+        "{}",
+        lines[1002]
+    );
+    let html = get_accept(a, "/", "text/html");
+    assert_eq!(html.status, 200);
+    assert_eq!(html.text().matches("<li><a href=\"/").count(), 1002);
+    let small = w.builder().max_response_bytes(8192).serve().unwrap();
+    let a = small.local_addr();
+    for target in ["/long", "/many/"] {
+        let r = get(a, target);
+        assert_eq!(r.status, 500, "{target}");
+        assert!(r.text().contains("max_response_bytes"), "{}", r.text());
+    }
+    assert_eq!(get(a, "/many/f0001").status, 200);
 }
 
 #[test]

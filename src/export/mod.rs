@@ -160,6 +160,8 @@ pub use openmetrics::{
     OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE, TextFormat, to_metrics_text, to_openmetrics,
     to_prometheus_text,
 };
+#[cfg(all(feature = "pprof", feature = "http"))]
+pub(crate) use pprof::to_pprof_commented;
 #[cfg(feature = "pprof")]
 pub use pprof::{pprof_profile, to_pprof};
 

@@ -99,6 +99,11 @@ fn saturate(v: u128) -> i64 {
 /// Builds the `profile.proto` message for `profile` (see the module docs); [`to_pprof`]
 /// encodes and gzips it.
 pub fn pprof_profile(profile: &Profile) -> io::Result<proto::Profile> {
+    pprof_message(profile, None)
+}
+
+/// [`pprof_profile`] with `comments` instead of the default comment.
+fn pprof_message(profile: &Profile, comments: Option<&[String]>) -> io::Result<proto::Profile> {
     profile.validate()?;
     let timed = profile.is_timed();
     let mut strings = Strings::new();
@@ -158,11 +163,14 @@ pub fn pprof_profile(profile: &Profile) -> io::Result<proto::Profile> {
         has_functions: true,
         ..Default::default()
     }];
-    let comment = vec![strings.intern(if profile.uses_paths() {
-        "tracestat: one sample per call path, values are hits and self time"
-    } else {
-        "tracestat: one sample per function, values are hits and function time"
-    })];
+    let comment = match comments {
+        Some(lines) => lines.iter().map(|c| strings.intern(c)).collect(),
+        None => vec![strings.intern(if profile.uses_paths() {
+            "tracestat: one sample per call path, values are hits and self time"
+        } else {
+            "tracestat: one sample per function, values are hits and function time"
+        })],
+    };
     Ok(proto::Profile {
         sample_type,
         sample,
@@ -181,7 +189,21 @@ pub fn pprof_profile(profile: &Profile) -> io::Result<proto::Profile> {
 
 /// Writes `profile` as a gzipped `profile.proto` (what `go tool pprof` reads).
 pub fn to_pprof(profile: &Profile, w: impl Write) -> io::Result<()> {
-    let message = pprof_profile(profile)?;
+    encode(&pprof_profile(profile)?, w)
+}
+
+/// [`to_pprof`] with `comments` (what `go tool pprof -comments` prints) instead of the
+/// default comment.
+#[cfg(feature = "http")]
+pub(crate) fn to_pprof_commented(
+    profile: &Profile,
+    comments: &[String],
+    w: impl Write,
+) -> io::Result<()> {
+    encode(&pprof_message(profile, Some(comments))?, w)
+}
+
+fn encode(message: &proto::Profile, w: impl Write) -> io::Result<()> {
     let mut gz = GzEncoder::new(w, Compression::default());
     gz.write_all(&message.encode_to_vec())?;
     gz.finish()?.flush()

@@ -11,7 +11,10 @@
 //!   `max_body_bytes` (`413`, refused before it is read);
 //! - the whole request arrives within `request_timeout` of the connection's start, however
 //!   the client spaces its bytes (`408`); each read waits at most the time left;
-//! - the response is written with the same time budget, counted afresh.
+//! - the whole response is written within `request_timeout` of its first byte, however
+//!   slowly the client reads: each write waits at most the time left, so a client reading
+//!   a trickle cannot hold its connection (and its slot under `max_connections`) longer;
+//!   past the deadline the connection is reset, so the kernel's buffered rest is dropped.
 //!
 //! Every connection serves exactly one request (`Connection: close`), so a client cannot
 //! hold a connection beyond one request's limits. Memory per connection is bounded by
@@ -198,13 +201,40 @@ fn read_request(
     Ok(req)
 }
 
+/// Bytes handed to one `write` call: small enough that the deadline is checked often.
+const WRITE_CHUNK: usize = 64 << 10;
+
+/// Writes all of `bytes` before `deadline` (`TimedOut` after it).
+fn write_by(stream: &mut TcpStream, bytes: &[u8], deadline: Instant) -> io::Result<()> {
+    for chunk in bytes.chunks(WRITE_CHUNK) {
+        let mut rest = chunk;
+        while !rest.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the response was not read in time",
+                ));
+            }
+            stream.set_write_timeout(Some(left))?;
+            match stream.write(rest) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => rest = &rest[n..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(())
+}
+
 fn write_response(
     stream: &mut TcpStream,
     response: &Response,
     head_only: bool,
     timeout: Duration,
 ) -> io::Result<()> {
-    stream.set_write_timeout(Some(timeout))?;
+    let deadline = Instant::now() + timeout;
     let mut head = format!(
         "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n",
         response.status,
@@ -218,9 +248,9 @@ fn write_response(
         head.push_str(&format!("{name}: {value}\r\n"));
     }
     head.push_str("\r\n");
-    stream.write_all(head.as_bytes())?;
+    write_by(stream, head.as_bytes(), deadline)?;
     if !head_only {
-        stream.write_all(&response.body)?;
+        write_by(stream, &response.body, deadline)?;
     }
     stream.flush()
 }
@@ -244,7 +274,10 @@ pub(crate) fn serve(mut stream: TcpStream, router: &Router, limits: &Limits) {
         Err(ReadFail::Respond(r)) => (r, false),
         Err(ReadFail::Silent) => return,
     };
-    if write_response(&mut stream, &response, head_only, limits.request_timeout).is_err() {
+    if let Err(e) = write_response(&mut stream, &response, head_only, limits.request_timeout) {
+        if e.kind() == io::ErrorKind::TimedOut || e.kind() == io::ErrorKind::WouldBlock {
+            abort(&stream);
+        }
         return;
     }
     let _ = stream.shutdown(Shutdown::Write);
@@ -258,6 +291,27 @@ pub(crate) fn serve(mut stream: TcpStream, router: &Router, limits: &Limits) {
             Ok(0) | Err(_) => break,
             Ok(n) => drained += n,
         }
+    }
+}
+
+/// Closes `stream` with a reset, discarding what the kernel still buffers for it: a client
+/// too slow to read its response in time gets no more of it, and holds no memory of ours.
+fn abort(stream: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: the descriptor is the stream's own, open while `stream` lives; `linger` is a
+    // valid `struct linger` for the size passed.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&raw const linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
     }
 }
 

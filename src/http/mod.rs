@@ -19,7 +19,7 @@
 //! | `POST /<path>?append=1` | `echo body >> path` ([`Tracefs::append`]) |
 //! | `GET /metrics` | the function profiler as Prometheus text 0.0.4, or OpenMetrics 1.0 when `Accept` has `application/openmetrics-text` |
 //! | `GET /debug/pprof/` | the profile index |
-//! | `GET /debug/pprof/profile?seconds=N` | a gzipped pprof of the calls made in the next N seconds (default 30), see [`ProfileWindow`]; `409` while another runs |
+//! | `GET /debug/pprof/profile?seconds=N` | a gzipped pprof of the calls made in the next N seconds (default 30): the difference of the profiler's records after and before; `409` while another runs or while the profiler is off |
 //!
 //! `HEAD` is answered as `GET` without the body. `/metrics` and `/debug/pprof/...` shadow
 //! tracefs files of those names.
@@ -49,7 +49,14 @@
 //!   [`request_timeout`](ServerBuilder::request_timeout)), so is the number of connections
 //!   served at once ([`max_connections`](ServerBuilder::max_connections); those over it get
 //!   a `503` and are counted in `tracestat_http_connections_refused_total`), and so is a
-//!   profile's length ([`max_profile_seconds`](ServerBuilder::max_profile_seconds)).
+//!   profile's length ([`max_profile_seconds`](ServerBuilder::max_profile_seconds));
+//! - a response is written within `request_timeout` as a whole, so a client that reads a
+//!   trickle holds its connection no longer than one that reads nothing; its size is
+//!   bounded ([`max_response_bytes`](ServerBuilder::max_response_bytes); the index lists at
+//!   most 1000 files);
+//! - reading changes nothing: a `GET` of any path, a profile window included, never
+//!   switches, resets or reconfigures anything, so a client without write permission
+//!   changes no state.
 //!
 //! # Design
 //!
@@ -78,20 +85,6 @@ use crate::export::Profile;
 use crate::profile::{FunctionProfiler, ProfilerHandle};
 use crate::stat::Tracefs;
 
-/// How a profile request gets the calls of its window.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum ProfileWindow {
-    /// Go's convention: when the profiler is off, enable it (resetting its records), wait,
-    /// disable it, and serve what it recorded (which `trace_stat/functions` then shows too).
-    /// When it is already on, as [`Delta`](Self::Delta).
-    #[default]
-    Restart,
-    /// Never switch the profiler or reset it: serve the difference of its records after and
-    /// before the wait. For profilers another part of the program drives (a replay); a
-    /// profiler that is off yields an empty profile.
-    Delta,
-}
-
 /// The limits of one connection.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limits {
@@ -111,7 +104,27 @@ pub struct ServerBuilder {
     max_connections: usize,
     limits: Limits,
     max_profile_seconds: u64,
-    window: ProfileWindow,
+    max_response_bytes: usize,
+    hints: Hints,
+}
+
+/// How refusals name the switches that lift them (see [`ServerBuilder::refusal_hints`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Hints {
+    pub(crate) writes: String,
+    pub(crate) remote: String,
+}
+
+impl Default for Hints {
+    fn default() -> Self {
+        Hints {
+            writes: "the embedding program enables them with ServerBuilder::allow_writes"
+                .to_owned(),
+            remote: "the endpoint serves other hosts only when the embedding program allows \
+                     it with ServerBuilder::allow_remote"
+                .to_owned(),
+        }
+    }
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -125,7 +138,7 @@ impl std::fmt::Debug for ServerBuilder {
             .field("max_connections", &self.max_connections)
             .field("limits", &self.limits)
             .field("max_profile_seconds", &self.max_profile_seconds)
-            .field("window", &self.window)
+            .field("max_response_bytes", &self.max_response_bytes)
             .finish_non_exhaustive()
     }
 }
@@ -159,7 +172,8 @@ impl Server {
                 request_timeout: Duration::from_secs(10),
             },
             max_profile_seconds: 60,
-            window: ProfileWindow::Restart,
+            max_response_bytes: 16 << 20,
+            hints: Hints::default(),
         }
     }
 
@@ -268,8 +282,9 @@ impl ServerBuilder {
         self
     }
 
-    /// Time for a request to arrive, and again for its response to be written (default
-    /// 10 s); a request not in by then gets `408`.
+    /// Time for a request to arrive, and again for its whole response to be written
+    /// (default 10 s); a request not in by then gets `408`, a response not read by then is
+    /// cut off (the connection closes).
     pub fn request_timeout(mut self, d: Duration) -> Self {
         self.limits.request_timeout = d.max(Duration::from_millis(1));
         self
@@ -282,9 +297,25 @@ impl ServerBuilder {
         self
     }
 
-    /// How profile requests take their window (default [`ProfileWindow::Restart`]).
-    pub fn profile_window(mut self, window: ProfileWindow) -> Self {
-        self.window = window;
+    /// Most bytes of a response body (default 16 MiB); a larger one is answered with `500`
+    /// and a message naming this limit. The index (`GET /`) lists at most 1000 files and
+    /// then says how many more there are.
+    pub fn max_response_bytes(mut self, n: usize) -> Self {
+        self.max_response_bytes = n.max(4096);
+        self
+    }
+
+    /// How refusals name the switches that lift them, in the terms of the program that
+    /// embeds the endpoint (a command line names its flags): `writes` ends the `403` of a
+    /// write while writes are disabled ("writes are disabled on this endpoint: {writes}"),
+    /// `remote` the error of [`serve`](Self::serve) for an address that is not loopback.
+    /// By default they name [`allow_writes`](Self::allow_writes) and
+    /// [`allow_remote`](Self::allow_remote).
+    pub fn refusal_hints(mut self, writes: impl Into<String>, remote: impl Into<String>) -> Self {
+        self.hints = Hints {
+            writes: writes.into(),
+            remote: remote.into(),
+        };
         self
     }
 
@@ -317,7 +348,8 @@ impl ServerBuilder {
             allow_writes: self.allow_writes,
             token: self.token.clone(),
             max_profile_seconds: self.max_profile_seconds,
-            window: self.window,
+            max_response_bytes: self.max_response_bytes,
+            writes_hint: self.hints.writes.clone(),
             profiling: AtomicBool::new(false),
             stop,
             refused,
@@ -357,10 +389,7 @@ impl ServerBuilder {
         {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
-                format!(
-                    "{a} is not a loopback address: the endpoint serves other hosts only when \
-                     the program allows it (allow_remote)"
-                ),
+                format!("{a} is not a loopback address: {}", self.hints.remote),
             ));
         }
         if self.token.as_ref().is_some_and(Vec::is_empty) {

@@ -25,7 +25,6 @@ use std::time::{Duration, Instant};
 use percent_encoding::percent_decode;
 use subtle::ConstantTimeEq;
 
-use super::ProfileWindow;
 use super::window;
 use super::window::ProfileSource;
 use crate::error::Error;
@@ -44,6 +43,10 @@ const JSON: &str = "application/json";
 const ALLOW_ALL: &str = "GET, HEAD, PUT, POST";
 /// The methods of the read-only routes.
 const ALLOW_READ: &str = "GET, HEAD";
+
+/// Most files the index lists (`GET /`); it then says how many more there are, and each
+/// directory's listing (`GET /<dir>/`) has them.
+pub(crate) const MAX_INDEX_FILES: usize = 1000;
 
 /// Go's default profile length, used when `seconds` is not given.
 const DEFAULT_PROFILE_SECONDS: u64 = 30;
@@ -124,7 +127,10 @@ pub struct Router {
     pub(crate) allow_writes: bool,
     pub(crate) token: Option<Vec<u8>>,
     pub(crate) max_profile_seconds: u64,
-    pub(crate) window: ProfileWindow,
+    /// Most bytes of a response body; a larger one is answered with `500` instead.
+    pub(crate) max_response_bytes: usize,
+    /// The end of the `403` of a write while writes are disabled: how to enable them.
+    pub(crate) writes_hint: String,
     /// Set while a profile window runs.
     pub(crate) profiling: AtomicBool,
     /// Set when the server shuts down: a profile window ends early with `503`.
@@ -139,7 +145,6 @@ impl std::fmt::Debug for Router {
             .field("allow_writes", &self.allow_writes)
             .field("token", &self.token.as_ref().map(|_| "<set>"))
             .field("max_profile_seconds", &self.max_profile_seconds)
-            .field("window", &self.window)
             .finish_non_exhaustive()
     }
 }
@@ -300,9 +305,21 @@ impl Router {
         headers: &[(&str, &[u8])],
         body: &[u8],
     ) -> Response {
-        match self.try_route(method, target, headers, body) {
+        let r = match self.try_route(method, target, headers, body) {
             Ok(r) | Err(r) => r,
+        };
+        if r.body.len() > self.max_response_bytes {
+            return Response::error(
+                500,
+                format_args!(
+                    "the response would have {} bytes; this endpoint sends at most {} \
+                     (max_response_bytes)",
+                    r.body.len(),
+                    self.max_response_bytes
+                ),
+            );
         }
+        r
     }
 
     fn try_route(
@@ -450,7 +467,7 @@ impl Router {
         if !self.allow_writes {
             return Err(Response::error(
                 403,
-                "writes are disabled on this endpoint (the embedding program enables them)",
+                format_args!("writes are disabled on this endpoint: {}", self.writes_hint),
             ));
         }
         if let Some(token) = &self.token {
@@ -503,7 +520,14 @@ impl Router {
     }
 
     fn index(&self, headers: &[(&str, &[u8])]) -> Response {
-        let files = self.all_files();
+        let mut files = self.all_files();
+        let more = files.len().saturating_sub(MAX_INDEX_FILES);
+        files.truncate(MAX_INDEX_FILES);
+        let more_line = (more > 0).then(|| {
+            format!(
+                "{more} more files are not listed here (at most {MAX_INDEX_FILES}): each directory's listing has them"
+            )
+        });
         if accepts(headers, "text/html") {
             let mut out = String::from(
                 "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>tracestat</title></head><body>\n<h1>tracestat</h1>\n<ul>\n<li><a href=\"/metrics\">metrics</a></li>\n<li><a href=\"/debug/pprof/\">debug/pprof/</a></li>\n</ul>\n<h2>files</h2>\n<ul>\n",
@@ -516,12 +540,20 @@ impl Router {
                 }
                 out.push_str("</li>\n");
             }
+            if let Some(line) = &more_line {
+                let _ = writeln!(out, "<li>{}</li>", html_escape(line));
+            }
             out.push_str("</ul>\n</body></html>\n");
             return Response::new(200, HTML, out);
         }
         let mut out = String::from("metrics\ndebug/pprof/\n");
         for f in &files {
             out.push_str(f);
+            out.push('\n');
+        }
+        if let Some(line) = &more_line {
+            out.push_str("# ");
+            out.push_str(line);
             out.push('\n');
         }
         Response::new(200, TEXT, out)
@@ -592,12 +624,10 @@ impl Router {
             }
         }
         let _release = Release(&self.profiling);
-        let profile = window::take(profiler, self.window, || {
-            self.wait(Duration::from_secs(seconds))
-        })
-        .map_err(|e| Response::error(503, e))?;
+        let window = window::take(profiler, || self.wait(Duration::from_secs(seconds)))
+            .map_err(|r| Response::error(r.status, r.message))?;
         let mut out = Vec::new();
-        export::to_pprof(&profile, &mut out)
+        export::to_pprof_commented(&window.profile, &window.comments, &mut out)
             .map_err(|e| Response::error(500, format_args!("cannot write the profile: {e}")))?;
         Ok(Response::new(200, "application/octet-stream", out)
             .with_header("Content-Disposition", "attachment; filename=\"profile\""))

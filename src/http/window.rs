@@ -1,26 +1,35 @@
 //! One profile window: the calls the function profiler counted during `seconds=N`.
 //!
-//! Two ways to get them ([`ProfileWindow`]):
+//! A window reads the records before and after the wait and returns the difference, per
+//! function and per call path. It never switches, resets or reconfigures the profiler, so
+//! reading changes nothing: an anonymous client cannot lose a run's records, and an
+//! administrator's writes during the window stand.
 //!
-//! - **Restart** (the default, Go's convention) when the profiler is off: enable it (which
-//!   resets its records), wait, disable it; the records it then keeps, and serves under
-//!   `trace_stat/functions`, are exactly the window's.
-//! - **Delta** when the profiler is already on, or always with [`ProfileWindow::Delta`]: read
-//!   the records before and after the wait and return the difference, per function and per
-//!   call path. Nothing is reset or switched, so a profiler someone else drives (a replay,
-//!   a workload that profiles itself) keeps its records. A profiler that is off then yields
-//!   an empty profile.
+//! # Refusals
+//!
+//! - The profiler is off when the window opens: `409` (switching it on would reset its
+//!   records; a client with write permission enables it with `PUT function_profile_enabled`).
+//! - The records were reset during the window (the profiler was enabled again, or an option
+//!   changed): `409`, since the difference would mean nothing.
+//!
+//! # Times
+//!
+//! pprof adds a sample's value to every frame of its stack, so samples must be call paths
+//! with self times (`function-profile-callpath` on), or functions with self times
+//! (`graph-time` off). A window with neither — per-function times that include callees —
+//! carries calls only: summed, those times would count every nested call again. The
+//! profile's comments say which it is and, with call paths, the window's root time (the
+//! total time of the outermost calls), which the samples' time adds up to.
 
 use crate::primitive::unmodeled::Arc;
 use std::collections::HashMap;
 
-use super::ProfileWindow;
 use crate::export::{FunctionStats, PathStats, Profile};
 use crate::profile::ProfilerHandle;
 
-/// Where `/metrics` and `/debug/pprof/profile` get their records: a function profiler the
-/// endpoint may switch, or a function that reads cumulative records someone else keeps (a
-/// replay), which the endpoint never switches or resets (every window is a difference).
+/// Where `/metrics` and `/debug/pprof/profile` get their records: a function profiler, or a
+/// function that reads cumulative records someone else keeps (a replay). Neither is ever
+/// switched or reset by the endpoint.
 #[derive(Clone)]
 pub(crate) enum ProfileSource {
     Profiler(ProfilerHandle),
@@ -28,13 +37,6 @@ pub(crate) enum ProfileSource {
 }
 
 impl ProfileSource {
-    fn is_enabled(&self) -> bool {
-        match self {
-            ProfileSource::Profiler(p) => p.is_enabled(),
-            ProfileSource::Read(_) => true,
-        }
-    }
-
     /// The records now; `None` once a profiler is gone.
     pub(crate) fn to_profile(&self) -> Option<Profile> {
         match self {
@@ -44,34 +46,99 @@ impl ProfileSource {
     }
 }
 
-const GONE: &str = "the function profiler is gone";
-const STOPPED: &str = "the endpoint is shutting down";
+/// Why a window has no profile: the status to answer with and the message.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Refused {
+    pub(crate) status: u16,
+    pub(crate) message: &'static str,
+}
 
-/// Takes one window; `wait` sleeps for its length and returns `false` if it was cut short
-/// (then the error says so, and a profiler this call switched on is switched off again).
-pub(crate) fn take(
-    source: &ProfileSource,
-    window: ProfileWindow,
-    wait: impl FnOnce() -> bool,
-) -> Result<Profile, String> {
-    if let ProfileSource::Profiler(profiler) = source
-        && window == ProfileWindow::Restart
-        && !source.is_enabled()
-    {
-        profiler.enable().map_err(|e| e.to_string())?;
-        let waited = wait();
-        profiler.disable().map_err(|e| e.to_string())?;
-        if !waited {
-            return Err(STOPPED.into());
+const GONE: Refused = Refused {
+    status: 404,
+    message: "the function profiler is gone",
+};
+const STOPPED: Refused = Refused {
+    status: 503,
+    message: "the endpoint is shutting down",
+};
+const OFF: Refused = Refused {
+    status: 409,
+    message: "the function profiler is off: a profile window reads it without switching it \
+              (switching it on resets its records); enable it first \
+              (PUT /function_profile_enabled with 1, or from the program)",
+};
+const RESET: Refused = Refused {
+    status: 409,
+    message: "the function profiler's records were reset during the window (it was enabled \
+              again or an option changed): retry",
+};
+
+/// One window's profile and what the pprof comments say about it.
+#[derive(Debug)]
+pub(crate) struct Window {
+    pub(crate) profile: Profile,
+    pub(crate) comments: Vec<String>,
+}
+
+/// Takes one window; `wait` sleeps for its length and returns `false` if it was cut short.
+pub(crate) fn take(source: &ProfileSource, wait: impl FnOnce() -> bool) -> Result<Window, Refused> {
+    let (before, after, self_times) = match source {
+        ProfileSource::Profiler(p) => {
+            let before = p.window_read().ok_or(GONE)?;
+            if !before.enabled {
+                return Err(OFF);
+            }
+            if !wait() {
+                return Err(STOPPED);
+            }
+            let after = p.window_read().ok_or(GONE)?;
+            // The records are read after the count: a reset during that read shows as a
+            // changed count on the second look.
+            let now = p.resets().ok_or(GONE)?;
+            if after.resets != before.resets || now != after.resets || after.run != before.run {
+                return Err(RESET);
+            }
+            (before.profile, after.profile, !after.run.graph_time)
         }
-        return profiler.to_profile(None).ok_or_else(|| GONE.into());
+        ProfileSource::Read(read) => {
+            let before = read();
+            if !wait() {
+                return Err(STOPPED);
+            }
+            (before, read(), false)
+        }
+    };
+    let mut profile = delta(&before, &after);
+    let mut comments = Vec::new();
+    if profile.uses_paths() {
+        comments.push("tracestat: one sample per call path, values are calls and self time".into());
+        if profile.is_timed() {
+            let root: u128 = profile
+                .paths
+                .iter()
+                .filter(|p| p.frames.len() == 1)
+                .map(|p| p.total_time_ns.unwrap_or(0))
+                .sum();
+            comments.push(format!(
+                "tracestat: root time {root} ns (the outermost calls' total time)"
+            ));
+        }
+    } else if profile.is_timed() && !self_times {
+        for f in &mut profile.functions {
+            f.time_ns = None;
+            f.time_sq_ns2 = None;
+        }
+        comments.push(
+            "tracestat: one sample per function, calls only: times need call paths \
+             (options/function-profile-callpath 1) or self times (options/graph-time 0)"
+                .into(),
+        );
+    } else if profile.is_timed() {
+        comments.push("tracestat: one sample per function, values are calls and self time".into());
+    } else {
+        comments.push("tracestat: one sample per function, values are calls".into());
     }
-    let before = source.to_profile().ok_or(GONE)?;
-    if !wait() {
-        return Err(STOPPED.into());
-    }
-    let after = source.to_profile().ok_or(GONE)?;
-    Ok(delta(&before, &after))
+    Ok(Window { profile, comments })
 }
 
 fn sub(a: Option<u128>, b: Option<u128>) -> Option<u128> {

@@ -347,8 +347,9 @@ impl Tracefs {
     /// Errors: [`Error::NotFound`] for unknown paths, [`Error::IsADirectory`],
     /// [`Error::NotADirectory`] for a file named with a trailing `/`,
     /// [`Error::PermissionDenied`] for read-only files (every stat file is read-only), and
-    /// [`Error::InvalidInput`] with the file's reason when it refuses the content. On every
-    /// error nothing has changed.
+    /// [`Error::InvalidInput`] with the file's reason when it refuses the content, or the
+    /// file's own [`Error::Busy`] when the write conflicts with the current state (a write
+    /// the file could take at another moment). On every error nothing has changed.
     pub fn write_mode(&self, path: &str, data: &[u8], mode: WriteMode) -> Result<(), Error> {
         match self.lookup(path)? {
             Target::Dir(_) => Err(Error::IsADirectory {
@@ -365,8 +366,22 @@ impl Tracefs {
                         access: Access::Write,
                     });
                 }
-                file.write(data, mode)
-                    .map_err(|reason| Error::InvalidInput { path: key, reason })
+                file.write(data, mode).map_err(|reason| match reason {
+                    // A state conflict is not bad input: the provider's own error, which
+                    // names what is busy, as is.
+                    InputError::Rejected(e) => match e.downcast::<Error>() {
+                        Ok(busy) if matches!(*busy, Error::Busy { .. }) => *busy,
+                        Ok(other) => Error::InvalidInput {
+                            path: key,
+                            reason: InputError::Rejected(other),
+                        },
+                        Err(e) => Error::InvalidInput {
+                            path: key,
+                            reason: InputError::Rejected(e),
+                        },
+                    },
+                    reason => Error::InvalidInput { path: key, reason },
+                })
             }
         }
     }

@@ -317,3 +317,34 @@ fn a_hook_can_refuse_a_write() {
 fn global_surface_is_one_instance() {
     assert!(std::ptr::eq(Tracefs::global(), Tracefs::global()));
 }
+
+/// A file whose writes conflict with the current state, as the profiler's do while another
+/// thread changes it.
+struct AlwaysBusy;
+impl ControlFile for AlwaysBusy {
+    fn mode(&self) -> Mode {
+        Mode::ReadWrite
+    }
+    fn read(&self) -> String {
+        "0\n".to_owned()
+    }
+    fn write(&self, _: &[u8], _: WriteMode) -> Result<(), InputError> {
+        Err(InputError::Rejected(Box::new(Error::Busy {
+            path: "switch".to_owned(),
+            reason: "being changed by another thread".to_owned(),
+        })))
+    }
+}
+
+#[test]
+fn a_busy_write_is_a_busy_error_naming_its_file_once() {
+    let fs = Tracefs::new();
+    fs.add_file("switch", Arc::new(AlwaysBusy)).unwrap();
+    let e = fs.write("switch", b"1").unwrap_err();
+    assert!(matches!(e, Error::Busy { .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "switch: busy: being changed by another thread"
+    );
+    assert_eq!(fs.read("switch").unwrap(), "0\n");
+}

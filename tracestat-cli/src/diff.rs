@@ -19,6 +19,7 @@ use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use clap::ValueEnum;
+use tracestat::export::Profile;
 use tracestat::profile::{DiffOptions, DiffSort, FunctionSnapshot, ProfileDiff, diff_runs};
 use tracestat::replay::{Replay, ReplayOptions, Sort};
 
@@ -71,8 +72,10 @@ pub struct DiffArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
     pub format: DiffFormat,
-    /// Also write both sides (each side's runs merged) as pprof files into this directory
-    /// (before.pb.gz, after.pb.gz), for `go tool pprof -diff_base before.pb.gz after.pb.gz`.
+    /// Also write both sides as pprof files into this directory (before.pb.gz,
+    /// after.pb.gz), for `go tool pprof -diff_base before.pb.gz after.pb.gz`: call paths
+    /// with self times (one traced run a side), else calls only (each side's runs merged,
+    /// or inputs without call paths).
     #[arg(long, value_name = "DIR")]
     pub pprof: Option<PathBuf>,
 }
@@ -124,7 +127,24 @@ fn too_large(name: &dyn std::fmt::Display) -> String {
     )
 }
 
-fn load(path: &Path) -> Result<FunctionSnapshot, String> {
+/// One run as read: its per-function snapshot (what the diff compares) and the profile it
+/// came from (what `--pprof` writes: with call paths when the input has them).
+struct Run {
+    snapshot: FunctionSnapshot,
+    profile: Profile,
+}
+
+impl Run {
+    fn of(profile: Profile) -> Run {
+        Run {
+            snapshot: FunctionSnapshot::from_profile(&profile),
+            profile,
+        }
+    }
+}
+
+/// Reads one run; `call_paths`: a replayed trace records its call paths (for `--pprof`).
+fn load(path: &Path, call_paths: bool) -> Result<Run, String> {
     let name = path.display();
     let mut file = File::open(path).map_err(|e| format!("cannot read {name}: {e}"))?;
     if file.metadata().is_ok_and(|m| m.is_dir()) {
@@ -155,12 +175,18 @@ fn load(path: &Path) -> Result<FunctionSnapshot, String> {
         return from_json(&whole(file)?).map_err(|e| format!("{name}: {e}"));
     }
     if first.starts_with("==>") || first.starts_with("Function") {
-        return FunctionSnapshot::parse_stat(&whole(file)?).map_err(|e| format!("{name}: {e}"));
+        let snapshot =
+            FunctionSnapshot::parse_stat(&whole(file)?).map_err(|e| format!("{name}: {e}"))?;
+        let profile = snapshot.to_profile();
+        return Ok(Run { snapshot, profile });
     }
     let input = io::Cursor::new(head[..n].to_vec()).chain(file);
     let (replay, summary) = Replay::run(
         BufReader::with_capacity(1 << 16, input),
-        ReplayOptions::default(),
+        ReplayOptions {
+            call_paths,
+            ..ReplayOptions::default()
+        },
     )
     .map_err(|e| format!("cannot read {name}: {e}"))?;
     if summary.is_empty() {
@@ -169,14 +195,12 @@ fn load(path: &Path) -> Result<FunctionSnapshot, String> {
             summary.report()
         ));
     }
-    Ok(FunctionSnapshot::from_profile(
-        &replay.profile(None, Sort::Time),
-    ))
+    Ok(Run::of(replay.profile(None, Sort::Time)))
 }
 
 #[cfg(feature = "json")]
-fn from_json(text: &str) -> Result<FunctionSnapshot, String> {
-    use tracestat::export::{FunctionStats, Profile};
+fn from_json(text: &str) -> Result<Run, String> {
+    use tracestat::export::FunctionStats;
     #[derive(serde::Deserialize)]
     struct Doc {
         schema: String,
@@ -188,9 +212,9 @@ fn from_json(text: &str) -> Result<FunctionSnapshot, String> {
         "tracestat.profile" => {
             let p =
                 tracestat::export::profile_from_json(text.as_bytes()).map_err(|e| e.to_string())?;
-            Ok(FunctionSnapshot::from_profile(&p))
+            Ok(Run::of(p))
         }
-        "tracestat.replay" => Ok(FunctionSnapshot::from_profile(&Profile {
+        "tracestat.replay" => Ok(Run::of(Profile {
             functions: doc.functions,
             ..Profile::default()
         })),
@@ -201,7 +225,7 @@ fn from_json(text: &str) -> Result<FunctionSnapshot, String> {
 }
 
 #[cfg(not(feature = "json"))]
-fn from_json(_: &str) -> Result<FunctionSnapshot, String> {
+fn from_json(_: &str) -> Result<Run, String> {
     Err("this build has no json input (its cargo feature is off)".into())
 }
 
@@ -303,13 +327,16 @@ pub fn run(args: &DiffArgs) -> Result<(), DiffError> {
         )));
     }
     let (before_paths, after_paths) = sides(args)?;
-    let read = |paths: &[PathBuf]| -> Result<Vec<FunctionSnapshot>, DiffError> {
+    let call_paths = args.pprof.is_some();
+    let read = |paths: &[PathBuf]| -> Result<Vec<Run>, DiffError> {
         paths
             .iter()
-            .map(|p| load(p).map_err(DiffError::Failure))
+            .map(|p| load(p, call_paths).map_err(DiffError::Failure))
             .collect()
     };
-    let (before, after) = (read(&before_paths)?, read(&after_paths)?);
+    let (before_runs, after_runs) = (read(&before_paths)?, read(&after_paths)?);
+    let snapshots = |runs: &[Run]| runs.iter().map(|r| r.snapshot.clone()).collect::<Vec<_>>();
+    let (before, after) = (snapshots(&before_runs), snapshots(&after_runs));
     let opts = DiffOptions {
         alpha: args.alpha,
         run_factors: args.run_factors,
@@ -335,7 +362,22 @@ pub fn run(args: &DiffArgs) -> Result<(), DiffError> {
         FunctionSnapshot::merged(&after),
     );
     if let Some(dir) = &args.pprof {
-        write_pprof(dir, &merged.0, &merged.1).map_err(DiffError::Failure)?;
+        let side = |paths: &[PathBuf], mut runs: Vec<Run>, merged: &FunctionSnapshot| {
+            let profile = if runs.len() == 1 {
+                runs.remove(0).profile
+            } else {
+                merged.to_profile()
+            };
+            (paths[0].clone(), profile)
+        };
+        write_pprof(
+            dir,
+            [
+                side(&before_paths, before_runs, &merged.0),
+                side(&after_paths, after_runs, &merged.1),
+            ],
+        )
+        .map_err(DiffError::Failure)?;
     }
     let summary = full.summary();
     write(args, &d, &summary, &merged).map_err(DiffError::Failure)?;
@@ -367,7 +409,7 @@ fn write(
     summary: &str,
     merged: &(FunctionSnapshot, FunctionSnapshot),
 ) -> Result<(), String> {
-    super::hist::write_stdout(|out| match args.format {
+    super::output::write_stdout(|out| match args.format {
         DiffFormat::Text => super::hist::write_text(out, |s| {
             d.render(s)?;
             if args.merged {
@@ -412,23 +454,34 @@ fn write(
     })
 }
 
+/// Writes both runs' pprof files. Samples are call paths with self times when the input
+/// has them (a trace, a `tracestat.profile` with paths); otherwise one sample per function
+/// with calls only, since per-function times include the callees' and pprof would add every
+/// nested call again (a warning says so).
 #[cfg(feature = "pprof")]
-fn write_pprof(
-    dir: &Path,
-    before: &FunctionSnapshot,
-    after: &FunctionSnapshot,
-) -> Result<(), String> {
+fn write_pprof(dir: &Path, runs: [(PathBuf, Profile); 2]) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    for (file, snap) in [("before.pb.gz", before), ("after.pb.gz", after)] {
+    for ((input, mut profile), file) in runs.into_iter().zip(["before.pb.gz", "after.pb.gz"]) {
+        if !profile.uses_paths() && profile.is_timed() {
+            eprintln!(
+                "tracestat diff: {}: no call paths, so {file} has calls only (per-function \
+                 times include callees, which pprof would count again)",
+                input.display()
+            );
+            for f in &mut profile.functions {
+                f.time_ns = None;
+                f.time_sq_ns2 = None;
+            }
+        }
         let path = dir.join(file);
         let f = File::create(&path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        tracestat::export::to_pprof(&snap.to_profile(), io::BufWriter::new(f))
+        tracestat::export::to_pprof(&profile, io::BufWriter::new(f))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())
 }
 
 #[cfg(not(feature = "pprof"))]
-fn write_pprof(_: &Path, _: &FunctionSnapshot, _: &FunctionSnapshot) -> Result<(), String> {
+fn write_pprof(_: &Path, _: [(PathBuf, Profile); 2]) -> Result<(), String> {
     Err("this build has no pprof output (its cargo feature is off)".into())
 }

@@ -116,7 +116,7 @@ pub fn run(args: &HistArgs) -> Result<(), String> {
     {
         return Err(format!("cannot read {name}: {e}"));
     }
-    write_stdout(|out| match args.format {
+    super::output::write_stdout(|out| match args.format {
         HistFormat::Text => write_text(out, |s| hist.render(s)),
         #[cfg(feature = "json")]
         HistFormat::Json => tracestat::hist::offline::write_json(&hist, out),
@@ -155,15 +155,4 @@ pub fn write_text(
     let mut text = String::new();
     render(&mut text).map_err(|_| io::Error::other("cannot format the output"))?;
     out.write_all(text.as_bytes())
-}
-
-/// Runs `write` on buffered standard output and flushes it; a closed pipe
-/// (`tracestat ... | head`) is not an error of ours.
-pub fn write_stdout(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), String> {
-    let mut out = io::BufWriter::new(io::stdout().lock());
-    match write(&mut out).and_then(|()| out.flush()) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(format!("cannot write the output: {e}")),
-    }
 }

@@ -7,10 +7,10 @@
 //!   prints its stat files, or exports them (`--format`); see `replay.rs`.
 //!
 //! Exit codes: 0 success; 1 a failure (unreadable input, read error, failed or closed
-//! output, input that is not a trace; a broken `diff --fail-on` rule); 2 bad options (clap's
-//! usage errors, and `diff`'s own).
+//! output — every subcommand writes through `output.rs` — input that is not a trace; a broken
+//! `diff --fail-on` rule); 2 bad options (clap's usage errors, and `diff`'s own).
 //!
-//! `--serve ADDR` (`tracestat demo`, `tracestat replay`; feature `http`) serves the profile
+//! `--serve ADDR` (`tracestat demo`, `tracestat replay`; feature `http`, on by default) serves the profile
 //! over HTTP while it runs: see `serve.rs`.
 
 mod replay;
@@ -23,6 +23,7 @@ mod demo;
 mod diff;
 mod gate;
 mod hist;
+mod output;
 mod serve;
 use demo::{Hackbench, run_profiled};
 
@@ -147,9 +148,17 @@ fn demo(cfg: Hackbench, sleep_time: bool) -> ExitCode {
                 run.summary.messages,
                 run.elapsed.as_secs_f64()
             );
-            println!("==> trace_stat/functions <==");
-            print!("{}", run.functions);
-            ExitCode::SUCCESS
+            let written = output::write_stdout(|out| {
+                writeln!(out, "==> trace_stat/functions <==")?;
+                out.write_all(run.functions.as_bytes())
+            });
+            match written {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(msg) => {
+                    eprintln!("tracestat demo: {msg}");
+                    ExitCode::FAILURE
+                }
+            }
         }
         Err(e) => {
             eprintln!("tracestat demo: {e}");

@@ -152,8 +152,10 @@ pub fn run(args: &ReplayArgs) -> Result<(), String> {
     let opts = ReplayOptions {
         graph_time: args.graph_time == OnOff::On,
         threshold_us: args.threshold,
-        // Stacks are what pprof and flame graphs show: record them for those formats.
-        call_paths: matches!(args.format, FormatArg::Pprof | FormatArg::Folded),
+        // Stacks are what pprof and flame graphs show: record them for those formats, and
+        // for a served replay's /debug/pprof/profile.
+        call_paths: matches!(args.format, FormatArg::Pprof | FormatArg::Folded)
+            || args.serve.serve.is_some(),
         per_cpu: args.per_cpu,
         latency: args.latency,
         max_functions: usize::try_from(args.max_functions).unwrap_or(usize::MAX),
@@ -195,7 +197,7 @@ pub fn run(args: &ReplayArgs) -> Result<(), String> {
         Some(path) => Box::new(io::BufWriter::new(
             File::create(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?,
         )),
-        None => Box::new(io::BufWriter::new(io::stdout().lock())),
+        None => Box::new(super::output::stdout()?),
     };
     let live_clear = args.output.is_none() && io::stdout().is_terminal();
     let mut replay = Replay::new(opts);
@@ -218,7 +220,7 @@ pub fn run(args: &ReplayArgs) -> Result<(), String> {
                 }
                 write_output(args, &replay, &summary, &mut out)
                     .and_then(|()| out.flush())
-                    .map_err(|e| output_error(&e))?;
+                    .map_err(|e| super::output::error(&e))?;
                 if args.reset_each {
                     replay.reset_counts();
                     reader.reset_counts();
@@ -250,7 +252,7 @@ pub fn run(args: &ReplayArgs) -> Result<(), String> {
     }
     write_output(args, &replay, &summary, &mut out)
         .and_then(|()| out.flush())
-        .map_err(|e| output_error(&e))?;
+        .map_err(|e| super::output::error(&e))?;
     if !args.quiet && (args.format != FormatArg::Json || read.is_err()) {
         eprintln!("tracestat replay: {name}: {}", summary.report());
     }
@@ -266,19 +268,11 @@ fn publish(to: &super::serve::Shared, replay: &Replay, sort: Sort) {
     let mut functions = Vec::new();
     // Writing to a Vec cannot fail.
     let _ = replay.write_text(None, sort, &mut functions);
-    let functions = String::from_utf8_lossy(&functions).into_owned();
+    let functions: std::sync::Arc<str> = String::from_utf8_lossy(&functions).into();
     let profile = replay.profile(None, sort);
     let mut p = to.lock().unwrap_or_else(|e| e.into_inner());
     p.functions = functions;
     p.profile = profile;
-}
-
-fn output_error(e: &io::Error) -> String {
-    if e.kind() == io::ErrorKind::BrokenPipe {
-        "standard output was closed before the tables were written".to_owned()
-    } else {
-        format!("cannot write the output: {e}")
-    }
 }
 
 fn sort_of(args: &ReplayArgs, summary: &ReplaySummary) -> Sort {

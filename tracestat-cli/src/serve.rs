@@ -1,16 +1,20 @@
 //! `--serve ADDR`: the HTTP endpoint for `tracestat demo` and `tracestat replay`.
 //!
-//! - `tracestat demo --serve ADDR` enables the global function profiler, runs the workload
-//!   round after round and serves the global surface until Ctrl-C.
+//! - `tracestat demo --serve ADDR` enables the global function profiler with call paths (so
+//!   `/debug/pprof/profile` has stacks with self times), runs the workload round after round
+//!   and serves the global surface until Ctrl-C or SIGTERM, then prints
+//!   `trace_stat/functions` as plain `demo` does.
 //! - `tracestat replay FILE|- --serve ADDR` serves the replay's tables, on a surface of its
 //!   own, while the trace is read, and after its end until Ctrl-C. The reading thread
 //!   publishes them ([`Published`]) every live interval (250 ms unless `--interval` says
-//!   otherwise) and at the end; `trace_stat/functions` is the replay's text output, and
-//!   profile requests take the difference of two publications, never resetting anything.
+//!   otherwise) and at the end; `trace_stat/functions` is the replay's text output (a read
+//!   shows one publication whole, never parts of two), call paths are recorded, and profile
+//!   requests take the difference of two publications, never resetting anything.
 //!
-//! The endpoint needs the `http` cargo feature; without it `--serve` is refused with a clear
-//! message. The bound address (with the port chosen for port 0) is printed on standard
-//! error as `tracestat: serving http://ADDR/`.
+//! The endpoint needs the `http` cargo feature (on by default); a build without it refuses
+//! `--serve` with a clear message. Refusals name the command line's flags
+//! (`--allow-writes`, `--allow-remote`). The bound address (with the port chosen for port
+//! 0) is printed on standard error as `tracestat: serving http://ADDR/`.
 
 use std::fmt;
 use std::process::ExitCode;
@@ -26,8 +30,9 @@ use super::replay::{stop_on_signals, stopped};
 /// What a serving replay shows: its tables as of the last publication.
 #[derive(Debug, Default)]
 pub struct Published {
-    /// `trace_stat/functions`, as `tracestat replay` prints it.
-    pub functions: String,
+    /// `trace_stat/functions`, as `tracestat replay` prints it. Replaced whole by each
+    /// publication, never changed in place: a read that holds it holds one publication.
+    pub functions: Arc<str>,
     /// The same records for `/metrics` and `/debug/pprof/profile`.
     pub profile: Profile,
 }
@@ -39,35 +44,41 @@ pub type Shared = Arc<Mutex<Published>>;
 /// order (every line compares equal, and the registry's sort is stable).
 struct PublishedFunctions(Shared);
 
+/// One line of a publication: the publication's text (shared, not copied) and the line's
+/// byte range in it.
+type Line = (Arc<str>, usize, usize);
+
+/// The line of `text` that starts at byte `from`, if any.
+fn line_at(text: &Arc<str>, from: usize) -> Option<Line> {
+    let rest = text.get(from..)?;
+    let len = rest.find('\n').map_or(rest.len(), |i| i + 1);
+    (len > 0).then(|| (Arc::clone(text), from, from + len))
+}
+
 impl StatTracer for PublishedFunctions {
-    type Entry = (usize, usize);
+    type Entry = Line;
 
     fn name(&self) -> &str {
         "functions"
     }
 
-    fn start(&self) -> Option<(usize, usize)> {
-        self.next(&(0, 0), 0)
+    /// The read takes the publication current now; every later line comes from the same
+    /// text, so a publication during the read cannot mix two of them.
+    fn start(&self) -> Option<Line> {
+        let text = Arc::clone(&self.0.lock().unwrap_or_else(|e| e.into_inner()).functions);
+        line_at(&text, 0)
     }
 
-    /// Entries are byte ranges of the text as it was when the read began; a publication
-    /// during the read cannot tear a line, since each `show` takes the range again and
-    /// stops at the text's end.
-    fn next(&self, prev: &(usize, usize), idx: usize) -> Option<(usize, usize)> {
-        let p = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let from = if idx == 0 { 0 } else { prev.1 };
-        let rest = p.functions.get(from..)?;
-        let len = rest.find('\n').map_or(rest.len(), |i| i + 1);
-        (len > 0).then_some((from, from + len))
+    fn next(&self, prev: &Line, _idx: usize) -> Option<Line> {
+        line_at(&prev.0, prev.2)
     }
 
-    fn cmp(&self, _: &(usize, usize), _: &(usize, usize)) -> std::cmp::Ordering {
+    fn cmp(&self, _: &Line, _: &Line) -> std::cmp::Ordering {
         std::cmp::Ordering::Equal
     }
 
-    fn show(&self, e: &(usize, usize), out: &mut dyn fmt::Write) -> fmt::Result {
-        let p = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        out.write_str(p.functions.get(e.0..e.1).unwrap_or(""))
+    fn show(&self, e: &Line, out: &mut dyn fmt::Write) -> fmt::Result {
+        out.write_str(e.0.get(e.1..e.2).unwrap_or(""))
     }
 }
 
@@ -102,7 +113,11 @@ fn start(
 ) -> Result<Served, String> {
     let mut b = tracestat::http::Server::bind(addr)
         .allow_writes(args.allow_writes)
-        .allow_remote(args.allow_remote);
+        .allow_remote(args.allow_remote)
+        .refusal_hints(
+            "start tracestat with --allow-writes to allow them",
+            "the endpoint serves other hosts only with --allow-remote",
+        );
     if let Ok(token) = std::env::var("TRACESTAT_HTTP_TOKEN") {
         b = b.token(token);
     }
@@ -127,7 +142,6 @@ pub fn replay(args: &ServeArgs) -> Result<(Served, Option<Shared>), String> {
     let shared: Shared = Arc::default();
     #[cfg(feature = "http")]
     {
-        use tracestat::http::ProfileWindow;
         use tracestat::stat::Tracefs;
         // The endpoint's own surface, serving the replay for the whole run.
         let fs = Arc::new(Tracefs::new());
@@ -136,14 +150,12 @@ pub fn replay(args: &ServeArgs) -> Result<(Served, Option<Shared>), String> {
             .map_err(|e| format!("cannot serve the replay: {e}"))?;
         let read = Arc::clone(&shared);
         let served = start(args, addr, |b| {
-            b.tracefs(&fs)
-                .profile_from(move || {
-                    read.lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .profile
-                        .clone()
-                })
-                .profile_window(ProfileWindow::Delta)
+            b.tracefs(&fs).profile_from(move || {
+                read.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .profile
+                    .clone()
+            })
         })?;
         Ok((served, Some(shared)))
     }
@@ -155,7 +167,9 @@ pub fn replay(args: &ServeArgs) -> Result<(Served, Option<Shared>), String> {
 }
 
 /// `tracestat demo --serve`: runs the workload round after round under the global profiler
-/// while serving it, until Ctrl-C.
+/// (recording call paths, so that `/debug/pprof/profile` has stacks with self times) while
+/// serving it, until Ctrl-C or SIGTERM; then prints `trace_stat/functions` as plain `demo`
+/// does.
 pub fn demo(cfg: Hackbench, args: &ServeArgs) -> ExitCode {
     match serve_demo(cfg, args) {
         Ok(()) => ExitCode::SUCCESS,
@@ -170,24 +184,35 @@ fn serve_demo(cfg: Hackbench, args: &ServeArgs) -> Result<(), String> {
     let Some(addr) = &args.serve else {
         return Ok(());
     };
+    use tracestat::profile::FunctionProfiler;
+    use tracestat::stat::Tracefs;
+    FunctionProfiler::global();
+    let fs = Tracefs::global();
     #[cfg(feature = "http")]
     let _server = {
-        use tracestat::profile::FunctionProfiler;
-        use tracestat::stat::Tracefs;
-        FunctionProfiler::global();
-        Tracefs::global()
-            .write("function_profile_enabled", b"1\n")
-            .map_err(|e| e.to_string())?;
+        for (file, value) in [
+            ("options/function-profile-callpath", b"1\n"),
+            ("function_profile_enabled", b"1\n"),
+        ] {
+            fs.write(file, value).map_err(|e| e.to_string())?;
+        }
         start(args, addr, |b| b)?
     };
     #[cfg(not(feature = "http"))]
     start(args, addr, |()| ())?;
     stop_on_signals();
     eprintln!("tracestat demo: running the workload until Ctrl-C");
+    let mut rounds = 0u64;
     while !stopped() {
         cfg.run().map_err(|e| e.to_string())?;
+        rounds += 1;
     }
-    Ok(())
+    eprintln!("tracestat demo: stopped after {rounds} rounds");
+    let functions = fs.read("trace_stat/functions").map_err(|e| e.to_string())?;
+    super::output::write_stdout(|out| {
+        writeln!(out, "==> trace_stat/functions <==")?;
+        out.write_all(functions.as_bytes())
+    })
 }
 
 /// With `--serve`, keeps serving until the first Ctrl-C (at once if it came already).
@@ -199,5 +224,49 @@ pub fn wait(served: &Served) {
         while !stopped() {
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The text a publication of `n` rows of generation `g` shows.
+    fn text(g: usize, n: usize) -> String {
+        (0..n).map(|i| format!("  f{i:05}_gen{g}  {i}\n")).collect()
+    }
+
+    #[test]
+    fn a_read_of_the_published_functions_never_mixes_two_publications() {
+        let shared: Shared = Arc::default();
+        shared.lock().unwrap().functions = text(1, 1000).into();
+        let stat = PublishedFunctions(Arc::clone(&shared));
+        // A read takes its entries, a publication lands (longer lines, more of them), then
+        // the read shows them: what the registry does when a publication comes mid-read.
+        let mut entries = vec![stat.start().unwrap()];
+        for idx in 1..10_000 {
+            if idx == 500 {
+                shared.lock().unwrap().functions = text(22, 2000).into();
+            }
+            match stat.next(entries.last().unwrap(), idx) {
+                Some(e) => entries.push(e),
+                None => break,
+            }
+        }
+        let mut out = String::new();
+        for e in &entries {
+            stat.show(e, &mut out).unwrap();
+        }
+        assert_eq!(out, text(1, 1000));
+        // The next read shows the new publication, whole.
+        let mut entries = vec![stat.start().unwrap()];
+        while let Some(e) = stat.next(entries.last().unwrap(), entries.len()) {
+            entries.push(e);
+        }
+        let mut out = String::new();
+        for e in &entries {
+            stat.show(e, &mut out).unwrap();
+        }
+        assert_eq!(out, text(22, 2000));
     }
 }

@@ -113,6 +113,7 @@ pub(super) fn change_options(
 }
 
 pub(super) fn reset(inner: &Arc<Inner>) {
+    inner.resets.fetch_add(1, Ordering::AcqRel);
     let mut gone = Vec::new();
     {
         let mut slots = inner.lock_slots();

@@ -214,6 +214,9 @@ struct Inner {
     orphans_timed: HashHist,
     /// Task calls (instrumented futures) dropped before completion, by ip: shared.
     cancelled: HashHist,
+    /// Resets so far: a reader that sees it unchanged around two reads knows that the
+    /// second read's records include the first's (a profile window's difference).
+    resets: StdAtomicU64,
 }
 
 /// A `Tracefs` the profiler registers per-thread files on, kept alive by its owner.
@@ -356,6 +359,7 @@ impl FunctionProfiler {
                 orphans_counted: orphans(COUNTED),
                 orphans_timed: orphans(TIMED),
                 cancelled: orphans(COUNTED),
+                resets: StdAtomicU64::new(0),
             }),
             _fs: Mutex::new(None),
         }
@@ -580,6 +584,43 @@ impl ProfilerHandle {
     pub fn to_profile(&self, thread: Option<usize>) -> Option<Profile> {
         self.0.upgrade().map(|i| to_profile(&i, thread))
     }
+
+    /// What a profile window reads, changing nothing; `None` once the profiler is gone.
+    #[cfg(feature = "http")]
+    pub(crate) fn window_read(&self) -> Option<WindowRead> {
+        let inner = self.0.upgrade()?;
+        let resets = inner.resets.load(Ordering::Acquire);
+        let (enabled, run) = {
+            let st = inner.lock_state();
+            (st.enabled, st.run)
+        };
+        Some(WindowRead {
+            profile: records_profile(&inner),
+            enabled,
+            run,
+            resets,
+        })
+    }
+
+    /// The profiler's reset count now (see [`WindowRead::resets`]); `None` once it is gone.
+    #[cfg(feature = "http")]
+    pub(crate) fn resets(&self) -> Option<u64> {
+        self.0.upgrade().map(|i| i.resets.load(Ordering::Acquire))
+    }
+}
+
+/// One read of a profiler's records for a profile window ([`ProfilerHandle::window_read`]).
+#[cfg(feature = "http")]
+pub(crate) struct WindowRead {
+    /// All threads' records, without the `tracing_thresh` filter (a difference of
+    /// filtered rows would lose the rows that crossed the threshold).
+    pub(crate) profile: Profile,
+    /// Whether the profiler was on.
+    pub(crate) enabled: bool,
+    /// The options of its run: what the records mean.
+    pub(crate) run: ProfileOptions,
+    /// Its reset count, read before the records.
+    pub(crate) resets: u64,
 }
 
 #[cfg(all(test, not(loom)))]

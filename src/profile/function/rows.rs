@@ -5,6 +5,24 @@ use super::*;
 
 pub(super) fn to_profile(inner: &Inner, thread: Option<usize>) -> Profile {
     let (rows, timed) = file_rows(inner, thread);
+    profile_of(inner, thread, rows, timed)
+}
+
+/// All threads' records as a [`Profile`], every row (no `tracing_thresh`), in no set
+/// order: what a profile window takes the difference of.
+#[cfg(feature = "http")]
+pub(super) fn records_profile(inner: &Inner) -> Profile {
+    let timed = inner.run_timing.load(Ordering::Acquire);
+    let rows = rows_of(inner, None, timed);
+    profile_of(inner, None, rows, timed)
+}
+
+fn profile_of(
+    inner: &Inner,
+    thread: Option<usize>,
+    rows: Vec<FunctionRow>,
+    timed: bool,
+) -> Profile {
     // Per-function latency histograms (timed runs): the `function_latency` stat file.
     let histograms = if timed {
         rows.iter()

@@ -9,6 +9,7 @@ mod hist;
 mod replay;
 mod replay_faults;
 mod replay_real;
+mod serve;
 
 /// Runs the built `tracestat` with `args` (no stdin): its exit status (-1 when killed by a
 /// signal), stdout and stderr.
