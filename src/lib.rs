@@ -171,7 +171,11 @@
 
 mod error;
 pub(crate) mod primitive;
+pub(crate) mod quiet;
 
+// The allocation events hook the process-wide allocator, which loom models do not run.
+#[cfg(not(loom))]
+pub mod alloc;
 pub mod export;
 pub mod hist;
 mod hook;

@@ -307,6 +307,8 @@ impl Tracefs {
     /// Reads a file: a stat file (`trace_stat/<name>`, a fresh sorted snapshot) or a control
     /// file.
     pub fn read(&self, path: &str) -> Result<String, Error> {
+        // What a read allocates is tracestat's, not an allocation event.
+        let _quiet = crate::quiet::enter();
         match self.lookup(path)? {
             Target::Dir(_) => Err(Error::IsADirectory {
                 path: path.to_owned(),
@@ -342,6 +344,7 @@ impl Tracefs {
     /// [`Error::InvalidInput`] with the file's reason when it refuses the content. On every
     /// error nothing has changed.
     pub fn write_mode(&self, path: &str, data: &[u8], mode: WriteMode) -> Result<(), Error> {
+        let _quiet = crate::quiet::enter();
         match self.lookup(path)? {
             Target::Dir(_) => Err(Error::IsADirectory {
                 path: path.to_owned(),
