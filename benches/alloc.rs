@@ -75,7 +75,8 @@ fn set_triggers(n: usize) {
     let kfree = if n >= 2 { KFREE } else { "" };
     fs.write("events/kmem/kmalloc/hist", kmalloc.as_bytes())
         .unwrap();
-    fs.write("events/kmem/kfree/hist", kfree.as_bytes()).unwrap();
+    fs.write("events/kmem/kfree/hist", kfree.as_bytes())
+        .unwrap();
 }
 
 fn runs() -> Vec<(&'static str, Run)> {
