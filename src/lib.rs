@@ -18,6 +18,7 @@
 //! | count how often a branch goes the expected way | [`likely!`], [`unlikely!`], [`branch!`] | [`profile`] |
 //! | a concurrent key → statistics table (hash histogram) | [`HashHist`](hist::HashHist), [`Shard`](hist::Shard) | [`hist`] |
 //! | hist triggers (`hist:keys=…:vals=…`) on events you emit | [`EventSource`](hist::EventSource), [`HistSpec`](hist::HistSpec) | [`hist`] |
+//! | which functions allocate most (`kmem/kmalloc` hist triggers) | [`TracedAlloc`](alloc::TracedAlloc), [`Kmem`](alloc::Kmem) | [`alloc`] |
 //! | profile a saved kernel trace (`function` / `function_graph`) | [`Replay`](replay::Replay) | [`replay`] |
 //! | get stats out as JSON, pprof, folded stacks, OpenMetrics | [`to_json`](export::to_json), [`to_pprof`](export::to_pprof), … | [`export`] |
 //! | serve all of it over HTTP (feature `http`) | `Server` | `http` |
@@ -171,7 +172,11 @@
 
 mod error;
 pub(crate) mod primitive;
+pub(crate) mod quiet;
 
+// The allocation events hook the process-wide allocator, which loom models do not run.
+#[cfg(not(loom))]
+pub mod alloc;
 pub mod export;
 pub mod hist;
 mod hook;

@@ -80,6 +80,16 @@ pub use pid::{PID_MAX, PidError, current_tid};
 pub use recursion::{RecursionContext, RecursionLock, trylock};
 pub use site::{SITES, Site, SiteDef};
 
+/// The calling thread's innermost dispatched traced scope: the ip of the innermost `#[traced]`
+/// call an ops covers, or of the instrumented future whose poll runs now (0 at top level);
+/// `None` while a hook callback runs on this thread (the caller is inside a tracer). Reads
+/// two words of the thread's `Hot` block, writes nothing, never allocates and works during
+/// thread teardown: the allocation events' `call_site`.
+#[cfg(not(loom))]
+pub(crate) fn current_scope() -> Option<usize> {
+    thread::hot(|hot| (hot.recursion.get() == 0).then(|| hot.current_ip.get())).flatten()
+}
+
 /// Runs the calling thread's hook-layer thread-local teardown now (loom models; see
 /// [`crate::profile`]'s `loom_thread_exit`).
 #[cfg(loom)]

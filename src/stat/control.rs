@@ -315,6 +315,8 @@ impl Tracefs {
     /// Reads a file: a stat file (`trace_stat/<name>`, a fresh sorted snapshot) or a control
     /// file.
     pub fn read(&self, path: &str) -> Result<String, Error> {
+        // What a read allocates is tracestat's, not an allocation event.
+        let _quiet = crate::quiet::enter();
         match self.lookup(path)? {
             Target::Dir(_) => Err(Error::IsADirectory {
                 path: path.to_owned(),
@@ -351,6 +353,7 @@ impl Tracefs {
     /// file's own [`Error::Busy`] when the write conflicts with the current state (a write
     /// the file could take at another moment). On every error nothing has changed.
     pub fn write_mode(&self, path: &str, data: &[u8], mode: WriteMode) -> Result<(), Error> {
+        let _quiet = crate::quiet::enter();
         match self.lookup(path)? {
             Target::Dir(_) => Err(Error::IsADirectory {
                 path: path.to_owned(),

@@ -62,6 +62,7 @@ use crate::hist::key::{Key, MAX_KEYS};
 use crate::hist::layout::{CellLayout, MAX_VALS};
 use crate::hist::map::HashHist;
 use crate::hist::snapshot::Snapshot;
+use render::SymbolFn;
 use spec::{Command, HistDef, HistSpec, KeyModifier, SpecError, SpecErrorKind};
 
 /// The most hist triggers one [`EventSource`] holds. Each costs one table update per event
@@ -178,6 +179,11 @@ impl HistTrigger {
 
     /// Renders the trigger in the hist-trigger format, bucket histograms in bpftrace's.
     pub fn render(&self, out: &mut dyn Write) -> fmt::Result {
+        self.render_symbols(out, None)
+    }
+
+    /// [`render`](Self::render), naming `.sym` keys through `symbols`.
+    fn render_symbols(&self, out: &mut dyn Write, symbols: Option<&SymbolFn>) -> fmt::Result {
         let snap = self.snapshot();
         render::write_header(out, &self.def.info(), self.is_paused())?;
         let keys: Vec<(&str, KeyModifier)> = self
@@ -194,7 +200,7 @@ impl HistTrigger {
             .map(|n| (n.as_str(), self.def.spec.hex_vals.contains(n)))
             .collect();
         for row in &snap.rows {
-            render::write_row(out, &keys, &vals, row)?;
+            render::write_row_symbols(out, &keys, &vals, row, symbols)?;
             if let Some(spec) = &self.def.layout.buckets {
                 write_bucket_block(out, &self.def.layout, spec, row)?;
             }
@@ -348,6 +354,7 @@ pub struct EventSource {
     names: Arc<NameTable>,
     triggers: ArcSwap<Vec<Arc<HistTrigger>>>,
     write: Mutex<()>,
+    symbols: Option<Box<SymbolFn>>,
 }
 
 impl fmt::Debug for EventSource {
@@ -367,12 +374,31 @@ impl EventSource {
 
     /// Like [`new`](Self::new), sharing `name=` tables through `names`.
     pub fn with_names(name: &str, fields: &[&str], names: Arc<NameTable>) -> Arc<Self> {
-        Arc::new(EventSource {
+        Arc::new(Self::build(name, fields, names))
+    }
+
+    fn build(name: &str, fields: &[&str], names: Arc<NameTable>) -> Self {
+        EventSource {
             name: name.to_owned(),
             fields: fields.iter().map(|f| (*f).to_owned()).collect(),
             names,
             triggers: ArcSwap::from_pointee(Vec::new()),
             write: Mutex::new(()),
+            symbols: None,
+        }
+    }
+
+    /// Like [`new`](Self::new), with a symbol table for the `.sym` and `.sym-offset` keys
+    /// of its triggers: a key value that `symbols` names is shown as `[addr] name` (the
+    /// kernel's `%ps`); one it does not name as `[addr] 0xaddr`, as without a table.
+    pub fn with_symbols(
+        name: &str,
+        fields: &[&str],
+        symbols: impl Fn(u64) -> Option<String> + Send + Sync + 'static,
+    ) -> Arc<Self> {
+        Arc::new(EventSource {
+            symbols: Some(Box::new(symbols)),
+            ..Self::build(name, fields, NameTable::new())
         })
     }
 
@@ -541,7 +567,7 @@ impl EventSource {
             if i > 0 {
                 out.write_char('\n')?;
             }
-            t.render(out)?;
+            t.render_symbols(out, self.symbols.as_deref())?;
         }
         Ok(())
     }

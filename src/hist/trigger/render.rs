@@ -79,21 +79,48 @@ pub fn write_header(out: &mut dyn Write, info: &str, paused: bool) -> fmt::Resul
 }
 
 /// One hist-trigger row: `{ k: v, ... } hitcount: N  val: M ...`.
+#[cfg(test)]
 pub fn write_row(
     out: &mut dyn Write,
     keys: &[(&str, KeyModifier)],
     vals: &[(&str, bool)],
     row: &Row,
 ) -> fmt::Result {
+    write_row_symbols(out, keys, vals, row, None)
+}
+
+/// [`write_row`] with a symbol table: a `.sym` / `.sym-offset` key that `symbols` names is
+/// shown as `[addr] name` (the kernel's `%ps` of a resolved address).
+pub fn write_row_symbols(
+    out: &mut dyn Write,
+    keys: &[(&str, KeyModifier)],
+    vals: &[&str],
+    row: &Row,
+    symbols: Option<&SymbolFn>,
+) -> fmt::Result {
     out.write_str("{ ")?;
     for (i, (name, m)) in keys.iter().enumerate() {
         if i > 0 {
             out.write_str(", ")?;
         }
-        write_key(out, name, *m, KeyValue::Num(row.key.0[i]))?;
+        let v = row.key.0[i];
+        let sym = match m {
+            KeyModifier::Sym | KeyModifier::SymOffset => symbols.and_then(|f| f(v)),
+            _ => None,
+        };
+        match sym {
+            // `%-45ps` / `%-55pS` of a resolved address (`.sym-offset` shows the name
+            // alone: a symbol table here knows no offsets).
+            Some(sym) if *m == KeyModifier::SymOffset => write!(out, "{name}: [{v:x}] {sym:<55}")?,
+            Some(sym) => write!(out, "{name}: [{v:x}] {sym:<45}")?,
+            None => write_key(out, name, *m, KeyValue::Num(v))?,
+        }
     }
     write_counts(out, vals, row)
 }
+
+/// A symbol table for `.sym` keys: the name of an address, if known.
+pub type SymbolFn = dyn Fn(u64) -> Option<String> + Send + Sync;
 
 /// What a key field holds, for [`write_key`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

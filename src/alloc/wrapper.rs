@@ -1,0 +1,183 @@
+//! [`TracedAlloc`]: the global-allocator wrapper that emits the `kmem` events.
+//!
+//! # Invariants
+//!
+//! - Every method forwards to the inner allocator with the caller's arguments, exactly once,
+//!   and returns what it returned: the wrapper never changes an allocation.
+//! - With no event enabled, a method adds one relaxed load and a predicted branch; the
+//!   event itself is recorded out of line (`#[cold]`), after the inner allocation (before
+//!   the inner free), and never unwinds into the caller.
+
+use core::alloc::{GlobalAlloc, Layout};
+use std::alloc::System;
+
+use super::kmem::{self, Event, KFREE, KMALLOC, KREALLOC};
+
+/// The usable size of a block the inner allocator returned, for `bytes_alloc`: called with
+/// the block and the layout it was requested with, right after it was returned.
+///
+/// # Safety
+///
+/// Implementations may assume that `ptr` is non-null, was just returned by the wrapped
+/// allocator for `layout`, and has not been freed.
+pub type UsableSize = unsafe fn(ptr: *mut u8, layout: Layout) -> usize;
+
+/// A [`GlobalAlloc`] that wraps another (by default [`System`]) and emits the
+/// `kmem/kmalloc`, `kmem/kfree` and `kmem/krealloc` events of [`Kmem`](super::Kmem) while
+/// they have triggers. Use it as the binary's `#[global_allocator]`:
+///
+/// ```no_run
+/// use tracestat::alloc::TracedAlloc;
+///
+/// #[global_allocator]
+/// static ALLOC: TracedAlloc = TracedAlloc::system();
+/// ```
+///
+/// `bytes_alloc` is the usable size of the block where the inner allocator reports it
+/// ([`system`](Self::system) on Linux with glibc: `malloc_usable_size`;
+/// [`with_usable_size`](Self::with_usable_size) for others), else the request.
+pub struct TracedAlloc<A = System> {
+    inner: A,
+    usable: UsableSize,
+}
+
+impl<A> core::fmt::Debug for TracedAlloc<A> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("TracedAlloc").finish_non_exhaustive()
+    }
+}
+
+/// `bytes_alloc` where the allocator does not say: the request.
+unsafe fn requested(_: *mut u8, layout: Layout) -> usize {
+    layout.size()
+}
+
+/// The system allocator's usable size: glibc's `malloc_usable_size` (every block
+/// [`System`] returns on Linux comes from glibc's `malloc`, `posix_memalign` or `realloc`).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+unsafe fn system_usable(ptr: *mut u8, _: Layout) -> usize {
+    // SAFETY: `ptr` is a live block of glibc's allocator (`UsableSize`'s contract, and
+    // `System` allocates through glibc here); the call reads its chunk header, no lock.
+    unsafe { libc::malloc_usable_size(ptr.cast()) }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+use requested as system_usable;
+
+impl TracedAlloc<System> {
+    /// The system allocator, with its usable sizes where the platform reports them.
+    pub const fn system() -> Self {
+        TracedAlloc {
+            inner: System,
+            usable: system_usable,
+        }
+    }
+}
+
+impl<A> TracedAlloc<A> {
+    /// Wraps `inner`; `bytes_alloc` is the request.
+    pub const fn new(inner: A) -> Self {
+        TracedAlloc {
+            inner,
+            usable: requested,
+        }
+    }
+
+    /// Wraps `inner`, whose usable sizes `usable` reports (see [`UsableSize`]).
+    pub const fn with_usable_size(inner: A, usable: UsableSize) -> Self {
+        TracedAlloc { inner, usable }
+    }
+
+    /// The wrapped allocator.
+    pub const fn inner(&self) -> &A {
+        &self.inner
+    }
+
+    /// The `bytes_alloc` of a block the inner allocator just returned (0 for none).
+    fn usable(&self, ptr: *mut u8, layout: Layout) -> u64 {
+        if ptr.is_null() {
+            return 0;
+        }
+        // SAFETY: `ptr` is non-null and was just returned by the inner allocator for
+        // `layout`, and the caller has not freed it (`UsableSize`'s contract).
+        unsafe { (self.usable)(ptr, layout) as u64 }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn kmalloc(&self, ptr: *mut u8, layout: Layout) {
+        kmem::emit(Event::Kmalloc, |call_site, pid| {
+            let alloc = self.usable(ptr, layout);
+            [call_site, ptr as u64, layout.size() as u64, alloc, pid]
+        });
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn kfree(&self, ptr: *mut u8) {
+        kmem::emit(Event::Kfree, |call_site, pid| [call_site, ptr as u64, pid]);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn krealloc(&self, old: *mut u8, old_layout: Layout, ptr: *mut u8, new_size: usize) {
+        kmem::emit(Event::Krealloc, |call_site, pid| {
+            // A failed realloc has no block to measure (`usable` is 0 for null).
+            let layout = Layout::from_size_align(new_size, old_layout.align()).ok();
+            let alloc = layout.map_or(0, |l| self.usable(ptr, l));
+            [
+                call_site,
+                ptr as u64,
+                old as u64,
+                old_layout.size() as u64,
+                new_size as u64,
+                alloc,
+                pid,
+            ]
+        });
+    }
+}
+
+// SAFETY: every method forwards to `inner` with its caller's arguments and returns its
+// result unchanged (the module invariants), so `inner`'s guarantees carry over; the event
+// recording reads only the pointer values and (`usable`) a block just returned.
+unsafe impl<A: GlobalAlloc> GlobalAlloc for TracedAlloc<A> {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract, forwarded.
+        let ptr = unsafe { self.inner.alloc(layout) };
+        if kmem::enabled(KMALLOC) {
+            self.kmalloc(ptr, layout);
+        }
+        ptr
+    }
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract, forwarded.
+        let ptr = unsafe { self.inner.alloc_zeroed(layout) };
+        if kmem::enabled(KMALLOC) {
+            self.kmalloc(ptr, layout);
+        }
+        ptr
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if kmem::enabled(KFREE) {
+            self.kfree(ptr);
+        }
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.inner.dealloc(ptr, layout) }
+    }
+
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller's contract, forwarded.
+        let new = unsafe { self.inner.realloc(ptr, layout, new_size) };
+        if kmem::enabled(KREALLOC) {
+            self.krealloc(ptr, layout, new, new_size);
+        }
+        new
+    }
+}
