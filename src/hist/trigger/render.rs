@@ -94,7 +94,7 @@ pub fn write_row(
 pub fn write_row_symbols(
     out: &mut dyn Write,
     keys: &[(&str, KeyModifier)],
-    vals: &[&str],
+    vals: &[(&str, bool)],
     row: &Row,
     symbols: Option<&SymbolFn>,
 ) -> fmt::Result {
