@@ -370,13 +370,20 @@ impl Tracefs {
                     });
                 }
                 file.write(data, mode).map_err(|reason| match reason {
-                    // A state conflict is not bad input: the provider's own error, which
-                    // names what is busy, as is.
-                    InputError::Rejected(e) => match e.downcast::<Error>() {
-                        Ok(busy) if matches!(*busy, Error::Busy { .. }) => *busy,
+                    // A state conflict is not bad input: a busy error naming the file
+                    // written, and what inside it is busy where that is something else.
+                    InputError::Rejected(e) => match e.downcast::<Error>().map(|e| *e) {
+                        Ok(Error::Busy { path, reason }) => {
+                            let reason = if path == key {
+                                reason
+                            } else {
+                                format!("{path}: {reason}")
+                            };
+                            Error::Busy { path: key, reason }
+                        }
                         Ok(other) => Error::InvalidInput {
                             path: key,
-                            reason: InputError::Rejected(other),
+                            reason: InputError::Rejected(Box::new(other)),
                         },
                         Err(e) => Error::InvalidInput {
                             path: key,
