@@ -267,7 +267,7 @@ if have go; then
     base=$(go tool pprof -top -sample_index=time -unit=ns -diff_base "$OUT/diff-pprof/before.pb.gz" \
       "$OUT/diff-pprof/after.pb.gz" 2>&1 | grep -c '%' )
     flat=$(go tool pprof -top -sample_index=time -unit=ns -diff_base "$OUT/diff-pprof/before.pb.gz" \
-      "$OUT/diff-pprof/after.pb.gz" 2>&1 | sed -n 's/.*accounting for \(-\?[0-9]*\)ns.*/\1/p')
+      "$OUT/diff-pprof/after.pb.gz" 2>&1 | sed -n 's/.*accounting for \(-\?[0-9]*\)\(ns\)\?,.*/\1/p')
     echo "  -diff_base of a run against itself: ${flat:-?}ns ($base lines with a percentage)"
     [ "${flat:-x}" = 0 ] || ok=0
     if [ $ok = 1 ]; then pass "diff --pprof: call paths with self times; totals equal the stat file's"
