@@ -89,8 +89,8 @@ pub fn write_row(
     write_row_symbols(out, keys, vals, row, None)
 }
 
-/// [`write_row`] with a symbol table: a `.sym` / `.sym-offset` key that `symbols` names is
-/// shown as `[addr] name` (the kernel's `%ps` of a resolved address).
+/// One hist-trigger row, `{ k: v, ... } hitcount: N  val: M ...`, with a symbol table: a
+/// `.sym` / `.sym-offset` key that `symbols` names is shown as `[addr] name` (the kernel's `%ps` of a resolved address).
 pub fn write_row_symbols(
     out: &mut dyn Write,
     keys: &[(&str, KeyModifier)],
