@@ -31,11 +31,19 @@ fn serial() -> MutexGuard<'static, ()> {
 const KERNEL_EXAMPLE: &str =
     "hist:key=call_site.sym:val=bytes_req,bytes_alloc:sort=bytes_alloc.descending";
 
-/// What the system allocator's block of `req` bytes holds (glibc: the chunk less its header).
-fn usable(req: usize) -> u64 {
-    if cfg!(all(target_os = "linux", target_env = "gnu")) {
-        ((req + 8 + 15) & !15).max(32) as u64 - 8
-    } else {
+/// What the system allocator says the block at `ptr` (asked for `req` bytes) holds: glibc's
+/// `malloc_usable_size`, read here independently of the wrapper, since a block can be larger
+/// than its size class (a split remainder too small to keep, a realloc grown in place).
+fn usable(ptr: *const u8, req: usize) -> u64 {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let _ = req;
+        // SAFETY: `ptr` is a live block of the system allocator (the caller still owns it).
+        unsafe { libc::malloc_usable_size(ptr as *mut libc::c_void) as u64 }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        let _ = ptr;
         req as u64
     }
 }
@@ -70,16 +78,22 @@ fn clear_all(fs: &Tracefs) {
     assert!(!Kmem::global().is_active());
 }
 
+/// Allocates three 96-byte buffers; returns their usable sizes' sum.
 #[tracestat::traced]
-fn small_buffers() {
+fn small_buffers() -> u64 {
+    let mut sum = 0;
     for _ in 0..3 {
-        black_box(Vec::<u8>::with_capacity(96));
+        let v = black_box(Vec::<u8>::with_capacity(96));
+        sum += usable(v.as_ptr(), 96);
     }
+    sum
 }
 
+/// Allocates one 4000-byte buffer; returns its usable size.
 #[tracestat::traced]
-fn big_buffer() {
-    black_box(Vec::<u8>::with_capacity(4000));
+fn big_buffer() -> u64 {
+    let v = black_box(Vec::<u8>::with_capacity(4000));
+    usable(v.as_ptr(), 4000)
 }
 
 /// Only tracestat's own work: writes a trigger, reads stat and control files.
@@ -102,8 +116,8 @@ fn kernel_example_gives_the_kernels_table_and_tracestat_allocates_nothing_in_it(
     fs.write("events/kmem/kmalloc/hist", KERNEL_EXAMPLE.as_bytes())
         .unwrap();
     assert!(kmem.is_active());
-    small_buffers();
-    big_buffer();
+    let small_usable = small_buffers();
+    let big_usable = big_buffer();
     tracestat_work(fs);
     let table = fs.read("events/kmem/kmalloc/hist").unwrap();
     // The same text as a stat file (read before this test allocates anything more).
@@ -118,12 +132,12 @@ fn kernel_example_gives_the_kernels_table_and_tracestat_allocates_nothing_in_it(
     let big = sym_row(
         "big_buffer",
         1,
-        &[("bytes_req", 4000), ("bytes_alloc", usable(4000))],
+        &[("bytes_req", 4000), ("bytes_alloc", big_usable)],
     );
     let small = sym_row(
         "small_buffers",
         3,
-        &[("bytes_req", 3 * 96), ("bytes_alloc", 3 * usable(96))],
+        &[("bytes_req", 3 * 96), ("bytes_alloc", small_usable)],
     );
     let ours: Vec<&str> = rows(&table)
         .into_iter()
@@ -175,7 +189,7 @@ fn kfree_and_krealloc_carry_their_call_sites_and_pointers() {
         "{{ call_site: [{:x}] {:<45}, ptr: {grown:x} }} hitcount:          1  old_bytes:         24  bytes_req:       1001  bytes_alloc: {:>10}",
         ip("grows"),
         "grows",
-        usable(1001)
+        usable(w.as_ptr(), 1001)
     );
     let ours: Vec<&str> = rows(&krealloc)
         .into_iter()
@@ -215,13 +229,12 @@ fn refused_writes_change_nothing_and_commands_work() {
         format!("{KERNEL_EXAMPLE}:cont").as_bytes(),
     )
     .unwrap();
-    big_buffer();
-    big_buffer();
+    let two = big_buffer() + big_buffer();
     let table = fs.read("events/kmem/kmalloc/hist").unwrap();
     let row = sym_row(
         "big_buffer",
         2,
-        &[("bytes_req", 8000), ("bytes_alloc", 2 * usable(4000))],
+        &[("bytes_req", 8000), ("bytes_alloc", two)],
     );
     assert!(rows(&table).contains(&row.as_str()), "{table}");
     fs.append(
@@ -229,12 +242,12 @@ fn refused_writes_change_nothing_and_commands_work() {
         format!("{KERNEL_EXAMPLE}:clear").as_bytes(),
     )
     .unwrap();
-    big_buffer();
+    let one = big_buffer();
     let table = fs.read("events/kmem/kmalloc/hist").unwrap();
     let row = sym_row(
         "big_buffer",
         1,
-        &[("bytes_req", 4000), ("bytes_alloc", usable(4000))],
+        &[("bytes_req", 4000), ("bytes_alloc", one)],
     );
     assert!(rows(&table).contains(&row.as_str()), "{table}");
     clear_all(fs);
