@@ -160,6 +160,9 @@ pub fn run(args: &ReplayArgs) -> Result<(), String> {
         latency: args.latency,
         max_functions: usize::try_from(args.max_functions).unwrap_or(usize::MAX),
     };
+    // Before serving: a stop that comes as soon as a client can connect still prints the
+    // tables of what was read.
+    stop_on_signals();
     let (served, published) = super::serve::replay(&args.serve)?;
     // A serving replay publishes its tables at every tick: 250 ms unless --interval says.
     let every = args
@@ -201,7 +204,6 @@ pub fn run(args: &ReplayArgs) -> Result<(), String> {
     };
     let live_clear = args.output.is_none() && io::stdout().is_terminal();
     let mut replay = Replay::new(opts);
-    stop_on_signals();
     let mut reader = Reader::new(input);
     // Read until the end, a stop, or an error; print at every tick.
     let read = loop {

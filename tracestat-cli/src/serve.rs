@@ -188,6 +188,9 @@ fn serve_demo(cfg: Hackbench, args: &ServeArgs) -> Result<(), String> {
     use tracestat::stat::Tracefs;
     FunctionProfiler::global();
     let fs = Tracefs::global();
+    // Before the serving line is printed: a client may stop the demo as soon as it can
+    // connect, and a signal that came first must stop it, not kill it without its table.
+    stop_on_signals();
     #[cfg(feature = "http")]
     let _server = {
         for (file, value) in [
@@ -200,7 +203,6 @@ fn serve_demo(cfg: Hackbench, args: &ServeArgs) -> Result<(), String> {
     };
     #[cfg(not(feature = "http"))]
     start(args, addr, |()| ())?;
-    stop_on_signals();
     eprintln!("tracestat demo: running the workload until Ctrl-C");
     let mut rounds = 0u64;
     while !stopped() {

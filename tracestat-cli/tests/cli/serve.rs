@@ -131,6 +131,21 @@ fn the_default_build_serves_and_a_stopped_demo_prints_its_table() {
     }
 }
 
+/// A stop that comes as soon as the serving line is printed (before a round ran) still ends
+/// the demo as a stop does: exit 0 and the table, never the signal's default action.
+#[test]
+fn a_demo_stopped_as_soon_as_it_serves_exits_0_with_its_table() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let mut served = Served::start(DEMO);
+        let (code, out, err) = served.stop(sig);
+        assert_eq!(code, 0, "signal {sig}: {err}");
+        assert!(
+            out.starts_with("==> trace_stat/functions <==\n  Function"),
+            "signal {sig}: {out}"
+        );
+    }
+}
+
 #[test]
 fn a_live_pprof_of_the_demo_is_call_paths_adding_up_to_the_root_time() {
     let mut served = Served::start(DEMO);
