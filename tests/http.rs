@@ -397,6 +397,38 @@ fn allowed_writes_work_and_bad_ones_get_400_with_the_reason() {
     assert_eq!(put(a, "PUT", "/options/", "", "1").status, 400);
 }
 
+/// The hist tables' memory budget holds over HTTP as through the library: a valid spec whose
+/// cells × `size=` exceed it (4098-bucket cells × 131,072 entries, about 4.3 GB) is a 400
+/// naming the budget, through `trigger` and `hist` alike, and attaches nothing; the same
+/// cells at the default size are accepted.
+#[test]
+fn a_hist_spec_over_the_memory_budget_is_refused_over_http() {
+    let w = World::new();
+    let server = w.builder().allow_writes(true).serve().unwrap();
+    let a = server.local_addr();
+    let spec = "keys=pid:size=131072:hist=prio.lhist(0,4096,1)";
+    for (target, body) in [
+        ("/events/sched/wakeup/trigger", format!("hist:{spec}")),
+        ("/events/sched/wakeup/hist", spec.to_owned()),
+    ] {
+        let r = put(a, "PUT", target, "", &body);
+        assert_eq!(r.status, 400, "{target}: {}", r.text());
+        let text = r.text();
+        assert!(text.contains("memory budget"), "{target}: {text}");
+        assert!(text.contains("x size=131072"), "{target}: {text}");
+        assert!(w.events.triggers().is_empty(), "{target}");
+    }
+    let r = put(
+        a,
+        "PUT",
+        "/events/sched/wakeup/trigger",
+        "",
+        "hist:keys=pid:hist=prio.lhist(0,4096,1)",
+    );
+    assert_eq!(r.status, 204, "{}", r.text());
+    assert_eq!(w.events.triggers().len(), 1);
+}
+
 #[test]
 fn a_token_is_required_for_writes_when_set() {
     let w = World::new();

@@ -540,7 +540,15 @@ fn control_files_per_thread_files_and_threshold() {
 
     // The latency file: percentiles and a bpftrace-style histogram per function.
     let lat = fs.read("trace_stat/function_latency").unwrap();
-    assert!(lat.contains("slow  hits=1 avg=900000 p50<"), "{lat}");
+    assert!(lat.contains("slow  hits=1 avg=900000 p50<="), "{lat}");
+    // `pNN<=V`: an upper bound of the percentile, within the buckets' 25 %.
+    let p50: u64 = lat
+        .split("slow  hits=1 avg=900000 p50<=")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{lat}"));
+    assert!((900_000..=1_125_000).contains(&p50), "{lat}");
     assert!(lat.contains('@'));
 
     // Re-enabling resets, the exited threads' folded records too.
