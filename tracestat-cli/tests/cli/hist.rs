@@ -276,6 +276,39 @@ fn cli_positional_spec_unknown_fields_and_the_budget() {
     ]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("over the memory budget"), "{err}");
+    // The budget for all tables of a run: 4098-bucket cells x size=4096 are 134.7 MB a
+    // table, so seven fit in 1 GiB and the eighth spec is refused.
+    let specs: Vec<String> = [
+        "next_pid",
+        "prev_pid",
+        "next_prio",
+        "prev_prio",
+        "common_pid",
+        "cpu",
+        "next_comm",
+        "prev_comm",
+    ]
+    .iter()
+    .map(|k| format!("sched_switch:keys={k}:size=4096:hist=next_prio.lhist(0,4096,1)"))
+    .collect();
+    let run = |n: usize| {
+        let mut args = vec!["hist"];
+        for s in &specs[..n] {
+            args.extend(["--spec", s.as_str()]);
+        }
+        args.push(data);
+        tracestat(&args)
+    };
+    let (code, out, err) = run(7);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.matches("# event histogram").count(), 7, "{out}");
+    let (code, out, err) = run(8);
+    assert_eq!(code, 1, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains("over the memory budget") && err.contains("keys=prev_comm:size=4096"),
+        "{err}"
+    );
 
     // A long bad spec is echoed cut around the error.
     let long = format!("sched_switch:keys={}:bogus", "a".repeat(100_000));
