@@ -33,12 +33,14 @@
 //!
 //! ## The map
 //!
-//! Layers from the bottom; each names only the ones below it.
+//! Layers from the bottom; a layer names the ones below it.
 //!
 //! - `primitive` (the std / loom shim: production code never names loom), `quiet` (the
 //!   crate's own allocations, invisible to the allocation events), [`Error`].
 //! - [`stat`]: the tracefs-like control surface — stat files from [`StatTracer`](stat::StatTracer)s,
 //!   control files with the kernel's parsing rules, each read its own snapshot.
+//! - [`export`]: one neutral model, [`Profile`](export::Profile), which producers fill, and
+//!   its writers (JSON, pprof, folded stacks, OpenMetrics).
 //! - [`hist`]: the histogram core — tables, single-writer shards, cells, buckets, the
 //!   hist-trigger language and its files — and `tracestat hist` over a saved trace's events.
 //! - the hook layer (`src/hook/`, private; its names are re-exported by [`profile`]): sites,
@@ -51,8 +53,14 @@
 //! - [`replay`]: the streaming ftrace text parser and the replay, which counts in tables of
 //!   its own with the kernel's rules; [`Replay::ftrace`](replay::Replay::ftrace) offers its
 //!   hits to ops of your own.
-//! - [`export`]: one neutral model, [`Profile`](export::Profile), and its writers.
 //! - `http` (feature `http`): every file, metric and profile served, read-only by default.
+//!
+//! Edges that go up today, each named where it lives: the hook layer records the function
+//! profiler's fast path into `hist` cells and reads thread CPU time from `profile`; the
+//! offline hist reads lines with `replay`'s parser; `export` converts `hist` bucket specs
+//! ([`BucketHistogram::from_buckets`](export::BucketHistogram::from_buckets)) and writes a
+//! replay's JSON ([`replay_to_json`](export::replay_to_json)), whose per-CPU rows and line
+//! counts have no place in the model.
 //!
 //! Invariants: every public item has exactly one path (`tracestat::profile::FunctionProfiler`,
 //! not a second one inside a submodule) and no two share a name; [`Error`] is the control

@@ -73,7 +73,7 @@ pub use function::{
     Symbolizer,
 };
 #[cfg(feature = "tracing")]
-pub use tracing_layer::{LayerStats, MAX_ENTERED, SpanNames, TracestatLayer, ip_of};
+pub use tracing_layer::{LayerStats, SpanNames, TracestatLayer, ip_of};
 
 /// What the call-site macros (`#[traced]`, `traced_block!`, `likely!`, ...) expand to; reached
 /// through [`crate::__private`] only.
