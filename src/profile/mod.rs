@@ -60,8 +60,8 @@ pub use crate::hook::{
     TracedFuture, current_tid, install, now_ns, trylock,
 };
 pub use branch::{
-    BranchAll, BranchAnnotated, BranchCounts, BranchEntry, BranchSite, Hint, branch_site_count,
-    branch_snapshot, register_branch_stats,
+    BranchAll, BranchAnnotated, BranchCounts, BranchEntry, BranchSite, Hint, branch_snapshot,
+    register_branch_stats,
 };
 pub use cputime::{CpuClock, CpuClockError, thread_cpu_ns};
 pub use diff::{
