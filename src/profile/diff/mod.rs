@@ -229,7 +229,7 @@ pub struct ProfileDiff {
     /// The test and adjustment behind `p_adjusted`, in words.
     pub method: &'static str,
     /// Each run's common factor on the first side (all 1 unless [`DiffOptions::run_factors`]
-    /// found some; see the module docs).
+    /// found some).
     pub run_factors_before: Vec<f64>,
     /// The same for the second side.
     pub run_factors_after: Vec<f64>,
