@@ -17,9 +17,13 @@
 //!
 //! # Invariants
 //!
-//! Every provider is an ops of the hook layer, registered and unregistered with the layer's
-//! promises (a refused registration changes nothing); each provider's files keep the
-//! kernel's formats byte for byte.
+//! - The function profiler is an ops of the hook layer, registered and unregistered with
+//!   the layer's promises (a refused registration changes nothing); the `tracing` layer is a
+//!   source of calls into the hook layer, which every registered ops sees; the branch
+//!   profiler counts at link-time sites of its own.
+//! - Every file a provider adds keeps the kernel's format byte for byte.
+//!
+//! An ops of your own, counting the calls its filter lets through:
 //!
 //! ```
 //! use std::sync::atomic::{AtomicU64, Ordering};
