@@ -1,9 +1,13 @@
 //! The crate's error types.
 //!
-//! [`Error`] is what the registry and the control surface return; every variant names the
-//! file or stat tracer it is about. [`InputError`] is the reason a control-file write was
-//! refused: the shared parsers return it, and providers' own parsers (filters, hist specs)
-//! wrap their typed errors in [`InputError::Rejected`], which keeps them downcastable.
+//! - [`Error`]: what the registry and the control surface return; every variant names the
+//!   file or stat tracer it is about.
+//! - [`InputError`]: why a control-file write was refused. The shared parsers return it, and
+//!   providers' own parsers (filters, hist specs) wrap their typed errors in
+//!   [`InputError::Rejected`], which keeps them downcastable.
+//! - [`Access`]: the operation a file does not support.
+//!
+//! # Invariants
 //!
 //! Every refused operation changes no state: the parsers run before anything is stored.
 

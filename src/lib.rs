@@ -1,14 +1,14 @@
 //! # tracestat
 //!
 //! The Linux kernel's in-kernel statistics machinery — `trace_stat`, the ftrace function
-//! profiler and hist triggers — as a user-space library.
+//! profiler, hist triggers and the hook layer under them — as a user-space library.
 //!
 //! Why in-process? Because aggregating where the event happens is far cheaper than shipping
 //! every event to a consumer and collapsing it there: a counter update in a per-thread table
 //! costs a few nanoseconds, a message to an aggregator costs a hundred. That was Ingo
 //! Molnar's argument for the kernel's function profiler, and it is this crate's design.
 //!
-//! ## Where to start
+//! ## What to use for what
 //!
 //! | you want to… | use | module |
 //! | --- | --- | --- |
@@ -16,6 +16,7 @@
 //! | count and time your functions, as the kernel's function profiler does | `#[traced]`, [`FunctionProfiler`](profile::FunctionProfiler) | [`profile`] |
 //! | hook call sites with callbacks of your own (ftrace ops, filters) | [`Ftrace`](profile::Ftrace), [`FtraceOps`](profile::FtraceOps) | [`profile`] |
 //! | count how often a branch goes the expected way | [`likely!`], [`unlikely!`], [`branch!`] | [`profile`] |
+//! | compare two runs, telling a change from noise | [`diff`](profile::diff()), [`diff_runs`](profile::diff_runs) | [`profile`] |
 //! | a concurrent key → statistics table (hash histogram) | [`HashHist`](hist::HashHist), [`Shard`](hist::Shard) | [`hist`] |
 //! | hist triggers (`hist:keys=…:vals=…`) on events you emit | [`EventSource`](hist::EventSource), [`HistSpec`](hist::HistSpec) | [`hist`] |
 //! | which functions allocate most (`kmem/kmalloc` hist triggers) | [`TracedAlloc`](alloc::TracedAlloc), [`Kmem`](alloc::Kmem) | [`alloc`] |
@@ -23,11 +24,50 @@
 //! | get stats out as JSON, pprof, folded stacks, OpenMetrics | [`to_json`](export::to_json), [`to_pprof`](export::to_pprof), … | [`export`] |
 //! | serve all of it over HTTP (feature `http`) | `Server` | `http` |
 //!
-//! Each module is one subsystem and its items are listed at its top level: every public item
-//! has exactly one path (`tracestat::profile::FunctionProfiler`, not a second one inside a
-//! submodule), and no two public items share a name. [`Error`] is the one error type of the
-//! control surface; parsers have their own typed errors (for example
-//! [`SpecError`](hist::SpecError)), each naming what was wrong and where.
+//! On a hot path: `#[traced]` counts a call in 74 instructions and times it in 179 (the
+//! `BENCHMARKS.md` of the repository); for keyed events of your own, a single-writer
+//! [`Shard`](hist::Shard) per thread merged on read is the fastest table measured,
+//! [`HashHist::update_in`](hist::HashHist::update_in) under a guard held for a batch when
+//! threads must share one, and [`HashHist::increment`](hist::HashHist::increment) off the
+//! hot path (it pins the epoch per call).
+//!
+//! ## The map
+//!
+//! Layers from the bottom; a layer names the ones below it.
+//!
+//! - `primitive` (the std / loom shim: production code never names loom), `quiet` (the
+//!   crate's own allocations, invisible to the allocation events), [`Error`].
+//! - [`stat`]: the tracefs-like control surface — stat files from [`StatTracer`](stat::StatTracer)s,
+//!   control files with the kernel's parsing rules, each read its own snapshot.
+//! - [`export`]: one neutral model, [`Profile`](export::Profile), which producers fill, and
+//!   its writers (JSON, pprof, folded stacks, OpenMetrics).
+//! - [`hist`]: the histogram core — tables, single-writer shards, cells, buckets, the
+//!   hist-trigger language and its files — and `tracestat hist` over a saved trace's events.
+//! - the hook layer (`src/hook/`, private; its names are re-exported by [`profile`]): sites,
+//!   ops, filters, the published dispatch state and its read side, shadow stacks, the trace
+//!   clock, task-following futures. `src/hook/mod.rs` is its map.
+//! - [`profile`]: the providers on the hook layer — the function profiler, the branch
+//!   profiler, thread CPU time, run comparison, the `tracing` layer.
+//! - [`alloc`]: the global-allocator wrapper and the `kmem` events, whose `call_site` is the
+//!   task's innermost traced function.
+//! - [`replay`]: the streaming ftrace text parser and the replay, which counts in tables of
+//!   its own with the kernel's rules; [`Replay::ftrace`](replay::Replay::ftrace) offers its
+//!   hits to ops of your own.
+//! - `http` (feature `http`): every file, metric and profile served, read-only by default.
+//!
+//! Edges that go up today, each named where it lives: the hook layer records the function
+//! profiler's fast path into `hist` cells and reads thread CPU time from `profile`; the
+//! offline hist reads lines with `replay`'s parser; `export` converts `hist` bucket specs
+//! ([`BucketHistogram::from_buckets`](export::BucketHistogram::from_buckets)) and writes a
+//! replay's JSON ([`replay_to_json`](export::replay_to_json)), whose per-CPU rows and line
+//! counts have no place in the model.
+//!
+//! Invariants: every public item has exactly one path (`tracestat::profile::FunctionProfiler`,
+//! not a second one inside a submodule) and no two share a name; [`Error`] is the control
+//! surface's one error type and parsers have their own typed errors (for example
+//! [`SpecError`](hist::SpecError)), each naming what was wrong and where; a refused write
+//! changes nothing; no allocation, lock or system call on the steady-state hot path. Each
+//! module opens with its own map and invariants.
 //!
 //! ## A stat file of your own
 //!
@@ -125,10 +165,9 @@
 //!
 //! ## Profile a saved kernel trace
 //!
-//! [`Replay`](replay::Replay) feeds the lines of a `function` or `function_graph` trace
-//! (`/sys/kernel/tracing/trace`, `trace-cmd report`) through the same hook layer and
-//! profiler, so a kernel trace becomes the same `trace_stat/functions` table, per CPU or
-//! merged.
+//! [`Replay`](replay::Replay) counts the lines of a `function` or `function_graph` trace
+//! (`/sys/kernel/tracing/trace`, `trace-cmd report`) as the kernel's function profiler counts
+//! calls, so a kernel trace becomes the same `trace_stat/functions` table, per CPU or merged.
 //!
 //! ```
 //! use tracestat::replay::{Replay, ReplayOptions, Sort};

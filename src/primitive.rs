@@ -1,19 +1,25 @@
-//! The synchronization primitives every module uses, swapped for loom's under `cfg(loom)`.
+//! The synchronization primitives every module uses, swapped for loom's under `cfg(loom)`
+//! (the shape of tokio's `src/loom/` and crossbeam's `primitive` modules).
 //!
-//! Production code imports `crate::primitive::sync::...` (what loom models) or
-//! `crate::primitive::unmodeled::...` (std's types where no model reaches: the public API's
-//! `Arc`, `Weak`, `OnceLock` statics) and never names `std::sync` or `loom` directly, so the
-//! same source is model-checked and shipped (the shape of tokio's `src/loom/` and
-//! crossbeam's `primitive` modules). Only what the crate actually uses is re-exported; add
-//! to this file rather than reaching around it.
+//! # Map
 //!
-//! The locks absorb poisoning ([`sync::Mutex`], [`sync::RwLock`]): `lock()` returns the
-//! guard, never a `Result`.
+//! - [`sync`]: what loom models — atomics, fences, `Arc`, and the locks.
+//! - [`unmodeled`]: std's types where no model reaches (the public API's `Arc`, `Weak`,
+//!   `OnceLock` statics).
+//! - [`thread`] and [`cell`]: `thread_local!`, `yield_now` and an `UnsafeCell` with loom's
+//!   closure API, so callers write one form; [`spin_hint`] for spin loops.
+//! - [`epoch`]: epoch reclamation; under loom crossbeam-epoch built with its `loom` feature
+//!   (enable with `--cfg crossbeam_loom`).
 //!
-//! Epoch reclamation goes through [`epoch`]: under loom it is crossbeam-epoch built with its
-//! `loom` feature (enable with `--cfg crossbeam_loom`), and code under test must take a
-//! [`epoch::Collector`] handle instead of the global collector, so that each `loom::model`
-//! starts from a fresh one.
+//! # Invariants
+//!
+//! - Production code never names `std::sync` or `loom` directly, so the same source is
+//!   model-checked and shipped. Only what the crate actually uses is re-exported; add to
+//!   this file rather than reaching around it.
+//! - The locks absorb poisoning ([`sync::Mutex`], [`sync::RwLock`]): `lock()` returns the
+//!   guard, never a `Result`.
+//! - Code under test takes an [`epoch::Collector`] handle instead of the global collector,
+//!   so that each `loom::model` starts from a fresh one.
 
 #![allow(unused_imports, dead_code)]
 

@@ -1,10 +1,11 @@
 //! JSON export (feature `json`): profiles, histograms and stat files, with a versioned schema.
 //!
 //! Every document is one JSON object that starts with `"schema"` (what it is) and
-//! `"version"` ([`SCHEMA_VERSION`]); the schemas are listed in the [module docs of
-//! `export`](crate::export#json-schema-version-1). Writers end the document with a newline.
-//! Readers ([`profile_from_json`]) check the schema name and version and ignore unknown
-//! fields, so fields added in a compatible change do not break them.
+//! `"version"` ([`SCHEMA_VERSION`]); the rules common to every schema are in the [module docs
+//! of `export`](crate::export#json-schema-version-1), each schema's fields on its writer.
+//! Writers end the document with a newline. Readers ([`profile_from_json`]) check the schema
+//! name and version and ignore unknown fields, so fields added in a compatible change do not
+//! break them.
 
 use std::io::{self, Read, Write};
 
@@ -20,15 +21,15 @@ use crate::stat::{StatRegistry, StatTracer, TypedStat, render_each};
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// `"schema"` of a [`Profile`] document.
-pub const PROFILE_SCHEMA: &str = "tracestat.profile";
+const PROFILE_SCHEMA: &str = "tracestat.profile";
 /// `"schema"` of a single [`BucketHistogram`] document.
-pub const HISTOGRAM_SCHEMA: &str = "tracestat.histogram";
+const HISTOGRAM_SCHEMA: &str = "tracestat.histogram";
 /// `"schema"` of one stat file document.
-pub const STAT_FILE_SCHEMA: &str = "tracestat.stat_file";
+const STAT_FILE_SCHEMA: &str = "tracestat.stat_file";
 /// `"schema"` of a document holding every stat file of a registry.
-pub const STAT_FILES_SCHEMA: &str = "tracestat.stat_files";
+const STAT_FILES_SCHEMA: &str = "tracestat.stat_files";
 /// `"schema"` of one stat file's typed data ([`TypedStat`]).
-pub const STAT_TYPED_SCHEMA: &str = "tracestat.stat_typed";
+const STAT_TYPED_SCHEMA: &str = "tracestat.stat_typed";
 
 #[derive(Serialize)]
 struct TypedBody<'a> {
@@ -88,12 +89,29 @@ fn format_error(name: &str) -> io::Error {
     })
 }
 
-/// Writes `profile` as a `tracestat.profile` document.
+/// Writes `profile` as a `tracestat.profile` document, read back by [`profile_from_json`]:
+///
+/// ```json
+/// { "schema": "tracestat.profile", "version": 1,
+///   "functions": [ { "name": "vfs_read", "hits": 10, "time_ns": 5000, "time_sq_ns2": 2600000 } ],
+///   "paths": [ { "frames": ["main", "vfs_read"], "hits": 10,
+///                "self_time_ns": 4000, "total_time_ns": 5000 } ],
+///   "histograms": [ { "name": "latency_ns", "help": "", "labels": { "cpu": "0" },
+///                     "buckets": [ { "le": 1023, "count": 3 } ], "sum": 4100, "count": 4 } ],
+///   "counters": [ { "name": "events", "help": "", "labels": {}, "value": 7 } ],
+///   "dropped": 0 }
+/// ```
+///
+/// Field meanings are those of [`Profile`] and its parts: `time_ns`, `time_sq_ns2`,
+/// `self_time_ns`, `total_time_ns` are `null` when not timed; `frames` are root first;
+/// bucket counts are not cumulative and the `+Inf` bucket is `count` minus their sum;
+/// `labels` is an object.
 pub fn to_json(profile: &Profile, w: impl Write) -> io::Result<()> {
     write_doc(PROFILE_SCHEMA, profile, w)
 }
 
-/// Writes one histogram as a `tracestat.histogram` document.
+/// Writes one histogram as a `tracestat.histogram` document: one object of
+/// [`to_json`]'s `histograms`, with `schema` and `version` added.
 pub fn histogram_to_json(histogram: &BucketHistogram, w: impl Write) -> io::Result<()> {
     write_doc(HISTOGRAM_SCHEMA, histogram, w)
 }
@@ -120,6 +138,16 @@ pub fn profile_from_json(mut r: impl Read) -> io::Result<Profile> {
 
 /// Writes one read of `tracer` as a `tracestat.stat_file` document, each row with its text
 /// only: works for every provider.
+///
+/// ```json
+/// { "schema": "tracestat.stat_file", "version": 1, "name": "functions",
+///   "headers": "  Function    Hit\n  --------    ---\n",
+///   "rows": [ { "text": "  vfs_read    10\n", "entry": { "...": "..." } } ] }
+/// ```
+///
+/// `rows` are in the file's sorted order, and `headers` followed by every row's `text` is
+/// the stat file byte for byte. `entry` is present only when the provider opted in through
+/// [`stat_to_json_typed`].
 pub fn stat_to_json<T: StatTracer + ?Sized>(tracer: &T, w: impl Write) -> io::Result<()> {
     let mut rows: Vec<Row<()>> = Vec::new();
     let headers = render_each(tracer, |_, text| rows.push(Row { text, entry: None }))
@@ -132,8 +160,8 @@ pub fn stat_to_json<T: StatTracer + ?Sized>(tracer: &T, w: impl Write) -> io::Re
     write_doc(STAT_FILE_SCHEMA, body, w)
 }
 
-/// Writes one read of `tracer` as a `tracestat.stat_file` document whose rows carry the
-/// serialized entry beside its text: the opt-in for providers whose entries are
+/// Writes one read of `tracer` as a [`stat_to_json`] document whose rows carry the
+/// serialized entry (`entry`) beside its text: the opt-in for providers whose entries are
 /// [`Serialize`].
 pub fn stat_to_json_typed<T>(tracer: &T, w: impl Write) -> io::Result<()>
 where
@@ -183,9 +211,10 @@ pub fn registry_stat_to_json(registry: &StatRegistry, name: &str, w: impl Write)
     write_doc(STAT_FILE_SCHEMA, registry_file(registry, name)?, w)
 }
 
-/// Writes the registered stat file `name` as typed data, a `tracestat.stat_typed` document,
-/// when its provider has typed data ([`StatTracer::typed_json`]), and as a
-/// `tracestat.stat_file` document of text rows otherwise.
+/// Writes the registered stat file `name` as typed data, a [`write_typed`] document (the
+/// HTTP endpoint's `?format=json`), when its provider has typed data
+/// ([`StatTracer::typed_json`]; every stat file the crate ships does), and as a
+/// [`stat_to_json`] document of text rows otherwise.
 pub fn registry_stat_to_json_typed(
     registry: &StatRegistry,
     name: &str,
@@ -201,7 +230,30 @@ pub fn registry_stat_to_json_typed(
     }
 }
 
-/// Writes `typed`, the typed data of stat file `name`, as a `tracestat.stat_typed` document.
+/// Writes `typed`, the typed data of stat file `name`, as a `tracestat.stat_typed` document:
+///
+/// ```json
+/// { "schema": "tracestat.stat_typed", "version": 1, "name": "functions", "kind": "functions",
+///   "data": { ... } }
+/// ```
+///
+/// `data` by `kind`, rows in the file's order (times in ns, `null` when not timed):
+/// - `functions` (`functions`, `function<N>`): `{ "timed": true, "functions": [ { "name",
+///   "hits", "time_ns", "avg_ns", "s2_ns2" } ] }`; `s2_ns2` is the sample variance
+///   `(n·Σx² − (Σx)²) / (n·(n−1))` in ns² (the s^2 column before its unit change).
+/// - `function_latency`: `{ "functions": [ { "name", "hits", "avg_ns", "sum_ns",
+///   "percentiles": [ { "name": "p50", "below_ns" } ], "buckets": [ { "lo", "hi", "count" } ]
+///   } ] }`; a bucket holds the calls with `lo <= ns < hi`, empty buckets are left out; a
+///   percentile is the upper bound of the bucket it falls in (`null` when unknown).
+/// - `branch` (`branch_annotated`, `branch_all`): `{ "rows": [ { "function", "file",
+///   "line", "hint", "correct", "incorrect", "taken", "not_taken", "incorrect_percent" } ] }`
+///   with `hint` one of `likely`, `unlikely`, `none` and `incorrect_percent` `null` for a
+///   site that never ran.
+/// - `hist` (hist files): `{ "histograms": [ { "spec", "paused", "keys", "values",
+///   "entries": [ { "key": { "<key>": n }, "hitcount", "values": { "<value>": n },
+///   "buckets": [ ... ] } ], "totals": { "hits", "entries", "dropped" } } ] }`; keys are
+///   the numbers the table holds (after `.log2` / `.buckets` rounding), `buckets` only for
+///   bucket histograms.
 pub fn write_typed(name: &str, typed: &TypedStat, w: impl Write) -> io::Result<()> {
     let body = TypedBody {
         name,
@@ -212,7 +264,8 @@ pub fn write_typed(name: &str, typed: &TypedStat, w: impl Write) -> io::Result<(
 }
 
 /// Writes every stat file of `registry`, sorted by name, as one `tracestat.stat_files`
-/// document. A file unregistered while this runs is left out.
+/// document, `{ "schema", "version", "files": [ ... ] }`, each file a [`stat_to_json`] body
+/// without `schema` / `version`. A file unregistered while this runs is left out.
 pub fn registry_to_json(registry: &StatRegistry, w: impl Write) -> io::Result<()> {
     let mut files = Vec::new();
     for name in registry.names() {
@@ -227,7 +280,7 @@ pub fn registry_to_json(registry: &StatRegistry, w: impl Write) -> io::Result<()
 
 /// `"schema"` of the JSON document [`replay_to_json`] writes.
 #[cfg(not(loom))]
-pub const REPLAY_SCHEMA: &str = "tracestat.replay";
+const REPLAY_SCHEMA: &str = "tracestat.replay";
 
 /// Writes a replay as one `tracestat.replay` JSON document (feature `json`), on one line
 /// (so that live output is NDJSON, one document per print):

@@ -1,26 +1,38 @@
 //! Exports: stats leave the process as JSON, pprof, folded stacks and OpenMetrics.
 //!
-//! # Design
+//! # Map
 //!
-//! Exporters read one neutral data model, [`Profile`] (functions, call paths, bucket
-//! histograms, counters, the dropped total), never the profiler's or the histogram's internal
-//! types: producers convert their snapshots into it, and each format is a pure function of a
-//! `Profile` written to an [`io::Write`]. Stat files of arbitrary
-//! [`StatTracer`](crate::stat::StatTracer) providers are exported to JSON directly (see
-//! below).
+//! - `model`: the one neutral data model, [`Profile`] (functions, call paths, bucket
+//!   histograms, counters, the dropped total), and [`Profile::validate`].
+//! - one file per format, each a pure function of a `Profile` written to an [`io::Write`]:
 //!
-//! | format | function | feature | consumer |
+//! | format | function | file, feature | consumer |
 //! | --- | --- | --- | --- |
-//! | JSON | [`to_json`], [`stat_to_json`], [`stat_to_json_typed`], [`registry_to_json`], [`replay_to_json`] | `json` | anything; schema below |
-//! | pprof | [`to_pprof`] | `pprof` | `go tool pprof`, Pyroscope, Parca |
-//! | folded stacks | [`to_folded`] | — | `inferno-flamegraph`, `flamegraph.pl` |
-//! | OpenMetrics 1.0 | [`to_openmetrics`] | — | Prometheus, `prometheus_client` |
-//! | Prometheus 0.0.4 | [`to_prometheus_text`] | — | `promtool check metrics`, older scrapers |
+//! | JSON | [`to_json`], [`stat_to_json`], [`stat_to_json_typed`], [`registry_to_json`], [`replay_to_json`] | `json.rs`, `json` | anything; schema below |
+//! | pprof | [`to_pprof`] | `pprof.rs`, `proto.rs`, `pprof` | `go tool pprof`, Pyroscope, Parca |
+//! | folded stacks | [`to_folded`] | `folded.rs` | `inferno-flamegraph`, `flamegraph.pl` |
+//! | OpenMetrics 1.0 | [`to_openmetrics`] | `openmetrics.rs` | Prometheus, `prometheus_client` |
+//! | Prometheus 0.0.4 | [`to_prometheus_text`] | `openmetrics.rs` | `promtool check metrics`, older scrapers |
 //!
-//! [`write`](fn@write) takes a [`Format`] (parsed from `json`, `pprof`, `folded`, `openmetrics`,
-//! `prometheus`) for command lines. Every exporter first checks [`Profile::validate`] and
-//! fails with [`io::ErrorKind::InvalidInput`] carrying a
-//! [`ModelError`] rather than write a file its consumer would reject.
+//! - [`write`](fn@write) takes a [`Format`] (parsed from `json`, `pprof`, `folded`,
+//!   `openmetrics`, `prometheus`) for command lines.
+//!
+//! # Invariants
+//!
+//! - Exporters never read the profiler's or the histogram's internal types: producers
+//!   convert their snapshots into a `Profile`. The exceptions: stat files of any
+//!   [`StatTracer`](crate::stat::StatTracer) go to JSON directly; [`replay_to_json`] reads a
+//!   [`Replay`](crate::replay::Replay) (its per-CPU rows, line counts and unmatched calls
+//!   have no place in a `Profile`) and [`BucketHistogram::from_buckets`] reads a
+//!   [`BucketSpec`](crate::hist::BucketSpec): the two edges from this module up to the
+//!   producers, which in turn fill `Profile`s.
+//! - Every exporter first checks [`Profile::validate`] and fails with
+//!   [`io::ErrorKind::InvalidInput`] carrying a [`ModelError`] rather than write a file its
+//!   consumer would reject.
+//! - Function names and labels are arbitrary text: JSON escapes (serde_json), pprof stores
+//!   strings verbatim, folded stacks replace `;` and control characters ([`to_folded`]), the
+//!   metrics text escapes label values and help and makes metric and label names valid
+//!   ([`to_openmetrics`]).
 //!
 //! ```
 //! use tracestat::export::{self, FunctionStats, PathStats, Profile};
@@ -50,83 +62,15 @@
 //! Features: `json` (serde, serde_json) and `pprof` (prost, flate2) are on by default;
 //! folded stacks and the metrics text need no dependency and are always built.
 //!
-//! # Bad names
-//!
-//! Function names and labels are arbitrary text. Each format escapes or replaces what it
-//! cannot carry: JSON escapes (serde_json), pprof stores strings verbatim, folded stacks
-//! replace `;` and control characters (see [`to_folded`]), the metrics text escapes
-//! label values and help and makes metric and label names valid (see [`to_openmetrics`]).
-//!
 //! # JSON schema (version 1)
 //!
-//! Every document is one object whose first two fields are `"schema"` and `"version"`
-//! ([`SCHEMA_VERSION`]). Numbers are JSON integers (times can exceed 2^64 ns in principle and
-//! are written exactly; readers in languages with 53-bit numbers should parse them as big
-//! integers). Readers ignore unknown fields; adding a field is a compatible change, anything
-//! else bumps the version.
-//!
-//! `tracestat.profile` ([`to_json`], read back by [`profile_from_json`]):
-//! ```json
-//! { "schema": "tracestat.profile", "version": 1,
-//!   "functions": [ { "name": "vfs_read", "hits": 10, "time_ns": 5000, "time_sq_ns2": 2600000 } ],
-//!   "paths": [ { "frames": ["main", "vfs_read"], "hits": 10,
-//!                "self_time_ns": 4000, "total_time_ns": 5000 } ],
-//!   "histograms": [ { "name": "latency_ns", "help": "", "labels": { "cpu": "0" },
-//!                     "buckets": [ { "le": 1023, "count": 3 } ], "sum": 4100, "count": 4 } ],
-//!   "counters": [ { "name": "events", "help": "", "labels": {}, "value": 7 } ],
-//!   "dropped": 0 }
-//! ```
-//! Field meanings are those of [`Profile`] and its parts: `time_ns`, `time_sq_ns2`, `self_time_ns`,
-//! `total_time_ns` are `null` when not timed; `frames` are root first; bucket counts are not
-//! cumulative and the `+Inf` bucket is `count` minus their sum; `labels` is an object.
-//!
-//! `tracestat.histogram` ([`histogram_to_json`]): one histogram object as above, with
-//! `schema` and `version` added.
-//!
-//! `tracestat.stat_file` ([`stat_to_json`], [`stat_to_json_typed`],
-//! [`registry_stat_to_json`]): one read of a stat file.
-//! ```json
-//! { "schema": "tracestat.stat_file", "version": 1, "name": "functions",
-//!   "headers": "  Function    Hit\n  --------    ---\n",
-//!   "rows": [ { "text": "  vfs_read    10\n", "entry": { "...": "..." } } ] }
-//! ```
-//! `rows` are in the file's sorted order, and `headers` followed by every row's `text` is
-//! the stat file byte for byte. `entry` is present only when the provider opted in:
-//! [`stat_to_json_typed`] takes providers whose `Entry` is `serde::Serialize` and writes
-//! each entry's own JSON; [`stat_to_json`] works for every provider and writes text only.
-//!
-//! `tracestat.stat_typed` ([`registry_stat_to_json_typed`], [`write_typed`], the HTTP
-//! endpoint's `?format=json`): one read of a stat file as typed data, for providers that
-//! have it ([`StatTracer::typed_json`](crate::stat::StatTracer::typed_json); every stat file
-//! the crate ships does).
-//! ```json
-//! { "schema": "tracestat.stat_typed", "version": 1, "name": "functions", "kind": "functions",
-//!   "data": { ... } }
-//! ```
-//! `data` by `kind`, rows in the file's order (times in ns, `null` when not timed):
-//! - `functions` (`functions`, `function<N>`): `{ "timed": true, "functions": [ { "name",
-//!   "hits", "time_ns", "avg_ns", "s2_ns2" } ] }`; `s2_ns2` is the sample variance
-//!   `(n·Σx² − (Σx)²) / (n·(n−1))` in ns² (the s^2 column before its unit change).
-//! - `function_latency`: `{ "functions": [ { "name", "hits", "avg_ns", "sum_ns",
-//!   "percentiles": [ { "name": "p50", "below_ns" } ], "buckets": [ { "lo", "hi", "count" } ]
-//!   } ] }`; a bucket holds the calls with `lo <= ns < hi`, empty buckets are left out; a
-//!   percentile is the upper bound of the bucket it falls in (`null` when unknown).
-//! - `branch` (`branch_annotated`, `branch_all`): `{ "rows": [ { "function", "file",
-//!   "line", "hint", "correct", "incorrect", "taken", "not_taken", "incorrect_percent" } ] }`
-//!   with `hint` one of `likely`, `unlikely`, `none` and `incorrect_percent` `null` for a
-//!   site that never ran.
-//! - `hist` (hist files): `{ "histograms": [ { "spec", "paused", "keys", "values",
-//!   "entries": [ { "key": { "<key>": n }, "hitcount", "values": { "<value>": n },
-//!   "buckets": [ ... ] } ], "totals": { "hits", "entries", "dropped" } } ] }`; keys are
-//!   the numbers the table holds (after `.log2` / `.buckets` rounding), `buckets` only for
-//!   bucket histograms.
-//!
-//! `tracestat.stat_files` ([`registry_to_json`]): `{ "schema", "version", "files": [ ... ] }`,
-//! each file a `tracestat.stat_file` body without `schema`/`version`, sorted by name.
-//!
-//! `tracestat.replay` ([`replay_to_json`]): a replayed kernel trace, its function rows
-//! (merged and per CPU), event counts, line counts by kind and unmatched calls; the fields
-//! are listed on the function.
+//! Every document is one object whose first two fields are `"schema"` (what it is:
+//! `tracestat.profile`, `tracestat.histogram`, `tracestat.stat_file`, `tracestat.stat_files`,
+//! `tracestat.stat_typed`, `tracestat.replay`) and `"version"` ([`SCHEMA_VERSION`]); each
+//! writer's docs give its fields. Numbers are JSON integers (times can exceed 2^64 ns in
+//! principle and are written exactly; readers in languages with 53-bit numbers should parse
+//! them as big integers). Readers ignore unknown fields; adding a field is a compatible
+//! change, anything else bumps the version.
 
 mod folded;
 mod model;
@@ -144,15 +88,14 @@ use std::io;
 use std::str::FromStr;
 
 pub use folded::{FoldedWeight, folded_lines, to_folded, to_folded_weighted};
+#[cfg(all(feature = "json", not(loom)))]
+pub use json::replay_to_json;
 #[cfg(feature = "json")]
 pub use json::{
-    HISTOGRAM_SCHEMA, PROFILE_SCHEMA, SCHEMA_VERSION, STAT_FILE_SCHEMA, STAT_FILES_SCHEMA,
-    STAT_TYPED_SCHEMA, histogram_to_json, profile_from_json, registry_stat_to_json,
+    SCHEMA_VERSION, histogram_to_json, profile_from_json, registry_stat_to_json,
     registry_stat_to_json_typed, registry_to_json, stat_to_json, stat_to_json_typed, to_json,
     write_typed,
 };
-#[cfg(all(feature = "json", not(loom)))]
-pub use json::{REPLAY_SCHEMA, replay_to_json};
 pub use model::{
     Bucket, BucketHistogram, Counter, FunctionStats, ModelError, PathStats, Profile, StackTotals,
 };
@@ -160,10 +103,10 @@ pub use openmetrics::{
     OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE, TextFormat, to_metrics_text, to_openmetrics,
     to_prometheus_text,
 };
+#[cfg(feature = "pprof")]
+pub use pprof::to_pprof;
 #[cfg(all(feature = "pprof", feature = "http"))]
 pub(crate) use pprof::to_pprof_commented;
-#[cfg(feature = "pprof")]
-pub use pprof::{pprof_profile, to_pprof};
 
 /// An export format, for command lines (`--format json|pprof|folded|openmetrics|prometheus`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

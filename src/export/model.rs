@@ -3,31 +3,8 @@
 //! A [`Profile`] is plain owned data: what the function profiler, replay and the hash
 //! histogram hand to the exporters, with no reference to their internal types. Producers fill
 //! it (conversions from the profiler's and the histogram's own snapshots live beside those
-//! types); exporters only read it. Everything is `pub` and `Default`, so a producer writes
-//! `Profile { functions, ..Default::default() }`.
-//!
-//! # Units and meanings
-//!
-//! - Times are **nanoseconds** in `u128`, so sums of long runs cannot overflow; exporters
-//!   whose format is narrower (pprof's `int64`) saturate.
-//! - A [`FunctionStats`] is one row of `trace_stat/functions`: `hits` calls, `time_ns` the
-//!   summed duration of those calls (with graph-time on, children included, as the kernel
-//!   shows it), `time_sq_ns2` the sum of squared durations (the s^2 column's input).
-//! - A [`PathStats`] is one call path (root first, leaf last): `hits` calls of the leaf made
-//!   through exactly this path, `self_time_ns` time spent in the leaf itself on this path
-//!   (children excluded), `total_time_ns` the same with children included. Self times of
-//!   all paths add up to the profiled wall time, which is what flame graphs and pprof show.
-//! - A [`BucketHistogram`] is one histogram series in the Prometheus model: each
-//!   [`Bucket`] counts the samples `<= le` and `>` the previous bucket's `le`
-//!   (**not cumulative**; exporters accumulate), and the samples above the last `le`
-//!   (the `+Inf` bucket) are `count` minus the bucket counts. An integer bucket `[lo, hi)` of
-//!   the bpftrace-style histograms has `le = hi - 1`.
-//!
-//! # Invariants ([`Profile::validate`] checks them; exporters refuse a profile that fails)
-//!
-//! - Every path has at least one frame.
-//! - In every histogram the `le` bounds are strictly increasing and the bucket counts add up
-//!   to at most `count`.
+//! types); exporters only read it. Its units and meanings are on [`Profile`], its invariants
+//! on [`Profile::validate`].
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -37,7 +14,25 @@ use serde::{Deserialize, Serialize};
 
 /// Everything one export carries: per-function stats, call paths, histograms and counters.
 ///
-/// Field order is the order of the JSON schema (see [`crate::export`]).
+/// Field order is the order of the JSON schema (see [`crate::export`]). Everything is `pub`
+/// and `Default`, so a producer writes `Profile { functions, ..Default::default() }`.
+///
+/// # Units and meanings
+///
+/// - Times are **nanoseconds** in `u128`, so sums of long runs cannot overflow; exporters
+///   whose format is narrower (pprof's `int64`) saturate.
+/// - A [`FunctionStats`] is one row of `trace_stat/functions`: `hits` calls, `time_ns` the
+///   summed duration of those calls (with graph-time on, children included, as the kernel
+///   shows it), `time_sq_ns2` the sum of squared durations (the s^2 column's input).
+/// - A [`PathStats`] is one call path (root first, leaf last): `hits` calls of the leaf made
+///   through exactly this path, `self_time_ns` time spent in the leaf itself on this path
+///   (children excluded), `total_time_ns` the same with children included. Self times of
+///   all paths add up to the profiled wall time, which is what flame graphs and pprof show.
+/// - A [`BucketHistogram`] is one histogram series in the Prometheus model: each
+///   [`Bucket`] counts the samples `<= le` and `>` the previous bucket's `le`
+///   (**not cumulative**; exporters accumulate), and the samples above the last `le`
+///   (the `+Inf` bucket) are `count` minus the bucket counts. An integer bucket `[lo, hi)` of
+///   the bpftrace-style histograms has `le = hi - 1`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "json", derive(Serialize, Deserialize), serde(default))]
 pub struct Profile {
@@ -257,7 +252,11 @@ impl From<ModelError> for std::io::Error {
 }
 
 impl Profile {
-    /// Checks the invariants listed in the module docs.
+    /// Checks the invariants every exporter relies on, which it refuses a profile without:
+    ///
+    /// - every path has at least one frame;
+    /// - in every histogram the `le` bounds are strictly increasing and the bucket counts add
+    ///   up to at most `count` ([`BucketHistogram::validate`]).
     pub fn validate(&self) -> Result<(), ModelError> {
         if let Some(index) = self.paths.iter().position(|p| p.frames.is_empty()) {
             return Err(ModelError::EmptyPath { index });
@@ -304,7 +303,8 @@ impl Profile {
 }
 
 impl BucketHistogram {
-    /// Checks this histogram's invariants (see the module docs).
+    /// Checks this histogram's invariants: `le` bounds strictly increasing, bucket counts
+    /// adding up to at most `count`.
     pub fn validate(&self) -> Result<(), ModelError> {
         let mut total: u128 = 0;
         for (i, b) in self.buckets.iter().enumerate() {

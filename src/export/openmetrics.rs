@@ -1,42 +1,6 @@
 //! OpenMetrics 1.0 and Prometheus 0.0.4 text: counters, per-function stats and bucket
-//! histograms, for Prometheus scrapes and `promtool`.
-//!
-//! # Metric families
-//!
-//! | family | type | series |
-//! | --- | --- | --- |
-//! | `tracestat_function_calls` | counter | `_total{function="<name>"}` = hits, every function |
-//! | `tracestat_function_time_seconds` | counter, unit `seconds` | `_total{function="<name>"}` = time, timed functions only |
-//! | `tracestat_dropped` | counter | `_total` = [`Profile::dropped`] |
-//! | `tracestat_<counter name>` | counter | `_total{<labels>}` = value, one per [`Counter`](super::model::Counter) |
-//! | `tracestat_<histogram name>` | histogram | `_bucket{<labels>,le="..."}` cumulative, ending in `le="+Inf"` (= `_count`), `_sum`, `_count` |
-//!
-//! Families are written in name order, each as one block (`# TYPE`, `# UNIT` where a unit
-//! applies, `# HELP`, then its samples); an OpenMetrics exposition ends with `# EOF`.
-//! Times are in seconds (the base unit), written as exact decimals of the nanosecond counts.
-//! Histogram `le` bounds and `_sum` are in the histogram's own unit, written as integers.
-//! Counter series with equal labels (two functions of one name) are added up. A counter or
-//! histogram without help text gets one that names it (promtool requires help).
-//!
-//! # The two formats
-//!
-//! [`TextFormat::OpenMetrics`] (`to_openmetrics`) names a counter family without `_total`
-//! and writes `# UNIT` and `# EOF`; [`TextFormat::Prometheus`] (`to_prometheus_text`, the
-//! 0.0.4 format that `promtool check metrics` and older scrapers read) names it with `_total`
-//! and writes neither. Samples are identical.
-//!
-//! # Names
-//!
-//! Metric names get the `tracestat_` prefix; every character outside `[a-zA-Z0-9_]` becomes
-//! `_`, ASCII letters become lower case (snake_case, as `promtool` wants), a counter's own
-//! `_total` suffix is dropped (the format adds it back). Label names get the same character
-//! rule, a leading digit or `__` (reserved) gets a `_`/`x` prefix, and a histogram label named
-//! `le` becomes `_le`. Names that clash after this are an error ([`ModelError`]), never a
-//! silent merge. Label values and `# HELP` text are escaped per the format: `\` → `\\`,
-//! newline → `\n`, and in label values (and OpenMetrics help) `"` → `\"`. A carriage return
-//! has no escape in either format and line readers (Python's among them) split lines at it,
-//! so it is written as an escaped backslash and `r`: the value reads back as the two
-//! characters `\r`.
+//! histograms, for Prometheus scrapes and `promtool`; the families, the two formats and the
+//! naming rules are on [`to_metrics_text`].
 
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
@@ -119,7 +83,7 @@ fn sanitize_name(name: &str) -> String {
     }
 }
 
-/// A label name made valid (see the module docs).
+/// A label name made valid (the rules: [`to_metrics_text`]).
 fn sanitize_label(name: &str, histogram: bool) -> String {
     let mut s: String = name
         .chars()
@@ -318,8 +282,8 @@ fn default_help(help: &str, what: &str, name: &str) -> String {
     }
 }
 
-/// Escapes a label value: `\`, `"` and newline; a carriage return becomes `\\r` (see the
-/// module docs).
+/// Escapes a label value: `\`, `"` and newline; a carriage return becomes `\\r` (the
+/// rules: [`to_metrics_text`]).
 pub fn escape_label_value(v: &str) -> String {
     let mut s = String::with_capacity(v.len());
     for c in v.chars() {
@@ -383,17 +347,54 @@ fn write_labels(
     w.write_all(b"}")
 }
 
-/// Writes `profile` in the OpenMetrics 1.0 text format.
+/// Writes `profile` in the OpenMetrics 1.0 text format ([`to_metrics_text`]).
 pub fn to_openmetrics(profile: &Profile, w: impl Write) -> io::Result<()> {
     to_metrics_text(profile, TextFormat::OpenMetrics, w)
 }
 
-/// Writes `profile` in the Prometheus 0.0.4 text format.
+/// Writes `profile` in the Prometheus 0.0.4 text format ([`to_metrics_text`]).
 pub fn to_prometheus_text(profile: &Profile, w: impl Write) -> io::Result<()> {
     to_metrics_text(profile, TextFormat::Prometheus, w)
 }
 
-/// Writes `profile` in the chosen text format (see the module docs).
+/// Writes `profile` in the chosen text format.
+///
+/// # Metric families
+///
+/// | family | type | series |
+/// | --- | --- | --- |
+/// | `tracestat_function_calls` | counter | `_total{function="<name>"}` = hits, every function |
+/// | `tracestat_function_time_seconds` | counter, unit `seconds` | `_total{function="<name>"}` = time, timed functions only |
+/// | `tracestat_dropped` | counter | `_total` = [`Profile::dropped`] |
+/// | `tracestat_<counter name>` | counter | `_total{<labels>}` = value, one per [`Counter`](super::model::Counter) |
+/// | `tracestat_<histogram name>` | histogram | `_bucket{<labels>,le="..."}` cumulative, ending in `le="+Inf"` (= `_count`), `_sum`, `_count` |
+///
+/// Families are written in name order, each as one block (`# TYPE`, `# UNIT` where a unit
+/// applies, `# HELP`, then its samples); an OpenMetrics exposition ends with `# EOF`.
+/// Times are in seconds (the base unit), written as exact decimals of the nanosecond counts.
+/// Histogram `le` bounds and `_sum` are in the histogram's own unit, written as integers.
+/// Counter series with equal labels (two functions of one name) are added up. A counter or
+/// histogram without help text gets one that names it (promtool requires help).
+///
+/// # The two formats
+///
+/// [`TextFormat::OpenMetrics`] (`to_openmetrics`) names a counter family without `_total`
+/// and writes `# UNIT` and `# EOF`; [`TextFormat::Prometheus`] (`to_prometheus_text`, the
+/// 0.0.4 format that `promtool check metrics` and older scrapers read) names it with `_total`
+/// and writes neither. Samples are identical.
+///
+/// # Names
+///
+/// Metric names get the `tracestat_` prefix; every character outside `[a-zA-Z0-9_]` becomes
+/// `_`, ASCII letters become lower case (snake_case, as `promtool` wants), a counter's own
+/// `_total` suffix is dropped (the format adds it back). Label names get the same character
+/// rule, a leading digit or `__` (reserved) gets a `_`/`x` prefix, and a histogram label named
+/// `le` becomes `_le`. Names that clash after this are an error ([`ModelError`]), never a
+/// silent merge. Label values and `# HELP` text are escaped per the format: `\` → `\\`,
+/// newline → `\n`, and in label values (and OpenMetrics help) `"` → `\"`. A carriage return
+/// has no escape in either format and line readers (Python's among them) split lines at it,
+/// so it is written as an escaped backslash and `r`: the value reads back as the two
+/// characters `\r`.
 pub fn to_metrics_text(profile: &Profile, format: TextFormat, w: impl Write) -> io::Result<()> {
     let fams = families(profile)?;
     let mut w = io::BufWriter::new(w);

@@ -34,7 +34,7 @@
 //! too large; `431` headers too large or too many; `501` a `Transfer-Encoding`; `503` over
 //! the connection limit, or shutting down during a profile.
 //!
-//! # Security
+//! # Security (the invariants)
 //!
 //! The control surface changes what the process does, so:
 //!
@@ -58,13 +58,19 @@
 //!   switches, resets or reconfigures anything, so a client without write permission
 //!   changes no state.
 //!
-//! # Design
+//! # Map
 //!
-//! Synchronous and small: one accept thread and one short-lived thread per connection (at
-//! most `max_connections`), each serving exactly one request. `httparse` parses requests
-//! (`conn.rs` only enforces the limits around it); [`Router::route`] is a pure function of
-//! the parsed request (`route.rs`), shared with the fuzz target. Reads take the same
-//! snapshots as the library's own readers, so a request never blocks the profiled threads.
+//! Synchronous and small: one accept thread (this file, with the [`ServerBuilder`]) and one
+//! short-lived thread per connection (at most `max_connections`), each serving exactly one
+//! request.
+//!
+//! - `conn.rs`: one connection — `httparse` parses the request, the file enforces the limits
+//!   around it and writes the response against its deadline.
+//! - `route.rs`: [`Router::route`], a pure function of the parsed request (shared with the
+//!   fuzz target). Reads take the same snapshots as the library's own readers, so a request
+//!   never blocks the profiled threads.
+//! - `window.rs`: the profile windows of `/debug/pprof/profile`, differences of the records.
+//!
 //! Dropping the [`Server`] stops the accept thread and ends a running profile window early;
 //! requests in flight finish within their limits.
 

@@ -118,7 +118,7 @@ impl BranchSite {
 pub static BRANCH_SITES: [BranchSite];
 
 /// The number of branch sites in the binary.
-pub fn branch_site_count() -> usize {
+fn branch_site_count() -> usize {
     BRANCH_SITES.len()
 }
 

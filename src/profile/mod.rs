@@ -1,48 +1,29 @@
-//! The ftrace-compatible hook interface and the providers on it (function and branch
-//! profilers).
+//! The ftrace-compatible hook interface and the providers on it.
 //!
-//! # The hook layer
+//! # Map
 //!
-//! ftrace's function-hook machinery for user space (in `src/hook/`, private; everything a
-//! user needs is re-exported here), shaped after `Documentation/trace/ftrace-uses.rst` and
-//! the 2009 design for several concurrent function-tracing users, each with its own hash
-//! list of functions and a refcount per call site:
-//!
-//! - `site`: call sites ([`Site`], the `dyn_ftrace` analog). `#[tracestat::traced]` on a
-//!   function, or [`traced_block!`](crate::traced_block) on a block, creates one; all are
-//!   listed in [`SITES`] at link time. A site no ops covers costs one relaxed load and a
-//!   predicted branch.
-//! - `ops`: [`FtraceOps`], a function callback `(ip, parent_ip, &ops, Option<&Regs>)` or a
-//!   graph entry/return pair, with [`OpsFlags`] and private data.
-//! - `filter` and `glob`: per-ops filter and notrace hashes written with the
-//!   `set_ftrace_filter` syntax.
-//! - `ftrace`: [`Ftrace`], one instance of the layer (the global one over every static
-//!   site, or one over owned sites): register / unregister with the kernel's promises,
-//!   refcounts, atomic filter changes, the `IPMODIFY` rule.
-//! - `dispatch`: the out-of-line path of an enabled site (direct call or list walk), the
-//!   [`ScopeGuard`] that ends a traced scope, and the replay entry points
-//!   ([`Ftrace::dispatch_ip`], [`Ftrace::graph_entry_at`], [`Ftrace::graph_return_at`]).
-//! - `graph`: shadow stacks and the per-frame data a profiler needs (call time, child
-//!   time).
-//! - `future`: instrumented futures ([`TracedFuture`], `#[traced]` on `async fn`): one
-//!   call per future, whose frame moves with the task between polls.
-//! - `rcu`: the grace period behind unregister; `recursion`: the per-thread recursion
-//!   guard; `thread`: per-thread state; `pid`: thread ids and `set_ftrace_pid`.
-//! - `control`: the control files (`available_filter_functions`, `enabled_functions`,
-//!   `set_ftrace_filter`, `set_ftrace_notrace`, `set_ftrace_pid`).
-//!
-//!
-//! # The providers
-//!
+//! - The hook layer (private, `src/hook/`; its map and invariants are that module's docs):
+//!   its public items — [`Site`], [`FtraceOps`], [`Ftrace`], filters, shadow stacks, the
+//!   trace clock, [`TracedFuture`] — are re-exported here, the one path users name them by.
 //! - [`FunctionProfiler`] (`function/`): the kernel's function profiler — Hit, Time, Avg,
 //!   s^2 per function, per thread and merged, with latency histograms and call paths.
-//! - the branch profiler (`branch`): `likely!` / `unlikely!` / `branch!` outcomes, as the
+//! - `branch`: the branch profiler, `likely!` / `unlikely!` / `branch!` outcomes as the
 //!   kernel's `branch_annotated` and `branch_all`.
-//! - `cputime`: thread CPU time for sleep-time off ([`CpuClock`], [`thread_cpu_ns`]): a
-//!   perf task-clock event read from its mmap'd page where the kernel allows.
-//! - `diff`: runs' function rows compared, and tested against run-to-run noise ([`diff()`],
+//! - `cputime`: thread CPU time for sleep-time off ([`CpuClock`], [`thread_cpu_ns`]).
+//! - `diff`: runs' function rows compared and tested against run-to-run noise ([`diff()`],
 //!   [`diff_runs`]).
+//! - `format`: the `trace_stat/function*` row text, shared with the replay.
 //! - `tracing_layer` (feature `tracing`): spans of the `tracing` crate as calls.
+//!
+//! # Invariants
+//!
+//! - The function profiler is an ops of the hook layer, registered and unregistered with
+//!   the layer's promises (a refused registration changes nothing); the `tracing` layer is a
+//!   source of calls into the hook layer, which every registered ops sees; the branch
+//!   profiler counts at link-time sites of its own.
+//! - Every file a provider adds keeps the kernel's format byte for byte.
+//!
+//! An ops of your own, counting the calls its filter lets through:
 //!
 //! ```
 //! use std::sync::atomic::{AtomicU64, Ordering};
@@ -83,8 +64,8 @@ pub use crate::hook::{
     TracedFuture, current_tid, install, now_ns, trylock,
 };
 pub use branch::{
-    BranchAll, BranchAnnotated, BranchCounts, BranchEntry, BranchSite, Hint, branch_site_count,
-    branch_snapshot, register_branch_stats,
+    BranchAll, BranchAnnotated, BranchCounts, BranchEntry, BranchSite, Hint, branch_snapshot,
+    register_branch_stats,
 };
 pub use cputime::{CpuClock, CpuClockError, thread_cpu_ns};
 pub use diff::{
@@ -96,7 +77,7 @@ pub use function::{
     Symbolizer,
 };
 #[cfg(feature = "tracing")]
-pub use tracing_layer::{LayerStats, MAX_ENTERED, SpanNames, TracestatLayer, ip_of};
+pub use tracing_layer::{LayerStats, SpanNames, TracestatLayer, ip_of};
 
 /// What the call-site macros (`#[traced]`, `traced_block!`, `likely!`, ...) expand to; reached
 /// through [`crate::__private`] only.

@@ -158,7 +158,7 @@ use crate::stat::Tracefs;
 /// The most spans one thread may have entered through one layer at once; enters beyond
 /// are not tracked ([`LayerStats::untracked`]). Larger than [`SHADOW_STACK_DEPTH`], so
 /// overruns are counted by the hook layer first.
-pub const MAX_ENTERED: usize = 4 * SHADOW_STACK_DEPTH;
+const MAX_ENTERED: usize = 4 * SHADOW_STACK_DEPTH;
 
 /// How rows of spans are named (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -183,7 +183,8 @@ pub struct LayerStats {
     /// Exits of a span not entered on the exiting thread while something listened (exits
     /// on another thread than the enter, spans entered before profiling started).
     pub unmatched_exits: u64,
-    /// Enters not tracked because the thread had [`MAX_ENTERED`] spans entered.
+    /// Enters not tracked because the thread had four times
+    /// [`SHADOW_STACK_DEPTH`] spans entered.
     pub untracked: u64,
     /// Spans closed while still entered (an enter whose exit never came, or came on
     /// another thread): their call returns at the close all the same.

@@ -31,7 +31,7 @@ use crate::primitive::sync::RwLock;
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 
 /// The directory in which stat tracers appear.
-pub const STAT_DIR: &str = "trace_stat";
+pub(crate) const STAT_DIR: &str = "trace_stat";
 
 /// How a write reaches a file: `>` or `>>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,6 +14,15 @@
 //!   control files providers add, read and written as bytes, with typed errors.
 //! - [`parse_ulong`] / [`parse_bool`] (in `parse.rs`) are the kernel's `kstrtoul` rules that
 //!   every numeric control file shares.
+//! - `TypedStat` (in `typed.rs`, feature `json`): a read as typed data, for the exporters.
+//!
+//! # Invariants
+//!
+//! - Every read takes its own snapshot: concurrent readers, registrations and updates never
+//!   mix or empty each other's output.
+//! - A write is a transaction: a refused one returns a typed error naming the path and
+//!   changes no file and no record.
+//! - No lock is held while a provider renders or a control file runs.
 
 mod control;
 mod parse;
@@ -23,15 +32,16 @@ mod tracer;
 #[cfg(feature = "json")]
 mod typed;
 
+#[cfg(all(feature = "http", not(loom)))]
+pub(crate) use control::STAT_DIR;
 pub use control::{
-    BoolControl, ControlFile, DirEntry, Mode, ReadOnlyFile, STAT_DIR, Tracefs, UlongControl,
-    WriteMode,
+    BoolControl, ControlFile, DirEntry, Mode, ReadOnlyFile, Tracefs, UlongControl, WriteMode,
 };
-pub use parse::{
-    MAX_NUMBER_WRITE, as_text, is_kernel_space, kernel_words, parse_bool, parse_option, parse_ulong,
-};
+pub use parse::{as_text, is_kernel_space, kernel_words, parse_bool, parse_option, parse_ulong};
 pub use registry::StatRegistry;
-pub use snapshot::{RenderedRows, render, render_each, render_rows, sorted_entries};
+#[cfg(feature = "json")]
+pub(crate) use snapshot::render_each;
+pub use snapshot::{RenderedRows, render, sorted_entries};
 pub use tracer::StatTracer;
 #[cfg(feature = "json")]
 pub use typed::TypedStat;

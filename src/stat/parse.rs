@@ -14,7 +14,7 @@
 use crate::error::InputError;
 
 /// The longest write a numeric control file accepts, in bytes.
-pub const MAX_NUMBER_WRITE: usize = 64;
+const MAX_NUMBER_WRITE: usize = 64;
 
 /// The written bytes as text, or [`InputError::NotUtf8`].
 pub fn as_text(bytes: &[u8]) -> Result<&str, InputError> {

@@ -71,7 +71,7 @@ pub struct RenderedRows {
 
 /// One read of `tracer`, like [`render`], handing each sorted entry with its shown text to
 /// `each` before the entries are released; returns the headers' text.
-pub fn render_each<T: StatTracer + ?Sized>(
+pub(crate) fn render_each<T: StatTracer + ?Sized>(
     tracer: &T,
     mut each: impl FnMut(&T::Entry, String),
 ) -> Result<String, fmt::Error> {
@@ -90,7 +90,7 @@ pub fn render_each<T: StatTracer + ?Sized>(
 }
 
 /// One read of `tracer` as [`RenderedRows`]: headers and each row's text apart.
-pub fn render_rows<T: StatTracer + ?Sized>(tracer: &T) -> Result<RenderedRows, fmt::Error> {
+pub(crate) fn render_rows<T: StatTracer + ?Sized>(tracer: &T) -> Result<RenderedRows, fmt::Error> {
     let mut rows = Vec::new();
     let headers = render_each(tracer, |_, row| rows.push(row))?;
     Ok(RenderedRows { headers, rows })

@@ -9,50 +9,15 @@
 //! ([`FunctionSnapshot::parse_stat`]), so two `cat trace_stat/functions` of a real kernel
 //! can be compared too.
 //!
-//! # Several runs per side: a change or noise
+//! [`diff_runs`] takes several runs per side and tests each function's change of the mean
+//! time per call against the run-to-run variation (its docs give the method).
 //!
-//! On a shared machine a function's mean time moves by several percent between two runs of
-//! the same program (frequency, caches, neighbours shift a whole run), far more than the
-//! standard error of one run's mean. [`diff_runs`] takes several runs per side and tests each
-//! function's change of the mean time per call against that run-to-run variation
-//! ([`AvgTest`]):
+//! # Map
 //!
-//! - **Run factors** (opt-in, [`DiffOptions::run_factors`]): a busy machine slows a whole
-//!   run — every function in it by about the same factor — and that shared factor is most of
-//!   the run-to-run noise on a loaded machine (whole runs 20–35 % slower). Each run's factor
-//!   is the median, over the better-sampled half of the functions in every run of both sides,
-//!   of the run's log mean minus that function's average log mean over all runs; each run's
-//!   means are divided by it before the test. The test then asks whether a function changed
-//!   *relative to the run's typical function*: far more power under load, but a change of
-//!   every function alike is divided away (so it is off by default; a side's own level
-//!   cannot be kept, since the average load of its runs is noise the residuals no longer
-//!   show). Factors are used only when there are 8 functions in every run and they stand out
-//!   of their own estimation noise (a χ² test at 1 %).
-//! - **The test**: Welch's t on the per-run means (each run's `time / hits`, divided by its
-//!   factor), the simplest test that is valid when the noise is mostly between runs. Each
-//!   side's variance of its mean of run means is the larger of the between-run estimate
-//!   (`s²` of the run means over `k`) and the within-run sampling variance (`Σ σ²ᵢ/nᵢ / k²`,
-//!   from the runs' s^2): runs that agree by chance, or to the nanosecond (one call each, a
-//!   coarse clock), cannot claim more precision than their calls support. The floor only
-//!   makes the test more conservative; degrees of freedom are Welch–Satterthwaite's over
-//!   `k − 1` per side (the factors, estimated from many functions, cost a negligible part of
-//!   them).
-//! - **The interval**: the change `± t(1 − α/2, df) · se`, per function (not adjusted for
-//!   multiplicity).
-//! - **Many functions at once**: Holm's step-down adjustment over all functions tested
-//!   (family-wise: with α = 0.01, a table of hundreds of unchanged functions flags one with
-//!   probability at most 1 %). Holm rather than Benjamini–Hochberg because the diff gates
-//!   CI, where one false flag fails a build. `significant` is `p_adjusted < α`.
-//! - **One run per side**: the same Welch test over the calls of each run (within-run
-//!   variance only). Its p-values ignore run-to-run noise ([`ProfileDiff::between_runs`] is
-//!   false) and flag most functions of two runs of the same program.
-//! - **Hits** are counts: where every run of each side counted the same hits (a
-//!   deterministic workload) the change is exact and significant when non-zero; otherwise
-//!   Welch's t on the per-run counts, Holm-adjusted as a family of its own.
-//!
-//! The runs of a side also merge into one profile ([`FunctionSnapshot::merged`]), as the
-//! kernel merges per-CPU buffers: hits, sums and sums of squares add, so the merged s^2 is
-//! exactly that of all calls together; rows carry it ([`DiffRow::merged_before`]).
+//! - this file: [`FunctionSnapshot`] (from a profiler, a [`Profile`] or stat file text,
+//!   merged over runs), [`diff`] and [`diff_runs`] with the per-side spread and the run
+//!   factors, the rows and their rendering ([`ProfileDiff`]).
+//! - `stats.rs`: the few statistics it needs — Student's t, Welch's test, Holm's adjustment.
 //!
 //! # Invariants
 //!
@@ -126,7 +91,7 @@ pub struct Totals {
     pub s2_ns2: Option<u128>,
 }
 
-/// The test of one function's change of the mean time per call (see the module docs).
+/// The test of one function's change of the mean time per call (the method is on [`diff_runs`]).
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "json", derive(serde::Serialize))]
 pub struct AvgTest {
@@ -219,8 +184,19 @@ pub struct DiffOptions {
     /// intervals' `1 − α`; default 0.01.
     pub alpha: f64,
     /// Whether to divide each run's means by the run's common factor before the test, so
-    /// that changes are relative to the run's typical function (see the module docs);
-    /// default false.
+    /// that changes are relative to the run's typical function; default false.
+    ///
+    /// A busy machine slows a whole run — every function in it by about the same factor —
+    /// and that shared factor is most of the run-to-run noise on a loaded machine (whole
+    /// runs 20–35 % slower). Each run's factor is the median, over the better-sampled half
+    /// of the functions in every run of both sides, of the run's log mean minus that
+    /// function's average log mean over all runs; each run's means are divided by it before
+    /// the test. The test then asks whether a function changed *relative to the run's
+    /// typical function*: far more power under load, but a change of every function alike is
+    /// divided away (hence off by default; a side's own level cannot be kept, since the
+    /// average load of its runs is noise the residuals no longer show). Factors are used
+    /// only when there are 8 functions in every run and they stand out of their own
+    /// estimation noise (a χ² test at 1 %).
     pub run_factors: bool,
 }
 
@@ -233,7 +209,7 @@ impl Default for DiffOptions {
     }
 }
 
-/// The difference of two sides of runs (see the module docs).
+/// The difference of two sides of runs ([`diff_runs`]).
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "json", derive(serde::Serialize))]
 pub struct ProfileDiff {
@@ -253,7 +229,7 @@ pub struct ProfileDiff {
     /// The test and adjustment behind `p_adjusted`, in words.
     pub method: &'static str,
     /// Each run's common factor on the first side (all 1 unless [`DiffOptions::run_factors`]
-    /// found some; see the module docs).
+    /// found some).
     pub run_factors_before: Vec<f64>,
     /// The same for the second side.
     pub run_factors_after: Vec<f64>,
@@ -776,8 +752,42 @@ fn avg_test(
     })
 }
 
-/// The difference from the runs `before` to the runs `after` (see the module docs), sorted by
-/// time change (timed) or hits change.
+/// The difference from the runs `before` to the runs `after`, sorted by time change (timed)
+/// or hits change.
+///
+/// # Method: a change or noise
+///
+/// On a shared machine a function's mean time moves by several percent between two runs of
+/// the same program (frequency, caches, neighbours shift a whole run), far more than the
+/// standard error of one run's mean, so each function's change of the mean time per call is
+/// tested against the run-to-run variation ([`AvgTest`]), after dividing each run by its
+/// common factor if [`DiffOptions::run_factors`] asks:
+///
+/// - **The test**: Welch's t on the per-run means (each run's `time / hits`, divided by its
+///   factor), the simplest test that is valid when the noise is mostly between runs. Each
+///   side's variance of its mean of run means is the larger of the between-run estimate
+///   (`s²` of the run means over `k`) and the within-run sampling variance (`Σ σ²ᵢ/nᵢ / k²`,
+///   from the runs' s^2): runs that agree by chance, or to the nanosecond (one call each, a
+///   coarse clock), cannot claim more precision than their calls support. The floor only
+///   makes the test more conservative; degrees of freedom are Welch–Satterthwaite's over
+///   `k − 1` per side (the factors, estimated from many functions, cost a negligible part of
+///   them).
+/// - **The interval**: the change `± t(1 − α/2, df) · se`, per function (not adjusted for
+///   multiplicity).
+/// - **Many functions at once**: Holm's step-down adjustment over all functions tested
+///   (family-wise: with α = 0.01, a table of hundreds of unchanged functions flags one with
+///   probability at most 1 %). Holm rather than Benjamini–Hochberg because the diff gates
+///   CI, where one false flag fails a build. `significant` is `p_adjusted < α`.
+/// - **One run per side**: the same Welch test over the calls of each run (within-run
+///   variance only). Its p-values ignore run-to-run noise ([`ProfileDiff::between_runs`] is
+///   false) and flag most functions of two runs of the same program.
+/// - **Hits** are counts: where every run of each side counted the same hits (a
+///   deterministic workload) the change is exact and significant when non-zero; otherwise
+///   Welch's t on the per-run counts, Holm-adjusted as a family of its own.
+///
+/// The runs of a side also merge into one profile ([`FunctionSnapshot::merged`]), as the
+/// kernel merges per-CPU buffers: hits, sums and sums of squares add, so the merged s^2 is
+/// exactly that of all calls together; rows carry it ([`DiffRow::merged_before`]).
 pub fn diff_runs(
     before: &[FunctionSnapshot],
     after: &[FunctionSnapshot],
