@@ -9,7 +9,7 @@
 //! and costs one relaxed load per call. Unregistering waits until no thread is still inside
 //! the callback, so the table can be read at once after.
 //!
-//! `cargo run --example custom_ops`
+//! `cargo run -p tracestat-examples --example custom_ops`
 
 use std::sync::Arc;
 

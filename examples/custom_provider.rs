@@ -2,7 +2,7 @@
 //! like the kernel's old `trace_stat/workqueues`. Worker threads update the counters while
 //! the main thread reads the stat file.
 //!
-//! Run with `cargo run --release --example custom_provider`.
+//! Run with `cargo run --release -p tracestat-examples --example custom_provider`.
 
 use std::cmp::Ordering;
 use std::fmt;

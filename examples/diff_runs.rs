@@ -1,9 +1,9 @@
 //! Profile a workload under two settings and print what changed, per function: the
 //! benchmark-harness use of `FunctionProfiler::snapshot` and `profile::diff`.
 //!
-//! `cargo run --example diff_runs` parses a batch of small requests, then twice as many, and
-//! prints the difference (hits double, times grow). The output is the table `tracestat diff`
-//! prints.
+//! `cargo run -p tracestat-examples --example diff_runs` parses a batch of small requests,
+//! then twice as many, and prints the difference (hits double, times grow). The output is the
+//! table `tracestat diff` prints.
 
 use tracestat::profile::{DiffSort, FunctionProfiler, diff};
 use tracestat::stat::Tracefs;

@@ -9,7 +9,7 @@
 //! mean, extrema, percentiles and the bucket histogram, then checks the merged totals
 //! against a plain count kept on the side.
 //!
-//! `cargo run --example latency_hist`
+//! `cargo run -p tracestat-examples --example latency_hist`
 
 use std::thread;
 

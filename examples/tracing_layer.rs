@@ -1,6 +1,6 @@
 //! `trace_stat/functions` for code instrumented with `tracing`, without new annotations.
 //!
-//! `cargo run --example tracing_layer --features tracing`
+//! `cargo run -p tracestat-examples --example tracing_layer --features tracing`
 
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
