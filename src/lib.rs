@@ -103,9 +103,11 @@
 //! ## Profile your functions
 //!
 //! `#[tracestat::traced]` on a function (or [`traced_block!`] on a block) gives it a static
-//! call site; a site no profiler covers costs one relaxed load and a predicted branch. The
-//! process-wide [`Ftrace::global`](profile::Ftrace::global) holds every site of the binary
-//! and [`FunctionProfiler::global`](profile::FunctionProfiler::global) puts the kernel's
+//! call site; on an `impl` block, trait or inline module, one for every function inside
+//! ([`#[notrace]`](macro@notrace) excludes one). A site no profiler covers costs one
+//! relaxed load and a predicted branch. The process-wide
+//! [`Ftrace::global`](profile::Ftrace::global) holds every site of the binary and
+//! [`FunctionProfiler::global`](profile::FunctionProfiler::global) puts the kernel's
 //! control files (`function_profile_enabled`, `options/graph-time`, …) and
 //! `trace_stat/function*` on [`Tracefs::global`](stat::Tracefs::global). The same pieces
 //! exist as owned instances, for tests and for libraries that must not share global state:
@@ -229,8 +231,13 @@ pub mod stat;
 pub use error::{Access, Error, InputError};
 
 /// `#[tracestat::traced]`: instruments a function with a call site (see
-/// [`profile::Site`]).
+/// [`profile::Site`]), or every function of an `impl` block, trait or inline module
+/// (`Type::method`, `Type::Trait::method`, `Trait::method`, `module::f`).
 pub use tracestat_macros::traced;
+
+/// `#[tracestat::notrace]`: excludes a function (or a nested container) from the
+/// `#[traced]` impl block, trait or module around it.
+pub use tracestat_macros::notrace;
 
 /// What the call-site macros expand to (`#[traced]`, [`traced_block!`], [`likely!`],
 /// [`unlikely!`], [`branch!`]): the static site records, the link-time distributed slices

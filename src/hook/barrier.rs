@@ -27,7 +27,8 @@
 //!   writer reads the mode after deciding it: so every writer that may pair with such a
 //!   reader issues the system call.
 //! - Under loom both sides are `SeqCst` fences, the ones the pair stands for; the loom
-//!   negative control removes the reader's.
+//!   negative control removes the reader's. Under miri, which cannot make the system call,
+//!   the full-fence mode.
 //! - `TRACESTAT_READ_SIDE=fence` in the environment selects the full-fence mode (to test it
 //!   on a machine that has membarrier, or to avoid the IPIs).
 
@@ -133,7 +134,7 @@ pub(crate) fn heavy() {
     fence(Ordering::SeqCst);
 }
 
-#[cfg(all(target_os = "linux", not(loom)))]
+#[cfg(all(target_os = "linux", not(loom), not(miri)))]
 mod sys {
     //! The `membarrier(2)` system call. libc has the call number, not the commands.
 
@@ -170,9 +171,9 @@ mod sys {
     }
 }
 
-#[cfg(not(all(target_os = "linux", not(loom))))]
+#[cfg(not(all(target_os = "linux", not(loom), not(miri))))]
 mod sys {
-    //! No membarrier: the full-fence mode.
+    //! No membarrier (or miri, which has no such system call): the full-fence mode.
     pub(super) fn register() -> bool {
         false
     }

@@ -16,9 +16,9 @@
 //!   several). Usable only where the TSC is *invariant*
 //!   (CPUID `0x8000_0007` EDX bit 8, what Linux shows as `constant_tsc` + `nonstop_tsc`):
 //!   it then ticks at one rate on every CPU, in every power state.
-//! - [`TraceClock::Mono`] (the default elsewhere), [`TraceClock::MonoRaw`],
-//!   [`TraceClock::Boot`]: `clock_gettime` on `CLOCK_MONOTONIC`, `CLOCK_MONOTONIC_RAW`,
-//!   `CLOCK_BOOTTIME`.
+//! - [`TraceClock::Mono`] (the default elsewhere, and under miri, which has neither `rdtsc`
+//!   nor `cpuid`), [`TraceClock::MonoRaw`], [`TraceClock::Boot`]: `clock_gettime` on
+//!   `CLOCK_MONOTONIC`, `CLOCK_MONOTONIC_RAW`, `CLOCK_BOOTTIME`.
 //!
 //! Every clock reads as nanoseconds since one process-wide anchor instant, taken for all of
 //! them together at initialization. A call whose entry and return straddle a switch of clock
@@ -359,7 +359,7 @@ mod sys {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", not(miri)))]
 mod tsc {
     //! The invariant TSC: detection, calibration, conversion.
 
@@ -477,9 +477,9 @@ mod tsc {
     }
 }
 
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(not(all(target_arch = "x86_64", not(miri))))]
 mod tsc {
-    //! No TSC on this architecture.
+    //! No TSC on this architecture (or under miri, which has neither `rdtsc` nor `cpuid`).
     pub(super) fn invariant() -> bool {
         false
     }

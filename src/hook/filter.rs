@@ -20,6 +20,10 @@
 //! | `N`              | the N-th line of `available_filter_functions` (1-based)         |
 //! | `!term`          | removes what `term` selects                                     |
 //!
+//! Names and module paths hold `::` (`Type::method`, `app::io`), so `::` is part of a name
+//! or glob, never a command separator: the command is introduced by a lone `:`
+//! (`Parser::*:mod:app::io`).
+//!
 //! # Invariants
 //!
 //! - [`apply_write`] is pure: it returns the new hash or a [`FilterError`] and changes
@@ -172,13 +176,14 @@ impl Selector {
                 }),
             };
         }
-        let (name, module) = match term.find(":mod:") {
-            Some(at) => {
-                let name = &term[..at];
-                let module = Glob::parse(&term[at + 5..]).map_err(bad_glob)?;
-                (if name.is_empty() { "*" } else { name }, Some(module))
-            }
-            None if term.contains(':') => return Err(FilterError::UnknownCommand(term.to_owned())),
+        let (name, module) = match command_split(term) {
+            Some((name, rest)) => match rest.strip_prefix("mod:") {
+                Some(module) => {
+                    let module = Glob::parse(module).map_err(bad_glob)?;
+                    (if name.is_empty() { "*" } else { name }, Some(module))
+                }
+                None => return Err(FilterError::UnknownCommand(term.to_owned())),
+            },
             None => (term, None),
         };
         let name = Glob::parse(name).map_err(bad_glob)?;
@@ -195,6 +200,28 @@ impl Selector {
             } => name_glob.matches(name) && module_glob.as_ref().is_none_or(|m| m.matches(module)),
         }
     }
+}
+
+/// Splits `term` at its command separator: the first `:` that is not part of a `::` path
+/// separator. In a run of colons, pairs are path separators and an odd one out is the
+/// separator (`Type::f:mod:app::io` is `Type::f` and `mod:app::io`; `a:::mod:m` is `a::` and
+/// `mod:m`).
+fn command_split(term: &str) -> Option<(&str, &str)> {
+    let bytes = term.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b':' {
+            i += 1;
+            continue;
+        }
+        let run = bytes[i..].iter().take_while(|&&b| b == b':').count();
+        if run % 2 == 1 {
+            let at = i + run - 1;
+            return Some((&term[..at], &term[at + 1..]));
+        }
+        i += run;
+    }
+    None
 }
 
 /// What a filter term is matched against: a site's name and module path.
@@ -271,6 +298,61 @@ mod tests {
         let some = apply_write(&none, "write", WriteMode::Truncate, SITES.iter().copied()).unwrap();
         assert_eq!(write(&some, "read_all", WriteMode::Append).unwrap(), [1, 2]);
         assert_eq!(write(&some, "read_all", WriteMode::Truncate).unwrap(), [1]);
+    }
+
+    /// Qualified names (`Type::f`, `Type::Trait::f`, `m::f`) hold `::`: exact names and
+    /// globs select them, and only a lone `:` introduces a command, so `:mod:` still works
+    /// after them and with a module path holding `::`.
+    #[test]
+    fn qualified_names_are_names_not_commands() {
+        const QUALIFIED: [FilterTarget<'static>; 5] = [
+            ("Parser::new", "app::io"),
+            ("Parser::Read::read", "app::io"),
+            ("Read::read", "app::io"),
+            ("codec::encode", "app::codec"),
+            ("Parser::new", "app::net"),
+        ];
+        let write = |text: &str| {
+            apply_write(
+                &FilterHash::empty(QUALIFIED.len()),
+                text,
+                WriteMode::Truncate,
+                QUALIFIED.iter().copied(),
+            )
+            .map(|h| h.iter().collect::<Vec<_>>())
+        };
+        assert_eq!(write("Parser::new").unwrap(), [0, 4]);
+        assert_eq!(write("Parser::*").unwrap(), [0, 1, 4]);
+        assert_eq!(write("*::Read::read").unwrap(), [1]);
+        assert_eq!(write("*::read").unwrap(), [1, 2]);
+        assert_eq!(write("codec::*").unwrap(), [3]);
+        assert_eq!(write("Parser::*:mod:app::io").unwrap(), [0, 1]);
+        assert_eq!(write("Parser::new:mod:*net").unwrap(), [4]);
+        assert_eq!(write(":mod:app::codec").unwrap(), [3]);
+        assert_eq!(
+            write("Parser::*:mod:app::io !Parser::Read::*").unwrap(),
+            [0]
+        );
+        // An odd colon out of a run is the separator: this names `Parser::`, which is no
+        // function.
+        assert_eq!(
+            write("Parser:::mod:app::net"),
+            Err(FilterError::UnknownFunction(
+                "Parser:::mod:app::net".to_owned()
+            ))
+        );
+        assert_eq!(
+            write("Parser::new:cmd:x"),
+            Err(FilterError::UnknownCommand("Parser::new:cmd:x".to_owned()))
+        );
+        assert_eq!(
+            write("Parser::new:"),
+            Err(FilterError::UnknownCommand("Parser::new:".to_owned()))
+        );
+        assert_eq!(
+            write("Parser::nosuch"),
+            Err(FilterError::UnknownFunction("Parser::nosuch".to_owned()))
+        );
     }
 
     /// A refused write names what was wrong and returns no hash (the caller's is unchanged).

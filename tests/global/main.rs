@@ -11,6 +11,7 @@ use std::sync::{Mutex, MutexGuard};
 
 mod async_traced_macro;
 mod function_profiler;
+mod traced_containers;
 mod traced_macro;
 
 /// Held by each test of this binary for its whole run. A test that failed while holding it

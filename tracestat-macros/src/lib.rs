@@ -1,4 +1,10 @@
-//! Procedural macros for `tracestat`: the `#[traced]` call-site attribute.
+//! Procedural macros for `tracestat`: the `#[traced]` call-site attribute and its opt-out,
+//! `#[notrace]`.
+//!
+//! - `function.rs`: one function's call site (the record, its slice entry, the entry).
+//! - `container.rs`: `#[traced]` on an `impl` block, a trait or an inline module, which
+//!   instruments every function with a body inside under a qualified name (`Type::f`,
+//!   `Type::Trait::f`, `Trait::f`, `m::f`), and `#[notrace]`, which excludes one item.
 //!
 //! Use it through the re-export, `#[tracestat::traced]`. It gives the function a static
 //! call-site record (`tracestat::profile::Site`, the kernel's `dyn_ftrace`) placed in the
@@ -17,8 +23,8 @@
 //! receiver), trait default methods, generic functions (one site for all instances, as the
 //! kernel has one record per function), `impl Trait` and `!` returns, `unsafe fn` and
 //! `extern "C" fn`. Refused, with a message naming why: `const fn` (a call site is a runtime
-//! hook), a function without a body, anything that is not a function, and an argument that
-//! is not one string literal.
+//! hook), a function without a body, anything that is not a function or a container, and an
+//! argument that is not one string literal.
 //!
 //! On an `async fn` the body becomes an `async move` block wrapped in
 //! `TracedFuture` and awaited: the call is entered at the future's first
@@ -31,21 +37,37 @@
 //! direct dependency on `linkme`.
 #![deny(missing_docs)]
 
-use proc_macro::TokenStream;
-use proc_macro2::Span;
-use quote::{quote, quote_spanned};
-use syn::{Ident, ItemFn, LitStr, TraitItemFn};
+mod container;
+mod function;
 
-/// Instruments a function with a `tracestat` call site.
+use proc_macro::TokenStream;
+use syn::{Item, LitStr, TraitItemFn};
+
+/// Instruments a function, or every function of an `impl` block, trait or inline module,
+/// with a `tracestat` call site.
 ///
 /// ```ignore
 /// #[tracestat::traced]
 /// fn parse(input: &str) -> usize { input.len() }
+///
+/// #[tracestat::traced] // Parser::new, Parser::feed
+/// impl Parser {
+///     fn new() -> Self { Parser }
+///     fn feed(&mut self, b: &[u8]) { /* ... */ }
+///     #[tracestat::notrace]
+///     fn hot_helper(&self) {}
+/// }
 /// ```
 ///
-/// An optional string argument overrides the site name (default: the function's name):
-/// `#[tracestat::traced("parse_header")]`. `const fn` cannot be instrumented; an `async fn`
-/// is one call from its first poll to its completion.
+/// On a function, an optional string argument overrides the site name (default: the
+/// function's name): `#[tracestat::traced("parse_header")]`. `const fn` cannot be
+/// instrumented; an `async fn` is one call from its first poll to its completion.
+///
+/// On a container every function with a body inside is instrumented, named by its path
+/// from the container: `Type::f` in `impl Type`, `Type::Trait::f` in `impl Trait for Type`,
+/// `Trait::f` for a trait's default bodies, `m::f` (and `m::Type::f`, `m::inner::f`) in
+/// `mod m { .. }`. A string argument replaces that qualifier. Consts, types, macros, `const
+/// fn`s and functions without a body are left alone; [`macro@notrace`] excludes an item.
 #[proc_macro_attribute]
 pub fn traced(attr: TokenStream, item: TokenStream) -> TokenStream {
     match expand(attr.into(), item.into()) {
@@ -54,90 +76,75 @@ pub fn traced(attr: TokenStream, item: TokenStream) -> TokenStream {
     }
 }
 
-fn site_name(attr: proc_macro2::TokenStream, func: &ItemFn) -> syn::Result<LitStr> {
-    if attr.is_empty() {
-        let ident = &func.sig.ident;
-        // A raw identifier (`r#match`) names the function `match`.
-        let name = ident.to_string();
-        let name = name.strip_prefix("r#").unwrap_or(&name);
-        return Ok(LitStr::new(name, ident.span()));
-    }
-    syn::parse2::<LitStr>(attr.clone()).map_err(|_| {
-        syn::Error::new_spanned(
-            attr,
-            "#[traced] takes no argument or one string literal, the site's name: \
-             #[traced(\"parse_header\")]",
-        )
-    })
+/// Excludes a function, or a nested `impl` block, trait or module with all it holds, from
+/// the `#[traced]` container around it.
+///
+/// ```ignore
+/// #[tracestat::traced]
+/// mod codec {
+///     pub fn encode(b: &[u8]) -> Vec<u8> { /* codec::encode is a site */ }
+///     #[tracestat::notrace]
+///     pub fn crc(b: &[u8]) -> u32 { /* not a site */ }
+/// }
+/// ```
+///
+/// The enclosing `#[traced]` removes it; anywhere else it would do nothing, so it is an
+/// error.
+#[proc_macro_attribute]
+pub fn notrace(_attr: TokenStream, item: TokenStream) -> TokenStream {
+    let mut error = syn::Error::new(
+        proc_macro2::Span::call_site(),
+        "#[notrace] excludes an item from the #[traced] impl block, trait or module around \
+         it, and there is none: remove it, or put #[traced] on the enclosing container",
+    )
+    .to_compile_error();
+    // The item stays, so the one error is this one.
+    error.extend(proc_macro2::TokenStream::from(item));
+    error.into()
 }
 
-fn parse_fn(item: proc_macro2::TokenStream) -> syn::Result<ItemFn> {
-    match syn::parse2::<ItemFn>(item.clone()) {
-        Ok(func) => Ok(func),
-        Err(e) => match syn::parse2::<TraitItemFn>(item) {
-            Ok(decl) if decl.default.is_none() => Err(syn::Error::new_spanned(
-                &decl.sig,
-                "#[traced] needs a function body: instrument the implementations, \
-                 or give the trait method a default body",
-            )),
-            _ => Err(syn::Error::new(
-                e.span(),
-                format!("#[traced] applies to functions with a body ({e})"),
-            )),
-        },
-    }
+/// The error for `#[traced]` on a function without a body.
+fn no_body(sig: &syn::Signature) -> syn::Error {
+    syn::Error::new_spanned(
+        sig,
+        "#[traced] needs a function body: instrument the implementations, \
+         or give the trait method a default body",
+    )
 }
 
 fn expand(
     attr: proc_macro2::TokenStream,
     item: proc_macro2::TokenStream,
 ) -> syn::Result<proc_macro2::TokenStream> {
-    let mut func = parse_fn(item)?;
-    let name = site_name(attr, &func)?;
-    if let Some(c) = func.sig.constness {
-        return Err(syn::Error::new_spanned(
-            c,
-            "#[traced] cannot instrument a const fn: a call site is a runtime hook",
-        ));
-    }
-    let span = func.sig.ident.span();
-    let line = quote_spanned!(span=> ::core::line!());
-    let site = quote! {
-        static __TRACESTAT_SITE: ::tracestat::__private::Site = ::tracestat::__private::Site::new(
-            #name,
-            ::core::module_path!(),
-            ::core::file!(),
-            #line,
-        );
-        #[::tracestat::__private::linkme::distributed_slice(::tracestat::__private::SITES)]
-        #[linkme(crate = ::tracestat::__private::linkme)]
-        static __TRACESTAT_SITE_REF: &::tracestat::__private::Site = &__TRACESTAT_SITE;
-    };
-    let stmts = std::mem::take(&mut func.block.stmts);
-    if func.sig.asyncness.is_some() {
-        // One call per future: the body becomes an async block (it captures the arguments
-        // by move, as the async fn's own future does), wrapped in a `TracedFuture` whose
-        // frame moves with the task between polls; awaiting it is the whole body.
-        let body: syn::Expr = syn::parse_quote! {
-            {
-                #site
-                ::tracestat::__private::TracedFuture::new(
-                    &__TRACESTAT_SITE,
-                    async move { #(#stmts)* },
-                )
-                .await
+    match syn::parse2::<Item>(item.clone()) {
+        Ok(Item::Fn(mut func)) => {
+            let name = match container::explicit_name(attr)? {
+                Some(name) => name,
+                None => LitStr::new(
+                    &function::ident_name(&func.sig.ident),
+                    func.sig.ident.span(),
+                ),
+            };
+            if let Some(e) = function::refusal(&func.sig) {
+                return Err(e);
             }
-        };
-        func.block.stmts = vec![syn::Stmt::Expr(body, None)];
-        return Ok(quote!(#func));
+            function::instrument(&func.sig, &mut func.block, &name);
+            Ok(quote::quote!(#func))
+        }
+        Ok(item @ (Item::Impl(_) | Item::Trait(_) | Item::Mod(_))) => container::expand(item, attr),
+        other => match syn::parse2::<TraitItemFn>(item) {
+            Ok(decl) if decl.default.is_none() => Err(no_body(&decl.sig)),
+            _ => {
+                let span = match &other {
+                    Ok(item) => syn::spanned::Spanned::span(item),
+                    Err(e) => e.span(),
+                };
+                Err(syn::Error::new(
+                    span,
+                    "#[traced] applies to functions with a body, impl blocks, traits and \
+                     inline modules",
+                ))
+            }
+        },
     }
-    let scope = Ident::new("__tracestat_scope", Span::mixed_site());
-    let enter: syn::Stmt = syn::parse_quote! {
-        let #scope = {
-            #site
-            __TRACESTAT_SITE.enter()
-        };
-    };
-    func.block.stmts = std::iter::once(enter).chain(stmts).collect();
-    Ok(quote!(#func))
 }
