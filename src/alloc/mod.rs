@@ -74,9 +74,11 @@
 //! - Before `main`, in thread-local destructors and during thread teardown every path stays
 //!   safe: the per-thread words it reads are `const`-initialised without destructors.
 
+mod function;
 mod kmem;
 mod wrapper;
 
+pub use function::{AllocCounts, AllocRow, FUNCTION_ALLOC_HEADER, FunctionAlloc};
 pub use kmem::{KFREE_FIELDS, KMALLOC_FIELDS, KREALLOC_FIELDS, Kmem};
 pub use wrapper::{TracedAlloc, UsableSize};
 

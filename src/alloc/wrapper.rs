@@ -4,14 +4,16 @@
 //!
 //! - Every method forwards to the inner allocator with the caller's arguments, exactly once,
 //!   and returns what it returned: the wrapper never changes an allocation.
-//! - With no event enabled, a method adds one relaxed load and a predicted branch; the
-//!   event itself is recorded out of line (`#[cold]`), after the inner allocation (before
-//!   the inner free), and never unwinds into the caller.
+//! - With no event enabled and the per-function stats off, a method adds one relaxed load
+//!   and a predicted branch; the event and the stats are recorded out of line (`#[cold]`),
+//!   after the inner allocation (before the inner free), and never unwind into the caller.
 
 use core::alloc::{GlobalAlloc, Layout};
 use std::alloc::System;
 
-use super::kmem::{self, Event, KFREE, KMALLOC, KREALLOC};
+use super::function;
+use super::kmem::{self, ACTIVE, Event, FUNCTION, KFREE, KMALLOC, KREALLOC};
+use crate::primitive::unmodeled::atomic::Ordering;
 
 /// The usable size of a block the inner allocator returned, for `bytes_alloc`: called with
 /// the block and the layout it was requested with, right after it was returned.
@@ -103,8 +105,58 @@ impl<A> TracedAlloc<A> {
         unsafe { (self.usable)(ptr, layout) as u64 }
     }
 
+    /// A new block: the `kmem/kmalloc` event and the per-function stats, as `active` says.
     #[cold]
     #[inline(never)]
+    fn allocated(&self, active: u32, ptr: *mut u8, layout: Layout) {
+        if ptr.is_null() {
+            // No block: no event would have a pointer, and nothing was allocated.
+            if active & KMALLOC != 0 {
+                self.kmalloc(ptr, layout);
+            }
+            return;
+        }
+        if active & FUNCTION != 0 {
+            function::record(function::Kind::Alloc, layout.size() as u64);
+        }
+        if active & KMALLOC != 0 {
+            self.kmalloc(ptr, layout);
+        }
+    }
+
+    /// A block about to be freed: the `kmem/kfree` event and the per-function stats.
+    #[cold]
+    #[inline(never)]
+    fn freeing(&self, active: u32, ptr: *mut u8, layout: Layout) {
+        if active & FUNCTION != 0 {
+            function::record(function::Kind::Free, layout.size() as u64);
+        }
+        if active & KFREE != 0 {
+            self.kfree(ptr);
+        }
+    }
+
+    /// A reallocation: the `kmem/krealloc` event, and for the per-function stats a free of
+    /// the old block and an allocation of the new one (when it succeeded).
+    #[cold]
+    #[inline(never)]
+    fn reallocated(
+        &self,
+        active: u32,
+        old: *mut u8,
+        old_layout: Layout,
+        ptr: *mut u8,
+        new_size: usize,
+    ) {
+        if active & FUNCTION != 0 && !ptr.is_null() {
+            function::record(function::Kind::Free, old_layout.size() as u64);
+            function::record(function::Kind::Alloc, new_size as u64);
+        }
+        if active & KREALLOC != 0 {
+            self.krealloc(old, old_layout, ptr, new_size);
+        }
+    }
+
     fn kmalloc(&self, ptr: *mut u8, layout: Layout) {
         kmem::emit(Event::Kmalloc, |call_site, pid| {
             let alloc = self.usable(ptr, layout);
@@ -112,14 +164,10 @@ impl<A> TracedAlloc<A> {
         });
     }
 
-    #[cold]
-    #[inline(never)]
     fn kfree(&self, ptr: *mut u8) {
         kmem::emit(Event::Kfree, |call_site, pid| [call_site, ptr as u64, pid]);
     }
 
-    #[cold]
-    #[inline(never)]
     fn krealloc(&self, old: *mut u8, old_layout: Layout, ptr: *mut u8, new_size: usize) {
         kmem::emit(Event::Krealloc, |call_site, pid| {
             // A failed realloc has no block to measure (`usable` is 0 for null).
@@ -146,8 +194,9 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for TracedAlloc<A> {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: the caller's contract, forwarded.
         let ptr = unsafe { self.inner.alloc(layout) };
-        if kmem::enabled(KMALLOC) {
-            self.kmalloc(ptr, layout);
+        let active = ACTIVE.load(Ordering::Relaxed);
+        if active & (KMALLOC | FUNCTION) != 0 {
+            self.allocated(active, ptr, layout);
         }
         ptr
     }
@@ -156,16 +205,18 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for TracedAlloc<A> {
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: the caller's contract, forwarded.
         let ptr = unsafe { self.inner.alloc_zeroed(layout) };
-        if kmem::enabled(KMALLOC) {
-            self.kmalloc(ptr, layout);
+        let active = ACTIVE.load(Ordering::Relaxed);
+        if active & (KMALLOC | FUNCTION) != 0 {
+            self.allocated(active, ptr, layout);
         }
         ptr
     }
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if kmem::enabled(KFREE) {
-            self.kfree(ptr);
+        let active = ACTIVE.load(Ordering::Relaxed);
+        if active & (KFREE | FUNCTION) != 0 {
+            self.freeing(active, ptr, layout);
         }
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.inner.dealloc(ptr, layout) }
@@ -175,8 +226,9 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for TracedAlloc<A> {
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: the caller's contract, forwarded.
         let new = unsafe { self.inner.realloc(ptr, layout, new_size) };
-        if kmem::enabled(KREALLOC) {
-            self.krealloc(ptr, layout, new, new_size);
+        let active = ACTIVE.load(Ordering::Relaxed);
+        if active & (KREALLOC | FUNCTION) != 0 {
+            self.reallocated(active, ptr, layout, new, new_size);
         }
         new
     }

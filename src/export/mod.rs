@@ -154,7 +154,8 @@ pub use json::{
 #[cfg(all(feature = "json", not(loom)))]
 pub use json::{REPLAY_SCHEMA, replay_to_json};
 pub use model::{
-    Bucket, BucketHistogram, Counter, FunctionStats, ModelError, PathStats, Profile, StackTotals,
+    AllocStats, Bucket, BucketHistogram, Counter, FunctionStats, ModelError, PathStats, Profile,
+    StackTotals,
 };
 pub use openmetrics::{
     OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE, TextFormat, to_metrics_text, to_openmetrics,
@@ -163,7 +164,7 @@ pub use openmetrics::{
 #[cfg(all(feature = "pprof", feature = "http"))]
 pub(crate) use pprof::to_pprof_commented;
 #[cfg(feature = "pprof")]
-pub use pprof::{pprof_profile, to_pprof};
+pub use pprof::{allocs_pprof_profile, allocs_to_pprof, pprof_profile, to_pprof};
 
 /// An export format, for command lines (`--format json|pprof|folded|openmetrics|prometheus`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,6 +14,12 @@
 //! - Without: one one-frame sample per function, values `[hits, time_ns]` (time including
 //!   children when graph-time was on, so the total then counts nested time more than once).
 //!
+//! An allocation profile ([`allocs_to_pprof`], what `/debug/pprof/allocs` serves) has Go's
+//! sample types `alloc_objects/count` and `alloc_space/bytes` (the default), one
+//! one-frame sample per function with the rows' counts, period type `space/bytes` and
+//! period 1 (every allocation is counted, none sampled). Pass own counts (graph-time off)
+//! for samples that add up to what was allocated.
+//!
 //! Sample values are `int64`; larger sums saturate at `i64::MAX`. Function names are
 //! stored verbatim (the proto's strings are length-delimited; nothing needs escaping).
 
@@ -24,7 +30,7 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 use prost::Message;
 
-use super::model::Profile;
+use super::model::{AllocStats, Profile};
 use super::proto;
 
 struct Strings {
@@ -185,6 +191,69 @@ fn pprof_message(profile: &Profile, comments: Option<&[String]>) -> io::Result<p
         default_sample_type,
         ..Default::default()
     })
+}
+
+/// Builds the allocation profile of `rows` (see the module docs); [`allocs_to_pprof`]
+/// encodes and gzips it.
+pub fn allocs_pprof_profile(rows: &[AllocStats]) -> proto::Profile {
+    let mut strings = Strings::new();
+    let objects = proto::ValueType {
+        r#type: strings.intern("alloc_objects"),
+        unit: strings.intern("count"),
+    };
+    let space = proto::ValueType {
+        r#type: strings.intern("alloc_space"),
+        unit: strings.intern("bytes"),
+    };
+    let mut funcs = Functions {
+        ids: HashMap::new(),
+        functions: Vec::new(),
+        locations: Vec::new(),
+    };
+    let sample = rows
+        .iter()
+        .map(|r| proto::Sample {
+            location_id: vec![funcs.location(&r.name, &mut strings)],
+            value: vec![
+                saturate(u128::from(r.allocs)),
+                saturate(u128::from(r.bytes)),
+            ],
+            label: Vec::new(),
+        })
+        .collect();
+    let mapping = vec![proto::Mapping {
+        id: MAPPING_ID,
+        filename: strings.intern("tracestat"),
+        has_functions: true,
+        ..Default::default()
+    }];
+    let period_type = proto::ValueType {
+        r#type: strings.intern("space"),
+        unit: space.unit,
+    };
+    let comment =
+        vec![strings.intern(
+            "tracestat: one sample per function, values are allocations and bytes allocated",
+        )];
+    proto::Profile {
+        sample_type: vec![objects, space],
+        sample,
+        mapping,
+        location: funcs.locations,
+        function: funcs.functions,
+        string_table: strings.table,
+        period_type: Some(period_type),
+        period: 1,
+        comment,
+        default_sample_type: space.r#type,
+        ..Default::default()
+    }
+}
+
+/// Writes `rows` as a gzipped allocation `profile.proto` (`go tool pprof`'s
+/// `-sample_index=alloc_space` / `alloc_objects`).
+pub fn allocs_to_pprof(rows: &[AllocStats], w: impl Write) -> io::Result<()> {
+    encode(&allocs_pprof_profile(rows), w)
 }
 
 /// Writes `profile` as a gzipped `profile.proto` (what `go tool pprof` reads).
