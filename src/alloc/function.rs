@@ -15,7 +15,7 @@
 //! the calls it makes and above the future that awaits it, whichever worker that is.
 //!
 //! The records are per thread, one 64-byte line per site of the global instance (own and
-//! total allocations, bytes, frees, freed bytes), indexed by the frame's dense site index
+//! callees' allocations, bytes, frees, freed bytes; a total is the two added), indexed by the frame's dense site index
 //! (checked against the site's ip, since frames of other instances share the stack): no
 //! hashing and no shared cache line. The owner thread adds with a relaxed load and store;
 //! readers sum the lines of the live threads and of the retained table, where a thread's
@@ -74,17 +74,19 @@ pub(crate) const OPTION: &str = "options/function-profile-alloc";
 /// The stat file's name under `trace_stat/`.
 pub(crate) const STAT: &str = "function_alloc";
 
-/// Words of a line: own counts, then total counts.
+/// Words of a line: own counts, then callees' counts (a site's total is both: the callees'
+/// words count what was allocated while the site was on the stack but not innermost, so
+/// the innermost frame, the only one of a one-frame stack, costs two adds, not four).
 const WORDS: usize = 8;
 const OWN: usize = 0;
-const TOTAL: usize = 4;
+const CALLEES: usize = 4;
 /// Offsets within a half line.
 const ALLOCS: usize = 0;
 const BYTES: usize = 1;
 const FREES: usize = 2;
 const FREED: usize = 3;
 
-/// One site's counters: own allocations, bytes, frees, freed bytes, then the same totals.
+/// One site's counters: own allocations, bytes, frees, freed bytes, then the callees'.
 #[repr(C, align(64))]
 struct Line([AtomicU64; WORDS]);
 
@@ -247,14 +249,19 @@ fn record_local(local: &Local, stack: &LiveStack, kind: Kind, bytes: u64, depth:
             own = false;
             line.bump(OWN + count, 1);
             line.bump(OWN + sum, bytes);
-        } else if stamp.get() == seq {
+            if deep {
+                stamp.set(seq);
+            }
             return;
         }
-        if deep {
-            stamp.set(seq);
+        // Only with more than one frame (`deep`): a site already counted for this
+        // allocation (a recursive call further out) is not counted again.
+        if stamp.get() == seq {
+            return;
         }
-        line.bump(TOTAL + count, 1);
-        line.bump(TOTAL + sum, bytes);
+        stamp.set(seq);
+        line.bump(CALLEES + count, 1);
+        line.bump(CALLEES + sum, bytes);
     });
 }
 
@@ -502,8 +509,10 @@ impl FunctionAlloc {
                         .ftrace
                         .site(i)
                         .map_or_else(|| format!("0x{:x}", self.ips[i]), |s| s.name().to_owned()),
-                    own: AllocCounts::from_words(&w[OWN..TOTAL]),
-                    total: AllocCounts::from_words(&w[TOTAL..]),
+                    own: AllocCounts::from_words(&w[OWN..CALLEES]),
+                    total: AllocCounts::from_words(&core::array::from_fn::<u64, 4, _>(|i| {
+                        w[OWN + i].wrapping_add(w[CALLEES + i])
+                    })),
                 };
                 (!row.total.is_empty()).then_some(row)
             })
@@ -624,14 +633,11 @@ impl FunctionAlloc {
                 return;
             }
             let line = &self.retained[index];
-            if n == 0 {
-                line.add(OWN + count, 1);
-                line.add(OWN + sum, bytes);
-            }
+            let half = if n == 0 { OWN } else { CALLEES };
             seen[n] = index;
             n += 1;
-            line.add(TOTAL + count, 1);
-            line.add(TOTAL + sum, bytes);
+            line.add(half + count, 1);
+            line.add(half + sum, bytes);
         });
     }
 }
