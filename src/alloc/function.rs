@@ -280,7 +280,7 @@ fn record_cold(local: &Local, stack: &LiveStack, kind: Kind, bytes: u64) {
     }
 }
 
-/// The per-function allocation stats (see the [module docs](self)): the records, the
+/// The per-function allocation stats (see the [module docs](crate::alloc)): the records, the
 /// option and the stat file. One per process, over the global hook instance.
 ///
 /// ```

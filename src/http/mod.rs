@@ -19,7 +19,7 @@
 //! | `POST /<path>?append=1` | `echo body >> path` ([`Tracefs::append`]) |
 //! | `GET /metrics` | the function profiler as Prometheus text 0.0.4, or OpenMetrics 1.0 when `Accept` has `application/openmetrics-text` |
 //! | `GET /debug/pprof/` | the profile index |
-//! | `GET /debug/pprof/allocs` | a gzipped pprof of each traced function's own allocations (`alloc_objects`, `alloc_space`) since the allocation stats were last reset ([`FunctionAlloc`](crate::alloc::FunctionAlloc)); cumulative, as Go's |
+//! | `GET /debug/pprof/allocs` | a gzipped pprof of each traced function's own allocations (`alloc_objects`, `alloc_space`) since the allocation stats were last reset ([`FunctionAlloc`]); cumulative, as Go's |
 //! | `GET /debug/pprof/profile?seconds=N` | a gzipped pprof of the calls made in the next N seconds (default 30): the difference of the profiler's records after and before; `409` while another runs or while the profiler is off |
 //!
 //! The other paths under `/debug/pprof/` (`goroutine`, `mutex`, `block`, ...) answer `404`
