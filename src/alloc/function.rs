@@ -177,6 +177,7 @@ impl Drop for Owner {
     fn drop(&mut self) {
         let _q = quiet::enter();
         let _ = LOCAL.try_with(|l| {
+            l.len.set(0);
             l.lines.set(core::ptr::null());
             l.stamps.set(core::ptr::null());
             l.gone.set(true);
@@ -194,7 +195,11 @@ std::thread_local! {
 
 /// Records one allocation or free of `bytes` for the current thread's traced functions
 /// (see the module docs). Never locks after the thread's first record, never panics.
-#[inline]
+///
+/// The steady state of a one-frame stack is straight-line code: the innermost frame's own
+/// words get the record; outer frames (callees' words, with the stamps) and the rare cases
+/// (no lines yet, a foreign frame innermost) are out of line.
+#[inline(always)]
 pub(crate) fn record(kind: Kind, bytes: u64) {
     if quiet::active() {
         return;
@@ -202,22 +207,45 @@ pub(crate) fn record(kind: Kind, bytes: u64) {
     let Some(stack) = crate::hook::live_stack() else {
         return;
     };
-    let depth = stack.depth();
-    if depth == 0 {
+    let Some((ip, index)) = stack.top_site() else {
         return;
-    }
+    };
     let _ = LOCAL.try_with(|local| {
-        if local.lines.get().is_null() {
-            record_cold(local, stack, kind, bytes);
-        } else {
-            record_local(local, stack, kind, bytes, depth);
+        let lines = local.lines.get();
+        let len = local.len.get();
+        // SAFETY: `ips` holds `len` ips (the global instance's table, which lives for the
+        // process), and `index < len` is checked first; a null `lines` has `len` 0.
+        if index >= len || unsafe { *local.ips.get().add(index) } != ip {
+            return record_general(local, stack, kind, bytes);
+        }
+        // SAFETY: `lines` holds `len` lines, owned by this thread's `Owner`, which frees
+        // them only after setting `len` to 0; `index < len`.
+        let line = unsafe { &*lines.add(index) };
+        let (count, sum) = kind.words();
+        line.bump(OWN + count, 1);
+        line.bump(OWN + sum, bytes);
+        if stack.is_nested() {
+            record_outer(local, stack, index, kind, bytes);
         }
     });
 }
 
-/// The steady state: the thread's own lines.
-#[inline(always)]
-fn record_local(local: &Local, stack: &LiveStack, kind: Kind, bytes: u64, depth: usize) {
+/// Whatever the straight path does not take: a thread without lines, a foreign frame
+/// innermost.
+#[cold]
+#[inline(never)]
+fn record_general(local: &Local, stack: &LiveStack, kind: Kind, bytes: u64) {
+    if local.lines.get().is_null() {
+        record_cold(local, stack, kind, bytes);
+    } else {
+        record_local(local, stack, kind, bytes);
+    }
+}
+
+/// The callees' words of the outer frames, the innermost (site `own`, already counted as
+/// its own) excluded: each distinct site once (the stamps).
+#[inline(never)]
+fn record_outer(local: &Local, stack: &LiveStack, own: usize, kind: Kind, bytes: u64) {
     let (lines, ips, len, stamps) = (
         local.lines.get(),
         local.ips.get(),
@@ -225,37 +253,59 @@ fn record_local(local: &Local, stack: &LiveStack, kind: Kind, bytes: u64, depth:
         local.stamps.get(),
     );
     let (count, sum) = kind.words();
-    // Stamps are needed only where a site can be on the stack twice.
-    let deep = depth > 1;
-    let seq = if deep {
-        let s = local.seq.get().wrapping_add(1);
-        local.seq.set(s);
-        s
-    } else {
-        0
-    };
-    let mut own = true;
+    let seq = local.seq.get().wrapping_add(1);
+    local.seq.set(seq);
+    // SAFETY: `own < len` (the caller checked it), and `stamps` holds `len` stamps, owned
+    // as `lines` is (see `record`).
+    unsafe { &*stamps.add(own) }.set(seq);
+    let mut first = true;
     stack.for_each_site(|ip, index| {
-        // SAFETY: `ips` holds `len` ips (the global instance's table, which lives for
-        // the process), and `index < len` is checked first.
+        if core::mem::take(&mut first) {
+            return;
+        }
+        // SAFETY: as in `record`.
         if index >= len || unsafe { *ips.add(index) } != ip {
             return;
         }
-        // SAFETY: `lines` and `stamps` hold `len` entries each, owned by this thread's
-        // `Owner`, which frees them only after nulling these pointers (a null `lines`
-        // never reaches here); `index < len`.
+        // SAFETY: as in `record`, for `lines` and `stamps`.
+        let (line, stamp) = unsafe { (&*lines.add(index), &*stamps.add(index)) };
+        if stamp.get() == seq {
+            return;
+        }
+        stamp.set(seq);
+        line.bump(CALLEES + count, 1);
+        line.bump(CALLEES + sum, bytes);
+    });
+}
+
+/// The general walk, innermost first: the innermost frame of a global-instance site gets
+/// the record as its own, every other distinct site as its callees'.
+fn record_local(local: &Local, stack: &LiveStack, kind: Kind, bytes: u64) {
+    let (lines, ips, len, stamps) = (
+        local.lines.get(),
+        local.ips.get(),
+        local.len.get(),
+        local.stamps.get(),
+    );
+    let (count, sum) = kind.words();
+    let seq = local.seq.get().wrapping_add(1);
+    local.seq.set(seq);
+    let mut own = true;
+    stack.for_each_site(|ip, index| {
+        // SAFETY: as in `record`.
+        if index >= len || unsafe { *ips.add(index) } != ip {
+            return;
+        }
+        // SAFETY: as in `record`, for `lines` and `stamps`.
         let (line, stamp) = unsafe { (&*lines.add(index), &*stamps.add(index)) };
         if own {
             own = false;
+            stamp.set(seq);
             line.bump(OWN + count, 1);
             line.bump(OWN + sum, bytes);
-            if deep {
-                stamp.set(seq);
-            }
             return;
         }
-        // Only with more than one frame (`deep`): a site already counted for this
-        // allocation (a recursive call further out) is not counted again.
+        // A site already counted for this record (a recursive call further out).
         if stamp.get() == seq {
             return;
         }
@@ -274,7 +324,7 @@ fn record_cold(local: &Local, stack: &LiveStack, kind: Kind, bytes: u64) {
     };
     let _q = quiet::enter();
     if !local.gone.get() && fa.attach(local) {
-        record_local(local, stack, kind, bytes, stack.depth());
+        record_local(local, stack, kind, bytes);
     } else {
         fa.record_retained(stack, kind, bytes);
     }

@@ -105,35 +105,44 @@ impl<A> TracedAlloc<A> {
         unsafe { (self.usable)(ptr, layout) as u64 }
     }
 
-    /// A new block: the `kmem/kmalloc` event and the per-function stats, as `active` says.
+    /// A new block: the per-function stats and the `kmem/kmalloc` event, as `active` says.
+    /// The stats alone (the common case) end in the record, with nothing kept across it.
     #[cold]
     #[inline(never)]
     fn allocated(&self, active: u32, ptr: *mut u8, layout: Layout) {
-        if ptr.is_null() {
-            // No block: no event would have a pointer, and nothing was allocated.
-            if active & KMALLOC != 0 {
-                self.kmalloc(ptr, layout);
-            }
-            return;
-        }
-        if active & FUNCTION != 0 {
-            function::record(function::Kind::Alloc, layout.size() as u64);
-        }
         if active & KMALLOC != 0 {
-            self.kmalloc(ptr, layout);
+            return self.allocated_event(active, ptr, layout);
+        }
+        if !ptr.is_null() {
+            function::record(function::Kind::Alloc, layout.size() as u64);
         }
     }
 
-    /// A block about to be freed: the `kmem/kfree` event and the per-function stats.
+    #[inline(never)]
+    fn allocated_event(&self, active: u32, ptr: *mut u8, layout: Layout) {
+        // No block (a failed allocation): nothing was allocated, but the event is recorded.
+        if active & FUNCTION != 0 && !ptr.is_null() {
+            function::record(function::Kind::Alloc, layout.size() as u64);
+        }
+        self.kmalloc(ptr, layout);
+    }
+
+    /// A block about to be freed: the per-function stats and the `kmem/kfree` event.
     #[cold]
     #[inline(never)]
     fn freeing(&self, active: u32, ptr: *mut u8, layout: Layout) {
+        if active & KFREE != 0 {
+            return self.freeing_event(active, ptr, layout);
+        }
+        function::record(function::Kind::Free, layout.size() as u64);
+    }
+
+    #[inline(never)]
+    fn freeing_event(&self, active: u32, ptr: *mut u8, layout: Layout) {
         if active & FUNCTION != 0 {
             function::record(function::Kind::Free, layout.size() as u64);
         }
-        if active & KFREE != 0 {
-            self.kfree(ptr);
-        }
+        self.kfree(ptr);
     }
 
     /// A reallocation: the `kmem/krealloc` event, and for the per-function stats a free of

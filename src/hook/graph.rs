@@ -450,6 +450,26 @@ impl LiveStack {
         Some(at)
     }
 
+    /// The innermost live frame's site ip and dense index (as [`for_each_site`]
+    /// gives them), if there is one.
+    ///
+    /// [`for_each_site`]: Self::for_each_site
+    #[inline(always)]
+    pub(crate) fn top_site(&self) -> Option<(usize, usize)> {
+        let at = self.top_at()?;
+        // SAFETY: as in `for_each_site`.
+        Some(unsafe {
+            let frame = self.frame_at(at).as_ptr();
+            ((*frame).func, (*frame).site_index as usize)
+        })
+    }
+
+    /// Whether more than one frame is live.
+    #[inline(always)]
+    pub(crate) fn is_nested(&self) -> bool {
+        self.top.get() > FRAME_BYTES
+    }
+
     /// Calls `f(ip, index)` for each live frame, innermost first: the site's ip and its
     /// dense index in its instance (`u32::MAX` as a `usize` for an ip that is not a site).
     /// Each frame's two words are copied out before `f` runs, so `f` may do anything; what
