@@ -5,8 +5,10 @@
 //! - Every method forwards to the inner allocator with the caller's arguments, exactly once,
 //!   and returns what it returned: the wrapper never changes an allocation.
 //! - With no event enabled and the per-function stats off, a method adds one relaxed load
-//!   and a predicted branch; the event and the stats are recorded out of line (`#[cold]`),
-//!   after the inner allocation (before the inner free), and never unwind into the caller.
+//!   and a predicted branch, read before the inner call, which is then a tail call (nothing
+//!   is kept across it); otherwise the event and the stats are recorded out of line
+//!   (`#[cold]`), after the inner allocation (before the inner free), as the switch word
+//!   read before the call said, and never unwind into the caller.
 
 use core::alloc::{GlobalAlloc, Layout};
 use std::alloc::System;
@@ -105,10 +107,33 @@ impl<A> TracedAlloc<A> {
         unsafe { (self.usable)(ptr, layout) as u64 }
     }
 
-    /// A new block: the per-function stats and the `kmem/kmalloc` event, as `active` says.
-    /// The stats alone (the common case) end in the record, with nothing kept across it.
+    /// An allocation while something records (`active`, read before it): the inner
+    /// allocator's, then the record.
+    ///
+    /// # Safety
+    ///
+    /// [`GlobalAlloc::alloc`]'s (`alloc_zeroed`'s when `zeroed`) contract for `layout`.
     #[cold]
     #[inline(never)]
+    unsafe fn alloc_recorded(&self, active: u32, layout: Layout, zeroed: bool) -> *mut u8
+    where
+        A: GlobalAlloc,
+    {
+        // SAFETY: the caller's contract, forwarded.
+        let ptr = unsafe {
+            if zeroed {
+                self.inner.alloc_zeroed(layout)
+            } else {
+                self.inner.alloc(layout)
+            }
+        };
+        self.allocated(active, ptr, layout);
+        ptr
+    }
+
+    /// A new block: the per-function stats and the `kmem/kmalloc` event, as `active` says.
+    /// The stats alone (the common case) end in the record, with nothing kept across it.
+    #[inline(always)]
     fn allocated(&self, active: u32, ptr: *mut u8, layout: Layout) {
         if active & KMALLOC != 0 {
             return self.allocated_event(active, ptr, layout);
@@ -127,9 +152,24 @@ impl<A> TracedAlloc<A> {
         self.kmalloc(ptr, layout);
     }
 
-    /// A block about to be freed: the per-function stats and the `kmem/kfree` event.
+    /// A free while something records (`active`): the record, then the inner free.
+    ///
+    /// # Safety
+    ///
+    /// [`GlobalAlloc::dealloc`]'s contract for `ptr` and `layout`.
     #[cold]
     #[inline(never)]
+    unsafe fn dealloc_recorded(&self, active: u32, ptr: *mut u8, layout: Layout)
+    where
+        A: GlobalAlloc,
+    {
+        self.freeing(active, ptr, layout);
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.inner.dealloc(ptr, layout) }
+    }
+
+    /// A block about to be freed: the per-function stats and the `kmem/kfree` event.
+    #[inline(always)]
     fn freeing(&self, active: u32, ptr: *mut u8, layout: Layout) {
         if active & KFREE != 0 {
             return self.freeing_event(active, ptr, layout);
@@ -201,31 +241,32 @@ impl<A> TracedAlloc<A> {
 unsafe impl<A: GlobalAlloc> GlobalAlloc for TracedAlloc<A> {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract, forwarded.
-        let ptr = unsafe { self.inner.alloc(layout) };
         let active = ACTIVE.load(Ordering::Relaxed);
-        if active & (KMALLOC | FUNCTION) != 0 {
-            self.allocated(active, ptr, layout);
+        if active & (KMALLOC | FUNCTION) == 0 {
+            // SAFETY: the caller's contract, forwarded.
+            return unsafe { self.inner.alloc(layout) };
         }
-        ptr
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.alloc_recorded(active, layout, false) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract, forwarded.
-        let ptr = unsafe { self.inner.alloc_zeroed(layout) };
         let active = ACTIVE.load(Ordering::Relaxed);
-        if active & (KMALLOC | FUNCTION) != 0 {
-            self.allocated(active, ptr, layout);
+        if active & (KMALLOC | FUNCTION) == 0 {
+            // SAFETY: the caller's contract, forwarded.
+            return unsafe { self.inner.alloc_zeroed(layout) };
         }
-        ptr
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.alloc_recorded(active, layout, true) }
     }
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         let active = ACTIVE.load(Ordering::Relaxed);
         if active & (KFREE | FUNCTION) != 0 {
-            self.freeing(active, ptr, layout);
+            // SAFETY: the caller's contract, forwarded.
+            return unsafe { self.dealloc_recorded(active, ptr, layout) };
         }
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.inner.dealloc(ptr, layout) }
