@@ -454,6 +454,7 @@ impl LiveStack {
     /// gives them), if there is one.
     ///
     /// [`for_each_site`]: Self::for_each_site
+    #[cfg(not(loom))]
     #[inline(always)]
     pub(crate) fn top_site(&self) -> Option<(usize, usize)> {
         let at = self.top_at()?;
@@ -465,6 +466,7 @@ impl LiveStack {
     }
 
     /// Whether more than one frame is live.
+    #[cfg(not(loom))]
     #[inline(always)]
     pub(crate) fn is_nested(&self) -> bool {
         self.top.get() > FRAME_BYTES
@@ -474,6 +476,7 @@ impl LiveStack {
     /// dense index in its instance (`u32::MAX` as a `usize` for an ip that is not a site).
     /// Each frame's two words are copied out before `f` runs, so `f` may do anything; what
     /// the allocation stats attribute an allocation to.
+    #[cfg(not(loom))]
     #[inline(always)]
     pub(crate) fn for_each_site(&self, mut f: impl FnMut(usize, usize)) {
         let mut top = self.top.get();

@@ -69,6 +69,7 @@ pub use future::TracedFuture;
 #[cfg(not(loom))]
 pub use future::TracedFutureExt;
 pub use glob::{Glob, GlobError};
+#[cfg(not(loom))]
 pub(crate) use graph::LiveStack;
 pub use graph::{
     Frame, GRAPH_SLOTS, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, TaskTimes, now_ns,
