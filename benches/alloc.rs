@@ -9,10 +9,12 @@
 //! - `Vec, 1 trigger`: the same loop inside a `#[traced]` function with the kernel's
 //!   example trigger on `kmem/kmalloc`
 //!   (`hist:key=call_site.sym:val=bytes_req,bytes_alloc:sort=bytes_alloc.descending`);
-//! - `Vec, 2 triggers`: and `hist:keys=call_site.sym` on `kmem/kfree`.
+//! - `Vec, 2 triggers`: and `hist:keys=call_site.sym` on `kmem/kfree`;
+//! - `Vec, function_alloc`: the same loop with `options/function-profile-alloc` on and no
+//!   trigger (per-function stats; the run checks that every pair was counted).
 //!
 //! Then memory: the resident set before and after `MEMORY_ALLOCS` (10 M) allocations with
-//! both triggers on.
+//! both triggers and the per-function stats on.
 //!
 //! Usage: `cargo bench -p tracestat-benches --bench alloc [-- ROUNDS]` (default 15). Prints per row the median
 //! and minimum over rounds and the median of its per-round ratio to `system`.
@@ -24,7 +26,7 @@ use std::time::Duration;
 mod common;
 
 use common::{steady_malloc, thread_cpu};
-use tracestat::alloc::{Kmem, TracedAlloc};
+use tracestat::alloc::{FunctionAlloc, Kmem, TracedAlloc};
 use tracestat::stat::Tracefs;
 
 #[global_allocator]
@@ -102,6 +104,27 @@ fn runs() -> Vec<(&'static str, Run)> {
                 t
             }),
         ),
+        (
+            "Vec, function_alloc",
+            Box::new(|| {
+                let fa = FunctionAlloc::global();
+                fa.enable().unwrap();
+                let t = vec_loop(CALLS);
+                fa.disable().unwrap();
+                let own = fa
+                    .rows()
+                    .into_iter()
+                    .find(|r| r.name == "vec_loop")
+                    .map(|r| r.own)
+                    .unwrap_or_default();
+                assert_eq!(
+                    (own.allocs, own.frees),
+                    (CALLS, CALLS),
+                    "every pair counted"
+                );
+                t
+            }),
+        ),
     ]
 }
 
@@ -145,7 +168,7 @@ fn main() {
         let mut t = times[i].clone();
         let min = t.iter().copied().fold(f64::INFINITY, f64::min);
         println!(
-            "  {:<16} median {:>6.2}  min {:>6.2}  ratio {:>5.3}",
+            "  {:<20} median {:>6.2}  min {:>6.2}  ratio {:>5.3}",
             runs[i].0,
             median(&mut t),
             min,
@@ -153,18 +176,20 @@ fn main() {
         );
     }
     set_triggers(2);
+    FunctionAlloc::global().enable().unwrap();
     vec_loop(MEMORY_ALLOCS / 10);
     let before = rss_kib();
     vec_loop(MEMORY_ALLOCS);
     let after = rss_kib();
     let table = Tracefs::global().read("events/kmem/kmalloc/hist").unwrap();
+    FunctionAlloc::global().disable().unwrap();
     set_triggers(0);
     let hits = table
         .lines()
         .find_map(|l| l.strip_prefix("    Hits: "))
         .unwrap_or("?");
     println!(
-        "memory: {MEMORY_ALLOCS} allocations with 2 triggers: VmRSS {before} KiB -> {after} KiB ({:+} KiB); kmalloc hits {hits}",
+        "memory: {MEMORY_ALLOCS} allocations with 2 triggers and function_alloc: VmRSS {before} KiB -> {after} KiB ({:+} KiB); kmalloc hits {hits}",
         after as i64 - before as i64
     );
 }

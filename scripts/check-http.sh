@@ -2,6 +2,7 @@
 # Checks the HTTP endpoint (feature `http`) with the real clients that read it:
 #   Prometheus        a real server scrapes `tracestat demo --serve` every second; its
 #                     /api/v1/query results equal trace_stat/functions   (Debian prometheus)
+#   go tool pprof     -raw and -top of /debug/pprof/allocs: Go's allocation sample types;
 #   go tool pprof     -top http://.../debug/pprof/profile?seconds=3 of the running demo: its
 #                     time total is the window's root time within 1 % (call paths with
 #                     self times, not summed inclusive times)            (Debian golang-go)
@@ -86,8 +87,9 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # A small workload, so that two of them and Prometheus share two cores.
 DEMO=(demo --groups 1 --fds 2 --loops 20)
 TOKEN=check-http-token
+# A records allocations too (--alloc): its /debug/pprof/allocs is read below.
 if ! TRACESTAT_HTTP_TOKEN=$TOKEN start_served "$OUT/demo-a.log" "$BIN" "${DEMO[@]}" \
-    --serve 127.0.0.1:0 --allow-writes; then
+    --serve 127.0.0.1:0 --allow-writes --alloc; then
   fail "tracestat demo --serve did not start"
   summary
   exit 1
@@ -215,10 +217,14 @@ files = [l for l in lines if l and not l.startswith("#") and l not in ("metrics"
 check(f"index: {len(lines)} lines, {len(index)} bytes (at most 1000 files listed)",
       status == 200 and len(files) <= 1000)
 files = files[:300]
+# The profiler is off since the curl checks; the allocation stats (on in a served demo) are
+# stopped too, so that the records stand still while the workload runs on.
+check("allocation stats stopped", req("PUT", "/options/function-profile-alloc", b"0", auth=True)[0] == 204)
 def state():
     return {f: req("GET", "/" + f) for f in files}
 before = state()
-paths = ["/", "/metrics", "/debug/pprof/", "/debug/pprof/profile?seconds=1", "/options/"]
+paths = ["/", "/metrics", "/debug/pprof/", "/debug/pprof/profile?seconds=1", "/debug/pprof/allocs",
+         "/options/"]
 paths += ["/" + f for f in files] + ["/" + f + "?format=json" for f in files]
 largest, statuses = 0, {}
 for p in paths:
@@ -288,6 +294,23 @@ EOF
   fi
 else
   loud_skip "go tool pprof" "golang-go is not installed and could not be installed"
+fi
+
+echo "=== go tool pprof -raw / -top http://.../debug/pprof/allocs ==="
+if have go; then
+  # A ran under tracestat's allocator wrapper with options/function-profile-alloc on (its
+  # records stand still since the checks above stopped it): Go's allocation sample types
+  # and a non-zero byte total.
+  raw=$(HOME="$OUT" go tool pprof -raw "http://$A/debug/pprof/allocs" 2>&1)
+  top=$(HOME="$OUT" go tool pprof -top -sample_index=alloc_space "http://$A/debug/pprof/allocs" 2>&1)
+  if printf '%s\n' "$raw" | grep -q "^PeriodType: space bytes" \
+     && printf '%s\n' "$raw" | grep -q "alloc_objects/count alloc_space/bytes" \
+     && printf '%s\n' "$top" | grep -Eq "of [0-9.]*[1-9][0-9.]*[kMG]?B total"
+  then pass "allocs: go tool pprof reads alloc_objects/alloc_space ($(printf '%s\n' "$top" | grep -Eo "of [0-9.]+[kMG]?B total"))"
+  else printf '%s\n' "$raw" | head -20; printf '%s\n' "$top" | head -10; fail "allocs: go tool pprof could not read /debug/pprof/allocs"
+  fi
+else
+  loud_skip "go tool pprof (allocs)" "golang-go is not installed and could not be installed"
 fi
 
 echo "=== hostile clients ==="

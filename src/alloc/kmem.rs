@@ -45,7 +45,15 @@ pub(crate) const KFREE: u32 = 2;
 /// [`ACTIVE`]'s bit of `kmem/krealloc`.
 pub(crate) const KREALLOC: u32 = 4;
 
-/// Which events have a trigger: the allocator wrapper's one relaxed load.
+/// [`ACTIVE`]'s bit of the per-function allocation stats (`options/function-profile-alloc`,
+/// owned by `function.rs`).
+pub(crate) const FUNCTION: u32 = 8;
+/// The bits this file owns.
+const EVENTS: u32 = KMALLOC | KFREE | KREALLOC;
+
+/// Which events have a trigger, and whether the per-function stats record: the allocator
+/// wrapper's one relaxed load. Each owner changes its own bits with a read-modify-write,
+/// under its own lock.
 pub(crate) static ACTIVE: AtomicU32 = AtomicU32::new(0);
 
 /// Events whose recording panicked (counted, never propagated into the allocator).
@@ -66,12 +74,6 @@ pub const KREALLOC_FIELDS: [&str; 7] = [
     "bytes_alloc",
     "common_pid",
 ];
-
-/// Whether `bit`'s event has a trigger: one relaxed load.
-#[inline(always)]
-pub(crate) fn enabled(bit: u32) -> bool {
-    ACTIVE.load(Ordering::Relaxed) & bit != 0
-}
 
 /// A symbol table entry for `call_site` values.
 type Symbolizer = dyn Fn(usize) -> Option<String> + Send + Sync;
@@ -120,7 +122,7 @@ pub struct Kmem {
 impl core::fmt::Debug for Kmem {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Kmem")
-            .field("active", &ACTIVE.load(Ordering::Relaxed))
+            .field("active", &(ACTIVE.load(Ordering::Relaxed) & EVENTS))
             .finish_non_exhaustive()
     }
 }
@@ -226,7 +228,7 @@ impl Kmem {
 
     /// Whether any event has a trigger now (the allocator wrapper then records).
     pub fn is_active(&self) -> bool {
-        ACTIVE.load(Ordering::Relaxed) != 0
+        ACTIVE.load(Ordering::Relaxed) & EVENTS != 0
     }
 
     /// How many events were lost because recording them panicked (never, unless a bug).
@@ -248,7 +250,9 @@ impl Kmem {
                 bits |= bit;
             }
         }
-        ACTIVE.store(bits, Ordering::Relaxed);
+        let _ = ACTIVE.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+            Some(w & !EVENTS | bits)
+        });
         if bits == 0 {
             stop_tracking(&mut t);
         }

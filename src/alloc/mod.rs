@@ -45,6 +45,11 @@
 //!   `bytes_req`, `bytes_alloc`, `common_pid`) event sources, their control files
 //!   (`events/kmem/<event>/hist`, `trace_stat/kmem.<event>.hist`), the switch word the
 //!   wrapper tests, and the tracking of traced calls while an event has a trigger.
+//! - [`FunctionAlloc`] (`function.rs`): per-function allocation stats,
+//!   `options/function-profile-alloc` and `trace_stat/function_alloc` (Allocs, Bytes,
+//!   Frees, Freed, Avg bytes; own or own + callees' as `options/graph-time` says), exact
+//!   across tasks that move between threads and under recursion; the rows for the
+//!   exporters ([`AllocStats`](crate::export::AllocStats)) and `/debug/pprof/allocs`.
 //!
 //! # Decisions
 //!
@@ -65,8 +70,9 @@
 //!
 //! # Invariants
 //!
-//! - While no `kmem` event has a trigger, an allocation, free or reallocation costs one
-//!   relaxed load and a predicted branch beside the inner allocator's work.
+//! - While no `kmem` event has a trigger and the per-function stats are off, an allocation,
+//!   free or reallocation costs one relaxed load and a predicted branch beside the inner
+//!   allocator's work (the switch word holds both).
 //! - Recording never allocates on its own behalf where anyone sees it, never takes a lock
 //!   and never makes a system call in the steady state (a thread's first event reads its
 //!   id once; a new key in a table allocates an entry, invisibly); a nested allocation
@@ -74,9 +80,11 @@
 //! - Before `main`, in thread-local destructors and during thread teardown every path stays
 //!   safe: the per-thread words it reads are `const`-initialised without destructors.
 
+mod function;
 mod kmem;
 mod wrapper;
 
+pub use function::{AllocCounts, AllocRow, FUNCTION_ALLOC_HEADER, FunctionAlloc};
 pub use kmem::{KFREE_FIELDS, KMALLOC_FIELDS, KREALLOC_FIELDS, Kmem};
 pub use wrapper::{TracedAlloc, UsableSize};
 

@@ -4,14 +4,18 @@
 //!
 //! - Every method forwards to the inner allocator with the caller's arguments, exactly once,
 //!   and returns what it returned: the wrapper never changes an allocation.
-//! - With no event enabled, a method adds one relaxed load and a predicted branch; the
-//!   event itself is recorded out of line (`#[cold]`), after the inner allocation (before
-//!   the inner free), and never unwinds into the caller.
+//! - With no event enabled and the per-function stats off, a method adds one relaxed load
+//!   and a predicted branch, read before the inner call, which is then a tail call (nothing
+//!   is kept across it); otherwise the event and the stats are recorded out of line
+//!   (`#[cold]`), after the inner allocation (before the inner free), as the switch word
+//!   read before the call said, and never unwind into the caller.
 
 use core::alloc::{GlobalAlloc, Layout};
 use std::alloc::System;
 
-use super::kmem::{self, Event, KFREE, KMALLOC, KREALLOC};
+use super::function;
+use super::kmem::{self, ACTIVE, Event, FUNCTION, KFREE, KMALLOC, KREALLOC};
+use crate::primitive::unmodeled::atomic::Ordering;
 
 /// The usable size of a block the inner allocator returned, for `bytes_alloc`: called with
 /// the block and the layout it was requested with, right after it was returned.
@@ -103,8 +107,105 @@ impl<A> TracedAlloc<A> {
         unsafe { (self.usable)(ptr, layout) as u64 }
     }
 
+    /// An allocation while something records (`active`, read before it): the inner
+    /// allocator's, then the record.
+    ///
+    /// # Safety
+    ///
+    /// [`GlobalAlloc::alloc`]'s (`alloc_zeroed`'s when `zeroed`) contract for `layout`.
     #[cold]
     #[inline(never)]
+    unsafe fn alloc_recorded(&self, active: u32, layout: Layout, zeroed: bool) -> *mut u8
+    where
+        A: GlobalAlloc,
+    {
+        // SAFETY: the caller's contract, forwarded.
+        let ptr = unsafe {
+            if zeroed {
+                self.inner.alloc_zeroed(layout)
+            } else {
+                self.inner.alloc(layout)
+            }
+        };
+        self.allocated(active, ptr, layout);
+        ptr
+    }
+
+    /// A new block: the per-function stats and the `kmem/kmalloc` event, as `active` says.
+    /// The stats alone (the common case) end in the record, with nothing kept across it.
+    #[inline(always)]
+    fn allocated(&self, active: u32, ptr: *mut u8, layout: Layout) {
+        if active & KMALLOC != 0 {
+            return self.allocated_event(active, ptr, layout);
+        }
+        if !ptr.is_null() {
+            function::record(function::Kind::Alloc, layout.size() as u64);
+        }
+    }
+
+    #[inline(never)]
+    fn allocated_event(&self, active: u32, ptr: *mut u8, layout: Layout) {
+        // No block (a failed allocation): nothing was allocated, but the event is recorded.
+        if active & FUNCTION != 0 && !ptr.is_null() {
+            function::record(function::Kind::Alloc, layout.size() as u64);
+        }
+        self.kmalloc(ptr, layout);
+    }
+
+    /// A free while something records (`active`): the record, then the inner free.
+    ///
+    /// # Safety
+    ///
+    /// [`GlobalAlloc::dealloc`]'s contract for `ptr` and `layout`.
+    #[cold]
+    #[inline(never)]
+    unsafe fn dealloc_recorded(&self, active: u32, ptr: *mut u8, layout: Layout)
+    where
+        A: GlobalAlloc,
+    {
+        self.freeing(active, ptr, layout);
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.inner.dealloc(ptr, layout) }
+    }
+
+    /// A block about to be freed: the per-function stats and the `kmem/kfree` event.
+    #[inline(always)]
+    fn freeing(&self, active: u32, ptr: *mut u8, layout: Layout) {
+        if active & KFREE != 0 {
+            return self.freeing_event(active, ptr, layout);
+        }
+        function::record(function::Kind::Free, layout.size() as u64);
+    }
+
+    #[inline(never)]
+    fn freeing_event(&self, active: u32, ptr: *mut u8, layout: Layout) {
+        if active & FUNCTION != 0 {
+            function::record(function::Kind::Free, layout.size() as u64);
+        }
+        self.kfree(ptr);
+    }
+
+    /// A reallocation: the `kmem/krealloc` event, and for the per-function stats a free of
+    /// the old block and an allocation of the new one (when it succeeded).
+    #[cold]
+    #[inline(never)]
+    fn reallocated(
+        &self,
+        active: u32,
+        old: *mut u8,
+        old_layout: Layout,
+        ptr: *mut u8,
+        new_size: usize,
+    ) {
+        if active & FUNCTION != 0 && !ptr.is_null() {
+            function::record(function::Kind::Free, old_layout.size() as u64);
+            function::record(function::Kind::Alloc, new_size as u64);
+        }
+        if active & KREALLOC != 0 {
+            self.krealloc(old, old_layout, ptr, new_size);
+        }
+    }
+
     fn kmalloc(&self, ptr: *mut u8, layout: Layout) {
         kmem::emit(Event::Kmalloc, |call_site, pid| {
             let alloc = self.usable(ptr, layout);
@@ -112,14 +213,10 @@ impl<A> TracedAlloc<A> {
         });
     }
 
-    #[cold]
-    #[inline(never)]
     fn kfree(&self, ptr: *mut u8) {
         kmem::emit(Event::Kfree, |call_site, pid| [call_site, ptr as u64, pid]);
     }
 
-    #[cold]
-    #[inline(never)]
     fn krealloc(&self, old: *mut u8, old_layout: Layout, ptr: *mut u8, new_size: usize) {
         kmem::emit(Event::Krealloc, |call_site, pid| {
             // A failed realloc has no block to measure (`usable` is 0 for null).
@@ -144,28 +241,32 @@ impl<A> TracedAlloc<A> {
 unsafe impl<A: GlobalAlloc> GlobalAlloc for TracedAlloc<A> {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract, forwarded.
-        let ptr = unsafe { self.inner.alloc(layout) };
-        if kmem::enabled(KMALLOC) {
-            self.kmalloc(ptr, layout);
+        let active = ACTIVE.load(Ordering::Relaxed);
+        if active & (KMALLOC | FUNCTION) == 0 {
+            // SAFETY: the caller's contract, forwarded.
+            return unsafe { self.inner.alloc(layout) };
         }
-        ptr
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.alloc_recorded(active, layout, false) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract, forwarded.
-        let ptr = unsafe { self.inner.alloc_zeroed(layout) };
-        if kmem::enabled(KMALLOC) {
-            self.kmalloc(ptr, layout);
+        let active = ACTIVE.load(Ordering::Relaxed);
+        if active & (KMALLOC | FUNCTION) == 0 {
+            // SAFETY: the caller's contract, forwarded.
+            return unsafe { self.inner.alloc_zeroed(layout) };
         }
-        ptr
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.alloc_recorded(active, layout, true) }
     }
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if kmem::enabled(KFREE) {
-            self.kfree(ptr);
+        let active = ACTIVE.load(Ordering::Relaxed);
+        if active & (KFREE | FUNCTION) != 0 {
+            // SAFETY: the caller's contract, forwarded.
+            return unsafe { self.dealloc_recorded(active, ptr, layout) };
         }
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.inner.dealloc(ptr, layout) }
@@ -175,8 +276,9 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for TracedAlloc<A> {
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: the caller's contract, forwarded.
         let new = unsafe { self.inner.realloc(ptr, layout, new_size) };
-        if kmem::enabled(KREALLOC) {
-            self.krealloc(ptr, layout, new, new_size);
+        let active = ACTIVE.load(Ordering::Relaxed);
+        if active & (KREALLOC | FUNCTION) != 0 {
+            self.reallocated(active, ptr, layout, new, new_size);
         }
         new
     }

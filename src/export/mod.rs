@@ -97,14 +97,15 @@ pub use json::{
     write_typed,
 };
 pub use model::{
-    Bucket, BucketHistogram, Counter, FunctionStats, ModelError, PathStats, Profile, StackTotals,
+    AllocStats, Bucket, BucketHistogram, Counter, FunctionStats, ModelError, PathStats, Profile,
+    StackTotals,
 };
 pub use openmetrics::{
     OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE, TextFormat, to_metrics_text, to_openmetrics,
     to_prometheus_text,
 };
 #[cfg(feature = "pprof")]
-pub use pprof::to_pprof;
+pub use pprof::{allocs_to_pprof, to_pprof};
 #[cfg(all(feature = "pprof", feature = "http"))]
 pub(crate) use pprof::to_pprof_commented;
 

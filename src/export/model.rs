@@ -164,6 +164,58 @@ pub struct Counter {
     pub value: u64,
 }
 
+/// One function's allocation counts: a row of `trace_stat/function_alloc` (see
+/// [`FunctionAlloc`](crate::alloc::FunctionAlloc)). [`Profile::from_allocations`] turns rows
+/// into counters for OpenMetrics and JSON; `allocs_to_pprof` writes them as a pprof
+/// allocation profile (feature `pprof`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "json", derive(Serialize, Deserialize))]
+pub struct AllocStats {
+    /// The function's name.
+    pub name: String,
+    /// Blocks allocated.
+    pub allocs: u64,
+    /// Bytes requested by those allocations.
+    pub bytes: u64,
+    /// Blocks freed.
+    pub frees: u64,
+    /// Bytes freed.
+    pub freed: u64,
+}
+
+/// The counter families [`Profile::from_allocations`] makes, with their help text: each
+/// row's field, labelled `function`.
+const ALLOC_COUNTERS: [(&str, &str); 4] = [
+    ("function_alloc_allocs", "Blocks allocated, per function"),
+    ("function_alloc_bytes", "Bytes allocated, per function"),
+    ("function_alloc_frees", "Blocks freed, per function"),
+    ("function_alloc_freed_bytes", "Bytes freed, per function"),
+];
+
+impl Profile {
+    /// A profile of four counters per function (`function_alloc_allocs`, `_bytes`,
+    /// `_frees`, `_freed_bytes`, labelled `function`): what OpenMetrics and JSON carry of
+    /// `trace_stat/function_alloc`.
+    pub fn from_allocations(rows: &[AllocStats]) -> Profile {
+        let mut counters = Vec::with_capacity(rows.len() * ALLOC_COUNTERS.len());
+        for (i, (name, help)) in ALLOC_COUNTERS.into_iter().enumerate() {
+            for r in rows {
+                let value = [r.allocs, r.bytes, r.frees, r.freed][i];
+                counters.push(Counter {
+                    name: name.to_owned(),
+                    help: help.to_owned(),
+                    labels: BTreeMap::from([("function".to_owned(), r.name.clone())]),
+                    value,
+                });
+            }
+        }
+        Profile {
+            counters,
+            ..Default::default()
+        }
+    }
+}
+
 /// Totals of the samples a stack format (pprof, folded) writes; see [`Profile::stack_totals`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StackTotals {

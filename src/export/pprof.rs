@@ -1,7 +1,7 @@
 //! pprof export (feature `pprof`): a gzipped `profile.proto` for `go tool pprof`, Pyroscope,
 //! Parca and other pprof viewers.
 //!
-//! What the profile holds is on [`to_pprof`].
+//! What the profile holds is on [`to_pprof`] and [`allocs_to_pprof`].
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -10,7 +10,7 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 use prost::Message;
 
-use super::model::Profile;
+use super::model::{AllocStats, Profile};
 use super::proto;
 
 struct Strings {
@@ -170,6 +170,72 @@ fn pprof_message(profile: &Profile, comments: Option<&[String]>) -> io::Result<p
         default_sample_type,
         ..Default::default()
     })
+}
+
+/// Builds the allocation profile of `rows`; [`allocs_to_pprof`] encodes and gzips it.
+fn allocs_pprof_profile(rows: &[AllocStats]) -> proto::Profile {
+    let mut strings = Strings::new();
+    let objects = proto::ValueType {
+        r#type: strings.intern("alloc_objects"),
+        unit: strings.intern("count"),
+    };
+    let space = proto::ValueType {
+        r#type: strings.intern("alloc_space"),
+        unit: strings.intern("bytes"),
+    };
+    let mut funcs = Functions {
+        ids: HashMap::new(),
+        functions: Vec::new(),
+        locations: Vec::new(),
+    };
+    let sample = rows
+        .iter()
+        .map(|r| proto::Sample {
+            location_id: vec![funcs.location(&r.name, &mut strings)],
+            value: vec![
+                saturate(u128::from(r.allocs)),
+                saturate(u128::from(r.bytes)),
+            ],
+            label: Vec::new(),
+        })
+        .collect();
+    let mapping = vec![proto::Mapping {
+        id: MAPPING_ID,
+        filename: strings.intern("tracestat"),
+        has_functions: true,
+        ..Default::default()
+    }];
+    let period_type = proto::ValueType {
+        r#type: strings.intern("space"),
+        unit: space.unit,
+    };
+    let comment =
+        vec![strings.intern(
+            "tracestat: one sample per function, values are allocations and bytes allocated",
+        )];
+    proto::Profile {
+        sample_type: vec![objects, space],
+        sample,
+        mapping,
+        location: funcs.locations,
+        function: funcs.functions,
+        string_table: strings.table,
+        period_type: Some(period_type),
+        period: 1,
+        comment,
+        default_sample_type: space.r#type,
+        ..Default::default()
+    }
+}
+
+/// Writes `rows` as a gzipped allocation `profile.proto` (`go tool pprof`'s
+/// `-sample_index=alloc_space` / `alloc_objects`), what `/debug/pprof/allocs` serves: Go's
+/// sample types `alloc_objects/count` and `alloc_space/bytes` (the default), one one-frame
+/// sample per function with the rows' counts, period type `space/bytes` and period 1 (every
+/// allocation is counted, none sampled). Pass own counts (graph-time off) for samples that
+/// add up to what was allocated. Values saturate at `i64::MAX`.
+pub fn allocs_to_pprof(rows: &[AllocStats], w: impl Write) -> io::Result<()> {
+    encode(&allocs_pprof_profile(rows), w)
 }
 
 /// Writes `profile` as a gzipped `profile.proto` (what `go tool pprof` reads).

@@ -450,6 +450,49 @@ impl LiveStack {
         Some(at)
     }
 
+    /// The innermost live frame's site ip and dense index (as [`for_each_site`]
+    /// gives them), if there is one.
+    ///
+    /// [`for_each_site`]: Self::for_each_site
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(crate) fn top_site(&self) -> Option<(usize, usize)> {
+        let at = self.top_at()?;
+        // SAFETY: as in `for_each_site`.
+        Some(unsafe {
+            let frame = self.frame_at(at).as_ptr();
+            ((*frame).func, (*frame).site_index as usize)
+        })
+    }
+
+    /// Whether more than one frame is live.
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(crate) fn is_nested(&self) -> bool {
+        self.top.get() > FRAME_BYTES
+    }
+
+    /// Calls `f(ip, index)` for each live frame, innermost first: the site's ip and its
+    /// dense index in its instance (`u32::MAX` as a `usize` for an ip that is not a site).
+    /// Each frame's two words are copied out before `f` runs, so `f` may do anything; what
+    /// the allocation stats attribute an allocation to.
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(crate) fn for_each_site(&self, mut f: impl FnMut(usize, usize)) {
+        let mut top = self.top.get();
+        while let Some(at) = top.checked_sub(FRAME_BYTES) {
+            top = at;
+            // SAFETY: `at` is a frame's offset (`top` ≤ `FULL`, a multiple of `FRAME_BYTES`,
+            // as in `pop_uncharged`); `Cell::as_ptr` of a frame of this thread's stack, read
+            // by this statement alone (the owner thread alone reaches the stack).
+            let (ip, index) = unsafe {
+                let frame = self.frame_at(at).as_ptr();
+                ((*frame).func, (*frame).site_index as usize)
+            };
+            f(ip, index);
+        }
+    }
+
     /// Pops the top frame without returning it: no parent charged (a task call's frame
     /// leaving the thread at the end of a poll that did not complete it).
     pub(crate) fn pop_uncharged(&self) -> Option<Frame> {

@@ -69,6 +69,8 @@ pub use future::TracedFuture;
 #[cfg(not(loom))]
 pub use future::TracedFutureExt;
 pub use glob::{Glob, GlobError};
+#[cfg(not(loom))]
+pub(crate) use graph::LiveStack;
 pub use graph::{
     Frame, GRAPH_SLOTS, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, TaskTimes, now_ns,
 };
@@ -88,6 +90,17 @@ pub use site::{SITES, Site, SiteDef};
 #[cfg(not(loom))]
 pub(crate) fn current_scope() -> Option<usize> {
     thread::hot(|hot| (hot.recursion.get() == 0).then(|| hot.current_ip.get())).flatten()
+}
+
+/// The calling thread's shadow stack of live graph frames (pushed while a graph ops covers
+/// their sites), or `None` while a hook callback runs on this thread: what the allocation
+/// stats attribute an allocation to. One thread-local address, no write, never allocates
+/// and works during thread teardown.
+#[cfg(not(loom))]
+#[inline(always)]
+pub(crate) fn live_stack() -> Option<&'static graph::LiveStack> {
+    let hot = thread::hot_ref();
+    (hot.recursion.get() == 0).then_some(&hot.stack)
 }
 
 /// Runs the calling thread's hook-layer thread-local teardown now (loom models; see

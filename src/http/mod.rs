@@ -19,7 +19,13 @@
 //! | `POST /<path>?append=1` | `echo body >> path` ([`Tracefs::append`]) |
 //! | `GET /metrics` | the function profiler as Prometheus text 0.0.4, or OpenMetrics 1.0 when `Accept` has `application/openmetrics-text` |
 //! | `GET /debug/pprof/` | the profile index |
+//! | `GET /debug/pprof/allocs` | a gzipped pprof of each traced function's own allocations (`alloc_objects`, `alloc_space`) since the allocation stats were last reset ([`FunctionAlloc`]); cumulative, as Go's |
 //! | `GET /debug/pprof/profile?seconds=N` | a gzipped pprof of the calls made in the next N seconds (default 30): the difference of the profiler's records after and before; `409` while another runs or while the profiler is off |
+//!
+//! The other paths under `/debug/pprof/` (`goroutine`, `mutex`, `block`, ...) answer `404`
+//! with a text body: fleet scrapers (Grafana Alloy's `pyroscope.scrape`, Parca) poll Go's
+//! five default paths and take `profile` and `allocs` from here. `/metrics` also carries
+//! the allocation stats' own counts (`tracestat_function_alloc_*_total{function=...}`).
 //!
 //! `HEAD` is answered as `GET` without the body. `/metrics` and `/debug/pprof/...` shadow
 //! tracefs files of those names.
@@ -87,6 +93,7 @@ use std::time::Duration;
 
 pub use route::{Response, Router};
 
+use crate::alloc::FunctionAlloc;
 use crate::export::Profile;
 use crate::profile::{FunctionProfiler, ProfilerHandle};
 use crate::stat::Tracefs;
@@ -104,6 +111,7 @@ pub struct ServerBuilder {
     addrs: io::Result<Vec<SocketAddr>>,
     fs: Option<Arc<Tracefs>>,
     profiler: Option<window::ProfileSource>,
+    allocations: Option<&'static FunctionAlloc>,
     allow_writes: bool,
     token: Option<Vec<u8>>,
     allow_remote: bool,
@@ -168,6 +176,7 @@ impl Server {
             addrs: addr.to_socket_addrs().map(Iterator::collect),
             fs: None,
             profiler: None,
+            allocations: None,
             allow_writes: false,
             token: None,
             allow_remote: false,
@@ -250,6 +259,14 @@ impl ServerBuilder {
         self
     }
 
+    /// The per-function allocation stats behind `/debug/pprof/allocs` and the
+    /// `tracestat_function_alloc_*` metrics (by default, with the global surface,
+    /// [`FunctionAlloc::global`]; with [`tracefs`](Self::tracefs), none unless named here).
+    pub fn allocations(mut self, stats: &'static FunctionAlloc) -> Self {
+        self.allocations = Some(stats);
+        self
+    }
+
     /// Whether `PUT` and `POST` may write control files (default `false`: `403`).
     pub fn allow_writes(mut self, allow: bool) -> Self {
         self.allow_writes = allow;
@@ -326,8 +343,8 @@ impl ServerBuilder {
     }
 
     fn build_router(&self, stop: Arc<AtomicBool>, refused: Arc<AtomicU64>) -> Router {
-        let (fs, profiler) = match &self.fs {
-            Some(fs) => (Arc::clone(fs), self.profiler.clone()),
+        let (fs, profiler, allocations) = match &self.fs {
+            Some(fs) => (Arc::clone(fs), self.profiler.clone(), self.allocations),
             None => {
                 let global = FunctionProfiler::global().handle();
                 // The branch profiler's files too, once per process.
@@ -345,12 +362,14 @@ impl ServerBuilder {
                             .clone()
                             .unwrap_or(window::ProfileSource::Profiler(global)),
                     ),
+                    Some(self.allocations.unwrap_or_else(FunctionAlloc::global)),
                 )
             }
         };
         Router {
             fs,
             profiler,
+            allocations,
             allow_writes: self.allow_writes,
             token: self.token.clone(),
             max_profile_seconds: self.max_profile_seconds,

@@ -27,8 +27,9 @@ use subtle::ConstantTimeEq;
 
 use super::window;
 use super::window::ProfileSource;
+use crate::alloc::FunctionAlloc;
 use crate::error::Error;
-use crate::export::{self, Counter};
+use crate::export::{self, Counter, Profile};
 use crate::export::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE};
 use crate::stat::{DirEntry, STAT_DIR, Tracefs, WriteMode};
 
@@ -124,6 +125,8 @@ pub(crate) fn reason(status: u16) -> &'static str {
 pub struct Router {
     pub(crate) fs: Arc<Tracefs>,
     pub(crate) profiler: Option<ProfileSource>,
+    /// The per-function allocation stats behind `/debug/pprof/allocs`.
+    pub(crate) allocations: Option<&'static FunctionAlloc>,
     pub(crate) allow_writes: bool,
     pub(crate) token: Option<Vec<u8>>,
     pub(crate) max_profile_seconds: u64,
@@ -345,10 +348,13 @@ impl Router {
             "/metrics" => Some(Fixed::Metrics),
             "/debug/pprof" | "/debug/pprof/" => Some(Fixed::PprofIndex),
             "/debug/pprof/profile" => Some(Fixed::Profile),
+            "/debug/pprof/allocs" => Some(Fixed::Allocs),
             p if p.starts_with("/debug/pprof/") => {
                 return Err(Response::error(
                     404,
-                    format_args!("{p}: no such profile (this endpoint serves 'profile')"),
+                    format_args!(
+                        "{p}: no such profile (this endpoint serves 'profile' and 'allocs')"
+                    ),
                 ));
             }
             _ => None,
@@ -362,6 +368,7 @@ impl Router {
                 Fixed::Metrics => self.metrics(headers),
                 Fixed::PprofIndex => pprof_index(headers),
                 Fixed::Profile => self.profile(query.seconds)?,
+                Fixed::Allocs => self.allocs(query.seconds)?,
             });
         }
         let file = &path[1..];
@@ -565,6 +572,11 @@ impl Router {
             .as_ref()
             .and_then(ProfileSource::to_profile)
             .unwrap_or_default();
+        if let Some(fa) = self.allocations {
+            profile
+                .counters
+                .extend(Profile::from_allocations(&fa.to_stats(false)).counters);
+        }
         profile.counters.push(Counter {
             name: "http_connections_refused".to_owned(),
             help: "Connections closed unserved because the HTTP endpoint's connection limit was reached".to_owned(),
@@ -633,6 +645,31 @@ impl Router {
             .with_header("Content-Disposition", "attachment; filename=\"profile\""))
     }
 
+    /// `/debug/pprof/allocs`: every traced function's own allocations since the stats were
+    /// last reset (cumulative, as Go's: scrapers take the differences).
+    fn allocs(&self, seconds: Option<u64>) -> Result<Response, Response> {
+        if let Some(n) = seconds {
+            return Err(Response::error(
+                400,
+                format_args!(
+                    "seconds={n}: the allocation profile is cumulative here (since \
+                     options/function-profile-alloc was last set to 1); take differences"
+                ),
+            ));
+        }
+        let Some(fa) = self.allocations else {
+            return Err(Response::error(
+                404,
+                "this endpoint serves no allocation stats",
+            ));
+        };
+        let mut out = Vec::new();
+        export::allocs_to_pprof(&fa.to_stats(false), &mut out)
+            .map_err(|e| Response::error(500, format_args!("cannot write the profile: {e}")))?;
+        Ok(Response::new(200, "application/octet-stream", out)
+            .with_header("Content-Disposition", "attachment; filename=\"allocs\""))
+    }
+
     /// Sleeps `d`, in short steps so a shutdown ends the wait; `false` when it did.
     fn wait(&self, d: Duration) -> bool {
         let end = Instant::now() + d;
@@ -654,6 +691,7 @@ enum Fixed {
     Metrics,
     PprofIndex,
     Profile,
+    Allocs,
 }
 
 fn json_response(doc: &serde_json::Value) -> Response {
@@ -664,17 +702,23 @@ fn json_response(doc: &serde_json::Value) -> Response {
 
 fn pprof_index(headers: &[(&str, &[u8])]) -> Response {
     const WHAT: &str = "the function profiler's calls and time over N seconds (gzipped profile.proto; go tool pprof reads it)";
+    const ALLOCS: &str = "each traced function's own allocations and bytes since the allocation stats were last reset (gzipped profile.proto)";
     if accepts(headers, "text/html") {
         return Response::new(
             200,
             HTML,
             format!(
-                "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>/debug/pprof/</title></head><body>\n<h1>/debug/pprof/</h1>\n<ul>\n<li><a href=\"profile?seconds={DEFAULT_PROFILE_SECONDS}\">profile</a>: {}</li>\n</ul>\n</body></html>\n",
-                html_escape(WHAT)
+                "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>/debug/pprof/</title></head><body>\n<h1>/debug/pprof/</h1>\n<ul>\n<li><a href=\"profile?seconds={DEFAULT_PROFILE_SECONDS}\">profile</a>: {}</li>\n<li><a href=\"allocs\">allocs</a>: {}</li>\n</ul>\n</body></html>\n",
+                html_escape(WHAT),
+                html_escape(ALLOCS)
             ),
         );
     }
-    Response::new(200, TEXT, format!("profile?seconds=N: {WHAT}\n"))
+    Response::new(
+        200,
+        TEXT,
+        format!("profile?seconds=N: {WHAT}\nallocs: {ALLOCS}\n"),
+    )
 }
 
 /// The credentials of an `Authorization: Bearer <token>` header value. The scheme name is

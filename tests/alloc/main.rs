@@ -11,6 +11,7 @@ use tracestat::profile::Ftrace;
 use tracestat::stat::Tracefs;
 
 mod concurrency;
+mod function;
 mod reentry;
 mod tasks;
 

@@ -295,3 +295,50 @@ fn format_names_parse() {
     tracestat::export::write(&sample(), Format::Folded, &mut out).unwrap();
     assert!(String::from_utf8(out).unwrap().starts_with("main 100\n"));
 }
+
+/// The allocation stats as metrics: four counter families labelled by function, each
+/// series the row's value.
+#[test]
+fn allocation_rows_are_four_counter_families_by_function() {
+    use tracestat::export::AllocStats;
+    let rows = [
+        AllocStats {
+            name: "parse".into(),
+            allocs: 3,
+            bytes: 1536,
+            frees: 2,
+            freed: 1024,
+        },
+        AllocStats {
+            name: BAD[1].into(),
+            allocs: 1,
+            bytes: 40,
+            frees: 1,
+            freed: 40,
+        },
+    ];
+    let t = text(&Profile::from_allocations(&rows), TextFormat::OpenMetrics);
+    let p = parse(&t);
+    assert!(p.eof);
+    for (family, parse_v, bad_v) in [
+        ("tracestat_function_alloc_allocs", 3.0, 1.0),
+        ("tracestat_function_alloc_bytes", 1536.0, 40.0),
+        ("tracestat_function_alloc_frees", 2.0, 1.0),
+        ("tracestat_function_alloc_freed_bytes", 1024.0, 40.0),
+    ] {
+        assert_eq!(p.types[family], "counter", "{t}");
+        let total = format!("{family}_total");
+        let of = |name: &str| {
+            p.samples
+                .iter()
+                .find(|s| s.name == total && s.labels["function"] == name)
+                .map(|s| s.value)
+        };
+        assert_eq!(
+            (of("parse"), of(BAD[1])),
+            (Some(parse_v), Some(bad_v)),
+            "{t}"
+        );
+        assert_eq!(sum(&p, &total), parse_v + bad_v);
+    }
+}

@@ -120,3 +120,61 @@ fn bad_names_are_kept_verbatim() {
     let t = ours.stack_totals();
     assert_eq!(totals(&p), [t.calls as i64, t.time_ns as i64]);
 }
+
+/// An allocation profile has Go's sample types (`alloc_objects/count`, `alloc_space/bytes`,
+/// the default), period type `space/bytes` with period 1, and one one-frame sample per row
+/// carrying its allocations and bytes.
+#[test]
+fn allocation_profile_has_gos_sample_types_and_one_sample_per_function() {
+    use tracestat::export::{AllocStats, allocs_to_pprof};
+    let rows = [
+        AllocStats {
+            name: "parse".into(),
+            allocs: 3,
+            bytes: 1536,
+            frees: 3,
+            freed: 1536,
+        },
+        AllocStats {
+            name: BAD[1].into(),
+            allocs: 1,
+            bytes: u64::MAX,
+            frees: 0,
+            freed: 0,
+        },
+    ];
+    let mut gz = Vec::new();
+    allocs_to_pprof(&rows, &mut gz).unwrap();
+    assert_eq!(&gz[..2], &[0x1f, 0x8b], "gzip magic");
+    let mut raw = Vec::new();
+    GzDecoder::new(&gz[..]).read_to_end(&mut raw).unwrap();
+    let p = proto::Profile::decode(&raw[..]).unwrap();
+    let types: Vec<(&str, &str)> = p
+        .sample_type
+        .iter()
+        .map(|t| (s(&p, t.r#type), s(&p, t.unit)))
+        .collect();
+    assert_eq!(
+        types,
+        [("alloc_objects", "count"), ("alloc_space", "bytes")]
+    );
+    assert_eq!(s(&p, p.default_sample_type), "alloc_space");
+    let period = p.period_type.unwrap();
+    assert_eq!(
+        (s(&p, period.r#type), s(&p, period.unit), p.period),
+        ("space", "bytes", 1)
+    );
+    let samples: Vec<(Vec<String>, Vec<i64>)> = p
+        .sample
+        .iter()
+        .map(|x| (stack(&p, x), x.value.clone()))
+        .collect();
+    assert_eq!(
+        samples,
+        [
+            (vec!["parse".to_owned()], vec![3, 1536]),
+            // Saturated at i64::MAX, never wrapped negative; the name verbatim.
+            (vec![BAD[1].to_owned()], vec![1, i64::MAX]),
+        ]
+    );
+}

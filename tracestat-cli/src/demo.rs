@@ -413,6 +413,8 @@ pub struct ProfiledRun {
     pub elapsed: Duration,
     /// `trace_stat/functions` after the run.
     pub functions: String,
+    /// `trace_stat/function_alloc` after the run, when allocations were recorded.
+    pub function_alloc: Option<String>,
 }
 
 /// The main job: sets `options/sleep-time`, enables the global function profiler through its
@@ -421,21 +423,30 @@ pub struct ProfiledRun {
 pub fn run_profiled(
     cfg: Hackbench,
     sleep_time: bool,
+    alloc: bool,
 ) -> Result<ProfiledRun, Box<dyn std::error::Error + Send + Sync>> {
     use tracestat::profile::FunctionProfiler;
     use tracestat::stat::Tracefs;
     FunctionProfiler::global();
+    tracestat::alloc::FunctionAlloc::global();
     let fs = Tracefs::global();
     set_sleep_time(sleep_time)?;
+    if alloc {
+        fs.write("options/function-profile-alloc", b"1\n")?;
+    }
     fs.write("function_profile_enabled", b"1\n")?;
     let start = Instant::now();
     let summary = cfg.run();
     let elapsed = start.elapsed();
     fs.write("function_profile_enabled", b"0\n")?;
+    fs.write("options/function-profile-alloc", b"0\n")?;
     let summary = summary?;
     Ok(ProfiledRun {
         summary,
         elapsed,
         functions: fs.read("trace_stat/functions")?,
+        function_alloc: alloc
+            .then(|| fs.read("trace_stat/function_alloc"))
+            .transpose()?,
     })
 }

@@ -1,7 +1,8 @@
 //! `tracestat`: the function profiler from the command line.
 //!
 //! - `tracestat demo` runs a hackbench-like workload under the function profiler and prints
-//!   `trace_stat/functions` (the project's main job).
+//!   `trace_stat/functions` (the project's main job); with `--alloc` also
+//!   `trace_stat/function_alloc` (the binary's global allocator is tracestat's wrapper).
 //! - `tracestat replay FILE|-` replays a function or function_graph trace (a `trace` or
 //!   `trace_pipe` capture, `trace-cmd report` output) with the kernel profiler's counting and
 //!   prints its stat files, or exports them (`--format`); see `replay.rs`.
@@ -26,6 +27,11 @@ mod hist;
 mod output;
 mod serve;
 use demo::{Hackbench, run_profiled};
+
+/// The workload's allocations are events (`events/kmem/*`) and per-function stats
+/// (`trace_stat/function_alloc`) when asked for; otherwise one relaxed load each.
+#[global_allocator]
+static ALLOC: tracestat::alloc::TracedAlloc = tracestat::alloc::TracedAlloc::system();
 
 /// Kernel-style function profiles in user space.
 #[derive(Debug, Parser)]
@@ -57,6 +63,13 @@ enum Command {
         /// deliberate slowdown of one function, for `tracestat diff` to find.
         #[arg(long, value_name = "NS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
         checksum_spin: u32,
+        /// options/function-profile-alloc: also record each traced function's allocations
+        /// (the binary's global allocator is tracestat's wrapper) and print
+        /// trace_stat/function_alloc after trace_stat/functions. With --serve, the option is
+        /// set from the start (/debug/pprof/allocs has data); the kmem events and the file
+        /// are served either way.
+        #[arg(long)]
+        alloc: bool,
         #[command(flatten)]
         serve: serve::ServeArgs,
     },
@@ -82,6 +95,7 @@ fn main() -> ExitCode {
             loops,
             sleep_time,
             checksum_spin,
+            alloc,
             serve,
         } => {
             demo::set_checksum_spin(checksum_spin);
@@ -95,9 +109,9 @@ fn main() -> ExitCode {
                     eprintln!("tracestat demo: {e}");
                     return ExitCode::FAILURE;
                 }
-                return serve::demo(cfg, &serve);
+                return serve::demo(cfg, &serve, alloc);
             }
-            demo(cfg, sleep_time == OnOff::On)
+            demo(cfg, sleep_time == OnOff::On, alloc)
         }
         Command::Diff(args) => match diff::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
@@ -136,8 +150,8 @@ enum OnOff {
     Off,
 }
 
-fn demo(cfg: Hackbench, sleep_time: bool) -> ExitCode {
-    match run_profiled(cfg, sleep_time) {
+fn demo(cfg: Hackbench, sleep_time: bool, alloc: bool) -> ExitCode {
+    match run_profiled(cfg, sleep_time, alloc) {
         Ok(run) => {
             eprintln!(
                 "hackbench: {} groups x {} senders x {} receivers x {} loops: {} messages in {:.3} s",
@@ -150,7 +164,12 @@ fn demo(cfg: Hackbench, sleep_time: bool) -> ExitCode {
             );
             let written = output::write_stdout(|out| {
                 writeln!(out, "==> trace_stat/functions <==")?;
-                out.write_all(run.functions.as_bytes())
+                out.write_all(run.functions.as_bytes())?;
+                if let Some(table) = &run.function_alloc {
+                    writeln!(out, "\n==> trace_stat/function_alloc <==")?;
+                    out.write_all(table.as_bytes())?;
+                }
+                Ok(())
             });
             match written {
                 Ok(()) => ExitCode::SUCCESS,

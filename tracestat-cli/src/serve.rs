@@ -170,8 +170,8 @@ pub fn replay(args: &ServeArgs) -> Result<(Served, Option<Shared>), String> {
 /// (recording call paths, so that `/debug/pprof/profile` has stacks with self times) while
 /// serving it, until Ctrl-C or SIGTERM; then prints `trace_stat/functions` as plain `demo`
 /// does.
-pub fn demo(cfg: Hackbench, args: &ServeArgs) -> ExitCode {
-    match serve_demo(cfg, args) {
+pub fn demo(cfg: Hackbench, args: &ServeArgs, alloc: bool) -> ExitCode {
+    match serve_demo(cfg, args, alloc) {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {
             eprintln!("tracestat demo: {msg}");
@@ -180,19 +180,27 @@ pub fn demo(cfg: Hackbench, args: &ServeArgs) -> ExitCode {
     }
 }
 
-fn serve_demo(cfg: Hackbench, args: &ServeArgs) -> Result<(), String> {
+fn serve_demo(cfg: Hackbench, args: &ServeArgs, alloc: bool) -> Result<(), String> {
     let Some(addr) = &args.serve else {
         return Ok(());
     };
     use tracestat::profile::FunctionProfiler;
     use tracestat::stat::Tracefs;
     FunctionProfiler::global();
+    // events/kmem/* (hist triggers writable with --allow-writes), trace_stat/function_alloc
+    // and /debug/pprof/allocs: the workload runs under the allocator wrapper.
+    tracestat::alloc::Kmem::global();
+    tracestat::alloc::FunctionAlloc::global();
     let fs = Tracefs::global();
     // Before the serving line is printed: a client may stop the demo as soon as it can
     // connect, and a signal that came first must stop it, not kill it without its table.
     stop_on_signals();
     #[cfg(feature = "http")]
     let _server = {
+        if alloc {
+            fs.write("options/function-profile-alloc", b"1\n")
+                .map_err(|e| e.to_string())?;
+        }
         for (file, value) in [
             ("options/function-profile-callpath", b"1\n"),
             ("function_profile_enabled", b"1\n"),
@@ -211,9 +219,18 @@ fn serve_demo(cfg: Hackbench, args: &ServeArgs) -> Result<(), String> {
     }
     eprintln!("tracestat demo: stopped after {rounds} rounds");
     let functions = fs.read("trace_stat/functions").map_err(|e| e.to_string())?;
+    let function_alloc = alloc
+        .then(|| fs.read("trace_stat/function_alloc"))
+        .transpose()
+        .map_err(|e| e.to_string())?;
     super::output::write_stdout(|out| {
         writeln!(out, "==> trace_stat/functions <==")?;
-        out.write_all(functions.as_bytes())
+        out.write_all(functions.as_bytes())?;
+        if let Some(table) = &function_alloc {
+            writeln!(out, "\n==> trace_stat/function_alloc <==")?;
+            out.write_all(table.as_bytes())?;
+        }
+        Ok(())
     })
 }
 

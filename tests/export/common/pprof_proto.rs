@@ -20,6 +20,10 @@ pub struct Profile {
     pub function: Vec<Function>,
     #[prost(string, repeated, tag = "6")]
     pub string_table: Vec<String>,
+    #[prost(message, optional, tag = "11")]
+    pub period_type: Option<ValueType>,
+    #[prost(int64, tag = "12")]
+    pub period: i64,
     #[prost(int64, repeated, tag = "13")]
     pub comment: Vec<i64>,
     #[prost(int64, tag = "14")]

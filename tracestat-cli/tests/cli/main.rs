@@ -4,6 +4,7 @@
 
 use std::process::Command;
 
+mod alloc;
 mod diff;
 mod hist;
 mod replay;

@@ -10,17 +10,17 @@ use std::time::{Duration, Instant};
 use crate::tracestat;
 
 #[path = "../../../tests/export/common/pprof_proto.rs"]
-mod proto;
+pub(crate) mod proto;
 
 /// A `tracestat ... --serve 127.0.0.1:0` child and the address it serves.
-struct Served {
+pub(crate) struct Served {
     child: Child,
-    addr: String,
+    pub(crate) addr: String,
     stderr: BufReader<std::process::ChildStderr>,
 }
 
 impl Served {
-    fn start(args: &[&str]) -> Served {
+    pub(crate) fn start(args: &[&str]) -> Served {
         let mut child = Command::new(env!("CARGO_BIN_EXE_tracestat"))
             .args(args)
             .stdin(Stdio::null())
@@ -45,7 +45,7 @@ impl Served {
     }
 
     /// `method target` with `body`: the status and the body.
-    fn request(&self, method: &str, target: &str, body: &str) -> (u16, Vec<u8>) {
+    pub(crate) fn request(&self, method: &str, target: &str, body: &str) -> (u16, Vec<u8>) {
         let mut s = TcpStream::connect(&self.addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         write!(
@@ -62,7 +62,7 @@ impl Served {
     }
 
     /// Sends `sig` and waits (at most 20 s): exit status, stdout, the rest of stderr.
-    fn stop(&mut self, sig: libc::c_int) -> (i32, String, String) {
+    pub(crate) fn stop(&mut self, sig: libc::c_int) -> (i32, String, String) {
         // SAFETY: kill() on our own child's pid.
         unsafe {
             libc::kill(self.child.id() as libc::pid_t, sig);
@@ -100,7 +100,7 @@ impl Drop for Served {
     }
 }
 
-const DEMO: &[&str] = &[
+pub(crate) const DEMO: &[&str] = &[
     "demo",
     "-g",
     "1",
@@ -190,7 +190,7 @@ fn refusals_name_the_command_lines_flags() {
     served.stop(libc::SIGTERM);
 }
 
-fn decode_pprof(gz: &[u8]) -> proto::Profile {
+pub(crate) fn decode_pprof(gz: &[u8]) -> proto::Profile {
     use prost::Message;
     let mut raw = Vec::new();
     flate2::read::GzDecoder::new(gz)
