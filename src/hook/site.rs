@@ -38,7 +38,7 @@ use core::sync::atomic::AtomicU32 as StdAtomicU32;
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
 #[cfg(not(loom))]
-use super::dispatch::ScopeGuard;
+use super::guard::ScopeGuard;
 use super::published::OpsEntry;
 
 /// Every `#[traced]` site of the binary (the `__mcount_loc` table). Filled at link time;
