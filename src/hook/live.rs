@@ -104,10 +104,7 @@ impl Ftrace {
     pub(crate) fn enter_live<'a>(&'a self, site: &'a Site) -> ScopeGuard<'a> {
         // By reference, not through a closure: the guard is then built in place, not
         // copied out of an `Option` (whose byte-wise copy stalls store forwarding).
-        #[cfg(not(loom))]
-        return self.enter_hot(thread::hot_ref(), site);
-        #[cfg(loom)]
-        return thread::hot(|hot| self.enter_hot(hot, site)).unwrap_or(ScopeGuard::none());
+        thread::with_hot(|hot| self.enter_hot(hot, site), ScopeGuard::none)
     }
 
     /// The enabled entry. The function profiler's cases (one ops with a record sink, or one

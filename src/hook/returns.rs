@@ -30,19 +30,13 @@ impl Ftrace {
     /// runs the return hooks of the ops that accepted it.
     #[inline(never)]
     pub(super) fn exit_graph(&self, prev_ip: usize) {
-        #[cfg(not(loom))]
-        self.exit_graph_hot(thread::hot_ref(), prev_ip);
-        #[cfg(loom)]
-        thread::hot(|hot| self.exit_graph_hot(hot, prev_ip));
+        thread::with_hot(|hot| self.exit_graph_hot(hot, prev_ip), || ());
     }
 
     /// [`exit_graph`](Self::exit_graph) once the parent ip is restored.
     #[inline(never)]
     pub(super) fn exit_graph_restored(&self) {
-        #[cfg(not(loom))]
-        self.pop_and_return(thread::hot_ref());
-        #[cfg(loom)]
-        thread::hot(|hot| self.pop_and_return(hot));
+        thread::with_hot(|hot| self.pop_and_return(hot), || ());
     }
 
     /// The end of a scope whose frame the function profiler's timed direct path pushed
@@ -61,20 +55,14 @@ impl Ftrace {
     #[inline(always)]
     pub(super) fn exit_sink_inline(&self, prev_ip: usize) {
         // The parent ip first: then nothing but `self` is live into the fallback.
-        #[cfg(not(loom))]
-        let done = {
-            let hot = thread::hot_ref();
-            hot.current_ip.set(prev_ip);
-            let slot = hot.cached_slot(self.rcu());
-            Self::try_exit_sink(hot, slot, |section| self.generation(section)).is_some()
-        };
-        #[cfg(loom)]
-        let done = thread::hot(|hot| {
-            hot.current_ip.set(prev_ip);
-            let slot = hot.cached_slot(self.rcu());
-            Self::try_exit_sink(hot, slot, |section| self.generation(section)).is_some()
-        })
-        .unwrap_or(false);
+        let done = thread::with_hot(
+            |hot| {
+                hot.current_ip.set(prev_ip);
+                let slot = hot.cached_slot(self.rcu());
+                Self::try_exit_sink(hot, slot, |section| self.generation(section)).is_some()
+            },
+            || false,
+        );
         if !done {
             self.exit_graph_restored();
         }
