@@ -134,7 +134,7 @@ pub(crate) mod unmodeled {
 
     pub(crate) mod atomic {
         pub(crate) use std::sync::atomic::{
-            AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+            AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
         };
     }
 }

@@ -42,6 +42,7 @@ use super::thread;
 use crate::error::{Error, InputError};
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use crate::primitive::sync::{Arc, Mutex};
+use crate::primitive::unmodeled::atomic as unmodeled;
 use crate::stat::WriteMode;
 
 enum SiteRef {
@@ -85,15 +86,15 @@ pub struct Ftrace {
     #[cfg_attr(loom, allow(dead_code))]
     global: bool,
     state: Mutex<State>,
-    overruns: core::sync::atomic::AtomicU64,
+    overruns: unmodeled::AtomicU64,
     /// Hint for [`Ftrace::has_active_ops`]: some ops registered and tracing on (as of the
     /// last commit).
-    active: core::sync::atomic::AtomicBool,
+    active: unmodeled::AtomicBool,
     /// Some registered ops wants task calls' running times in thread CPU time
     /// (`FtraceOps::task_cpu_time`), as of the last commit: read by an instrumented
     /// future at its first poll, for the whole call. A hint (unmodeled): either value is
     /// safe, and a run that changes it restarts.
-    task_cpu_time: core::sync::atomic::AtomicBool,
+    task_cpu_time: unmodeled::AtomicBool,
     /// Loom negative control only: replaced states, freed with the instance.
     #[cfg(tracestat_loom_negative)]
     retired: crate::primitive::unmodeled::Mutex<Vec<Box<Published>>>,
@@ -140,19 +141,18 @@ fn rejected(path: &str, e: impl std::error::Error + Send + Sync + 'static) -> Er
 /// The global instance's address, null until it is built (see [`Ftrace::global_fast`]).
 /// Written once: every enabled static site reads it, so its cache line stays shared.
 #[cfg(not(loom))]
-static GLOBAL_PTR: core::sync::atomic::AtomicPtr<Ftrace> =
-    core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
+static GLOBAL_PTR: unmodeled::AtomicPtr<Ftrace> = unmodeled::AtomicPtr::new(core::ptr::null_mut());
 
 /// The global instance's RCU domain id, `u64::MAX` (which no thread caches) until it is
 /// built (see [`Ftrace::global_domain`]). Written once, before [`GLOBAL_PTR`].
 #[cfg(not(loom))]
-static GLOBAL_DOMAIN: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(u64::MAX);
+static GLOBAL_DOMAIN: unmodeled::AtomicU64 = unmodeled::AtomicU64::new(u64::MAX);
 
 /// The global instance's published generation, a copy of its own word stored with it
 /// (see [`Ftrace::global_generation`]): the static entries and their exits read it without
 /// loading the instance's address.
 #[cfg(not(loom))]
-static GLOBAL_GENERATION: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+static GLOBAL_GENERATION: unmodeled::AtomicU64 = unmodeled::AtomicU64::new(0);
 
 impl Ftrace {
     fn build(sites: Vec<SiteRef>, global: bool) -> Self {
@@ -185,9 +185,9 @@ impl Ftrace {
                 slots: [None; GRAPH_SLOTS],
                 generation: 0,
             }),
-            overruns: core::sync::atomic::AtomicU64::new(0),
-            active: core::sync::atomic::AtomicBool::new(false),
-            task_cpu_time: core::sync::atomic::AtomicBool::new(false),
+            overruns: unmodeled::AtomicU64::new(0),
+            active: unmodeled::AtomicBool::new(false),
+            task_cpu_time: unmodeled::AtomicBool::new(false),
             #[cfg(tracestat_loom_negative)]
             retired: crate::primitive::unmodeled::Mutex::new(Vec::new()),
         }
@@ -227,15 +227,9 @@ impl Ftrace {
         let global = crate::stat::Tracefs::global_instance(&GLOBAL, build, |global, fs| {
             super::control::install(global, fs)
         });
-        if GLOBAL_PTR
-            .load(core::sync::atomic::Ordering::Relaxed)
-            .is_null()
-        {
-            GLOBAL_DOMAIN.store(global.rcu.id(), core::sync::atomic::Ordering::Relaxed);
-            GLOBAL_PTR.store(
-                Arc::as_ptr(global).cast_mut(),
-                core::sync::atomic::Ordering::Release,
-            );
+        if GLOBAL_PTR.load(Ordering::Relaxed).is_null() {
+            GLOBAL_DOMAIN.store(global.rcu.id(), Ordering::Relaxed);
+            GLOBAL_PTR.store(Arc::as_ptr(global).cast_mut(), Ordering::Release);
         }
         global
     }
@@ -256,7 +250,7 @@ impl Ftrace {
     #[cfg(not(loom))]
     #[inline(always)]
     pub(crate) fn global_fast() -> Option<&'static Ftrace> {
-        let p = GLOBAL_PTR.load(core::sync::atomic::Ordering::Acquire);
+        let p = GLOBAL_PTR.load(Ordering::Acquire);
         // SAFETY: a non-null `GLOBAL_PTR` is the address of the global instance, owned by
         // an `Arc` in a `static` `OnceLock` that is never emptied: it lives for the whole
         // process, and the Release store in `global` (after its construction) pairs with
@@ -274,7 +268,7 @@ impl Ftrace {
     #[cfg(not(loom))]
     #[inline(always)]
     pub(crate) unsafe fn global_unchecked() -> &'static Ftrace {
-        let p = GLOBAL_PTR.load(core::sync::atomic::Ordering::Relaxed);
+        let p = GLOBAL_PTR.load(Ordering::Relaxed);
         // SAFETY: the pointer is non-null (the caller's contract: it was set, and it is
         // never cleared) and its instance lives for the process (see `global_fast`).
         unsafe { &*p }
@@ -287,7 +281,7 @@ impl Ftrace {
     #[cfg(not(loom))]
     #[inline(always)]
     pub(crate) fn global_domain() -> u64 {
-        GLOBAL_DOMAIN.load(core::sync::atomic::Ordering::Relaxed)
+        GLOBAL_DOMAIN.load(Ordering::Relaxed)
     }
 
     /// The global instance's published generation ([`GLOBAL_GENERATION`], stored with its
@@ -316,13 +310,12 @@ impl Ftrace {
 
     pub(crate) fn note_overrun(&self) {
         // Rare path (a full shadow stack).
-        self.overruns
-            .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+        self.overruns.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Graph calls not traced because a shadow stack was full, over all threads.
     pub fn graph_overruns(&self) -> u64 {
-        self.overruns.load(core::sync::atomic::Ordering::Relaxed)
+        self.overruns.load(Ordering::Relaxed)
     }
 
     /// Number of sites.
@@ -397,7 +390,7 @@ impl Ftrace {
             self.commit(&mut st, next, None)
         })();
         if result.is_err() {
-            ops.owner.store(0, core::sync::atomic::Ordering::Release);
+            ops.owner.store(0, Ordering::Release);
         }
         result
     }
@@ -424,8 +417,8 @@ impl Ftrace {
             self.commit(&mut st, next, None)
         })();
         match result {
-            Ok(()) => old.owner.store(0, core::sync::atomic::Ordering::Release),
-            Err(_) => new.owner.store(0, core::sync::atomic::Ordering::Release),
+            Ok(()) => old.owner.store(0, Ordering::Release),
+            Err(_) => new.owner.store(0, Ordering::Release),
         }
         result
     }
@@ -433,12 +426,7 @@ impl Ftrace {
     /// Marks `ops` as registered here, or refuses one registered anywhere already.
     fn claim(&self, ops: &Arc<FtraceOps>, path: &str) -> Result<(), Error> {
         ops.owner
-            .compare_exchange(
-                0,
-                self.id(),
-                core::sync::atomic::Ordering::AcqRel,
-                core::sync::atomic::Ordering::Acquire,
-            )
+            .compare_exchange(0, self.id(), Ordering::AcqRel, Ordering::Acquire)
             .map(|_| ())
             .map_err(|_| busy(path, "ops is already registered"))
     }
@@ -491,7 +479,7 @@ impl Ftrace {
         let mut next = st.clone();
         Self::remove(&mut next, pos, ops);
         self.commit(&mut st, next, None)?;
-        ops.owner.store(0, core::sync::atomic::Ordering::Release);
+        ops.owner.store(0, Ordering::Release);
         Ok(())
     }
 
@@ -506,13 +494,12 @@ impl Ftrace {
     /// and dispatch re-checks the published state anyway.
     #[inline]
     pub fn has_active_ops(&self) -> bool {
-        self.active.load(core::sync::atomic::Ordering::Relaxed)
+        self.active.load(Ordering::Relaxed)
     }
 
     /// Whether task calls' running times are thread CPU time (see the field).
     pub(crate) fn task_cpu_time(&self) -> bool {
-        self.task_cpu_time
-            .load(core::sync::atomic::Ordering::Relaxed)
+        self.task_cpu_time.load(Ordering::Relaxed)
     }
 
     /// Number of registered ops.
@@ -570,7 +557,7 @@ impl Ftrace {
         let path = which.file();
         self.check_not_in_callback(path)?;
         let mut st = self.lock();
-        let owner = ops.owner.load(core::sync::atomic::Ordering::Acquire);
+        let owner = ops.owner.load(Ordering::Acquire);
         if owner != 0 && owner != self.id() {
             return Err(busy(path, "ops is registered in another Ftrace instance"));
         }
@@ -789,14 +776,10 @@ impl Ftrace {
             GLOBAL_GENERATION.store(next.generation, Ordering::Release);
         }
         let old = self.published.swap(new_ptr, Ordering::AcqRel);
-        self.active.store(
-            next.enabled && !next.ops.is_empty(),
-            core::sync::atomic::Ordering::Relaxed,
-        );
-        self.task_cpu_time.store(
-            next.ops.iter().any(|o| o.task_cpu_time),
-            core::sync::atomic::Ordering::Relaxed,
-        );
+        self.active
+            .store(next.enabled && !next.ops.is_empty(), Ordering::Relaxed);
+        self.task_cpu_time
+            .store(next.ops.iter().any(|o| o.task_cpu_time), Ordering::Relaxed);
         *st = next;
         self.rcu.synchronize();
         // SAFETY: `old` was published by `Box::into_raw` (in `build` or a previous commit)
@@ -870,7 +853,7 @@ impl Drop for Ftrace {
         let ptr = self.published.swap(core::ptr::null_mut(), Ordering::AcqRel);
         let st = self.state.get_mut();
         for ops in &st.ops {
-            ops.owner.store(0, core::sync::atomic::Ordering::Release);
+            ops.owner.store(0, Ordering::Release);
         }
         for site in self.sites() {
             site.direct.store(core::ptr::null_mut(), Ordering::Relaxed);

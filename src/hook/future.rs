@@ -77,8 +77,9 @@ use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
-use super::dispatch::{ScopeGuard, TaskEnd, stack_depth};
 use super::graph::{Frame, now_ns};
+use super::guard::ScopeGuard;
+use super::task::{TaskEnd, stack_depth};
 use super::{Ftrace, Site};
 
 /// The innermost poll of a traced future on this thread: the depth of its frame (`NONE`

@@ -24,9 +24,11 @@
 //! - `ftrace`: `Ftrace`, one instance of the layer (the global one over every static site,
 //!   or one over owned sites): register / unregister with the kernel's promises, refcounts,
 //!   atomic filter changes, the `IPMODIFY` rule, the published state dispatchers read.
-//! - `dispatch`: the out-of-line path of an enabled site (direct call or list walk), the
-//!   `ScopeGuard` that ends a traced scope, the replay entry points, and the task entry
-//!   points of `future`.
+//! - dispatch, one file per concern: `walk` (one call's context and the list walk),
+//!   `guard` (`ScopeGuard`, the two words that end a scope), `live` (an enabled site's
+//!   entry: direct call or list walk), `static_entry` (the static sites' own entries for
+//!   the sink cases), `returns` (graph exits), `foreign` (replay's entries for arbitrary
+//!   ips) and `task` (the entry points of `future`).
 //! - `future`: instrumented futures (`TracedFuture`, `#[traced]` on `async fn`): one call per
 //!   future, whose frame moves with the task between polls.
 //! - `control`: the control files (`available_filter_functions`, `enabled_functions`,
@@ -45,24 +47,30 @@
 mod barrier;
 mod clock;
 mod control;
-mod dispatch;
 mod filter;
+mod foreign;
 mod ftrace;
 mod future;
 mod glob;
 mod graph;
+mod guard;
+mod live;
 mod ops;
 mod pid;
 mod published;
 pub(crate) mod rcu;
 mod recursion;
+mod returns;
 mod site;
+#[cfg(not(loom))]
+mod static_entry;
+mod task;
 pub(crate) mod thread;
+mod walk;
 
 pub use barrier::ReadSideBarrier;
 pub use clock::{ClockError, TraceClock};
 pub use control::install;
-pub use dispatch::ScopeGuard;
 pub use filter::{FilterError, FilterHash, Hashes};
 pub use ftrace::Ftrace;
 pub use future::TracedFuture;
@@ -74,6 +82,7 @@ pub(crate) use graph::LiveStack;
 pub use graph::{
     Frame, GRAPH_SLOTS, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, TaskTimes, now_ns,
 };
+pub use guard::ScopeGuard;
 pub(crate) use ops::SinkSpec;
 pub use ops::{
     FtraceFunc, FtraceOps, FtraceOpsBuilder, GraphEntryFunc, GraphReturnFunc, OpsFlags, Regs,

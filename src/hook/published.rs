@@ -7,7 +7,7 @@
 //! (whether a pid list or registers concern it, its recursion flag, its graph slot), the pid
 //! list, the tracing switch and the graph slot generation. `Ftrace::commit` builds a new one
 //! for every change, publishes it through one pointer and rewrites each site's `direct`
-//! pointer into its entries; `dispatch` reads it inside a read-side section.
+//! pointer into its entries; the entries (`live`, `returns`, `foreign`) read it inside a read-side section.
 //!
 //! # Invariants
 //!

@@ -30,15 +30,15 @@
 
 use std::borrow::Cow;
 
-use core::fmt;
 #[cfg(not(loom))]
-use core::sync::atomic::AtomicPtr as StdAtomicPtr;
-use core::sync::atomic::AtomicU32 as StdAtomicU32;
+use crate::primitive::unmodeled::atomic::AtomicPtr as StdAtomicPtr;
+use crate::primitive::unmodeled::atomic::AtomicU32 as StdAtomicU32;
+use core::fmt;
 
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
 #[cfg(not(loom))]
-use super::dispatch::ScopeGuard;
+use super::guard::ScopeGuard;
 use super::published::OpsEntry;
 
 /// Every `#[traced]` site of the binary (the `__mcount_loc` table). Filled at link time;
@@ -194,19 +194,18 @@ impl Site {
 
     /// Position in the owner's `available_filter_functions` (0-based).
     pub fn index(&self) -> usize {
-        self.index.load(core::sync::atomic::Ordering::Relaxed) as usize
+        self.index.load(Ordering::Relaxed) as usize
     }
 
     /// [`index`](Self::index) as stored.
     #[inline(always)]
     pub(crate) fn dense_index(&self) -> u32 {
-        self.index.load(core::sync::atomic::Ordering::Relaxed)
+        self.index.load(Ordering::Relaxed)
     }
 
     pub(crate) fn set_index(&self, index: usize) {
         let index = u32::try_from(index).expect("more than 2^32 sites");
-        self.index
-            .store(index, core::sync::atomic::Ordering::Relaxed);
+        self.index.store(index, Ordering::Relaxed);
     }
 
     /// Number of registered ops covering this site (`ftrace_rec_count`).
@@ -251,8 +250,7 @@ impl Site {
             };
             // Relaxed: any entry is correct at any time (each checks its case under its
             // read-side section); this one is only the fastest for the site's state.
-            self.entry
-                .store(entry as *mut (), core::sync::atomic::Ordering::Relaxed);
+            self.entry.store(entry as *mut (), Ordering::Relaxed);
         }
         #[cfg(loom)]
         let _ = kind;
@@ -279,7 +277,7 @@ impl Site {
     #[cold]
     #[inline(never)]
     fn enter_enabled(&'static self) -> ScopeGuard<'static> {
-        let entry = self.entry.load(core::sync::atomic::Ordering::Relaxed);
+        let entry = self.entry.load(Ordering::Relaxed);
         // SAFETY: `entry` only ever holds a `StaticEntry` cast to a data pointer (the
         // constructor's and `set_entry`'s stores), and function and data pointers have
         // one size and representation on every target Rust supports.

@@ -404,6 +404,22 @@ pub(crate) fn hot_ref() -> &'static Hot {
     HOT.with(|hot| unsafe { &*(hot as *const Hot) })
 }
 
+/// Runs `f` with this thread's [`Hot`] words, by reference: how an entry or an exit that
+/// must work under loom reaches them. Outside loom it is [`hot_ref`] (`absent` is never
+/// called); under loom, whose thread-locals are dropped with the model's threads, `absent()`
+/// once they are gone. `f` returns its value directly, not through an `Option`, so a guard
+/// it builds is built in place.
+#[inline(always)]
+pub(crate) fn with_hot<R>(f: impl FnOnce(&Hot) -> R, absent: impl FnOnce() -> R) -> R {
+    #[cfg(not(loom))]
+    {
+        let _ = absent;
+        f(hot_ref())
+    }
+    #[cfg(loom)]
+    hot(f).unwrap_or_else(absent)
+}
+
 /// Runs `f` with this thread's [`Hot`] words. Never `None` outside loom (no destructor, no
 /// lazy initialisation); under loom, `None` once the thread's locals are being dropped.
 #[inline(always)]

@@ -40,10 +40,7 @@ pub(super) fn record(inner: &Arc<Inner>, ip: usize, duration: Option<u64>) {
         hot.sink
             .try_record(inner.id, hot.site_index.get(), ip, duration)
     };
-    #[cfg(not(loom))]
-    let recorded = steady(crate::hook::thread::hot_ref());
-    #[cfg(loom)]
-    let recorded = crate::hook::thread::hot(steady).unwrap_or(false);
+    let recorded = crate::hook::thread::with_hot(steady, || false);
     if !recorded {
         record_miss(inner, ip, duration);
     }

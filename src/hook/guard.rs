@@ -1,0 +1,173 @@
+//! The guard of a traced scope: what an entry hands back and how its drop ends the scope.
+//!
+//! # Design
+//!
+//! [`ScopeGuard`] is two words, so it comes back in registers: the `exit` word (the
+//! dispatching instance's address tagged with [`PUSHED`] when a frame was pushed and
+//! [`SINK`] when a sink's timed direct path pushed it, or one of the constant words of the
+//! global instance's static entries) and the parent ip to restore. Its drop picks the end:
+//! restore the parent ip only, the sink exit (`returns.rs`, `static_entry.rs`), or the
+//! graph exit (`returns.rs`).
+//!
+//! # Invariants
+//!
+//! - A non-zero `exit` other than the constant words was made from a `&'a Ftrace` whose
+//!   provenance was exposed; the guard borrows it for `'a`.
+//! - A guard is ended on the thread that entered the scope (not `Send`), exactly once.
+
+use super::ftrace::Ftrace;
+use super::thread;
+
+/// Returned by `Site::enter` / [`Ftrace::call`]: ends the traced scope when dropped (restores
+/// the parent ip and runs the function-graph return hooks, also during unwinding).
+///
+/// Not `Send`: it pops a frame of the shadow stack of the thread that entered the scope.
+/// Do not leak it (`mem::forget`): its frame would stay on that stack.
+///
+/// ```compile_fail
+/// fn send<T: Send>(_: T) {}
+/// send(tracestat::profile::ScopeGuard::none());
+/// ```
+///
+/// For the same reason an instrumented future does not hold one across polls (a future
+/// may resume elsewhere): see [`TracedFuture`](super::TracedFuture).
+#[must_use = "the scope ends when the guard drops"]
+pub struct ScopeGuard<'a> {
+    /// The dispatching instance's address, with [`PUSHED`] set if the call pushed a frame
+    /// and [`SINK`] if the function profiler's timed direct path pushed it; 0 for an
+    /// untraced scope. Two words in all, so the guard comes back in registers.
+    pub(super) exit: usize,
+    /// The ip to restore as the thread's current ip.
+    pub(super) prev_ip: usize,
+    _borrow: core::marker::PhantomData<(&'a Ftrace, *const ())>,
+}
+
+/// The low bit of [`ScopeGuard`]'s `exit` word (an `Ftrace` is aligned to more than 1).
+pub(super) const PUSHED: usize = 1;
+/// The second low bit of [`ScopeGuard`]'s `exit` word: the frame was pushed for an ops
+/// with a timed record sink (`Direct::TimedSink`), so its exit tries
+/// [`exit_sink`](Ftrace::exit_sink) first. Only ever set with [`PUSHED`].
+pub(super) const SINK: usize = 2;
+/// The whole `exit` word of a scope of the global instance that pushed no frame (the
+/// static counting entry's): its end only restores the parent ip, so the guard need not
+/// carry the instance, and the entry need not keep it live. Not an `Ftrace` address (one
+/// is aligned to more than this), never [`PUSHED`].
+pub(super) const GLOBAL_NO_FRAME: usize = 4;
+/// The whole `exit` word of a scope of the global instance whose frame the static timing
+/// entry pushed ([`PUSHED`] and [`SINK`], no address): its end is
+/// [`exit_global_sink`](Ftrace::exit_global_sink), which needs no instance argument.
+pub(super) const GLOBAL_SINK: usize = PUSHED | SINK;
+
+impl ScopeGuard<'_> {
+    /// The guard of an untraced scope (nothing to do on drop).
+    #[inline(always)]
+    pub const fn none() -> Self {
+        ScopeGuard {
+            exit: 0,
+            prev_ip: 0,
+            _borrow: core::marker::PhantomData,
+        }
+    }
+
+    /// Whether the call was dispatched (some ops covered it and tracing was on).
+    pub fn is_traced(&self) -> bool {
+        self.exit != 0
+    }
+}
+
+impl<'a> ScopeGuard<'a> {
+    /// The guard of a scope `ftrace` dispatched: restores `prev_ip` and, if `pushed`, pops
+    /// the frame.
+    #[inline(always)]
+    pub(super) fn traced(ftrace: &'a Ftrace, prev_ip: usize, pushed: bool) -> Self {
+        Self::with_flags(ftrace, prev_ip, if pushed { PUSHED } else { 0 })
+    }
+
+    #[inline(always)]
+    pub(super) fn with_flags(ftrace: &'a Ftrace, prev_ip: usize, flags: usize) -> Self {
+        const { assert!(core::mem::align_of::<Ftrace>() > (PUSHED | SINK | GLOBAL_NO_FRAME)) };
+        ScopeGuard {
+            exit: core::ptr::from_ref(ftrace).expose_provenance() | flags,
+            prev_ip,
+            _borrow: core::marker::PhantomData,
+        }
+    }
+
+    /// The guard of a static site's scope that pushed no frame (the global instance's).
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(super) fn global_no_frame(prev_ip: usize) -> Self {
+        ScopeGuard {
+            exit: GLOBAL_NO_FRAME,
+            prev_ip,
+            _borrow: core::marker::PhantomData,
+        }
+    }
+
+    /// The guard of a static site's scope whose frame the static timing entry pushed (the
+    /// global instance's).
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(super) fn global_sink(prev_ip: usize) -> Self {
+        ScopeGuard {
+            exit: GLOBAL_SINK,
+            prev_ip,
+            _borrow: core::marker::PhantomData,
+        }
+    }
+
+    /// The instance that dispatched the scope, and whether it pushed a frame; `None` for
+    /// an untraced scope.
+    pub(super) fn parts(&self) -> Option<(&'a Ftrace, bool)> {
+        match self.exit {
+            0 => None,
+            #[cfg(not(loom))]
+            GLOBAL_NO_FRAME => Some((Ftrace::global(), false)),
+            #[cfg(not(loom))]
+            GLOBAL_SINK => Some((Ftrace::global(), true)),
+            exit => Some((Self::instance(exit), exit & PUSHED != 0)),
+        }
+    }
+
+    /// The instance of a non-zero `exit` word other than [`GLOBAL_NO_FRAME`] and
+    /// [`GLOBAL_SINK`].
+    #[inline(always)]
+    pub(super) fn instance(exit: usize) -> &'a Ftrace {
+        // SAFETY: such an `exit` was made by `with_flags` from a `&'a Ftrace` whose
+        // provenance it exposed (its two low bits, clear in an aligned address, carry the
+        // flags); `_borrow` keeps that borrow for the guard's life.
+        unsafe { &*core::ptr::with_exposed_provenance::<Ftrace>(exit & !(PUSHED | SINK)) }
+    }
+}
+
+impl Drop for ScopeGuard<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        let exit = self.exit;
+        // The function profiler's timed static scope first: it is the one whose every
+        // instruction is measured against two clock reads.
+        if cfg!(not(loom)) && exit == GLOBAL_SINK {
+            #[cfg(not(loom))]
+            Ftrace::exit_global_sink(self.prev_ip);
+        } else if exit & PUSHED == 0 {
+            // No frame: the scope's end only restores the parent ip (a few inline
+            // instructions on the `Hot` thread-local).
+            if exit != 0 {
+                let prev_ip = self.prev_ip;
+                thread::hot(|hot| hot.current_ip.set(prev_ip));
+            }
+        } else if exit & SINK != 0 {
+            Self::instance(exit).exit_sink(self.prev_ip);
+        } else {
+            Self::instance(exit).exit_graph(self.prev_ip);
+        }
+    }
+}
+
+impl core::fmt::Debug for ScopeGuard<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ScopeGuard")
+            .field("traced", &self.is_traced())
+            .finish()
+    }
+}
