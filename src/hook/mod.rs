@@ -57,6 +57,7 @@ mod published;
 pub(crate) mod rcu;
 mod recursion;
 mod site;
+mod table;
 pub(crate) mod thread;
 
 pub use barrier::ReadSideBarrier;
