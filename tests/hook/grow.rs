@@ -2,8 +2,8 @@
 //! function met at its first call): indices never shift, new sites follow the ops whose
 //! filter selects all functions, retired ones are never called again.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::ops::{calls, hit, recorder, refcounts};
 
