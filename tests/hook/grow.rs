@@ -134,3 +134,36 @@ fn sites_grow_while_threads_call_them() {
     assert_eq!(counted.load(Ordering::Relaxed), made);
     assert!(f.sites().all(|s| s.refcount() == 0));
 }
+
+#[test]
+fn the_profiler_counts_sites_added_after_it_started_and_after_a_retire() {
+    use tracestat::profile::{FunctionProfiler, ProfileOptions};
+    for timing in [false, true] {
+        let f = Ftrace::new([SiteDef::new("main", "prog")]);
+        let profiler = FunctionProfiler::new(Arc::clone(&f));
+        profiler
+            .set_options(ProfileOptions {
+                timing,
+                ..ProfileOptions::default()
+            })
+            .unwrap();
+        profiler.enable().unwrap();
+        hit(&f, 0);
+        let first = f.add_sites([SiteDef::new("plug", "lib.so")]).unwrap();
+        for _ in 0..10 {
+            hit(&f, first.start);
+        }
+        f.retire_sites(first).unwrap();
+        let again = f.add_sites([SiteDef::new("plug", "lib.so")]).unwrap();
+        for _ in 0..5 {
+            hit(&f, again.start);
+        }
+        let rows: Vec<(String, u64)> = profiler
+            .rows(None)
+            .into_iter()
+            .map(|r| (r.name, r.hits))
+            .collect();
+        let plug: u64 = rows.iter().filter(|r| r.0 == "plug").map(|r| r.1).sum();
+        assert_eq!(plug, 15, "timing {timing}: {rows:?}");
+    }
+}

@@ -16,15 +16,20 @@
 //!   (`dlclose`, interposed here).
 //! - **Return stack**: a per-thread stack of (function, stack pointer, scope guard), the
 //!   stack pointer being the instrumented function's at its call of the hook (the hooks are
-//!   naked trampolines on x86-64 and AArch64 that pass it). An exit pops every frame deeper
-//!   than its own first (frames left by `longjmp`, `siglongjmp` or a C++ exception that did
-//!   not run their exit), then its own; an exit that finds a shallower frame on top
-//!   belongs to an entry that was not traced (a full stack: an overrun, counted as the
-//!   hook layer counts them) and is ignored.
+//!   naked trampolines on x86-64 and AArch64 that pass it). A callee's stack pointer is
+//!   below its caller's, so frames at or below an entering function's, or below an exiting
+//!   one's, were left without their exit (`longjmp`, `siglongjmp`, a C++ exception that did
+//!   not run their exit): both hooks pop them first, so they never pile up. An exit then
+//!   pops its own frame; one that finds a shallower frame on top belongs to an entry that
+//!   was not traced (a full stack: an overrun, counted) and is ignored. Code running on
+//!   another stack (a handler on `sigaltstack`, `ucontext` coroutines) breaks that order and
+//!   is not supported.
 //! - **Reentrancy**: a per-thread flag; a hook that runs while this thread is inside one
 //!   (a signal handler interrupting it) is not traced, its exit ignored.
-//! - **Threads**: a thread's state is made at its first hook and freed at its exit; frames
-//!   still open then (`pthread_exit`) are dropped without being recorded as returns.
+//! - **Threads**: a thread's state is made at its first hook and freed at its exit. A
+//!   thread's open frames return, innermost first, when it calls `pthread_exit`
+//!   (interposed here); any still open when it is torn down return then if the hook
+//!   layer's thread state is still there.
 //! - **Processes**: exactly the process `tracestat record` started is profiled (its parent
 //!   is `TRACESTAT_PARENT`), and what it `exec`s in place; a child it forks keeps counting
 //!   but writes nothing; a program it starts (fork and exec) is not profiled.
@@ -74,7 +79,8 @@ struct Settings {
 struct Frame {
     func: usize,
     sp: usize,
-    guard: ScopeGuard<'static>,
+    /// Ends the call when dropped.
+    _guard: ScopeGuard<'static>,
 }
 
 /// One thread's state.
@@ -103,10 +109,11 @@ impl Drop for Owner {
             // SAFETY: `p` came from `Box::into_raw` in `thread_state` and is freed only
             // here, once: `STATE` now holds `DEAD`, so no hook of this thread reaches it.
             let mut t = unsafe { Box::from_raw(p) };
-            // Open frames (`pthread_exit`, a thread ended inside traced code): the hook
-            // layer's thread state may be gone, so they are not ended.
-            for frame in t.stack.drain(..) {
-                core::mem::forget(frame.guard);
+            // Open frames (`pthread_exit`, a thread ended inside traced code) return now,
+            // innermost first; a guard whose thread state the hook layer already tore down
+            // ends nothing.
+            while let Some(frame) = t.stack.pop() {
+                drop(frame);
             }
         }
     }
@@ -186,11 +193,20 @@ extern "C" fn enter(func: usize, _call_site: usize, sp: usize) {
         return;
     }
     t.busy = true;
+    // Frames at or below this one's stack pointer were left without their exit (longjmp,
+    // an exception): a live caller's frame is always above its callee's.
+    while t.stack.last().is_some_and(|f| f.sp <= sp) {
+        drop(t.stack.pop());
+    }
     if t.stack.len() == DEPTH {
         OVERRUNS.fetch_add(1, Ordering::Relaxed);
     } else if let Some(site) = site_of(t, func) {
         let guard = site.enter();
-        t.stack.push(Frame { func, sp, guard });
+        t.stack.push(Frame {
+            func,
+            sp,
+            _guard: guard,
+        });
     }
     t.busy = false;
 }
@@ -238,6 +254,41 @@ trampolines!("lea rdx, [rsp + 8]", "jmp");
 #[cfg(target_arch = "aarch64")]
 trampolines!("mov x2, sp", "b");
 
+/// The next definition of `name` after this library's (libc's), looked up once into `cache`.
+fn next_symbol(cache: &OnceLock<usize>, name: &core::ffi::CStr) -> usize {
+    *cache.get_or_init(|| {
+        // SAFETY: a NUL-terminated name; RTLD_NEXT searches the objects after this one.
+        unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize }
+    })
+}
+
+/// Ends the calling thread's open frames, innermost first (at `exit`, at `pthread_exit`).
+fn end_frames() {
+    if let Some(t) = thread_state() {
+        t.busy = true;
+        while let Some(frame) = t.stack.pop() {
+            drop(frame);
+        }
+        t.busy = false;
+    }
+}
+
+/// `pthread_exit`, with the thread's open frames returning first: they end here.
+///
+/// # Safety
+///
+/// As `pthread_exit(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_exit(retval: *mut c_void) -> ! {
+    type Real = unsafe extern "C" fn(*mut c_void) -> !;
+    static REAL: OnceLock<usize> = OnceLock::new();
+    end_frames();
+    let real = next_symbol(&REAL, c"pthread_exit");
+    assert!(real != 0, "no pthread_exit after the preload library");
+    // SAFETY: `real` is the next `pthread_exit` in the lookup order, of this very type.
+    unsafe { core::mem::transmute::<usize, Real>(real)(retval) }
+}
+
 /// `dlclose`, then the closed object's sites retired and every thread's cache dropped.
 ///
 /// # Safety
@@ -247,10 +298,7 @@ trampolines!("mov x2, sp", "b");
 pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> libc::c_int {
     type Real = unsafe extern "C" fn(*mut c_void) -> libc::c_int;
     static REAL: OnceLock<usize> = OnceLock::new();
-    let real = *REAL.get_or_init(|| {
-        // SAFETY: a NUL-terminated name; RTLD_NEXT finds libc's (or libdl's) dlclose.
-        unsafe { libc::dlsym(libc::RTLD_NEXT, c"dlclose".as_ptr()) as usize }
-    });
+    let real = next_symbol(&REAL, c"dlclose");
     if real == 0 {
         return -1;
     }
@@ -344,13 +392,7 @@ fn start() -> Result<(), String> {
 
 /// At exit: end the exiting thread's open frames, stop, write the profile.
 extern "C" fn finish() {
-    if let Some(t) = thread_state() {
-        t.busy = true;
-        while let Some(frame) = t.stack.pop() {
-            drop(frame);
-        }
-        t.busy = false;
-    }
+    end_frames();
     READY.store(false, Ordering::Release);
     let Some(settings) = SETTINGS.get() else {
         return;

@@ -45,7 +45,10 @@ pub fn build(compiler: &str, dir: &Path, name: &str, args: &[&str]) -> PathBuf {
 /// Runs `cmd` with the preload library as `tracestat record` does (`timing`: `"0"` counts
 /// only); the program's output and the profile it wrote.
 pub fn record(cmd: &mut Command, timing: &str, extra: &[(&str, &str)]) -> (Output, String) {
-    let dir = scratch("record");
+    // One directory per run: tests of one binary run on parallel threads.
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = scratch(&format!("record{run}"));
     let profile = dir.join("profile.txt");
     cmd.env("LD_PRELOAD", library())
         .env("TRACESTAT_PARENT", std::process::id().to_string())
