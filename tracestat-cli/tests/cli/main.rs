@@ -6,6 +6,7 @@ use std::process::Command;
 
 mod diff;
 mod hist;
+mod record;
 mod replay;
 mod replay_faults;
 mod replay_real;
