@@ -50,12 +50,17 @@ run() {
   case $mode in
     plain | bare) "$bin" "${args[@]}" >/dev/null ;;
     count | timed)
-      LD_PRELOAD=$lib TRACESTAT_PARENT=$$ TRACESTAT_OUTPUT=$work/profile \
+      # The library profiles only a child of TRACESTAT_PARENT: this (sub)shell.
+      rm -f "$work/profile"
+      LD_PRELOAD=$lib TRACESTAT_PARENT=$BASHPID TRACESTAT_OUTPUT=$work/profile \
         TRACESTAT_TIMING=$([ "$mode" = count ] && echo 0 || echo 1) "$bin" "${args[@]}" >/dev/null
       ;;
     uftrace) uftrace record --no-libcall -d "$work/uftrace.data" "$bin" "${args[@]}" >/dev/null 2>&1 ;;
   esac
   t1=$(date +%s%N)
+  if [ "$mode" = count ] || [ "$mode" = timed ]; then
+    [ -s "$work/profile" ] || { echo "$w $mode: no profile written" >&2; exit 1; }
+  fi
   echo $(((t1 - t0) / 1000000))
 }
 
