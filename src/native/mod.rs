@@ -56,7 +56,8 @@ pub struct LoadedObject {
 }
 
 impl LoadedObject {
-    fn contains(&self, addr: usize) -> bool {
+    /// Whether `addr` is inside one of its loadable segments.
+    pub fn contains(&self, addr: usize) -> bool {
         self.segments.iter().any(|r| r.contains(&addr))
     }
 }
@@ -139,6 +140,8 @@ struct Map {
 /// doc).
 pub struct NativeSites {
     ftrace: Arc<Ftrace>,
+    /// Which objects' functions become sites.
+    keep: fn(&LoadedObject) -> bool,
     map: RwLock<Map>,
     generation: AtomicU64,
 }
@@ -156,8 +159,19 @@ impl NativeSites {
     /// those of [`Ftrace::add_sites`] (an object that cannot be read is
     /// [`skipped`](Self::skipped), not an error).
     pub fn attach(ftrace: Arc<Ftrace>) -> Result<Self, Error> {
+        Self::attach_only(ftrace, |_| true)
+    }
+
+    /// [`attach`](Self::attach) for the objects `keep` accepts, now and at every
+    /// [`refresh`](Self::refresh): a profiler loaded into the process leaves out its own
+    /// object, whose code is never instrumented.
+    pub fn attach_only(
+        ftrace: Arc<Ftrace>,
+        keep: fn(&LoadedObject) -> bool,
+    ) -> Result<Self, Error> {
         let this = NativeSites {
             ftrace,
+            keep,
             map: RwLock::new(Map::default()),
             generation: AtomicU64::new(0),
         };
@@ -247,7 +261,7 @@ impl NativeSites {
             self.generation.fetch_add(1, Ordering::AcqRel);
         }
         let mut added = 0;
-        for object in now {
+        for object in now.into_iter().filter(|o| (self.keep)(o)) {
             if map.objects.iter().any(|a| same(&a.object, &object))
                 || map.skipped.iter().any(|(p, _)| *p == object.path)
             {

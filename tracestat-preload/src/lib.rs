@@ -357,7 +357,11 @@ fn start() -> Result<(), String> {
     };
     let output = env("TRACESTAT_OUTPUT").ok_or("TRACESTAT_OUTPUT is not set")?;
     let ftrace = Ftrace::global();
-    let native = NativeSites::attach(std::sync::Arc::clone(ftrace)).map_err(|e| e.to_string())?;
+    // This library's own functions are never instrumented: not sites.
+    let native = NativeSites::attach_only(std::sync::Arc::clone(ftrace), |o| {
+        !o.contains(init as extern "C" fn() as usize)
+    })
+    .map_err(|e| e.to_string())?;
     for (path, why) in native.skipped() {
         if !path.contains("vdso") && !path.is_empty() {
             eprintln!("tracestat: no symbols read from {path}: {why}");
