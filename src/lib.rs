@@ -224,6 +224,8 @@ mod hook;
 // The endpoint serves the global profiler by default, which does not exist under loom.
 #[cfg(all(feature = "http", not(loom)))]
 pub mod http;
+#[cfg(all(feature = "native", target_os = "linux", not(loom)))]
+pub mod native;
 pub mod profile;
 pub mod replay;
 pub mod stat;

@@ -107,6 +107,26 @@ impl DenseTable {
         Some(unsafe { core::slice::from_raw_parts(p, self.lines_per_chunk) })
     }
 
+    /// The lines of the chunk holding entry `index`, if `index` is in range and its chunk
+    /// allocated. The test is on the entry, not the chunk: the last chunk's lines past `len`
+    /// exist but belong to no entry (an index past `len` is a site added to the owner after
+    /// this table was sized, whose record the caller's slow path keeps), and it replaces
+    /// `chunk`'s own bound (an index below `len` is in a chunk that exists).
+    #[inline(always)]
+    fn chunk_of(&self, index: usize, order: Ordering) -> Option<&[Line]> {
+        if index >= self.len {
+            return None;
+        }
+        // SAFETY: `index < len`, so `index / CHUNK < chunks.len()` (`len.div_ceil(CHUNK)`
+        // chunks).
+        let p = unsafe { self.chunks.get_unchecked(index / CHUNK) }.load(order);
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: as in `chunk`.
+        Some(unsafe { core::slice::from_raw_parts(p, self.lines_per_chunk) })
+    }
+
     /// Entry `i` of chunk `lines`.
     #[inline(always)]
     fn entry<'a>(&self, lines: &'a [Line], i: usize) -> EntryRef<'a> {
@@ -290,7 +310,7 @@ impl DenseWriter {
             return false;
         }
         // Relaxed: only this thread stores chunk pointers.
-        let Some(lines) = t.chunk(index / CHUNK, Ordering::Relaxed) else {
+        let Some(lines) = t.chunk_of(index, Ordering::Relaxed) else {
             return false;
         };
         let e = EntryRef::in_lines(lines, (index % CHUNK) * cell::OneKeyCount::STRIDE);
@@ -348,7 +368,7 @@ impl DenseWriter {
             return None;
         }
         // Relaxed: only this thread stores chunk pointers.
-        let lines = t.chunk(index / CHUNK, Ordering::Relaxed)?;
+        let lines = t.chunk_of(index, Ordering::Relaxed)?;
         Some(t.entry(lines, index))
     }
 

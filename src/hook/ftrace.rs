@@ -28,7 +28,6 @@
 //! - Writers may not run inside a read-side section of the same instance on the same thread
 //!   (a callback); they return [`Error::Busy`] instead of waiting for themselves.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use super::filter::{self, FilterError, FilterHash, Hashes};
@@ -38,27 +37,13 @@ use super::pid::{self, PidError};
 use super::published::{Direct, OpsEntry, Published};
 use super::rcu::Rcu;
 use super::site::{COUNT_MASK, EntryKind, FLAG_IPMODIFY, FLAG_REGS, Site, SiteDef};
+use super::table::{self, SiteRef, SiteTable};
 use super::thread;
 use crate::error::{Error, InputError};
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use crate::primitive::sync::{Arc, Mutex};
 use crate::primitive::unmodeled::atomic as unmodeled;
 use crate::stat::WriteMode;
-
-enum SiteRef {
-    #[cfg_attr(loom, allow(dead_code))]
-    Static(&'static Site),
-    Owned(Box<Site>),
-}
-
-impl SiteRef {
-    fn get(&self) -> &Site {
-        match self {
-            SiteRef::Static(s) => s,
-            SiteRef::Owned(s) => s,
-        }
-    }
-}
 
 /// Writers' state, under the update lock.
 #[derive(Clone)]
@@ -75,8 +60,7 @@ struct State {
 /// One instance of the hook layer: sites, registered ops and their hashes.
 pub struct Ftrace {
     rcu: Rcu,
-    sites: Box<[SiteRef]>,
-    by_ip: HashMap<usize, u32>,
+    sites: SiteTable,
     published: AtomicPtr<Published>,
     /// `published`'s generation, in a word of its own (stored with the list, after the
     /// sites): the static timed entry and the sink exit read it without the list.
@@ -156,14 +140,6 @@ static GLOBAL_GENERATION: unmodeled::AtomicU64 = unmodeled::AtomicU64::new(0);
 
 impl Ftrace {
     fn build(sites: Vec<SiteRef>, global: bool) -> Self {
-        let mut by_ip = HashMap::with_capacity(sites.len());
-        for (i, s) in sites.iter().enumerate() {
-            s.get().set_index(i);
-            by_ip.insert(
-                s.get().ip(),
-                u32::try_from(i).expect("more than 2^32 sites"),
-            );
-        }
         let published = Box::new(Published {
             entries: Box::new([]),
             pids: Box::new([]),
@@ -172,8 +148,7 @@ impl Ftrace {
         });
         Self {
             rcu: Rcu::new(),
-            sites: sites.into_boxed_slice(),
-            by_ip,
+            sites: SiteTable::new(sites),
             published: AtomicPtr::new(Box::into_raw(published)),
             generation: AtomicU64::new(0),
             global,
@@ -325,12 +300,12 @@ impl Ftrace {
 
     /// The site at `index` (its line in `available_filter_functions`, 0-based).
     pub fn site(&self, index: usize) -> Option<&Site> {
-        self.sites.get(index).map(SiteRef::get)
+        self.sites.get(index)
     }
 
-    /// All sites, in index order.
+    /// All sites, in index order (those present when the iterator was made).
     pub fn sites(&self) -> impl Iterator<Item = &Site> + Clone + '_ {
-        self.sites.iter().map(SiteRef::get)
+        (0..self.sites.len()).filter_map(|i| self.sites.get(i))
     }
 
     /// The site whose ip is `ip`, if it is one of this instance's.
@@ -344,7 +319,7 @@ impl Ftrace {
     }
 
     pub(crate) fn index_of_ip(&self, ip: usize) -> Option<usize> {
-        self.by_ip.get(&ip).map(|&i| i as usize)
+        self.sites.index_of_ip(ip)
     }
 
     fn lock(&self) -> crate::primitive::sync::MutexGuard<'_, State> {
@@ -705,36 +680,15 @@ impl Ftrace {
             })
             .collect();
         // Validate and compute every site's new word before storing anything.
+        let retired = self.sites.retired();
         let mut words = Vec::with_capacity(self.sites.len());
         for (i, site) in self.sites().enumerate() {
-            let mut count = 0u32;
-            let mut flags = 0u32;
-            let mut ipmodify: Option<usize> = None;
-            let mut only = None;
-            for (k, e) in entries.iter().enumerate() {
-                if !e.hashes.covers(i) {
-                    continue;
-                }
-                count += 1;
-                only = Some(k);
-                let f = e.ops.flags();
-                if f.wants_regs() {
-                    flags |= FLAG_REGS;
-                }
-                if f.contains(OpsFlags::IPMODIFY) {
-                    if ipmodify.is_some() {
-                        return Err(busy(
-                            site.name(),
-                            "a second IPMODIFY ops would cover this function",
-                        ));
-                    }
-                    ipmodify = Some(k);
-                    flags |= FLAG_IPMODIFY;
-                }
-            }
-            debug_assert!(count <= COUNT_MASK);
-            let direct = if count == 1 { only } else { None };
-            words.push((if count == 0 { 0 } else { count | flags }, direct));
+            words.push(site_word(
+                &entries,
+                i,
+                site.name(),
+                table::bit(&retired, i),
+            )?);
         }
         let published = Box::new(Published {
             entries: entries.into_boxed_slice(),
@@ -753,21 +707,7 @@ impl Ftrace {
         // entry: its frame then carries the older generation, which only ever makes the
         // exit's checks fail towards the general path.
         for (site, (word, direct)) in self.sites().zip(words) {
-            // No direct entry while tracing is off, so the direct paths need not test the
-            // switch (the general path does).
-            let direct = direct.filter(|_| next.enabled);
-            let ptr = direct.map_or(core::ptr::null_mut(), |k| {
-                &*entries[k] as *const OpsEntry as *mut OpsEntry
-            });
-            site.direct.store(ptr, Ordering::Release);
-            site.set_entry(
-                direct.map_or(EntryKind::General, |k| match entries[k].direct {
-                    Direct::CountSink => EntryKind::Count,
-                    Direct::TimedSink => EntryKind::Timed,
-                    Direct::Func | Direct::Accepting | Direct::General => EntryKind::General,
-                }),
-            );
-            site.set_state(word);
+            store_site(site, word, direct, entries, next.enabled);
         }
         // Release: a reader that reads the new generation sees the sites' stores above.
         self.generation.store(next.generation, Ordering::Release);
@@ -794,6 +734,67 @@ impl Ftrace {
         #[cfg(not(tracestat_loom_negative))]
         drop(old);
         Ok(())
+    }
+
+    /// Adds sites while the instance runs (the functions of a shared object loaded now, or a
+    /// function met at its first call), indexed after every existing one; their indices.
+    /// Each is covered at once by every registered ops whose filter selects all functions
+    /// (an empty filter) and whose notrace does not name it: a filter written before a site
+    /// existed does not name it (as the kernel's filters do not name the functions of a
+    /// module loaded after them) until it is written again. Errors, with nothing added:
+    /// [`Error::Busy`] from inside a callback of this instance, or if two `IPMODIFY` ops
+    /// would cover a new site.
+    pub fn add_sites(
+        &self,
+        defs: impl IntoIterator<Item = SiteDef>,
+    ) -> Result<core::ops::Range<usize>, Error> {
+        const PATH: &str = "available_filter_functions";
+        self.check_not_in_callback(PATH)?;
+        let _st = self.lock();
+        let defs: Vec<SiteDef> = defs.into_iter().collect();
+        // SAFETY: the published list is replaced (and the old one freed) only by a commit,
+        // which needs the update lock this thread holds; it is never null.
+        let published = unsafe { &*self.published.load(Ordering::Acquire) };
+        let start = self.sites.len();
+        let mut words = Vec::with_capacity(defs.len());
+        for (k, def) in defs.iter().enumerate() {
+            words.push(site_word(&published.entries, start + k, &def.name, false)?);
+        }
+        for (def, (word, direct)) in defs.into_iter().zip(words) {
+            // The word before the site is published: a reader that finds it finds it
+            // covered.
+            let site = Box::new(Site::owned(def));
+            store_site(&site, word, direct, &published.entries, published.enabled);
+            self.sites.push(SiteRef::Owned(site));
+        }
+        Ok(start..self.sites.len())
+    }
+
+    /// Retires the sites at `indices` (their shared object is unloaded): no ops covers them
+    /// again, and when this returns none of their callbacks is running or is ever called
+    /// again. Their records stay (with their index and their line in
+    /// `available_filter_functions`), so nothing holding one dangles. Errors, with nothing
+    /// changed: [`Error::NotFound`] for an index past the table, [`Error::Busy`] from inside
+    /// a callback of this instance.
+    pub fn retire_sites(&self, indices: core::ops::Range<usize>) -> Result<(), Error> {
+        const PATH: &str = "available_filter_functions";
+        self.check_not_in_callback(PATH)?;
+        let mut st = self.lock();
+        if indices.end > self.sites.len() {
+            return Err(Error::NotFound {
+                path: PATH.to_owned(),
+            });
+        }
+        for i in indices {
+            self.sites.retire(i);
+        }
+        let next = st.clone();
+        self.commit(&mut st, next, None)
+    }
+
+    /// Whether the site at `index` is retired (see [`retire_sites`](Self::retire_sites)).
+    pub fn is_retired(&self, index: usize) -> bool {
+        self.sites.is_retired(index)
     }
 
     /// The content of `available_filter_functions`: one `name [module]` line per site.
@@ -846,6 +847,75 @@ impl Ftrace {
         }
         out
     }
+}
+
+/// The state word and direct entry (an index into `entries`) of the site at `index`, named
+/// `name`, under the ops list `entries`: the count of covering ops with their flags, and the
+/// one covering ops while there is exactly one. A retired site is covered by none. Refuses a
+/// second `IPMODIFY` ops on one site.
+fn site_word(
+    entries: &[Box<OpsEntry>],
+    index: usize,
+    name: &str,
+    retired: bool,
+) -> Result<(u32, Option<usize>), Error> {
+    if retired {
+        return Ok((0, None));
+    }
+    let mut count = 0u32;
+    let mut flags = 0u32;
+    let mut ipmodify = false;
+    let mut only = None;
+    for (k, e) in entries.iter().enumerate() {
+        if !e.hashes.covers(index) {
+            continue;
+        }
+        count += 1;
+        only = Some(k);
+        let f = e.ops.flags();
+        if f.wants_regs() {
+            flags |= FLAG_REGS;
+        }
+        if f.contains(OpsFlags::IPMODIFY) {
+            if ipmodify {
+                return Err(busy(
+                    name,
+                    "a second IPMODIFY ops would cover this function",
+                ));
+            }
+            ipmodify = true;
+            flags |= FLAG_IPMODIFY;
+        }
+    }
+    debug_assert!(count <= COUNT_MASK);
+    let direct = if count == 1 { only } else { None };
+    Ok((if count == 0 { 0 } else { count | flags }, direct))
+}
+
+/// Stores a site's word and direct entry computed by [`site_word`] against `entries` (a
+/// published list): the direct entry first, then the entry kind, then the word.
+fn store_site(
+    site: &Site,
+    word: u32,
+    direct: Option<usize>,
+    entries: &[Box<OpsEntry>],
+    enabled: bool,
+) {
+    // No direct entry while tracing is off, so the direct paths need not test the
+    // switch (the general path does).
+    let direct = direct.filter(|_| enabled);
+    let ptr = direct.map_or(core::ptr::null_mut(), |k| {
+        &*entries[k] as *const OpsEntry as *mut OpsEntry
+    });
+    site.direct.store(ptr, Ordering::Release);
+    site.set_entry(
+        direct.map_or(EntryKind::General, |k| match entries[k].direct {
+            Direct::CountSink => EntryKind::Count,
+            Direct::TimedSink => EntryKind::Timed,
+            Direct::Func | Direct::Accepting | Direct::General => EntryKind::General,
+        }),
+    );
+    site.set_state(word);
 }
 
 impl Drop for Ftrace {

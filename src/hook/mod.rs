@@ -64,6 +64,7 @@ mod returns;
 mod site;
 #[cfg(not(loom))]
 mod static_entry;
+mod table;
 mod task;
 pub(crate) mod thread;
 mod walk;

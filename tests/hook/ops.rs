@@ -16,7 +16,7 @@ fn sites(names: &[&str]) -> Arc<Ftrace> {
 }
 
 /// An ops recording `(ip, parent_ip)` of every call.
-fn recorder(flags: OpsFlags) -> Arc<FtraceOps> {
+pub(crate) fn recorder(flags: OpsFlags) -> Arc<FtraceOps> {
     FtraceOps::builder(|ip, parent, ops, _| {
         ops.private::<Mutex<Vec<(usize, usize)>>>()
             .unwrap()
@@ -29,7 +29,7 @@ fn recorder(flags: OpsFlags) -> Arc<FtraceOps> {
     .build()
 }
 
-fn calls(ops: &FtraceOps) -> Vec<(usize, usize)> {
+pub(crate) fn calls(ops: &FtraceOps) -> Vec<(usize, usize)> {
     ops.private::<Mutex<Vec<(usize, usize)>>>()
         .unwrap()
         .lock()
@@ -37,11 +37,11 @@ fn calls(ops: &FtraceOps) -> Vec<(usize, usize)> {
         .clone()
 }
 
-fn hit(f: &Ftrace, i: usize) {
+pub(crate) fn hit(f: &Ftrace, i: usize) {
     drop(f.call(f.site(i).unwrap()));
 }
 
-fn refcounts(f: &Ftrace) -> Vec<u32> {
+pub(crate) fn refcounts(f: &Ftrace) -> Vec<u32> {
     f.sites().map(|s| s.refcount()).collect()
 }
 

@@ -6,6 +6,9 @@
 //! - `tracestat replay FILE|-` replays a function or function_graph trace (a `trace` or
 //!   `trace_pipe` capture, `trace-cmd report` output) with the kernel profiler's counting and
 //!   prints its stat files, or exports them (`--format`); see `replay.rs`.
+//! - `tracestat record -- PROG ARGS` runs a program built with `-finstrument-functions`
+//!   under the function profiler (the preload library, `tracestat-preload/`) and prints its
+//!   `trace_stat/functions` at its exit; see `record.rs`.
 //!
 //! Exit codes: 0 success; 1 a failure (unreadable input, read error, failed or closed
 //! output — every subcommand writes through `output.rs` — input that is not a trace; a broken
@@ -25,6 +28,7 @@ mod diff;
 mod gate;
 mod hist;
 mod output;
+mod record;
 mod serve;
 use demo::{Hackbench, run_profiled};
 
@@ -84,6 +88,10 @@ enum Command {
     /// side (A1 A2 A3 -- B1 B2 B3) whether it is more than run-to-run noise; --fail-on
     /// gates CI.
     Diff(diff::DiffArgs),
+    /// Run a program built with -finstrument-functions under the function profiler
+    /// (every function of it and of its shared objects a site) and print its
+    /// trace_stat/functions when it exits.
+    Record(record::RecordArgs),
 }
 
 fn main() -> ExitCode {
@@ -128,6 +136,13 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {
                 eprintln!("tracestat hist: {msg}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Record(args) => match record::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(msg) => {
+                eprintln!("tracestat record: {msg}");
                 ExitCode::FAILURE
             }
         },

@@ -7,6 +7,7 @@ use std::process::Command;
 mod alloc;
 mod diff;
 mod hist;
+mod record;
 mod replay;
 mod replay_faults;
 mod replay_real;

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Native programs under tracestat record against uftrace, same binary, interleaved rounds.
+#
+# Workloads (gcc -O2 -finstrument-functions), built from registry packages' sources:
+#   fib      a recursive fib(27) loop: ~1.3 M calls of one tiny function (the worst case)
+#   bzip2    bzip2's command line compressing its own sources 4 times (~1.4 MB)
+# Modes, each round in a rotated order:
+#   plain    the workload built without instrumentation
+#   bare     the instrumented binary, glibc's empty __cyg_profile_func_* hooks
+#   count    LD_PRELOAD=libtracestat_preload.so, counting hits (--timing 0)
+#   timed    LD_PRELOAD=libtracestat_preload.so, timing calls (the default)
+#   uftrace  uftrace record --no-libcall (writes its data to a temporary directory)
+# Prints the median wall time per mode and each mode's overhead over `bare` as a fraction
+# of uftrace's (the targets: timed <= 0.3, count <= 0.1).
+#
+# Usage: scripts/bench-native.sh [ROUNDS]   (default 7; needs gcc and uftrace)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-7}
+work=$(mktemp -d /tmp/bench-native.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+command -v uftrace >/dev/null || { echo "uftrace is not installed" >&2; exit 1; }
+cargo build --release -q -p tracestat-preload
+lib=$(pwd)/target/release/libtracestat_preload.so
+src=$(cargo metadata --format-version 1 --manifest-path tracestat-preload/Cargo.toml |
+  sed -n 's/.*"manifest_path":"\([^"]*bzip2-sys[^"]*\)\/Cargo.toml".*/\1/p' | head -1)
+bz=$src/bzip2-1.0.8
+[ -d "$bz" ] || { echo "bzip2-sys sources not found" >&2; exit 1; }
+
+cat >"$work/fib.c" <<'EOF'
+#include <stdio.h>
+__attribute__((noinline)) static int fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+int main(void) { long s = 0; for (int i = 0; i < 3; i++) s += fib(27); printf("%ld\n", s); return 0; }
+EOF
+bzsrc=("$bz"/{bzip2,blocksort,huffman,crctable,randtable,compress,decompress,bzlib}.c)
+gcc -O2 -o "$work/fib.plain" "$work/fib.c"
+gcc -O2 -finstrument-functions -o "$work/fib" "$work/fib.c"
+gcc -O2 -D_FILE_OFFSET_BITS=64 -o "$work/bzip2.plain" "${bzsrc[@]}"
+gcc -O2 -D_FILE_OFFSET_BITS=64 -finstrument-functions -o "$work/bzip2" "${bzsrc[@]}"
+for _ in 1 2 3 4; do cat "$bz"/words* "$bz"/*.c "$bz"/manual.html; done >"$work/input"
+
+# run WORKLOAD MODE: the wall time in ms of one run.
+run() {
+  local w=$1 mode=$2 bin=$work/$1 args=()
+  [ "$w" = bzip2 ] && args=(-zc "$work/input")
+  [ "$mode" = plain ] && bin=$work/$w.plain
+  local t0 t1
+  t0=$(date +%s%N)
+  case $mode in
+    plain | bare) "$bin" "${args[@]}" >/dev/null ;;
+    count | timed)
+      # The library profiles only a child of TRACESTAT_PARENT: this (sub)shell.
+      rm -f "$work/profile"
+      LD_PRELOAD=$lib TRACESTAT_PARENT=$BASHPID TRACESTAT_OUTPUT=$work/profile \
+        TRACESTAT_TIMING=$([ "$mode" = count ] && echo 0 || echo 1) "$bin" "${args[@]}" >/dev/null
+      ;;
+    uftrace) uftrace record --no-libcall -d "$work/uftrace.data" "$bin" "${args[@]}" >/dev/null 2>&1 ;;
+  esac
+  t1=$(date +%s%N)
+  if [ "$mode" = count ] || [ "$mode" = timed ]; then
+    [ -s "$work/profile" ] || { echo "$w $mode: no profile written" >&2; exit 1; }
+  fi
+  echo $(((t1 - t0) / 1000000))
+}
+
+modes=(plain bare count timed uftrace)
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+echo "host: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; $rounds rounds"
+for w in fib bzip2; do
+  declare -A times=()
+  for ((r = 0; r < rounds; r++)); do
+    for ((k = 0; k < ${#modes[@]}; k++)); do
+      m=${modes[$(((k + r) % ${#modes[@]}))]}
+      times[$m]+="$(run "$w" "$m") "
+    done
+  done
+  declare -A med=()
+  for m in "${modes[@]}"; do med[$m]=$(tr ' ' '\n' <<<"${times[$m]}" | grep . | median); done
+  printf '%-6s' "$w"
+  for m in "${modes[@]}"; do printf '  %s %5d ms' "$m" "${med[$m]}"; done
+  echo
+  awk -v b="${med[bare]}" -v c="${med[count]}" -v t="${med[timed]}" -v u="${med[uftrace]}" \
+    'BEGIN { o = u - b; if (o <= 0) { print "  uftrace added nothing measurable"; exit }
+             printf "        overhead vs uftrace: count %.2fx  timed %.2fx  (uftrace +%d ms)\n",
+                    (c - b) / o, (t - b) / o, o }'
+  unset times med
+done

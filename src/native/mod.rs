@@ -1,0 +1,376 @@
+//! Native functions as sites: every function of the executable and of each shared object
+//! loaded in the process (feature `native`, Linux).
+//!
+//! # Design
+//!
+//! [`NativeSites::attach`] walks the loaded objects (`dl_iterate_phdr`: the executable, each
+//! shared object, in load order), reads each one's functions from its file's ELF symbol
+//! tables (`elf.rs`) and adds one site per function to an [`Ftrace`] instance
+//! ([`Ftrace::add_sites`]), named as demangled and with the object's file name as its module
+//! (so `:mod:libz.so.1` selects a shared object's functions, as `:mod:` selects a kernel
+//! module's; the executable's module is its file name). The map from a function's address to
+//! its site is kept here, behind a lock that only [`site_of`](NativeSites::site_of) and the
+//! writers take: a hook on a hot path caches what it looks up (the preload library keeps a
+//! per-thread direct-mapped cache).
+//!
+//! Objects loaded later (`dlopen`) are added by [`refresh`](NativeSites::refresh), which
+//! [`site_for_call`](NativeSites::site_for_call) runs when an address falls outside every
+//! known object; objects gone (`dlclose`) are retired there ([`Ftrace::retire_sites`]): their
+//! sites are never called again, and [`generation`](NativeSites::generation) changes so
+//! that caches drop what they hold. A function the symbol tables do not list (a stripped
+//! object) becomes a site at its first call, named by its offset in its object (`0x1139`).
+//!
+//! # Invariants
+//!
+//! - Every address in the map is a function's entry in a loaded object, and maps to a live
+//!   (not retired) site of the instance; an object's entries leave the map when it is
+//!   retired.
+//! - An object that could not be read is listed in [`skipped`](NativeSites::skipped) with
+//!   why, never dropped silently.
+
+mod elf;
+
+use std::collections::HashMap;
+use std::ffi::CStr;
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use elf::{Function, demangle, functions};
+
+use crate::Error;
+use crate::primitive::unmodeled::RwLock;
+use crate::profile::{Ftrace, SiteDef};
+
+/// A loaded object as `dl_iterate_phdr` reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedObject {
+    /// The file's path (`/proc/self/exe` for the executable).
+    pub path: String,
+    /// The module name of its sites: the file name.
+    pub name: String,
+    /// The load bias (`dlpi_addr`): a symbol's run-time address is its value plus this.
+    pub bias: usize,
+    /// The run-time address ranges of its loadable segments.
+    pub segments: Vec<Range<usize>>,
+}
+
+impl LoadedObject {
+    /// Whether `addr` is inside one of its loadable segments.
+    pub fn contains(&self, addr: usize) -> bool {
+        self.segments.iter().any(|r| r.contains(&addr))
+    }
+}
+
+/// The objects loaded in the process now, in load order (the executable first).
+pub fn loaded_objects() -> Vec<LoadedObject> {
+    unsafe extern "C" fn visit(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        data: *mut libc::c_void,
+    ) -> libc::c_int {
+        // SAFETY: `data` is the `&mut Vec` passed to `dl_iterate_phdr` below, which calls
+        // this function synchronously; `info` is valid for this call.
+        let (out, info) = unsafe { (&mut *data.cast::<Vec<LoadedObject>>(), &*info) };
+        let raw = if info.dlpi_name.is_null() {
+            String::new()
+        } else {
+            // SAFETY: a non-null `dlpi_name` is a NUL-terminated string the loader owns.
+            unsafe { CStr::from_ptr(info.dlpi_name) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        let path = if raw.is_empty() && out.is_empty() {
+            "/proc/self/exe".to_owned()
+        } else {
+            raw
+        };
+        let name = if path == "/proc/self/exe" {
+            std::fs::read_link(&path)
+                .ok()
+                .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .unwrap_or_else(|| "exe".to_owned())
+        } else {
+            path.rsplit('/').next().unwrap_or(&path).to_owned()
+        };
+        let bias = info.dlpi_addr as usize;
+        let mut segments = Vec::new();
+        if !info.dlpi_phdr.is_null() {
+            // SAFETY: the loader hands `dlpi_phnum` program headers at `dlpi_phdr`.
+            let phdrs =
+                unsafe { core::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum.into()) };
+            for ph in phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD) {
+                let start = bias.wrapping_add(ph.p_vaddr as usize);
+                segments.push(start..start.wrapping_add(ph.p_memsz as usize));
+            }
+        }
+        out.push(LoadedObject {
+            path,
+            name,
+            bias,
+            segments,
+        });
+        0
+    }
+    let mut out: Vec<LoadedObject> = Vec::new();
+    // SAFETY: `visit` matches the callback type and only touches `out`, passed as `data`
+    // and alive for the whole call.
+    unsafe {
+        libc::dl_iterate_phdr(Some(visit), (&raw mut out).cast());
+    }
+    out
+}
+
+/// An object whose functions are sites.
+struct Attached {
+    object: LoadedObject,
+    /// Its sites' indices.
+    sites: Range<usize>,
+}
+
+#[derive(Default)]
+struct Map {
+    objects: Vec<Attached>,
+    /// Function address → site index.
+    by_addr: HashMap<usize, usize>,
+    skipped: Vec<(String, String)>,
+}
+
+/// The native functions of the process as sites of one [`Ftrace`] instance (see the module
+/// doc).
+pub struct NativeSites {
+    ftrace: Arc<Ftrace>,
+    /// Which objects' functions become sites.
+    keep: fn(&LoadedObject) -> bool,
+    map: RwLock<Map>,
+    generation: AtomicU64,
+}
+
+impl core::fmt::Debug for NativeSites {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("NativeSites")
+            .field("objects", &self.map.read().objects.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl NativeSites {
+    /// Adds a site to `ftrace` for every function of every object loaded now. Errors:
+    /// those of [`Ftrace::add_sites`] (an object that cannot be read is
+    /// [`skipped`](Self::skipped), not an error).
+    pub fn attach(ftrace: Arc<Ftrace>) -> Result<Self, Error> {
+        Self::attach_only(ftrace, |_| true)
+    }
+
+    /// [`attach`](Self::attach) for the objects `keep` accepts, now and at every
+    /// [`refresh`](Self::refresh): a profiler loaded into the process leaves out its own
+    /// object, whose code is never instrumented.
+    pub fn attach_only(
+        ftrace: Arc<Ftrace>,
+        keep: fn(&LoadedObject) -> bool,
+    ) -> Result<Self, Error> {
+        let this = NativeSites {
+            ftrace,
+            keep,
+            map: RwLock::new(Map::default()),
+            generation: AtomicU64::new(0),
+        };
+        this.refresh()?;
+        Ok(this)
+    }
+
+    /// The instance the sites belong to.
+    pub fn ftrace(&self) -> &Arc<Ftrace> {
+        &self.ftrace
+    }
+
+    /// Changes whenever objects are retired: a cache of [`site_of`](Self::site_of)'s
+    /// answers is valid while this is unchanged.
+    #[inline]
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// The site index of the function whose entry is at `addr`, if it is a known one.
+    pub fn site_of(&self, addr: usize) -> Option<usize> {
+        self.map.read().by_addr.get(&addr).copied()
+    }
+
+    /// The site of the function entered at `addr`: a known one; else, after a
+    /// [`refresh`](Self::refresh) when `addr` is outside every known object (one loaded
+    /// since), a new site named by its offset in its object. `None` for an address in no
+    /// loaded object.
+    pub fn site_for_call(&self, addr: usize) -> Result<Option<usize>, Error> {
+        if let Some(i) = self.site_of(addr) {
+            return Ok(Some(i));
+        }
+        if !self
+            .map
+            .read()
+            .objects
+            .iter()
+            .any(|a| a.object.contains(addr))
+        {
+            self.refresh()?;
+            if let Some(i) = self.site_of(addr) {
+                return Ok(Some(i));
+            }
+        }
+        let mut map = self.map.write();
+        if let Some(&i) = map.by_addr.get(&addr) {
+            return Ok(Some(i));
+        }
+        let Some(object) = map
+            .objects
+            .iter()
+            .find(|a| a.object.contains(addr))
+            .map(|a| a.object.clone())
+        else {
+            return Ok(None);
+        };
+        let def = SiteDef::new(
+            format!("{:#x}", addr.wrapping_sub(object.bias)),
+            object.name.clone(),
+        );
+        let i = self.ftrace.add_sites([def])?.start;
+        map.by_addr.insert(addr, i);
+        Ok(Some(i))
+    }
+
+    /// Brings the sites up to the objects loaded now: adds the functions of objects loaded
+    /// since the last call and retires those of objects gone. Its counts: (objects added,
+    /// objects retired).
+    pub fn refresh(&self) -> Result<(usize, usize), Error> {
+        let mut map = self.map.write();
+        let now = loaded_objects();
+        let same = |a: &LoadedObject, b: &LoadedObject| a.path == b.path && a.bias == b.bias;
+        // Gone: retire first, so that an object loaded at the same addresses maps anew.
+        let mut retired = 0;
+        let mut kept = Vec::with_capacity(map.objects.len());
+        for attached in std::mem::take(&mut map.objects) {
+            if now.iter().any(|o| same(o, &attached.object)) {
+                kept.push(attached);
+                continue;
+            }
+            self.ftrace.retire_sites(attached.sites.clone())?;
+            map.by_addr.retain(|_, i| !attached.sites.contains(i));
+            retired += 1;
+        }
+        map.objects = kept;
+        if retired > 0 {
+            self.generation.fetch_add(1, Ordering::AcqRel);
+        }
+        let mut added = 0;
+        for object in now.into_iter().filter(|o| (self.keep)(o)) {
+            if map.objects.iter().any(|a| same(&a.object, &object))
+                || map.skipped.iter().any(|(p, _)| *p == object.path)
+            {
+                continue;
+            }
+            let fns = match std::fs::read(&object.path)
+                .map_err(|e| e.to_string())
+                .and_then(|data| functions(&data).map_err(|e| e.to_string()))
+            {
+                Ok(fns) => fns,
+                Err(reason) => {
+                    // The vDSO has no file; its functions become sites at a first call.
+                    map.skipped.push((object.path.clone(), reason));
+                    map.objects.push(Attached {
+                        object,
+                        sites: 0..0,
+                    });
+                    continue;
+                }
+            };
+            let sites = self.ftrace.add_sites(
+                fns.iter()
+                    .map(|f| SiteDef::new(f.name.clone(), object.name.clone())),
+            )?;
+            for (f, i) in fns.iter().zip(sites.clone()) {
+                map.by_addr
+                    .insert(object.bias.wrapping_add(f.addr as usize), i);
+            }
+            map.objects.push(Attached { object, sites });
+            added += 1;
+        }
+        Ok((added, retired))
+    }
+
+    /// The objects whose functions are sites, with their site indices.
+    pub fn objects(&self) -> Vec<(LoadedObject, Range<usize>)> {
+        self.map
+            .read()
+            .objects
+            .iter()
+            .map(|a| (a.object.clone(), a.sites.clone()))
+            .collect()
+    }
+
+    /// The objects whose symbol tables could not be read (path, why): their functions
+    /// become sites only at a first call, named by offset.
+    pub fn skipped(&self) -> Vec<(String, String)> {
+        self.map.read().skipped.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::FtraceOps;
+    use crate::stat::WriteMode::Truncate;
+
+    #[inline(never)]
+    extern "C" fn native_probe_target(x: u64) -> u64 {
+        std::hint::black_box(x) * 3
+    }
+
+    #[test]
+    fn every_loaded_object_lists_its_functions() {
+        let ftrace = Ftrace::new([]);
+        let native = NativeSites::attach(Arc::clone(&ftrace)).unwrap();
+        let objects = native.objects();
+        assert!(objects[0].0.path == "/proc/self/exe");
+        let libc = objects
+            .iter()
+            .find(|(o, _)| o.name.starts_with("libc.so"))
+            .expect("libc is loaded");
+        assert!(!libc.1.is_empty());
+        // The probe's address maps to its site, named as demangled.
+        let addr = native_probe_target as extern "C" fn(u64) -> u64 as usize;
+        let i = native
+            .site_of(addr)
+            .expect("the probe is a listed function");
+        assert_eq!(
+            ftrace.site(i).unwrap().name(),
+            "tracestat::native::tests::native_probe_target"
+        );
+        assert_eq!(ftrace.site(i).unwrap().module(), objects[0].0.name);
+        assert_eq!(native.site_for_call(addr).unwrap(), Some(i));
+        // `:mod:` selects a shared object's functions, and only those.
+        let ops = FtraceOps::builder(|_, _, _, _| {}).build();
+        ftrace
+            .set_filter(&ops, &format!(":mod:{}", libc.0.name), Truncate)
+            .unwrap();
+        ftrace.register(&ops).unwrap();
+        let enabled: Vec<usize> = ftrace
+            .sites()
+            .filter(|s| s.refcount() > 0)
+            .map(|s| s.index())
+            .collect();
+        assert_eq!(enabled, libc.1.clone().collect::<Vec<_>>());
+        ftrace.unregister(&ops).unwrap();
+        // An address in no object is none; one inside an object but not a listed entry
+        // becomes a site named by its offset.
+        assert_eq!(native.site_for_call(8).unwrap(), None);
+        let inside = addr + 1;
+        let j = native.site_for_call(inside).unwrap().unwrap();
+        let site = ftrace.site(j).unwrap();
+        assert_eq!(
+            site.name(),
+            format!("{:#x}", inside - objects[0].0.bias),
+            "named by offset"
+        );
+        assert_eq!(native.site_for_call(inside).unwrap(), Some(j));
+        assert!(native.refresh().unwrap() == (0, 0), "nothing loaded since");
+    }
+}

@@ -1,0 +1,162 @@
+//! `tracestat record [OPTIONS] -- PROG ARGS`: runs a program built with
+//! `-finstrument-functions` under the function profiler and prints its
+//! `trace_stat/functions` (or an export) when it exits.
+//!
+//! The program runs with the workspace's preload library (`libtracestat_preload.so`,
+//! package `tracestat-preload`) in `LD_PRELOAD`, its settings in `TRACESTAT_*` variables;
+//! the library writes the profile at the program's exit to `--output` or to a temporary file
+//! that is printed here and removed. Which processes are profiled: the program started, and
+//! what it `exec`s in place; not the programs it starts (fork and exec), and a child it forks
+//! writes nothing. When the profiler cannot start (a `--filter` naming nothing, say), the
+//! library says why and ends the process with status 125 before its `main`. Found next to the `tracestat` executable (or its parent directory, for
+//! test binaries under `target/*/deps`), or where `--preload` says.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use clap::Args;
+
+use crate::output;
+
+/// The preload library's file name.
+const LIBRARY: &str = "libtracestat_preload.so";
+
+/// The exit status of a program whose profiler could not start (bad `--filter`, say): the
+/// preload library's, before the program's `main`.
+const START_FAILED: i32 = 125;
+
+/// `tracestat record`'s options.
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// set_ftrace_filter: the functions to profile (globs, `:mod:FILE` for a shared object's
+    /// functions, `!` to remove); all functions when absent.
+    #[arg(long, value_name = "GLOBS")]
+    filter: Option<String>,
+    /// set_ftrace_notrace: functions never profiled.
+    #[arg(long, value_name = "GLOBS")]
+    notrace: Option<String>,
+    /// options/graph-time: 1, a function's time includes its callees'; 0, self time.
+    #[arg(long, value_name = "0|1", default_value = "1", value_parser = ["0", "1"])]
+    graph_time: String,
+    /// options/sleep-time: 1, wall time; 0, the thread's CPU time.
+    #[arg(long, value_name = "0|1", default_value = "1", value_parser = ["0", "1"])]
+    sleep_time: String,
+    /// 1, time every call (Hit, Time, Avg, s^2); 0, count hits only (cheapest).
+    #[arg(long, value_name = "0|1", default_value = "1", value_parser = ["0", "1"])]
+    timing: String,
+    /// Output format: text is the kernel's trace_stat file.
+    #[arg(long, default_value = "text", value_parser = ["text", "json", "pprof", "folded", "openmetrics"])]
+    format: String,
+    /// Write the profile to FILE instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// The preload library (default: libtracestat_preload.so beside this executable).
+    #[arg(long, value_name = "PATH")]
+    preload: Option<PathBuf>,
+    /// The program and its arguments.
+    #[arg(last = true, required = true, value_name = "PROG ARGS")]
+    command: Vec<std::ffi::OsString>,
+}
+
+/// Where the preload library is: `--preload`, else beside this executable or one directory
+/// up.
+fn library(args: &RecordArgs) -> Result<PathBuf, String> {
+    if let Some(p) = &args.preload {
+        return if p.is_file() {
+            Ok(p.clone())
+        } else {
+            Err(format!("--preload {}: no such file", p.display()))
+        };
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    exe.ancestors()
+        .skip(1)
+        .take(2)
+        .map(|dir| dir.join(LIBRARY))
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            format!(
+                "cannot find {LIBRARY} beside {} (build it: cargo build -p tracestat-preload; or pass --preload)",
+                exe.display()
+            )
+        })
+}
+
+/// Runs `tracestat record`.
+pub fn run(args: &RecordArgs) -> Result<(), String> {
+    let lib = library(args)?;
+    let lib = std::fs::canonicalize(&lib).unwrap_or(lib);
+    let temp = args
+        .output
+        .is_none()
+        .then(|| std::env::temp_dir().join(format!("tracestat-record-{}.out", std::process::id())));
+    let out_path: &Path = args
+        .output
+        .as_deref()
+        .or(temp.as_deref())
+        .expect("one of the two is set");
+    // A profile left from an earlier run must not pass for this one's.
+    let _ = std::fs::remove_file(out_path);
+    let preload = match std::env::var_os("LD_PRELOAD") {
+        Some(v) if !v.is_empty() => {
+            let mut s = lib.clone().into_os_string();
+            s.push(":");
+            s.push(v);
+            s
+        }
+        _ => lib.clone().into_os_string(),
+    };
+    let mut cmd = Command::new(&args.command[0]);
+    cmd.args(&args.command[1..])
+        .env("LD_PRELOAD", preload)
+        .env("TRACESTAT_PARENT", std::process::id().to_string())
+        .env("TRACESTAT_OUTPUT", out_path)
+        .env("TRACESTAT_FORMAT", &args.format)
+        .env("TRACESTAT_TIMING", &args.timing)
+        .env("TRACESTAT_GRAPH_TIME", &args.graph_time)
+        .env("TRACESTAT_SLEEP_TIME", &args.sleep_time);
+    for (var, value) in [
+        ("TRACESTAT_FILTER", &args.filter),
+        ("TRACESTAT_NOTRACE", &args.notrace),
+    ] {
+        match value {
+            Some(v) => cmd.env(var, v),
+            None => cmd.env_remove(var),
+        };
+    }
+    let program = args.command[0].to_string_lossy().into_owned();
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot run {program}: {e}"))?;
+    let written = out_path.is_file();
+    let result = if !written && status.code() == Some(START_FAILED) {
+        Err("the profiler could not start (the reason is above); the program did not run".into())
+    } else if !written {
+        Err(format!(
+            "{program} wrote no profile ({status}; a program not built with -finstrument-functions still writes one, so it did not reach exit)"
+        ))
+    } else if let Some(temp) = &temp {
+        let body = std::fs::read(temp).map_err(|e| format!("cannot read the profile: {e}"))?;
+        if args.format == "text" && body.iter().filter(|&&b| b == b'\n').count() <= 2 {
+            eprintln!(
+                "tracestat record: no function of {program} was entered: is it built with -finstrument-functions?"
+            );
+        }
+        output::write_stdout(|out| {
+            if args.format == "text" {
+                writeln!(out, "==> trace_stat/functions <==")?;
+            }
+            out.write_all(&body)
+        })
+    } else {
+        Ok(())
+    };
+    if let Some(temp) = &temp {
+        let _ = std::fs::remove_file(temp);
+    }
+    result?;
+    if !status.success() {
+        return Err(format!("{program} failed: {status}"));
+    }
+    Ok(())
+}

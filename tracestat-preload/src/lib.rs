@@ -1,0 +1,434 @@
+//! `libtracestat_preload.so`: the function profiler inside a program built with
+//! `-finstrument-functions`, loaded with `LD_PRELOAD` (what `tracestat record` does).
+//!
+//! # Design
+//!
+//! At load (an `.init_array` constructor) it reads its settings from the environment
+//! (`TRACESTAT_*`, written by `tracestat record`), makes every function of the executable
+//! and of each loaded shared object a site of the global `Ftrace`
+//! ([`tracestat::native::NativeSites`]), writes the filters and enables the global function
+//! profiler. gcc's `__cyg_profile_func_enter` / `__cyg_profile_func_exit` then enter and end
+//! the function's site:
+//!
+//! - **ip → site**: a per-thread direct-mapped cache (no lock, no hash on a hit), filled
+//!   from the native map on a miss (a function not in the symbol tables becomes a site
+//!   there, at its first call). The cache is dropped when shared objects are retired
+//!   (`dlclose`, interposed here).
+//! - **Return stack**: a per-thread stack of (function, stack pointer, scope guard), the
+//!   stack pointer being the instrumented function's at its call of the hook (the hooks are
+//!   naked trampolines on x86-64 and AArch64 that pass it). A callee's stack pointer is
+//!   below its caller's, so frames at or below an entering function's, or below an exiting
+//!   one's, were left without their exit (`longjmp`, `siglongjmp`, a C++ exception that did
+//!   not run their exit): both hooks pop them first, so they never pile up. An exit then
+//!   pops its own frame; one that finds a shallower frame on top belongs to an entry that
+//!   was not traced (a full stack: an overrun, counted) and is ignored. Code running on
+//!   another stack (a handler on `sigaltstack`, `ucontext` coroutines) breaks that order and
+//!   is not supported.
+//! - **Reentrancy**: a per-thread flag; a hook that runs while this thread is inside one
+//!   (a signal handler interrupting it) is not traced, its exit ignored.
+//! - **Threads**: a thread's state is made at its first hook and freed at its exit. A
+//!   thread's open frames return, innermost first, when it calls `pthread_exit`
+//!   (interposed here); any still open when it is torn down return then if the hook
+//!   layer's thread state is still there.
+//! - **Processes**: exactly the process `tracestat record` started is profiled (its parent
+//!   is `TRACESTAT_PARENT`), and what it `exec`s in place; a child it forks keeps counting
+//!   but writes nothing; a program it starts (fork and exec) is not profiled.
+//! - **Bad settings** (a filter naming nothing): the constructor says why and ends the
+//!   process with status 125 before the program's `main`.
+//! - **At exit** (`atexit`, registered first so it runs last): the exiting thread's open
+//!   frames return, hooks stop, and `trace_stat/functions` (or the export asked for) is
+//!   written to `TRACESTAT_OUTPUT`.
+//!
+//! # Invariants
+//!
+//! - Only a frame whose hook entered its site is on the return stack, and each is popped at
+//!   most once: a guard is dropped exactly once, innermost first.
+//! - A hook does nothing (no allocation, no lock) on a cache hit and a stack with room.
+
+use core::cell::Cell;
+use core::ffi::c_void;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::io::Write as _;
+use std::sync::OnceLock;
+
+use tracestat::native::NativeSites;
+use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions, ScopeGuard, Site};
+use tracestat::stat::WriteMode;
+
+/// Frames a thread's return stack holds; deeper calls are overruns.
+const DEPTH: usize = 4096;
+/// Entries of the per-thread ip → site cache (a power of two).
+const CACHE: usize = 1024;
+
+/// Set once the profiler runs, cleared at exit: the hooks' first test.
+static READY: AtomicBool = AtomicBool::new(false);
+/// The native map's generation as the hooks last saw it: caches older than it are dropped.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+/// Calls not traced because a return stack was full.
+static OVERRUNS: AtomicU64 = AtomicU64::new(0);
+static NATIVE: OnceLock<NativeSites> = OnceLock::new();
+static SETTINGS: OnceLock<Settings> = OnceLock::new();
+
+/// What `tracestat record` asked for (environment variables).
+struct Settings {
+    output: String,
+    format: String,
+    pid: u32,
+}
+
+struct Frame {
+    func: usize,
+    sp: usize,
+    /// Ends the call when dropped.
+    _guard: ScopeGuard<'static>,
+}
+
+/// One thread's state.
+struct Thread {
+    stack: Vec<Frame>,
+    cache: Box<[(usize, *const Site)]>,
+    generation: u64,
+    busy: bool,
+}
+
+/// Null before a thread's first hook, [`DEAD`] after its exit began.
+const DEAD: *mut Thread = core::ptr::dangling_mut::<Thread>();
+
+std::thread_local! {
+    static STATE: Cell<*mut Thread> = const { Cell::new(core::ptr::null_mut()) };
+    static OWNER: Owner = const { Owner };
+}
+
+/// Frees the thread's state at its exit (a thread-local with a destructor, touched once).
+struct Owner;
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        let p = STATE.with(|s| s.replace(DEAD));
+        if !p.is_null() && p != DEAD {
+            // SAFETY: `p` came from `Box::into_raw` in `thread_state` and is freed only
+            // here, once: `STATE` now holds `DEAD`, so no hook of this thread reaches it.
+            let mut t = unsafe { Box::from_raw(p) };
+            // Open frames (`pthread_exit`, a thread ended inside traced code) return now,
+            // innermost first; a guard whose thread state the hook layer already tore down
+            // ends nothing.
+            while let Some(frame) = t.stack.pop() {
+                drop(frame);
+            }
+        }
+    }
+}
+
+/// This thread's state, made at its first hook; `None` after its exit began.
+#[inline(always)]
+fn thread_state() -> Option<&'static mut Thread> {
+    let p = STATE.with(Cell::get);
+    if p.is_null() {
+        return new_thread_state();
+    }
+    if p == DEAD {
+        return None;
+    }
+    // SAFETY: a live pointer of this thread's `STATE`, used by this thread only; the
+    // `busy` flag keeps a signal handler's hooks from using it while a hook does.
+    Some(unsafe { &mut *p })
+}
+
+#[cold]
+#[inline(never)]
+fn new_thread_state() -> Option<&'static mut Thread> {
+    let t = Box::new(Thread {
+        stack: Vec::with_capacity(DEPTH),
+        cache: vec![(0, core::ptr::null()); CACHE].into_boxed_slice(),
+        generation: GENERATION.load(Ordering::Acquire),
+        busy: false,
+    });
+    let p = Box::into_raw(t);
+    STATE.with(|s| s.set(p));
+    // Registers the destructor; fails (and frees nothing) during thread teardown.
+    if OWNER.try_with(|_| ()).is_err() {
+        STATE.with(|s| s.set(DEAD));
+        // SAFETY: made just above and never shared.
+        drop(unsafe { Box::from_raw(p) });
+        return None;
+    }
+    // SAFETY: as in `thread_state`.
+    Some(unsafe { &mut *p })
+}
+
+/// The site of the function at `func`, through the thread's cache.
+#[inline(always)]
+fn site_of(t: &mut Thread, func: usize) -> Option<&'static Site> {
+    let generation = GENERATION.load(Ordering::Relaxed);
+    if t.generation != generation {
+        t.cache.fill((0, core::ptr::null()));
+        t.generation = generation;
+    }
+    let slot = &mut t.cache[(func >> 4) & (CACHE - 1)];
+    if slot.0 == func {
+        // SAFETY: cached from `Ftrace::global().site`, a `&'static Site` (the global
+        // instance's records are never freed).
+        return Some(unsafe { &*slot.1 });
+    }
+    let site = lookup(func)?;
+    *slot = (func, site);
+    Some(site)
+}
+
+#[cold]
+#[inline(never)]
+fn lookup(func: usize) -> Option<&'static Site> {
+    let native = NATIVE.get()?;
+    let index = native.site_for_call(func).ok().flatten()?;
+    Ftrace::global().site(index)
+}
+
+/// `__cyg_profile_func_enter` with the instrumented function's stack pointer.
+extern "C" fn enter(func: usize, _call_site: usize, sp: usize) {
+    if !READY.load(Ordering::Relaxed) {
+        return;
+    }
+    let Some(t) = thread_state() else { return };
+    if t.busy {
+        return;
+    }
+    t.busy = true;
+    // Frames at or below this one's stack pointer were left without their exit (longjmp,
+    // an exception): a live caller's frame is always above its callee's.
+    while t.stack.last().is_some_and(|f| f.sp <= sp) {
+        drop(t.stack.pop());
+    }
+    if t.stack.len() == DEPTH {
+        OVERRUNS.fetch_add(1, Ordering::Relaxed);
+    } else if let Some(site) = site_of(t, func) {
+        let guard = site.enter();
+        t.stack.push(Frame {
+            func,
+            sp,
+            _guard: guard,
+        });
+    }
+    t.busy = false;
+}
+
+/// `__cyg_profile_func_exit` with the instrumented function's stack pointer.
+extern "C" fn exit(func: usize, _call_site: usize, sp: usize) {
+    let Some(t) = thread_state() else { return };
+    if t.busy {
+        return;
+    }
+    t.busy = true;
+    // Frames deeper than this one were left without their exit (longjmp, an exception).
+    while t.stack.last().is_some_and(|f| f.sp < sp) {
+        drop(t.stack.pop());
+    }
+    if t.stack.last().is_some_and(|f| f.func == func && f.sp == sp) {
+        drop(t.stack.pop());
+    }
+    t.busy = false;
+}
+
+/// The hooks' entry points: naked, so that they pass the caller's stack pointer as it was
+/// at the call (the third argument, `$sp` computes it) and jump (`$jump`) to the Rust
+/// functions above.
+macro_rules! trampolines {
+    ($sp:literal, $jump:literal) => {
+        /// gcc's entry hook.
+        #[unsafe(naked)]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn __cyg_profile_func_enter(_func: *mut c_void, _site: *mut c_void) {
+            core::arch::naked_asm!($sp, concat!($jump, " {}"), sym enter)
+        }
+
+        /// gcc's exit hook.
+        #[unsafe(naked)]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn __cyg_profile_func_exit(_func: *mut c_void, _site: *mut c_void) {
+            core::arch::naked_asm!($sp, concat!($jump, " {}"), sym exit)
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+trampolines!("lea rdx, [rsp + 8]", "jmp");
+#[cfg(target_arch = "aarch64")]
+trampolines!("mov x2, sp", "b");
+
+/// The next definition of `name` after this library's (libc's), looked up once into `cache`.
+fn next_symbol(cache: &OnceLock<usize>, name: &core::ffi::CStr) -> usize {
+    *cache.get_or_init(|| {
+        // SAFETY: a NUL-terminated name; RTLD_NEXT searches the objects after this one.
+        unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize }
+    })
+}
+
+/// Ends the calling thread's open frames, innermost first (at `exit`, at `pthread_exit`).
+fn end_frames() {
+    if let Some(t) = thread_state() {
+        t.busy = true;
+        while let Some(frame) = t.stack.pop() {
+            drop(frame);
+        }
+        t.busy = false;
+    }
+}
+
+/// `pthread_exit`, with the thread's open frames returning first: they end here.
+///
+/// # Safety
+///
+/// As `pthread_exit(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_exit(retval: *mut c_void) -> ! {
+    type Real = unsafe extern "C" fn(*mut c_void) -> !;
+    static REAL: OnceLock<usize> = OnceLock::new();
+    end_frames();
+    let real = next_symbol(&REAL, c"pthread_exit");
+    assert!(real != 0, "no pthread_exit after the preload library");
+    // SAFETY: `real` is the next `pthread_exit` in the lookup order, of this very type.
+    unsafe { core::mem::transmute::<usize, Real>(real)(retval) }
+}
+
+/// `dlclose`, then the closed object's sites retired and every thread's cache dropped.
+///
+/// # Safety
+///
+/// As `dlclose(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> libc::c_int {
+    type Real = unsafe extern "C" fn(*mut c_void) -> libc::c_int;
+    static REAL: OnceLock<usize> = OnceLock::new();
+    let real = next_symbol(&REAL, c"dlclose");
+    if real == 0 {
+        return -1;
+    }
+    // SAFETY: `real` is the next `dlclose` in the lookup order, of this very type.
+    let rc = unsafe { core::mem::transmute::<usize, Real>(real)(handle) };
+    if let Some(native) = NATIVE.get()
+        && native.refresh().is_ok_and(|(_, retired)| retired > 0)
+    {
+        GENERATION.store(native.generation(), Ordering::Release);
+    }
+    rc
+}
+
+/// The exit status when the profiler cannot start (`tracestat record` knows it).
+const START_FAILED: i32 = 125;
+
+/// The library's constructor: a failure to start ends the process before the program runs,
+/// rather than running it unprofiled.
+extern "C" fn init() {
+    if let Err(e) = start() {
+        eprintln!("tracestat: cannot profile: {e}");
+        // SAFETY: `_exit` has no preconditions; nothing of the program ran yet.
+        unsafe { libc::_exit(START_FAILED) };
+    }
+}
+
+#[used]
+#[unsafe(link_section = ".init_array")]
+static INIT: extern "C" fn() = init;
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+fn start() -> Result<(), String> {
+    let Some(parent) = env("TRACESTAT_PARENT") else {
+        return Ok(()); // not started by `tracestat record`
+    };
+    // SAFETY: getppid and getpid have no preconditions.
+    let (ppid, pid) = unsafe { (libc::getppid(), libc::getpid()) };
+    if parent.parse::<i32>().ok() != Some(ppid) {
+        return Ok(()); // a program the recorded one started
+    }
+    let flag = |name: &str, default: bool| match env(name).as_deref() {
+        None => Ok(default),
+        Some("1") => Ok(true),
+        Some("0") => Ok(false),
+        Some(v) => Err(format!("{name}={v:?}: expected 0 or 1")),
+    };
+    let format = env("TRACESTAT_FORMAT").unwrap_or_else(|| "text".to_owned());
+    let opts = ProfileOptions {
+        timing: flag("TRACESTAT_TIMING", true)?,
+        graph_time: flag("TRACESTAT_GRAPH_TIME", true)?,
+        sleep_time: flag("TRACESTAT_SLEEP_TIME", true)?,
+        call_paths: matches!(format.as_str(), "pprof" | "folded"),
+    };
+    let output = env("TRACESTAT_OUTPUT").ok_or("TRACESTAT_OUTPUT is not set")?;
+    let ftrace = Ftrace::global();
+    // This library's own functions are never instrumented: not sites.
+    let native = NativeSites::attach_only(std::sync::Arc::clone(ftrace), |o| {
+        !o.contains(init as extern "C" fn() as usize)
+    })
+    .map_err(|e| e.to_string())?;
+    for (path, why) in native.skipped() {
+        if !path.contains("vdso") && !path.is_empty() {
+            eprintln!("tracestat: no symbols read from {path}: {why}");
+        }
+    }
+    if let Some(filter) = env("TRACESTAT_FILTER") {
+        ftrace
+            .set_global_filter(&filter, WriteMode::Truncate)
+            .map_err(|e| format!("--filter {filter:?}: {e}"))?;
+    }
+    if let Some(notrace) = env("TRACESTAT_NOTRACE") {
+        ftrace
+            .set_global_notrace(&notrace, WriteMode::Truncate)
+            .map_err(|e| format!("--notrace {notrace:?}: {e}"))?;
+    }
+    let profiler = FunctionProfiler::global();
+    profiler.set_options(opts).map_err(|e| e.to_string())?;
+    profiler.enable().map_err(|e| e.to_string())?;
+    let _ = NATIVE.set(native);
+    let _ = SETTINGS.set(Settings {
+        output,
+        format,
+        pid: pid as u32,
+    });
+    // SAFETY: `finish` is an `extern "C" fn()` that lives for the process.
+    if unsafe { libc::atexit(finish) } != 0 {
+        return Err("atexit failed".into());
+    }
+    READY.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// At exit: end the exiting thread's open frames, stop, write the profile.
+extern "C" fn finish() {
+    end_frames();
+    READY.store(false, Ordering::Release);
+    let Some(settings) = SETTINGS.get() else {
+        return;
+    };
+    // SAFETY: no preconditions.
+    if unsafe { libc::getpid() } as u32 != settings.pid {
+        return; // a forked child writes nothing
+    }
+    if let Err(e) = write_profile(settings) {
+        eprintln!("tracestat: cannot write {}: {e}", settings.output);
+    }
+}
+
+fn write_profile(settings: &Settings) -> std::io::Result<()> {
+    use tracestat::export::{self, Format};
+    let profiler = FunctionProfiler::global();
+    let _ = profiler.disable();
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&settings.output)?);
+    let format = match settings.format.as_str() {
+        "json" => Format::Json,
+        "pprof" => Format::Pprof,
+        "folded" => Format::Folded,
+        "openmetrics" => Format::OpenMetrics,
+        _ => {
+            out.write_all(profiler.render(None).as_bytes())?;
+            let overruns = OVERRUNS.load(Ordering::Relaxed);
+            if overruns > 0 {
+                eprintln!("tracestat: {overruns} calls not traced (return stack full)");
+            }
+            return out.flush();
+        }
+    };
+    export::write(&profiler.to_profile(None), format, &mut out)?;
+    out.flush()
+}

@@ -1,0 +1,108 @@
+/* The return stack's hard cases, one per mode (argv[1]); each prints what it counted itself,
+ * so the test checks the profile against the program's own numbers. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static jmp_buf jb;
+static volatile int sink;
+
+__attribute__((noinline)) int leaf(int x) { sink += x; return x + 1; }
+
+__attribute__((noinline)) void dive(int n) {
+    if (n == 0) longjmp(jb, 1);
+    dive(n - 1);
+    sink++;
+}
+
+/* 100 longjmps out of 21 frames each, with leaf calls in between at the depth of the
+ * frames left behind. */
+static void longjmps(void) {
+    for (int i = 0; i < 100; i++) {
+        if (!setjmp(jb)) dive(20);
+        leaf(i);
+    }
+}
+
+__attribute__((noinline)) void handled(int n) { sink += n; }
+
+static void on_signal(int sig) {
+    for (int i = 0; i < 3; i++) handled(sig);
+}
+
+__attribute__((noinline)) void raiser(void) {
+    raise(SIGUSR1);
+    leaf(1);
+}
+
+/* 50 signals, each handler calling handled() 3 times on top of raiser's frame. */
+static void signals(void) {
+    signal(SIGUSR1, on_signal);
+    for (int i = 0; i < 50; i++) raiser();
+}
+
+__attribute__((noinline)) void quit(void) { pthread_exit(NULL); }
+
+__attribute__((noinline)) void *worker(void *arg) {
+    for (int i = 0; i < 1000; i++) leaf(i);
+    if (arg) quit();
+    return NULL;
+}
+
+/* 4 threads of 1000 leaf calls; two end with pthread_exit inside quit(). */
+static void threads(void) {
+    pthread_t t[4];
+    for (long i = 0; i < 4; i++) pthread_create(&t[i], NULL, worker, (void *)(i % 2));
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+}
+
+/* The child calls leaf 500 times and exits; the parent 100 times. */
+static void forks(void) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (int i = 0; i < 500; i++) leaf(i);
+        exit(sink == 0 ? 3 : 0);
+    }
+    for (int i = 0; i < 100; i++) leaf(i);
+    int status;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "child failed\n");
+        exit(1);
+    }
+}
+
+__attribute__((noinline)) int rec(int n) { return n == 0 ? 0 : 1 + rec(n - 1); }
+
+/* Deeper than the return stack: the calls past it are overruns. */
+static void deep(void) { sink += rec(10000); }
+
+/* A library loaded after start: 10 calls, closed, loaded again, 5 calls. */
+static void plugin(const char *path) {
+    for (int round = 0; round < 2; round++) {
+        void *h = dlopen(path, RTLD_NOW);
+        if (!h) { fprintf(stderr, "%s\n", dlerror()); exit(1); }
+        int (*plug)(int) = (int (*)(int))dlsym(h, "plug");
+        for (int i = 0; i < (round == 0 ? 10 : 5); i++) sink += plug(i);
+        dlclose(h);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return 2;
+    if (!strcmp(argv[1], "longjmp")) longjmps();
+    else if (!strcmp(argv[1], "signal")) signals();
+    else if (!strcmp(argv[1], "threads")) threads();
+    else if (!strcmp(argv[1], "fork")) forks();
+    else if (!strcmp(argv[1], "deep")) deep();
+    else if (!strcmp(argv[1], "dlopen") && argc == 3) plugin(argv[2]);
+    else return 2;
+    printf("ok\n");
+    return 0;
+}

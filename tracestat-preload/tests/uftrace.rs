@@ -1,0 +1,159 @@
+//! Every function's Hit against uftrace's Calls on real C programs no one here wrote, built
+//! with `-finstrument-functions`: the Lua 5.4 interpreter (the `lua-src` package's sources,
+//! driven by `data/lua_main.c` running `data/workload.lua`) and the bzip2 command line (the
+//! `bzip2-sys` package's sources) compressing and decompressing its own sources.
+//!
+//! Ignored by default: they need gcc and uftrace (`.ci/run` installs both and runs them with
+//! `--ignored`).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{build, hits, record, scratch};
+
+/// A package's source directory, from `cargo metadata`.
+fn package_dir(name: &str) -> PathBuf {
+    let out = Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--manifest-path"])
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "cargo metadata failed");
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pkg = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("{name} is a dev-dependency"));
+    Path::new(pkg["manifest_path"].as_str().unwrap())
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+/// uftrace's Calls per function (`uftrace record --no-libcall`, `uftrace report`), the
+/// kernel's pseudo functions (`linux:schedule`) left out.
+fn uftrace_calls(dir: &Path, cmd: &[&Path]) -> BTreeMap<String, u64> {
+    let data = dir.join("uftrace.data");
+    let status = Command::new("uftrace")
+        .args(["record", "--no-libcall", "-d"])
+        .arg(&data)
+        .args(cmd)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("uftrace is installed");
+    assert!(status.success(), "uftrace record failed");
+    let out = Command::new("uftrace")
+        .args(["report", "--no-pager", "-f", "call", "-d"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "uftrace report failed");
+    let mut calls = BTreeMap::new();
+    for line in String::from_utf8(out.stdout).unwrap().lines().skip(2) {
+        let mut cols = line.split_whitespace();
+        let (Some(n), Some(name)) = (cols.next(), cols.next()) else {
+            continue;
+        };
+        if !name.starts_with("linux:") {
+            *calls.entry(name.to_owned()).or_default() += n.parse::<u64>().unwrap();
+        }
+    }
+    calls
+}
+
+/// Runs `cmd` under both and compares; the number of functions compared and what the
+/// program wrote to its standard output under the preload library.
+fn compare(dir: &Path, cmd: &[&Path], timing: &str) -> (usize, Vec<u8>) {
+    let theirs = uftrace_calls(dir, cmd);
+    let (out, table) = record(Command::new(cmd[0]).args(&cmd[1..]), timing, &[]);
+    assert!(out.status.success(), "{cmd:?}: {out:?}");
+    let ours = hits(&table);
+    assert!(!ours.is_empty(), "no profile: {out:?}");
+    for (name, n) in &theirs {
+        assert_eq!(ours.get(name), Some(n), "{name}: uftrace counts {n}");
+    }
+    assert_eq!(ours.len(), theirs.len(), "functions only we report");
+    (ours.len(), out.stdout)
+}
+
+#[test]
+#[ignore = "needs gcc and uftrace"]
+fn lua_interpreter_hits_equal_uftrace_calls() {
+    let dir = scratch("lua");
+    let src = package_dir("lua-src").join("lua-5.4.7");
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let mut args: Vec<String> = std::fs::read_dir(&src)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "c"))
+        .map(|p| p.display().to_string())
+        .collect();
+    args.sort();
+    args.push(data.join("lua_main.c").display().to_string());
+    let include = format!("-I{}", src.display());
+    // String hashes seeded from addresses and the time would make table layouts, and so
+    // the calls, differ from run to run: a fixed seed makes both runs do the same work.
+    let mut all = vec![
+        "-std=gnu99",
+        "-DLUA_USE_LINUX",
+        "-Dluai_makeseed(L)=0u",
+        &include,
+    ];
+    all.extend(args.iter().map(String::as_str));
+    all.extend(["-lm", "-ldl"]);
+    let lua = build("gcc", &dir, "lua", &all);
+    let script = data.join("workload.lua");
+    for timing in ["0", "1"] {
+        let (n, stdout) = compare(&dir, &[&lua, &script], timing);
+        assert_eq!(stdout, b"2584\tDNA\t125250\t-125250\t42925\t13\t2468\n");
+        assert!(n > 400, "only {n} functions");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+#[ignore = "needs gcc and uftrace"]
+fn bzip2_hits_equal_uftrace_calls() {
+    let dir = scratch("bzip2");
+    let src = package_dir("bzip2-sys").join("bzip2-1.0.8");
+    let files: Vec<String> = [
+        "bzip2.c",
+        "blocksort.c",
+        "huffman.c",
+        "crctable.c",
+        "randtable.c",
+        "compress.c",
+        "decompress.c",
+        "bzlib.c",
+    ]
+    .iter()
+    .map(|f| src.join(f).display().to_string())
+    .collect();
+    let mut all = vec!["-D_FILE_OFFSET_BITS=64"];
+    all.extend(files.iter().map(String::as_str));
+    let bzip2 = build("gcc", &dir, "bzip2", &all);
+    // Input: bzip2's own sources and manual (about 340 KB).
+    let mut input = Vec::new();
+    for f in ["words0", "words1", "words2", "words3", "manual.html"]
+        .iter()
+        .chain(&["bzip2.c", "bzlib.c", "compress.c", "decompress.c"])
+    {
+        input.extend(std::fs::read(src.join(f)).unwrap());
+    }
+    let plain = dir.join("input.txt");
+    std::fs::write(&plain, &input).unwrap();
+    let (zc, dc) = (PathBuf::from("-zc"), PathBuf::from("-dc"));
+    let (n, packed) = compare(&dir, &[&bzip2, &zc, &plain], "0");
+    assert!(n > 30, "only {n} functions");
+    // Decompressing: other functions; the round trip checks the program still works.
+    let packed_file = dir.join("input.txt.bz2");
+    std::fs::write(&packed_file, packed).unwrap();
+    let (_, unpacked) = compare(&dir, &[&bzip2, &dc, &packed_file], "1");
+    assert_eq!(unpacked, input);
+    let _ = std::fs::remove_dir_all(&dir);
+}
