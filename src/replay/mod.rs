@@ -11,8 +11,8 @@
 //!
 //! # Design
 //!
-//! - **Line at a time, context free: columns by detection.** [`Parser::parse_line`]
-//!   classifies each line on its own; the parser's only state is its [`LineCounts`]. Output
+//! - **Line at a time, context free: columns by detection.** [`Parser::parse_line`](parser::Parser::parse_line)
+//!   classifies each line on its own; the parser's only state is its [`LineCounts`](parser::LineCounts). Output
 //!   options change the columns (irq-info, latency-format, record-tgid, context-info,
 //!   funcgraph-cpu/-proc/-abstime/-duration/-overhead/-tail/-retval, display-graph, ...)
 //!   and each line is recognised by detecting its own columns, each by its form (a
@@ -22,8 +22,8 @@
 //!   header, when there is one, is counted). `tests/replay/columns.rs` renders real samples
 //!   in every combination and checks that the counts do not change.
 //! - **Borrowed, not allocated.** Events borrow task and function names from the line;
-//!   parsing allocates nothing and runs no regular expression. [`Reader`] reuses one line
-//!   buffer whose size is capped ([`Reader::DEFAULT_MAX_LINE`]), so memory does not grow
+//!   parsing allocates nothing and runs no regular expression. [`Reader`](parser::Reader) reuses one line
+//!   buffer whose size is capped ([`Reader::DEFAULT_MAX_LINE`](parser::Reader::DEFAULT_MAX_LINE)), so memory does not grow
 //!   with the trace.
 //! - **Fast paths that defer.** The usual shapes have fast paths: the reader's SSE2
 //!   newline/ASCII scan (no UTF-8 check for ASCII lines), `fast_head`'s one right-to-left
@@ -32,10 +32,10 @@
 //!   interner's cache of recent names. Each returns a result only where the general code
 //!   gives the same one, and hands anything else to it (`parse.rs` tests the head and
 //!   payload fast paths against the general code on every sample line and mutations of it).
-//! - **Every line counted once.** Each line gets exactly one [`LineKind`]; the kinds that
+//! - **Every line counted once.** Each line gets exactly one [`LineKind`](parser::LineKind); the kinds that
 //!   carry nothing for replay (headers, `<stack trace>` records and their ` => ` frames,
 //!   `trace_printk` output, ordinary events, graph `/* comments */`, ...) are counted so a
-//!   report can list them, and unknown text is [`LineKind::Unrecognized`], never an error.
+//!   report can list them, and unknown text is [`LineKind::Unrecognized`](parser::LineKind::Unrecognized), never an error.
 //! - **Nesting is left to the consumer.** A function_graph `}` names its function only
 //!   with funcgraph-tail, on exit-only output (`tracing_thresh`), with funcgraph-retval, or
 //!   in a raw `funcgraph_exit` event. Otherwise [`Event::GraphExit::func`](Event::GraphExit)
@@ -84,13 +84,13 @@
 //! With `options/context-info` off a function tracer line is `func <-parent` alone. Other
 //! trace events (`sched_switch: prev_comm=...`) yield [`Event::TraceEvent`], counted by name.
 //! plus `##### CPU 2 buffer started ####` and `CPU:2 [LOST 11745 EVENTS]`, which yield
-//! events, and the skipped kinds listed in [`LineKind`].
+//! events, and the skipped kinds listed in [`LineKind`](parser::LineKind).
 //!
 //! # Invariants
 //!
-//! - `parse_line` never panics, on any `&str`; [`Reader`] never panics on any bytes.
-//! - The sum of [`LineCounts`] equals the number of lines parsed or read.
-//! - A line yields an event exactly when its kind's [`LineKind::yields_event`] is true.
+//! - `parse_line` never panics, on any `&str`; [`Reader`](parser::Reader) never panics on any bytes.
+//! - The sum of [`LineCounts`](parser::LineCounts) equals the number of lines parsed or read.
+//! - A line yields an event exactly when its kind's [`LineKind::yields_event`](parser::LineKind::yields_event) is true.
 
 mod event;
 mod funcgraph;
@@ -109,16 +109,21 @@ mod replayer;
 mod tasks;
 
 pub use event::{Context, Event, Symbol};
-pub use interner::{Interner, Names};
-pub use kind::{LineCounts, LineKind, Parsed};
-pub use parse::Parser;
-pub use reader::Reader;
 #[cfg(not(loom))]
 pub use replayer::{
     DEFAULT_MAX_FUNCTIONS, EVENTS_HEADER, MAX_CPUS, MAX_OPEN, MAX_OPEN_CALLS, MAX_TASKS,
     OPEN_LISTED, Replay, ReplayOptions, ReplayRow, ReplaySummary, Sort, TraceMode, Unmatched,
-    render_functions, sort_functions,
 };
+
+/// The line parser on its own: [`Parser`](parser::Parser) classifies one line into a
+/// [`Parsed`](parser::Parsed) and counts it by [`LineKind`](parser::LineKind) in its
+/// [`LineCounts`](parser::LineCounts); [`Reader`](parser::Reader) reads and parses a stream
+/// line by line. [`Replay::run`] and [`Replay::read`] drive them.
+pub mod parser {
+    pub use super::kind::{LineCounts, LineKind, Parsed};
+    pub use super::parse::Parser;
+    pub use super::reader::Reader;
+}
 
 /// The row that function names beyond [`ReplayOptions::max_functions`] are folded into.
 pub const OTHER: &str = "[other]";

@@ -7,7 +7,8 @@ use std::fs;
 use std::path::Path;
 
 use proptest::prelude::*;
-use tracestat::replay::{Context, Event, LineKind, Parsed, Parser, Reader, Symbol};
+use tracestat::replay::parser::{LineKind, Parsed, Parser, Reader};
+use tracestat::replay::{Context, Event, Symbol};
 
 // ---------------------------------------------------------------------------------------
 // The naive reference: whitespace tokens and `rfind('|')`, floats for durations.

@@ -31,8 +31,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tracestat::export::{self, Format, Profile};
+use tracestat::replay::parser::Reader;
 use tracestat::replay::{
-    DEFAULT_MAX_FUNCTIONS, Reader, Replay, ReplayOptions, ReplaySummary, Sort, TraceMode,
+    DEFAULT_MAX_FUNCTIONS, Replay, ReplayOptions, ReplaySummary, Sort, TraceMode,
 };
 
 /// Replay an ftrace function or function_graph trace and print trace_stat/functions

@@ -251,7 +251,7 @@ fn graph_comment(line: &str) -> Option<Head<'_>> {
     let inner = t.strip_suffix("*/")?;
     let open = inner.rfind("/*")?;
     let Some(crate::replay::Event::TraceEvent { ctx, name }) =
-        crate::replay::Parser::new().parse_line(t).event()
+        crate::replay::parser::Parser::new().parse_line(t).event()
     else {
         return None;
     };
