@@ -186,6 +186,7 @@ pub mod http;
 pub mod profile;
 pub mod replay;
 pub mod stat;
+pub mod trace;
 
 pub use error::{Access, Error, InputError};
 

@@ -7,7 +7,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use tracestat::replay::{Replay, ReplayOptions, Sort};
-use tracestat::replay::parser::{Parsed, Parser};
+use tracestat::trace::{Parsed, Parser};
 
 const PREFIXES: &[&str] = &[
     "4666591.247912 |  ",

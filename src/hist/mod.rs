@@ -22,8 +22,8 @@
 //!   positioned errors, bound to an event's fields by [`HistSpec::bind`]; [`EventSource`] /
 //!   [`HistTrigger`] (`trigger/mod.rs`), histograms created from specs on an event source,
 //!   its `hist` control file, and their stat files; the kernel's text in `trigger/render.rs`.
-//! - [`offline`]: the same specs over the event lines of a saved trace (`tracestat hist`),
-//!   string keys interned per table, and latency histograms between two events.
+//! - The same specs over the event lines of a saved trace (`tracestat hist`) are
+//!   [`crate::trace::hist`], above this module.
 
 mod arena;
 mod buckets;
@@ -34,16 +34,17 @@ mod flat;
 mod key;
 mod layout;
 mod map;
-#[cfg(not(loom))]
-pub mod offline;
 mod shard;
 mod snapshot;
 mod stats;
 mod table;
 mod trigger;
 
+pub(crate) use spec::table_error;
 pub(crate) use trigger::render;
 use trigger::spec;
+#[cfg(not(loom))]
+pub(crate) use trigger::write_bucket_block;
 
 pub use buckets::{BucketError, BucketSpec, MAX_LINEAR_BUCKETS, MAX_LOG2_SUB_BITS};
 pub use budget::{MAX_PROCESS_TABLE_BYTES, MAX_TABLE_BYTES};

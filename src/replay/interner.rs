@@ -29,7 +29,7 @@ use std::hash::BuildHasher;
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 
-use super::event::Symbol;
+use crate::trace::Symbol;
 
 /// Bytes of the largest arena chunk: chunks start at [`FIRST_CHUNK`] and double up to this
 /// (a longer name gets a chunk of its own size).

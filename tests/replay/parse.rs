@@ -7,8 +7,8 @@ use std::fs;
 use std::path::Path;
 
 use proptest::prelude::*;
-use tracestat::replay::parser::{LineKind, Parsed, Parser, Reader};
-use tracestat::replay::{Context, Event, Symbol};
+use tracestat::trace::{Context, Event, Symbol};
+use tracestat::trace::{LineKind, Parsed, Parser, Reader};
 
 // ---------------------------------------------------------------------------------------
 // The naive reference: whitespace tokens and `rfind('|')`, floats for durations.

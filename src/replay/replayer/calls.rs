@@ -1,11 +1,11 @@
 //! The counting: each parsed event onto its task's stack of open calls and into the tables,
 //! as the parent module's docs state ("Counting semantics", "Call stacks belong to tasks").
 
-use super::super::event::{Context, Event};
-use super::super::lex::task_pid;
 use super::super::table::Table;
 use super::super::tasks::{Open, TaskKey};
 use super::{MAX_CPUS, MAX_OPEN, Replay, TraceMode, Unmatched};
+use crate::trace::task_pid;
+use crate::trace::{Context, Event};
 
 impl Replay {
     /// Replays one event.

@@ -89,12 +89,12 @@ mod summary;
 use std::io::{self, BufRead};
 
 use super::interner::Interner;
-use super::kind::LineCounts;
-use super::reader::Reader;
 use super::table::{Events, PathTrie, Table};
 use super::tasks::{TaskKey, Tasks};
 use crate::primitive::sync::Arc;
 use crate::profile::Ftrace;
+use crate::trace::LineCounts;
+use crate::trace::Reader;
 use calls::open_at_end;
 
 pub use options::{
@@ -235,7 +235,7 @@ impl Replay {
     /// The summary so far, without ending the replay (live output): calls open now are not
     /// yet counted as open at the end.
     pub fn summary(&self, lines: &LineCounts) -> ReplaySummary {
-        use super::kind::LineKind;
+        use crate::trace::LineKind;
         // Lines with a `task-pid [cpu] ts:` head that yield no event are ftrace output too.
         let headed = [
             LineKind::Printk,

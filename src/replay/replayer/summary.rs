@@ -1,9 +1,9 @@
 //! [`ReplaySummary`]: what a replay read (the parser's line counts) and how its calls paired
 //! ([`Unmatched`]), as a report line and as exporter counters.
 
-use super::super::kind::LineCounts;
 use super::{MAX_OPEN_CALLS, MAX_TASKS, TraceMode};
 use crate::export::Counter;
+use crate::trace::LineCounts;
 
 /// Calls whose two ends were not both in the trace, and events not replayed (module docs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

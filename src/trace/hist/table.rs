@@ -20,14 +20,14 @@ use core::cmp::Ordering;
 use core::fmt::{self, Write};
 use std::collections::HashMap;
 
-use super::super::key::{Key, MAX_KEYS};
-use super::super::layout::MAX_VALS;
-use super::super::map::HashHist;
-use super::super::render::{self, KeyValue};
-use super::super::snapshot::{Row, SortField, SortKey};
-use super::super::spec::{HistSpec, KeyModifier, SpecError, SpecErrorKind};
 use super::filter::{Filter, Undecided};
 use super::line::{Fields, Head, number};
+use crate::hist::HashHist;
+use crate::hist::MAX_VALS;
+use crate::hist::render::{self, KeyValue};
+use crate::hist::{HistSpec, KeyModifier, SpecError, SpecErrorKind};
+use crate::hist::{Key, MAX_KEYS};
+use crate::hist::{Row, SortField, SortKey};
 
 /// The longest string key kept, in bytes (longer ones are cut at a character boundary).
 pub const MAX_KEY_STR: usize = 256;
@@ -235,9 +235,9 @@ impl Table {
         let parsed = HistSpec::parse(spec).map_err(at)?;
         if let Some(c) = parsed.command {
             let name = match c {
-                super::super::spec::Command::Pause => "pause",
-                super::super::spec::Command::Cont => "cont",
-                super::super::spec::Command::Clear => "clear",
+                crate::hist::Command::Pause => "pause",
+                crate::hist::Command::Cont => "cont",
+                crate::hist::Command::Clear => "clear",
             };
             return Err(SpecError::new(SpecErrorKind::UnknownClause, name, base));
         }
@@ -258,7 +258,7 @@ impl Table {
             }
         }
         let hist = HashHist::bounded(def.layout, def.size)
-            .map_err(|e| at(super::super::spec::table_error(&e)))?;
+            .map_err(|e| at(crate::hist::table_error(&e)))?;
         let keys = parsed
             .keys
             .iter()
@@ -555,7 +555,7 @@ impl Table {
             }
             render::write_counts(out, &vals, row)?;
             if let Some(spec) = &layout.buckets {
-                super::super::trigger::write_bucket_block(out, &layout, spec, row)?;
+                crate::hist::write_bucket_block(out, &layout, spec, row)?;
             }
         }
         let hits = rows.iter().map(|r| r.hits).fold(0, u64::wrapping_add);

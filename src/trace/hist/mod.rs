@@ -6,8 +6,8 @@
 //! [`OfflineHist`] holds one [`Table`] per `EVENT:spec` and one [`Latency`] per latency
 //! spec. Each line is classified once (`line.rs`: comment, event, or other); an event
 //! line's body is split into fields only when some table or latency wants that event, into
-//! one reused buffer. Tables reuse the live triggers' pieces: [`HistSpec`](super::HistSpec) parsing and
-//! binding, the bounded [`HashHist`](super::HashHist), and the hist-file renderer, so the
+//! one reused buffer. Tables reuse the live triggers' pieces: [`HistSpec`](crate::hist::HistSpec) parsing and
+//! binding, the bounded [`HashHist`](crate::hist::HashHist), and the hist-file renderer, so the
 //! text is the kernel's `hist` file byte for byte (`# event histogram`, `# trigger info:`,
 //! rows, `Totals:`, `Hits:`, `Entries:`, `Dropped:`); several tables are separated by two
 //! blank lines, as the kernel separates several triggers of one event.
@@ -46,7 +46,7 @@ pub use latency::{Latency, LatencyCounts, LatencySpecError};
 pub use line::{Fields, Head, LineClass, classify, number};
 pub use table::{KeyText, MAX_KEY_STR, Skipped, Table, TableRow};
 
-use super::spec::{SpecError, SpecErrorKind};
+use crate::hist::{SpecError, SpecErrorKind};
 
 /// The longest line read, in bytes; longer lines are skipped and counted in `too_long`.
 pub const MAX_LINE: usize = 64 * 1024;

@@ -35,8 +35,8 @@ impl Event<'_> {
 /// function trace with graph lines, `trace-cmd report` output) need no mode switch.
 ///
 /// ```
-/// use tracestat::replay::Event;
-/// use tracestat::replay::parser::{Parser};
+/// use tracestat::trace::Event;
+/// use tracestat::trace::{Parser};
 ///
 /// let mut p = Parser::new();
 /// let ev = p.parse_line("  bash-1977  [000] .... 17284.993652: sys_close <-system_call_fastpath");

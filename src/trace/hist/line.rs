@@ -250,8 +250,8 @@ fn graph_comment(line: &str) -> Option<Head<'_>> {
     let t = line.trim_end();
     let inner = t.strip_suffix("*/")?;
     let open = inner.rfind("/*")?;
-    let Some(crate::replay::Event::TraceEvent { ctx, name }) =
-        crate::replay::parser::Parser::new().parse_line(t).event()
+    let Some(super::super::Event::TraceEvent { ctx, name }) =
+        super::super::Parser::new().parse_line(t).event()
     else {
         return None;
     };

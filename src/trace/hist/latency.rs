@@ -20,8 +20,8 @@ use crate::primitive::unmodeled::Arc;
 use core::fmt::{self, Write};
 use std::collections::HashMap;
 
-use super::super::trigger::{HistTrigger, NameTable};
 use super::line::{Fields, Head, number};
+use crate::hist::{HistTrigger, NameTable};
 
 /// A latency spec that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,12 +114,12 @@ impl Latency {
         let hist = format!("keys={}:vals=lat_us:hist=lat_us.log2:size={size}", end.1);
         let trigger = HistTrigger::new(&hist, &fields, &NameTable::default()).map_err(|e| {
             LatencySpecError {
-                reason: if e.kind == super::super::spec::SpecErrorKind::BadSize {
+                reason: if e.kind == crate::hist::SpecErrorKind::BadSize {
                     "size must be a power of two in 128..=131072:"
                 } else {
                     "cannot build the histogram for"
                 },
-                token: if e.kind == super::super::spec::SpecErrorKind::BadSize {
+                token: if e.kind == crate::hist::SpecErrorKind::BadSize {
                     size.to_string()
                 } else {
                     e.to_string()

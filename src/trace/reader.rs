@@ -23,8 +23,8 @@ use super::parse::Parser;
 /// when it grows, never per read.
 ///
 /// ```
-/// use tracestat::replay::Event;
-/// use tracestat::replay::parser::{LineKind, Reader};
+/// use tracestat::trace::Event;
+/// use tracestat::trace::{LineKind, Reader};
 ///
 /// let trace = "# tracer: function\n  bash-1977  [000] .... 17284.993652: sys_close <-system_call\n";
 /// let mut reader = Reader::new(trace.as_bytes());
