@@ -5,7 +5,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tracestat::trace::hist::{Fields, LineClass, OfflineHist, classify};
+use tracestat::trace::Fields;
+use tracestat::trace::hist::{LineClass, OfflineHist, classify};
 
 fuzz_target!(|data: &[u8]| {
     let mut parts = data.splitn(3, |&b| b == b'\n');

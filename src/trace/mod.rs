@@ -98,16 +98,22 @@
 //! - A line yields an event exactly when its kind's [`LineKind::yields_event`] is true.
 
 mod event;
+mod fields;
 mod funcgraph;
+mod head;
 #[cfg(not(loom))]
 pub mod hist;
 mod kind;
 mod lex;
+mod lines;
 mod parse;
 mod reader;
 
-pub use event::{Context, Event, Symbol};
+pub use event::{Event, Symbol};
+pub use fields::{Fields, number};
+pub use head::{Context, split_head};
 pub use kind::{LineCounts, LineKind, Parsed};
 pub(crate) use lex::task_pid;
+pub use lines::{Line, Lines};
 pub use parse::Parser;
 pub use reader::Reader;

@@ -35,9 +35,10 @@
 //! - An event without a field the evaluated predicates name, or whose numeric predicate's
 //!   field holds no number, is neither passed nor filtered: the caller counts it as skipped.
 
-use super::line::{Fields, Head, number};
+use super::line::Head;
 use super::table::{Source, Value, common_source, decimal, lookup};
 use crate::hist::{SpecError, SpecErrorKind};
+use crate::trace::{Fields, number};
 
 /// The deepest nesting of `(` and `!` a filter may have.
 pub const MAX_FILTER_DEPTH: usize = 32;

@@ -20,8 +20,9 @@ use crate::primitive::unmodeled::Arc;
 use core::fmt::{self, Write};
 use std::collections::HashMap;
 
-use super::line::{Fields, Head, number};
+use super::line::Head;
 use crate::hist::{HistTrigger, NameTable};
+use crate::trace::{Fields, number};
 
 /// A latency spec that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,8 +162,8 @@ impl Latency {
         match fields.get(head.body, name) {
             Some(v) => number(name, v),
             None => match name {
-                "common_pid" => head.pid,
-                "cpu" | "common_cpu" => head.cpu,
+                "common_pid" => head.ctx.pid.map(u64::from),
+                "cpu" | "common_cpu" => head.ctx.cpu.map(u64::from),
                 _ => None,
             },
         }
@@ -172,7 +173,7 @@ impl Latency {
     pub fn record(&mut self, head: &Head<'_>, fields: &Fields) {
         // An event without a timestamp (a graph comment without funcgraph-abstime) can be
         // neither end.
-        let Some(ts_ns) = head.ts_ns else {
+        let Some(ts_ns) = head.ctx.ts_ns else {
             self.counts.bad_field += 1;
             return;
         };

@@ -41,9 +41,11 @@ mod table;
 use core::fmt::{self, Write};
 use std::io::{self, BufRead};
 
+use super::{Fields, Line, Lines};
+
 pub use filter::{MAX_FILTER_DEPTH, MAX_FILTER_LEN, MAX_FILTER_PREDS};
 pub use latency::{Latency, LatencyCounts, LatencySpecError};
-pub use line::{Fields, Head, LineClass, classify, number};
+pub use line::{Head, LineClass, classify};
 pub use table::{KeyText, MAX_KEY_STR, Skipped, Table, TableRow};
 
 use crate::hist::{SpecError, SpecErrorKind};
@@ -228,59 +230,23 @@ impl OfflineHist {
     /// Reads every line of `input` (bytes; lines over [`MAX_LINE`] and lines that are not
     /// UTF-8 are counted and skipped). `stop` is asked before each line; `true` ends the
     /// read early (Ctrl-C).
-    pub fn read(&mut self, mut input: impl BufRead, stop: impl Fn() -> bool) -> io::Result<()> {
-        let mut buf: Vec<u8> = Vec::with_capacity(1024);
-        let mut long = false;
-        loop {
-            if stop() {
-                return Ok(());
-            }
-            let chunk = match input.fill_buf() {
-                Ok(c) => c,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            if chunk.is_empty() {
-                if !buf.is_empty() || long {
-                    self.finish_line(&buf, long);
+    pub fn read(&mut self, input: impl BufRead, stop: impl Fn() -> bool) -> io::Result<()> {
+        let mut lines = Lines::with_max_line(input, MAX_LINE);
+        while !stop() {
+            match lines.next_line()? {
+                None => break,
+                Some(Line::Text(s)) => self.line(s.strip_suffix('\r').unwrap_or(s)),
+                Some(Line::TooLong) => {
+                    self.lines.lines += 1;
+                    self.lines.too_long += 1;
                 }
-                return Ok(());
-            }
-            let (take, end) = match chunk.iter().position(|&b| b == b'\n') {
-                Some(i) => (i, true),
-                None => (chunk.len(), false),
-            };
-            if !long {
-                if buf.len() + take > MAX_LINE {
-                    long = true;
-                    buf.clear();
-                } else {
-                    buf.extend_from_slice(&chunk[..take]);
+                Some(Line::NotUtf8) => {
+                    self.lines.lines += 1;
+                    self.lines.not_utf8 += 1;
                 }
             }
-            input.consume(take + usize::from(end));
-            if end {
-                self.finish_line(&buf, long);
-                buf.clear();
-                long = false;
-            }
         }
-    }
-
-    fn finish_line(&mut self, bytes: &[u8], long: bool) {
-        if long {
-            self.lines.lines += 1;
-            self.lines.too_long += 1;
-            return;
-        }
-        let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
-        match core::str::from_utf8(bytes) {
-            Ok(s) => self.line(s),
-            Err(_) => {
-                self.lines.lines += 1;
-                self.lines.not_utf8 += 1;
-            }
-        }
+        Ok(())
     }
 
     /// Writes every table in the kernel's `hist` file format, then every latency histogram.

@@ -21,13 +21,14 @@ use core::fmt::{self, Write};
 use std::collections::HashMap;
 
 use super::filter::{Filter, Undecided};
-use super::line::{Fields, Head, number};
+use super::line::Head;
 use crate::hist::HashHist;
 use crate::hist::MAX_VALS;
 use crate::hist::render::{self, KeyValue};
 use crate::hist::{HistSpec, KeyModifier, SpecError, SpecErrorKind};
 use crate::hist::{Key, MAX_KEYS};
 use crate::hist::{Row, SortField, SortKey};
+use crate::trace::{Fields, number};
 
 /// The longest string key kept, in bytes (longer ones are cut at a character boundary).
 pub const MAX_KEY_STR: usize = 256;
@@ -84,10 +85,10 @@ pub(super) fn lookup<'a>(
     }
     match common {
         Source::Event => None,
-        Source::Pid => head.pid.map(Value::Num),
-        Source::Comm => head.comm.map(Value::Text),
-        Source::Cpu => head.cpu.map(Value::Num),
-        Source::Timestamp => head.ts_ns.map(Value::Num),
+        Source::Pid => head.ctx.pid.map(u64::from).map(Value::Num),
+        Source::Comm => head.ctx.task.map(Value::Text),
+        Source::Cpu => head.ctx.cpu.map(u64::from).map(Value::Num),
+        Source::Timestamp => head.ctx.ts_ns.map(Value::Num),
     }
 }
 
@@ -441,7 +442,7 @@ impl Table {
         }
         if hist.update(Key(key), &vals[..val_cols.len()]) {
             if let Some(pid) = exec_pid
-                && let Some(comm) = head.comm
+                && let Some(comm) = head.ctx.task
             {
                 comms.entry(pid).or_insert_with(|| cut(comm).into());
             }
