@@ -41,6 +41,9 @@ mod table;
 mod trigger;
 
 pub(crate) use spec::table_error;
+pub use trigger::filter::{Filter, MAX_FILTER_DEPTH, MAX_FILTER_LEN, MAX_FILTER_PREDS};
+#[cfg(not(loom))]
+pub(crate) use trigger::filter::{FilterInput, Source, Undecided, Value, common_source, decimal};
 pub(crate) use trigger::render;
 use trigger::spec;
 #[cfg(not(loom))]

@@ -34,6 +34,8 @@ use crate::hist::layout::MAX_VALS;
 use crate::hist::map::{DEFAULT_BOUNDED_SIZE, MAX_BOUNDED_SIZE, MIN_BOUNDED_SIZE};
 use crate::hist::snapshot::{SortField, SortKey};
 
+use super::filter::Filter;
+
 /// The longest spec accepted, in bytes.
 pub const MAX_SPEC_LEN: usize = 4096;
 
@@ -154,6 +156,9 @@ pub struct HistSpec {
     pub hex_vals: Vec<String>,
     /// Sort keys (0 to 2; none means `hitcount`).
     pub sort: Vec<SortSpec>,
+    /// The `if` filter after the spec (`hist:keys=pid if prio < 100`), as the kernel's
+    /// event filter (`filter.rs`): a live trigger passes only the events it passes.
+    pub filter: Option<Filter>,
     /// `size=`; `None` for the default.
     pub size: Option<usize>,
     /// `name=`.
@@ -227,9 +232,10 @@ pub enum SpecErrorKind {
     FilterOp,
     /// A filter value missing, unterminated, or not a number where a number is needed.
     FilterValue,
-    /// A filter nested deeper than the offline hist's limit.
+    /// A filter nested deeper than [`MAX_FILTER_DEPTH`](crate::hist::MAX_FILTER_DEPTH).
     FilterTooDeep,
-    /// A filter longer, or with more predicates, than the offline hist's limits.
+    /// A filter longer than [`MAX_FILTER_LEN`](crate::hist::MAX_FILTER_LEN) bytes, or with more
+    /// predicates than [`MAX_FILTER_PREDS`](crate::hist::MAX_FILTER_PREDS).
     FilterTooLong,
 }
 
@@ -466,6 +472,25 @@ fn buckets(s: &str, pos: usize) -> Result<(FieldRef, BucketSpec), SpecError> {
     Ok((f, spec))
 }
 
+/// Splits `spec if filter` (the kernel looks for ` if ` or a tab before `if`) into the spec
+/// and the filter text with its byte offset in `spec`. A spec ending in ` if` has an empty
+/// filter, which the filter parser refuses.
+fn split_filter(spec: &str) -> (&str, Option<(&str, usize)>) {
+    let b = spec.as_bytes();
+    let found = (0..b.len()).find(|&i| {
+        (b[i] == b' ' || b[i] == b'\t')
+            && b[i + 1..].starts_with(b"if")
+            && b.get(i + 3).is_none_or(|c| c.is_ascii_whitespace())
+    });
+    match found {
+        Some(i) => {
+            let off = (i + 3).min(spec.len());
+            (&spec[..i], Some((&spec[off..], off)))
+        }
+        None => (spec, None),
+    }
+}
+
 impl HistSpec {
     /// Parses a spec (see the module docs); never panics.
     pub fn parse(input: &str) -> Result<HistSpec, SpecError> {
@@ -473,6 +498,11 @@ impl HistSpec {
             return Err(SpecError::new(SpecErrorKind::TooLong, "", MAX_SPEC_LEN));
         }
         let body = input.strip_suffix('\n').unwrap_or(input);
+        let (body, filter) = split_filter(body);
+        let filter = match filter {
+            Some((text, at)) => Some(Filter::parse(text, at)?),
+            None => None,
+        };
         let (body, base) = match body.strip_prefix("hist:") {
             Some(rest) => (rest, 5),
             None if body == "hist" => ("", 4),
@@ -481,7 +511,10 @@ impl HistSpec {
         if body.trim_matches(crate::stat::is_kernel_space).is_empty() {
             return Err(SpecError::new(SpecErrorKind::Empty, body, base));
         }
-        let mut spec = HistSpec::default();
+        let mut spec = HistSpec {
+            filter,
+            ..HistSpec::default()
+        };
         let mut seen = [false; 6];
         for (clause, pos) in split(body, base, ':') {
             let (name, value) = match clause.split_once('=') {
@@ -625,6 +658,10 @@ impl HistSpec {
             s += &format!(":hist={}.{b}", f.name);
         }
         s += &format!(":size={}", self.size.unwrap_or(default_size));
+        if let Some(f) = &self.filter {
+            s += " if ";
+            s += f.text();
+        }
         s
     }
 }
@@ -751,6 +788,7 @@ impl HistDef {
                 .all(|v| other.spec.hex_vals.contains(v))
             && self.sort == other.sort
             && self.spec.name == other.spec.name
+            && self.spec.filter == other.spec.filter
             && self.layout.buckets == other.layout.buckets
             && self.layout.stat_val == other.layout.stat_val
     }

@@ -33,7 +33,7 @@
 //! `missing_field`. `# trigger info:` shows it after the spec, as the kernel does
 //! (`hist:keys=call_site:vals=hitcount,bytes_req:sort=hitcount:size=2048 if bytes_req > 256 [active]`).
 
-mod filter;
+mod event;
 mod latency;
 mod line;
 mod table;
@@ -43,7 +43,6 @@ use std::io::{self, BufRead};
 
 use super::{Fields, Line, Lines};
 
-pub use filter::{MAX_FILTER_DEPTH, MAX_FILTER_LEN, MAX_FILTER_PREDS};
 pub use latency::{Latency, LatencyCounts, LatencySpecError};
 pub use line::{Head, LineClass, classify};
 pub use table::{KeyText, MAX_KEY_STR, Skipped, Table, TableRow};
