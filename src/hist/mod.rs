@@ -49,6 +49,8 @@ use trigger::spec;
 #[cfg(not(loom))]
 pub(crate) use trigger::write_bucket_block;
 
+#[cfg(all(feature = "json", not(loom)))]
+pub(crate) use buckets::Bucket;
 pub use buckets::{BucketError, BucketSpec, MAX_LINEAR_BUCKETS, MAX_LOG2_SUB_BITS};
 pub use budget::{MAX_PROCESS_TABLE_BYTES, MAX_TABLE_BYTES};
 pub(crate) use dense::{DenseTable, DenseWriter, TimingSlot};

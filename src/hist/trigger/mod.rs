@@ -228,6 +228,7 @@ mod typed {
     use serde::ser::{SerializeMap, Serializer};
 
     use super::HistTrigger;
+    use crate::hist::buckets::Bucket;
     use crate::stat::TypedStat;
 
     /// Name-value pairs written as one JSON object, in order (a name given twice is kept
@@ -242,13 +243,6 @@ mod typed {
             }
             m.end()
         }
-    }
-
-    #[derive(Serialize)]
-    struct Bucket {
-        lo: u128,
-        hi: u128,
-        count: u64,
     }
 
     #[derive(Serialize)]
@@ -308,11 +302,11 @@ mod typed {
                                 .map(|(n, &v)| (n.as_str(), v))
                                 .collect(),
                         ),
-                        buckets: def.layout.buckets.as_ref().map(|spec| {
-                            spec.non_empty(&row.buckets)
-                                .map(|(lo, hi, count)| Bucket { lo, hi, count })
-                                .collect()
-                        }),
+                        buckets: def
+                            .layout
+                            .buckets
+                            .as_ref()
+                            .map(|spec| spec.buckets(&row.buckets).collect()),
                     })
                     .collect();
                 Hist {
