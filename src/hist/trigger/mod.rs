@@ -49,6 +49,7 @@ use std::collections::HashMap;
 
 use arc_swap::ArcSwap;
 
+mod error;
 pub(super) mod filter;
 pub(crate) mod render;
 pub(super) mod spec;
