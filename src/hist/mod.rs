@@ -19,7 +19,8 @@
 //!   count, sum, min, max, mean, variance and percentiles without overflow.
 //! - The trigger language (`trigger/`), apart from the map core above, which knows nothing of
 //!   specs: [`HistSpec`] (`trigger/spec.rs`), the hist-trigger spec language with typed,
-//!   positioned errors, bound to an event's fields by [`HistSpec::bind`]; [`EventSource`] /
+//!   positioned errors (`trigger/error.rs`), bound to an event's fields by [`HistSpec::bind`],
+//!   with the kernel's `if` event filter ([`Filter`], `trigger/filter.rs`); [`EventSource`] /
 //!   [`HistTrigger`] (`trigger/mod.rs`), histograms created from specs on an event source,
 //!   its `hist` control file, and their stat files; the kernel's text in `trigger/render.rs`.
 //! - The same specs over the event lines of a saved trace (`tracestat hist`) are

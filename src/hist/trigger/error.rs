@@ -11,7 +11,7 @@ pub const CARET_CONTEXT: usize = 60;
 pub enum SpecErrorKind {
     /// Nothing but `hist:` or whitespace.
     Empty,
-    /// Longer than [`MAX_SPEC_LEN`].
+    /// Longer than [`MAX_SPEC_LEN`](crate::hist::MAX_SPEC_LEN).
     TooLong,
     /// Not UTF-8.
     NotUtf8,

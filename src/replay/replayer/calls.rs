@@ -350,7 +350,7 @@ pub(super) fn open_at_end(table: &mut Table, cpu_tables: &mut [Option<Table>], o
     }
 }
 
-/// An open call evicted from the task table ([`MAX_TASKS`], [`MAX_OPEN_CALLS`]): counted as
+/// An open call evicted from the task table ([`MAX_TASKS`](super::MAX_TASKS), [`MAX_OPEN_CALLS`](super::MAX_OPEN_CALLS)): counted as
 /// open at the end now.
 fn evicted(
     table: &mut Table,

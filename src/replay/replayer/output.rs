@@ -195,7 +195,7 @@ impl Replay {
         out
     }
 
-    /// The per-function latency histograms ([`ReplayOptions::latency`], timed traces), in
+    /// The per-function latency histograms ([`ReplayOptions::latency`](super::ReplayOptions::latency), timed traces), in
     /// bpftrace's layout: `@name:` then one line per bucket (ns), in `sort` order. Empty
     /// when none were kept.
     pub fn render_latency(&self, sort: Sort) -> String {

@@ -27,8 +27,9 @@
 //!
 //! A spec may end with the kernel's event filter, `EVENT:keys=...[:...] if FILTER`
 //! (`kmalloc:keys=call_site:vals=bytes_req if bytes_req > 256 && comm ~ "bash*"`), with the
-//! syntax of the kernel's `Documentation/trace/events.rst` "Event filtering" (`filter.rs`
-//! gives the grammar and typing). A filter is checked before the event's keys and values:
+//! syntax of the kernel's `Documentation/trace/events.rst` "Event filtering" (the trigger
+//! language's [`Filter`](crate::hist::Filter) gives the grammar and typing; `event.rs` shows
+//! it a line's fields). A filter is checked before the event's keys and values:
 //! an event it does not pass counts only in `filtered`, an event without a field it names in
 //! `missing_field`. `# trigger info:` shows it after the spec, as the kernel does
 //! (`hist:keys=call_site:vals=hitcount,bytes_req:sort=hitcount:size=2048 if bytes_req > 256 [active]`).
