@@ -7,7 +7,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use tracestat::replay::{MAX_CPUS, Replay, ReplayOptions, Sort, TraceMode};
-use tracestat::trace::{Reader};
+use tracestat::trace::Reader;
 
 fuzz_target!(|input: (u8, &[u8])| {
     let (flags, data) = input;

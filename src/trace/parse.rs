@@ -36,7 +36,7 @@ impl Event<'_> {
 ///
 /// ```
 /// use tracestat::trace::Event;
-/// use tracestat::trace::{Parser};
+/// use tracestat::trace::Parser;
 ///
 /// let mut p = Parser::new();
 /// let ev = p.parse_line("  bash-1977  [000] .... 17284.993652: sys_close <-system_call_fastpath");
