@@ -55,6 +55,7 @@ const MAX_SPLIT_TRIES: usize = 3;
 /// assert_eq!(payload, "sched_waking: comm=ls pid=9");
 /// assert!(split_head(" 0)   0.651 us    |  kfree();").is_none());
 /// ```
+#[inline]
 pub fn split_head(line: &str) -> Option<(Context<'_>, &str)> {
     let mut from = 0;
     for _ in 0..MAX_SPLIT_TRIES {
