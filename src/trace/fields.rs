@@ -95,7 +95,9 @@ impl Fields {
     pub fn parse(&mut self, event: &str, body: &str) {
         self.items.clear();
         // A positional form starts with a token that is not `name=value`.
-        let positional = tokens(body).next().is_some_and(|(_, t)| !t.contains('='));
+        let positional = tokens(body)
+            .next()
+            .is_some_and(|(_, t)| !t.as_bytes().contains(&b'='));
         if positional {
             match event {
                 "sched_switch" => self.sched_switch(body),
@@ -155,7 +157,7 @@ impl Fields {
                 }
                 continue;
             }
-            if let Some(eq) = tok.find('=')
+            if let Some(eq) = tok.bytes().position(|c| c == b'=')
                 && is_ident(&tok[..eq])
             {
                 if let Some((n, s, e)) = open.take() {

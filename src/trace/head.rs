@@ -40,7 +40,7 @@ pub struct Context<'a> {
 }
 
 /// How many `": "` a line may offer before the function layout gives up on it.
-const MAX_SPLIT_TRIES: usize = 3;
+pub(super) const MAX_SPLIT_TRIES: usize = 3;
 
 /// Splits a line with a `task-pid [cpu] flags timestamp: payload` head (function tracer,
 /// events, printk, stack traces, `trace-cmd report`; the normal or the latency layout) into
@@ -71,7 +71,8 @@ pub fn split_head(line: &str) -> Option<(Context<'_>, &str)> {
 /// The head before the `": "`: `bash-1977  [000] ....  17284.993652`,
 /// `yum-updatesd-3111  [003]  1637.254676`, `bash-1977  (  1977) [000] ....  17284.9`,
 /// `bash-2042    3d..1   68us+`, `<idle>-0       0d.h1. 106467.859747`.
-fn parse_head(head: &str) -> Option<Context<'_>> {
+#[inline]
+pub(super) fn parse_head(head: &str) -> Option<Context<'_>> {
     fast_head(head).or_else(|| general_head(head))
 }
 

@@ -3,7 +3,7 @@
 
 use super::event::Event;
 use super::funcgraph;
-use super::head::{Context, split_head};
+use super::head::{Context, MAX_SPLIT_TRIES, parse_head};
 use super::kind::{LineCounts, LineKind, Parsed};
 use super::lex::{
     bare_name, find_byte, find2, parse_symbol, parse_u32, parse_u64, symbol_len, trim, trim_end,
@@ -187,8 +187,17 @@ fn lost(rest: &str) -> Option<Event<'static>> {
 /// printk, stack traces, `trace-cmd report`), in the normal or the latency layout. `None`
 /// when no `": "` is preceded by such a head.
 fn function_layout(line: &str) -> Option<Parsed<'_>> {
-    let (ctx, p) = split_head(line)?;
-    Some(payload(ctx, p))
+    // `split_head`'s loop, with the payload parsed where the head is found (no `Context`
+    // handed back through a tuple on the per-line path).
+    let mut from = 0;
+    for _ in 0..MAX_SPLIT_TRIES {
+        let p = find2(line, from, *b": ")?;
+        if let Some(ctx) = parse_head(&line[..p]) {
+            return Some(payload(ctx, trim_start(&line[p + 2..])));
+        }
+        from = p + 2;
+    }
+    None
 }
 
 fn payload<'a>(ctx: Context<'a>, p: &'a str) -> Parsed<'a> {

@@ -83,7 +83,13 @@ fn head(line: &str) -> Option<Head<'_>> {
 
 /// Classifies one line (without its newline).
 pub fn classify(line: &str) -> LineClass<'_> {
-    let t = line.trim_start();
+    // ASCII spaces the quick way; other whitespace as `trim_start` does.
+    let t = line.trim_ascii_start();
+    let t = if t.as_bytes().first().is_some_and(|c| !c.is_ascii()) {
+        t.trim_start()
+    } else {
+        t
+    };
     if t.is_empty() || t.starts_with('#') {
         return LineClass::Comment;
     }
