@@ -41,6 +41,7 @@ mod stats;
 mod table;
 mod trigger;
 
+#[cfg(not(loom))]
 pub(crate) use spec::table_error;
 pub use trigger::filter::{Filter, MAX_FILTER_DEPTH, MAX_FILTER_LEN, MAX_FILTER_PREDS};
 #[cfg(not(loom))]

@@ -11,6 +11,8 @@
 //! - `table.rs`: the replay's function, event and call-path tables.
 //! - `interner.rs`: function names to small ips and back, bounded.
 
+// The replay's own names: only the replayer (not built under loom) uses them.
+#[cfg(not(loom))]
 mod interner;
 // The replay's own tables: only the replayer (not built under loom) uses them.
 #[cfg(not(loom))]

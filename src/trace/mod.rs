@@ -113,6 +113,7 @@ pub use event::{Event, Symbol};
 pub use fields::{Fields, number};
 pub use head::{Context, split_head};
 pub use kind::{LineCounts, LineKind, Parsed};
+#[cfg(not(loom))]
 pub(crate) use lex::task_pid;
 pub use lines::{Line, Lines};
 pub use parse::Parser;
