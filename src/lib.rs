@@ -21,6 +21,7 @@
 //! | hist triggers (`hist:keys=…:vals=…`) on events you emit | [`EventSource`](hist::EventSource), [`HistSpec`](hist::HistSpec) | [`hist`] |
 //! | which functions allocate most (`kmem/kmalloc` hist triggers) | [`TracedAlloc`](alloc::TracedAlloc), [`Kmem`](alloc::Kmem) | [`alloc`] |
 //! | profile a saved kernel trace (`function` / `function_graph`) | [`Replay`](replay::Replay) | [`replay`] |
+//! | read ftrace text (lines, heads, fields) or run hist triggers over a saved trace | [`Parser`](trace::Parser), [`OfflineHist`](trace::hist::OfflineHist) | [`trace`] |
 //! | get stats out as JSON, pprof, folded stacks, OpenMetrics | [`to_json`](export::to_json), [`to_pprof`](export::to_pprof), … | [`export`] |
 //! | serve all of it over HTTP (feature `http`) | `Server` | `http` |
 //!
@@ -229,6 +230,7 @@ pub mod native;
 pub mod profile;
 pub mod replay;
 pub mod stat;
+pub mod trace;
 
 pub use error::{Access, Error, InputError};
 

@@ -5,7 +5,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tracestat::hist::offline::{Fields, LineClass, OfflineHist, classify};
+use tracestat::trace::Fields;
+use tracestat::trace::hist::{LineClass, OfflineHist, classify};
 
 fuzz_target!(|data: &[u8]| {
     let mut parts = data.splitn(3, |&b| b == b'\n');
@@ -38,7 +39,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let mut text = String::new();
     h.render(&mut text).unwrap();
-    tracestat::hist::offline::write_json(&h, std::io::sink()).unwrap();
+    tracestat::trace::hist::write_json(&h, std::io::sink()).unwrap();
     // Each line on its own through the classifier and the field parser.
     let mut fields = Fields::new();
     for line in String::from_utf8_lossy(trace).lines() {

@@ -6,7 +6,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tracestat::replay::{Parsed, Parser, Replay, ReplayOptions, Sort};
+use tracestat::replay::{Replay, ReplayOptions, Sort};
+use tracestat::trace::{Parsed, Parser};
 
 const PREFIXES: &[&str] = &[
     "4666591.247912 |  ",

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tracestat::replay::{Parsed, Parser, Reader};
+use tracestat::trace::{Parsed, Parser, Reader};
 
 fn check(p: &Parsed<'_>) {
     match p {

@@ -6,7 +6,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tracestat::replay::{MAX_CPUS, Reader, Replay, ReplayOptions, Sort, TraceMode};
+use tracestat::replay::{MAX_CPUS, Replay, ReplayOptions, Sort, TraceMode};
+use tracestat::trace::Reader;
 
 fuzz_target!(|input: (u8, &[u8])| {
     let (flags, data) = input;

@@ -24,6 +24,19 @@
 
 use core::fmt;
 
+/// One non-empty bucket of a row's histogram, `[lo, hi)` and its count, as the JSON writers
+/// list it (`{"lo":..,"hi":..,"count":..}`).
+#[cfg(feature = "json")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct Bucket {
+    /// The smallest value the bucket holds.
+    pub(crate) lo: u128,
+    /// One past the largest value the bucket holds.
+    pub(crate) hi: u128,
+    /// The samples in it.
+    pub(crate) count: u64,
+}
+
 /// The most sub-bucket bits a log2 histogram takes (`2^5 = 32` sub-buckets per power of two,
 /// as bpftrace's `hist(x, k)` with `k <= 5`).
 pub const MAX_LOG2_SUB_BITS: u8 = 5;
@@ -220,6 +233,14 @@ impl BucketSpec {
                 let (lo, hi) = self.bounds(i);
                 (lo, hi, n)
             })
+    }
+
+    /// Each non-empty bucket of `counts` as a [`Bucket`], in bucket order: what the JSON
+    /// writers list.
+    #[cfg(feature = "json")]
+    pub(crate) fn buckets<'a>(&'a self, counts: &'a [u64]) -> impl Iterator<Item = Bucket> + 'a {
+        self.non_empty(counts)
+            .map(|(lo, hi, count)| Bucket { lo, hi, count })
     }
 
     /// The range `[lo, hi)` of bucket `i` (an `i` past the last bucket is the last bucket).

@@ -19,11 +19,12 @@
 //!   count, sum, min, max, mean, variance and percentiles without overflow.
 //! - The trigger language (`trigger/`), apart from the map core above, which knows nothing of
 //!   specs: [`HistSpec`] (`trigger/spec.rs`), the hist-trigger spec language with typed,
-//!   positioned errors, bound to an event's fields by [`HistSpec::bind`]; [`EventSource`] /
+//!   positioned errors (`trigger/error.rs`), bound to an event's fields by [`HistSpec::bind`],
+//!   with the kernel's `if` event filter ([`Filter`], `trigger/filter.rs`); [`EventSource`] /
 //!   [`HistTrigger`] (`trigger/mod.rs`), histograms created from specs on an event source,
 //!   its `hist` control file, and their stat files; the kernel's text in `trigger/render.rs`.
-//! - [`offline`]: the same specs over the event lines of a saved trace (`tracestat hist`),
-//!   string keys interned per table, and latency histograms between two events.
+//! - The same specs over the event lines of a saved trace (`tracestat hist`) are
+//!   [`crate::trace::hist`], above this module.
 
 mod arena;
 mod buckets;
@@ -34,17 +35,24 @@ mod flat;
 mod key;
 mod layout;
 mod map;
-#[cfg(not(loom))]
-pub mod offline;
 mod shard;
 mod snapshot;
 mod stats;
 mod table;
 mod trigger;
 
+#[cfg(not(loom))]
+pub(crate) use spec::table_error;
+pub use trigger::filter::{Filter, MAX_FILTER_DEPTH, MAX_FILTER_LEN, MAX_FILTER_PREDS};
+#[cfg(not(loom))]
+pub(crate) use trigger::filter::{FilterInput, Source, Undecided, Value, common_source, decimal};
 pub(crate) use trigger::render;
 use trigger::spec;
+#[cfg(not(loom))]
+pub(crate) use trigger::write_bucket_block;
 
+#[cfg(all(feature = "json", not(loom)))]
+pub(crate) use buckets::Bucket;
 pub use buckets::{BucketError, BucketSpec, MAX_LINEAR_BUCKETS, MAX_LOG2_SUB_BITS};
 pub use budget::{MAX_PROCESS_TABLE_BYTES, MAX_TABLE_BYTES};
 pub(crate) use dense::{DenseTable, DenseWriter, TimingSlot};

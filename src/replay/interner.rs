@@ -25,12 +25,11 @@
 //! needs no hashing of the text and no string compare. The cache only remembers ips the
 //! table handed out; a miss goes to the table and refills the slot.
 
-use crate::primitive::unmodeled::Arc;
 use std::hash::BuildHasher;
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 
-use super::event::Symbol;
+use crate::trace::Symbol;
 
 /// Bytes of the largest arena chunk: chunks start at [`FIRST_CHUNK`] and double up to this
 /// (a longer name gets a chunk of its own size).
@@ -122,41 +121,9 @@ impl Arena {
     }
 }
 
-/// A snapshot of the interned names: entry `ip - 1` is the display name (`name` or
-/// `name [module]`) of `ip`. Taken by [`Interner::names`]; it does not see later names.
-#[derive(Debug, Clone, Default)]
-pub struct Names(Arc<Arena>);
-
-impl Names {
-    /// The name of `ip`, if it was interned when the snapshot was taken.
-    pub fn get(&self, ip: usize) -> Option<String> {
-        self.0.get(ip.checked_sub(1)?).map(str::to_owned)
-    }
-
-    /// How many names the snapshot holds.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Whether the snapshot holds no name.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
 /// Maps symbols to ips `1..`, each distinct symbol once.
-///
-/// ```
-/// use tracestat::replay::{Interner, Symbol};
-///
-/// let mut i = Interner::new();
-/// let a = i.intern(Symbol::new("vfs_read"));
-/// assert_eq!(i.intern(Symbol::new("vfs_read")), a);
-/// assert_ne!(i.intern(Symbol { name: "vfs_read", module: Some("ext4") }), a);
-/// assert_eq!(i.names().get(a).as_deref(), Some("vfs_read"));
-/// ```
 #[derive(Debug)]
-pub struct Interner {
+pub(crate) struct Interner {
     /// Arena indices with 32 bits of their name's hash, hashed by `(name, module)`.
     table: HashTable<(u32, u32)>,
     hasher: DefaultHashBuilder,
@@ -235,24 +202,8 @@ impl Default for Recent {
 }
 
 impl Interner {
-    /// An empty interner.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// An empty interner that keeps at most `limit` distinct names: every further name gets
     /// the ip of one [`OTHER`](super::OTHER) name, so memory stays bounded on any input.
-    ///
-    /// ```
-    /// use tracestat::replay::{Interner, OTHER, Symbol};
-    ///
-    /// let mut i = Interner::with_limit(1);
-    /// let a = i.intern(Symbol::new("a"));
-    /// let b = i.intern(Symbol::new("b"));
-    /// assert_eq!(i.intern(Symbol::new("c")), b);
-    /// assert!(i.is_other(b) && !i.is_other(a));
-    /// assert_eq!(i.names().get(b).as_deref(), Some(OTHER));
-    /// ```
     pub fn with_limit(limit: usize) -> Self {
         Interner {
             table: HashTable::new(),
@@ -362,21 +313,35 @@ impl Interner {
     pub fn len(&self) -> usize {
         self.arena.len()
     }
-
-    /// Whether nothing was interned.
-    pub fn is_empty(&self) -> bool {
-        self.arena.len() == 0
-    }
-
-    /// A snapshot of the names interned so far (a copy: O(names)).
-    pub fn names(&self) -> Names {
-        Names(Arc::new(self.arena.clone()))
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_symbol_is_interned_once_and_its_module_tells_it_apart() {
+        let mut i = Interner::default();
+        let a = i.intern(Symbol::new("vfs_read"));
+        assert_eq!(i.intern(Symbol::new("vfs_read")), a);
+        let m = i.intern(Symbol {
+            name: "vfs_read",
+            module: Some("ext4"),
+        });
+        assert_ne!(m, a);
+        assert_eq!(i.name(a), Some("vfs_read"));
+        assert_eq!(i.name(m), Some("vfs_read [ext4]"));
+    }
+
+    #[test]
+    fn names_beyond_the_limit_share_the_other_ip() {
+        let mut i = Interner::with_limit(1);
+        let a = i.intern(Symbol::new("a"));
+        let b = i.intern(Symbol::new("b"));
+        assert_eq!(i.intern(Symbol::new("c")), b);
+        assert!(i.is_other(b) && !i.is_other(a));
+        assert_eq!(i.name(b), Some(super::super::OTHER));
+    }
 
     #[test]
     fn the_cache_never_confuses_names() {
@@ -390,7 +355,7 @@ mod tests {
             }
             names.push("x".repeat(len));
         }
-        let mut i = Interner::new();
+        let mut i = Interner::default();
         let ips: Vec<usize> = names.iter().map(|n| i.intern(Symbol::new(n))).collect();
         for _ in 0..2 {
             for (n, &ip) in names.iter().zip(&ips) {

@@ -146,9 +146,9 @@ fn a_table_over_the_budget_is_refused_with_a_typed_error() {
     assert!(src.triggers().is_empty());
 
     // Offline, as `tracestat hist --spec` takes it.
-    let mut h = tracestat::hist::offline::OfflineHist::new();
+    let mut h = tracestat::trace::hist::OfflineHist::new();
     match h.add_spec(&format!("sched_switch:{HUGE}")).unwrap_err() {
-        tracestat::hist::offline::OfflineSpecError::Spec(s) => {
+        tracestat::trace::hist::OfflineSpecError::Spec(s) => {
             assert_eq!(s.kind, SpecErrorKind::OverBudget)
         }
         other => panic!("{other:?}"),

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use tracestat::hist::offline::{KeyText, OfflineHist, OfflineSpecError};
+use tracestat::trace::hist::{KeyText, OfflineHist, OfflineSpecError};
 
 // ---- a deliberately naive reference ------------------------------------------------------
 
@@ -1107,7 +1107,7 @@ fn bad_filters_are_typed_and_change_nothing() {
 
 mod arbitrary {
     use proptest::prelude::*;
-    use tracestat::hist::offline::OfflineHist;
+    use tracestat::trace::hist::OfflineHist;
 
     const SAMPLES: &[&str] = &[
         "     kworker/0:1-59    [000] d..3   136.677025: sched_switch: prev_comm=kworker/0:1 prev_pid=59 prev_prio=120 prev_state=S ==> next_comm=bash next_pid=1998 next_prio=120",

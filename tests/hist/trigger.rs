@@ -569,3 +569,71 @@ mod write_model {
         }
     }
 }
+
+#[test]
+fn live_triggers_take_if_filters() {
+    let (fs, src) = setup();
+    fs.write(
+        "events/kmem/kmalloc/trigger",
+        b"hist:keys=call_site:vals=bytes_req if bytes_req > 256 && !(call_site == 0x20)\n",
+    )
+    .unwrap();
+    // A naive count of what the filter passes, beside the table.
+    let mut want = std::collections::BTreeMap::<u64, (u64, u128)>::new();
+    for i in 0..400u64 {
+        let (site, req) = (0x10 + (i % 3) * 0x10, i * 3);
+        src.record(&[site, req, req * 2]);
+        if req > 256 && site != 0x20 {
+            let e = want.entry(site).or_default();
+            e.0 += 1;
+            e.1 += u128::from(req);
+        }
+    }
+    let t = &src.triggers()[0];
+    let mut got = std::collections::BTreeMap::new();
+    for r in &t.snapshot().rows {
+        got.insert(r.key.0[0], (r.hits, r.vals[0]));
+    }
+    assert_eq!(got, want);
+    assert_eq!(want.len(), 2);
+    // `trigger info` and the trigger list show the filter after the spec, as the kernel.
+    let list = fs.read("events/kmem/kmalloc/trigger").unwrap();
+    assert_eq!(
+        list,
+        "hist:keys=call_site:vals=hitcount,bytes_req:sort=hitcount:size=2048 if bytes_req > 256 && !(call_site == 0x20) [active]\n"
+    );
+    // The same spec with another filter is another trigger; the same filter is the same.
+    src.append("hist:keys=call_site:vals=bytes_req if bytes_req > 1")
+        .unwrap();
+    let same = src
+        .append("hist:keys=call_site:vals=bytes_req if bytes_req > 1")
+        .unwrap_err();
+    assert_eq!(same.kind, SpecErrorKind::Exists);
+    assert_eq!(src.triggers().len(), 2);
+}
+
+#[test]
+fn live_filter_errors_are_typed_positioned_and_change_nothing() {
+    let (_fs, src) = setup();
+    let spec = "hist:keys=call_site if nosuch > 1";
+    let e = src.append(spec).unwrap_err();
+    assert_eq!(
+        (e.kind, e.pos),
+        (SpecErrorKind::UnknownField, spec.find("nosuch").unwrap())
+    );
+    // Every field of a live source is a number: a string predicate is refused at its operator.
+    let spec = "hist:keys=call_site if call_site ~ \"a*\"";
+    let e = src.append(spec).unwrap_err();
+    assert_eq!(
+        (e.kind, e.pos),
+        (SpecErrorKind::FilterOp, spec.find(" ~").unwrap())
+    );
+    let spec = "hist:keys=call_site if (bytes_req > 1";
+    let e = src.append(spec).unwrap_err();
+    assert_eq!(e.kind, SpecErrorKind::FilterSyntax);
+    let e = src
+        .append("hist:keys=call_site if bytes_req > x1")
+        .unwrap_err();
+    assert_eq!(e.kind, SpecErrorKind::FilterValue);
+    assert!(src.triggers().is_empty());
+}

@@ -13,7 +13,9 @@ use std::path::Path;
 
 use crate::common::kernel_format;
 use kernel_format::graph_duration;
-use tracestat::replay::{Event, Parser, Replay, ReplayOptions, Sort};
+use tracestat::replay::{Replay, ReplayOptions, Sort};
+use tracestat::trace::Event;
+use tracestat::trace::Parser;
 
 fn read(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -210,7 +212,7 @@ fn render_graph(lines: &[Line], o: GraphOpts) -> String {
 /// name → (hits, time ns) of a rendered trace (every line recognised).
 fn counts(text: &str) -> BTreeMap<String, (u64, u128)> {
     let (replay, summary) = Replay::run(text.as_bytes(), ReplayOptions::default()).unwrap();
-    let unrecognized = summary.lines.get(tracestat::replay::LineKind::Unrecognized);
+    let unrecognized = summary.lines.get(tracestat::trace::LineKind::Unrecognized);
     assert_eq!(unrecognized, 0, "{text}");
     rows(&replay)
 }

@@ -7,7 +7,8 @@ use std::fs;
 use std::path::Path;
 
 use proptest::prelude::*;
-use tracestat::replay::{Context, Event, LineKind, Parsed, Parser, Reader, Symbol};
+use tracestat::trace::{Context, Event, Symbol};
+use tracestat::trace::{LineKind, Parsed, Parser, Reader};
 
 // ---------------------------------------------------------------------------------------
 // The naive reference: whitespace tokens and `rfind('|')`, floats for durations.

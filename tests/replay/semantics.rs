@@ -251,7 +251,7 @@ fn events_printed_as_graph_comments_are_counted() {
         ]
     );
     assert_eq!(s.events, 4);
-    assert_eq!(s.lines.get(tracestat::replay::LineKind::GraphComment), 10);
+    assert_eq!(s.lines.get(tracestat::trace::LineKind::GraphComment), 10);
 }
 
 #[test]
@@ -370,7 +370,7 @@ fn a_dropped_replay_gives_its_memory_back() {
 fn replayed_hits_reach_the_ops_of_the_hook_interface() {
     use std::sync::Mutex;
     use tracestat::profile::FtraceOps;
-    use tracestat::replay::Reader;
+    use tracestat::trace::Reader;
 
     for (file, mode) in [
         ("ftrace-graph.txt", TraceMode::FunctionGraph),

@@ -7,9 +7,8 @@
 use std::io::{self, Read};
 use std::time::{Duration, Instant};
 
-use tracestat::replay::{
-    Context, Event, MAX_OPEN, MAX_OPEN_CALLS, MAX_TASKS, Replay, ReplayOptions, Sort, Symbol,
-};
+use tracestat::replay::{MAX_OPEN, MAX_OPEN_CALLS, MAX_TASKS, Replay, ReplayOptions, Sort};
+use tracestat::trace::{Context, Event, Symbol};
 
 fn rows(replay: &Replay) -> std::collections::BTreeMap<String, (u64, u64, u128)> {
     replay
@@ -75,7 +74,7 @@ fn the_task_table_is_the_same_after_a_reset() {
     for pid in 1..=70_000 {
         entry(&mut replay, pid);
     }
-    let lines = tracestat::replay::LineCounts::default();
+    let lines = tracestat::trace::LineCounts::default();
     assert_eq!(replay.summary(&lines).unmatched.evicted, 70_000 - 65_536);
     replay.reset_counts();
     for pid in 70_001..=71_000 {
@@ -173,7 +172,7 @@ fn soak_pid_churn_stays_bounded() {
     let deadline = Duration::from_secs(u64::from(tasks / 1000).max(120));
     let start = Instant::now();
     let mut replay = Replay::new(ReplayOptions::default());
-    let mut reader = tracestat::replay::Reader::new(io::BufReader::new(Churn {
+    let mut reader = tracestat::trace::Reader::new(io::BufReader::new(Churn {
         next: 1,
         tasks,
         buf: Vec::new(),

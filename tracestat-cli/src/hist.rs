@@ -5,7 +5,7 @@ use std::io::{self, BufReader, Write};
 use std::path::PathBuf;
 
 use clap::ValueEnum;
-use tracestat::hist::offline::{OfflineHist, OfflineSpecError};
+use tracestat::trace::hist::{OfflineHist, OfflineSpecError};
 
 /// Arguments of `tracestat hist`: `tracestat hist [SPEC] FILE`, the spec given first or
 /// with `--spec` (as often as wanted).
@@ -119,7 +119,7 @@ pub fn run(args: &HistArgs) -> Result<(), String> {
     super::output::write_stdout(|out| match args.format {
         HistFormat::Text => write_text(out, |s| hist.render(s)),
         #[cfg(feature = "json")]
-        HistFormat::Json => tracestat::hist::offline::write_json(&hist, out),
+        HistFormat::Json => tracestat::trace::hist::write_json(&hist, out),
         #[cfg(not(feature = "json"))]
         HistFormat::Json => Err(io::Error::other(
             "this build has no json output (its cargo feature is off)",

@@ -32,8 +32,9 @@ use std::time::{Duration, Instant};
 
 use tracestat::export::{self, Format, Profile};
 use tracestat::replay::{
-    DEFAULT_MAX_FUNCTIONS, Reader, Replay, ReplayOptions, ReplaySummary, Sort, TraceMode,
+    DEFAULT_MAX_FUNCTIONS, Replay, ReplayOptions, ReplaySummary, Sort, TraceMode,
 };
+use tracestat::trace::Reader;
 
 /// Replay an ftrace function or function_graph trace and print trace_stat/functions
 /// (function traces: Hit; function_graph traces: Hit, Time, Avg, s^2).

@@ -49,6 +49,8 @@ use std::collections::HashMap;
 
 use arc_swap::ArcSwap;
 
+mod error;
+pub(super) mod filter;
 pub(crate) mod render;
 pub(super) mod spec;
 
@@ -62,6 +64,7 @@ use crate::hist::key::{Key, MAX_KEYS};
 use crate::hist::layout::{CellLayout, MAX_VALS};
 use crate::hist::map::HashHist;
 use crate::hist::snapshot::Snapshot;
+use filter::BoundFilter;
 use render::SymbolFn;
 use spec::{Command, HistDef, HistSpec, KeyModifier, SpecError, SpecErrorKind};
 
@@ -105,6 +108,8 @@ impl NameTable {
 #[derive(Debug)]
 pub struct HistTrigger {
     def: HistDef,
+    /// The spec's `if` filter, bound to the source's fields.
+    filter: Option<BoundFilter>,
     table: Arc<HashHist>,
     paused: AtomicBool,
 }
@@ -114,10 +119,12 @@ impl HistTrigger {
     pub fn new(spec: &str, fields: &[&str], names: &NameTable) -> Result<Self, SpecError> {
         let parsed = HistSpec::parse(spec)?;
         let def = parsed.bind(fields)?;
+        let filter = parsed.filter.as_ref().map(|f| f.bind(fields)).transpose()?;
         let table = names.table(&def)?;
         Ok(HistTrigger {
             paused: AtomicBool::new(parsed.command == Some(Command::Pause)),
             def,
+            filter,
             table,
         })
     }
@@ -132,10 +139,16 @@ impl HistTrigger {
         &self.table
     }
 
-    /// Feeds one event (its field values, in the source's field order).
+    /// Feeds one event (its field values, in the source's field order); `false` when it was
+    /// not counted (paused, filtered out by the spec's `if`, or refused by a full table).
     #[inline]
     pub fn record(&self, fields: &[u64]) -> bool {
         if self.paused.load(Ordering::Relaxed) {
+            return false;
+        }
+        if let Some(f) = &self.filter
+            && !f.pass(fields)
+        {
             return false;
         }
         let get = |i: usize| fields.get(i).copied().unwrap_or(0);
@@ -216,6 +229,7 @@ mod typed {
     use serde::ser::{SerializeMap, Serializer};
 
     use super::HistTrigger;
+    use crate::hist::buckets::Bucket;
     use crate::stat::TypedStat;
 
     /// Name-value pairs written as one JSON object, in order (a name given twice is kept
@@ -230,13 +244,6 @@ mod typed {
             }
             m.end()
         }
-    }
-
-    #[derive(Serialize)]
-    struct Bucket {
-        lo: u128,
-        hi: u128,
-        count: u64,
     }
 
     #[derive(Serialize)]
@@ -296,11 +303,11 @@ mod typed {
                                 .map(|(n, &v)| (n.as_str(), v))
                                 .collect(),
                         ),
-                        buckets: def.layout.buckets.as_ref().map(|spec| {
-                            spec.non_empty(&row.buckets)
-                                .map(|(lo, hi, count)| Bucket { lo, hi, count })
-                                .collect()
-                        }),
+                        buckets: def
+                            .layout
+                            .buckets
+                            .as_ref()
+                            .map(|spec| spec.buckets(&row.buckets).collect()),
                     })
                     .collect();
                 Hist {
@@ -702,6 +709,7 @@ impl HistStat {
             name,
             Arc::new(HistTrigger {
                 def,
+                filter: None,
                 table,
                 paused: AtomicBool::new(false),
             }),

@@ -25,8 +25,6 @@
 //! checked against an event's fields later, by [`HistSpec::bind`]
 //! (in `trigger.rs`), with the same kind of error.
 
-use core::fmt;
-
 use crate::hist::buckets::BucketSpec;
 use crate::hist::key::MAX_KEYS;
 use crate::hist::layout::CellLayout;
@@ -34,11 +32,12 @@ use crate::hist::layout::MAX_VALS;
 use crate::hist::map::{DEFAULT_BOUNDED_SIZE, MAX_BOUNDED_SIZE, MIN_BOUNDED_SIZE};
 use crate::hist::snapshot::{SortField, SortKey};
 
+pub(crate) use super::error::table_error;
+pub use super::error::{CARET_CONTEXT, SpecError, SpecErrorKind};
+use super::filter::Filter;
+
 /// The longest spec accepted, in bytes.
 pub const MAX_SPEC_LEN: usize = 4096;
-
-/// Characters of the spec that [`SpecError::caret`] shows on each side of the error.
-pub const CARET_CONTEXT: usize = 60;
 
 /// What a key field's value is turned into before it is used as a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -154,6 +153,9 @@ pub struct HistSpec {
     pub hex_vals: Vec<String>,
     /// Sort keys (0 to 2; none means `hitcount`).
     pub sort: Vec<SortSpec>,
+    /// The `if` filter after the spec (`hist:keys=pid if prio < 100`), as the kernel's
+    /// event filter (`filter.rs`): a live trigger passes only the events it passes.
+    pub filter: Option<Filter>,
     /// `size=`; `None` for the default.
     pub size: Option<usize>,
     /// `name=`.
@@ -163,190 +165,6 @@ pub struct HistSpec {
     /// `pause` / `cont` / `clear`.
     pub command: Option<Command>,
 }
-
-/// What is wrong with a spec.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SpecErrorKind {
-    /// Nothing but `hist:` or whitespace.
-    Empty,
-    /// Longer than [`MAX_SPEC_LEN`].
-    TooLong,
-    /// Not UTF-8.
-    NotUtf8,
-    /// A clause that is not `keys=`, `vals=`, `sort=`, `size=`, `name=`, `hist=` or a command.
-    UnknownClause,
-    /// A clause given twice.
-    Duplicate,
-    /// An empty field or list item.
-    EmptyField,
-    /// A name that is not an identifier.
-    BadName,
-    /// A modifier that does not exist or does not apply here.
-    BadModifier,
-    /// A number that does not parse or is out of range.
-    BadNumber,
-    /// `size=` not a power of two in 128..=131072.
-    BadSize,
-    /// No `keys=`.
-    MissingKeys,
-    /// More than 3 keys.
-    TooManyKeys,
-    /// More than 3 values.
-    TooManyVals,
-    /// More than 2 sort keys.
-    TooManySortKeys,
-    /// Two of `pause`, `cont`, `clear`.
-    ConflictingCommands,
-    /// A bad `hist=` bucket layout.
-    BadBuckets,
-    /// A field the event does not have.
-    UnknownField,
-    /// A sort key that is neither `hitcount`, a key, nor a value.
-    BadSortField,
-    /// A `name=` table whose keys or values differ from this definition's.
-    Incompatible,
-    /// A `!spec` removal that matches no attached trigger.
-    NoSuchTrigger,
-    /// A trigger with the same keys, values, sort keys, modifiers and name is attached.
-    Exists,
-    /// A table whose cells would take more memory than the budget allows: cell bytes ×
-    /// `size=` over [`MAX_TABLE_BYTES`](crate::hist::MAX_TABLE_BYTES), or with the other
-    /// tables alive over [`MAX_PROCESS_TABLE_BYTES`](crate::hist::MAX_PROCESS_TABLE_BYTES).
-    /// The token gives the cell size and `size=`.
-    OverBudget,
-    /// A write to a `trigger` file whose command is not `hist` (the only trigger command
-    /// here).
-    NotHist,
-    /// A `>>` write that would attach more than
-    /// [`MAX_TRIGGERS_PER_EVENT`](crate::hist::MAX_TRIGGERS_PER_EVENT) triggers to one
-    /// event.
-    TooManyTriggers,
-    /// An `if` filter that does not parse: a stray or missing token, unbalanced parentheses.
-    FilterSyntax,
-    /// A filter operator missing, or not one for the field's type (`comm > 3`).
-    FilterOp,
-    /// A filter value missing, unterminated, or not a number where a number is needed.
-    FilterValue,
-    /// A filter nested deeper than the offline hist's limit.
-    FilterTooDeep,
-    /// A filter longer, or with more predicates, than the offline hist's limits.
-    FilterTooLong,
-}
-
-impl SpecErrorKind {
-    fn text(self) -> &'static str {
-        match self {
-            SpecErrorKind::Empty => "empty hist spec",
-            SpecErrorKind::TooLong => "hist spec too long",
-            SpecErrorKind::NotUtf8 => "hist spec is not UTF-8",
-            SpecErrorKind::UnknownClause => "unknown clause",
-            SpecErrorKind::Duplicate => "duplicate clause",
-            SpecErrorKind::EmptyField => "empty field",
-            SpecErrorKind::BadName => "invalid name",
-            SpecErrorKind::BadModifier => "invalid modifier",
-            SpecErrorKind::BadNumber => "invalid number",
-            SpecErrorKind::BadSize => "size must be a power of two in 128..=131072",
-            SpecErrorKind::MissingKeys => "no keys= given",
-            SpecErrorKind::TooManyKeys => "too many keys (at most 3)",
-            SpecErrorKind::TooManyVals => "too many values (at most 3)",
-            SpecErrorKind::TooManySortKeys => "too many sort keys (at most 2)",
-            SpecErrorKind::ConflictingCommands => "conflicting commands",
-            SpecErrorKind::BadBuckets => "invalid bucket layout",
-            SpecErrorKind::UnknownField => "unknown field",
-            SpecErrorKind::BadSortField => "sort key is not hitcount, a key or a value",
-            SpecErrorKind::Incompatible => "named histogram has other keys or values",
-            SpecErrorKind::NoSuchTrigger => "no such hist trigger",
-            SpecErrorKind::Exists => "hist trigger already exists",
-            SpecErrorKind::OverBudget => {
-                "hist table over the memory budget (256 MiB per table, 1 GiB for all tables)"
-            }
-            SpecErrorKind::NotHist => "not a hist trigger command (write hist:keys=...)",
-            SpecErrorKind::TooManyTriggers => {
-                "too many hist triggers on this event (at most 64); remove one with !spec"
-            }
-            SpecErrorKind::FilterSyntax => "invalid filter expression",
-            SpecErrorKind::FilterOp => "invalid operator for the field's type",
-            SpecErrorKind::FilterValue => "invalid filter value",
-            SpecErrorKind::FilterTooDeep => "filter nested too deep (at most 32)",
-            SpecErrorKind::FilterTooLong => {
-                "filter too long (at most 4096 bytes and 256 predicates)"
-            }
-        }
-    }
-}
-
-/// The [`SpecError`] of a table that [`HashHist`](crate::hist::HashHist) refused to build
-/// for a bound spec (its size, checked when parsed, or its memory budget).
-pub(crate) fn table_error(e: &crate::hist::HistError) -> SpecError {
-    match e {
-        crate::hist::HistError::Budget(b) => SpecError::new(
-            SpecErrorKind::OverBudget,
-            &format!("{}-byte cells x size={}", b.cell_bytes, b.size),
-            0,
-        ),
-        _ => SpecError::new(SpecErrorKind::BadSize, "", 0),
-    }
-}
-
-/// A refused spec: what, which token, where.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SpecError {
-    /// What is wrong.
-    pub kind: SpecErrorKind,
-    /// The offending token (possibly empty).
-    pub token: String,
-    /// Its byte offset in the spec.
-    pub pos: usize,
-}
-
-impl SpecError {
-    pub(crate) fn new(kind: SpecErrorKind, token: &str, pos: usize) -> Self {
-        let token = token.chars().take(64).collect();
-        SpecError { kind, token, pos }
-    }
-
-    /// The kernel `error_log` rendering: the spec, then a caret under the error. A spec
-    /// longer than [`CARET_CONTEXT`] characters on either side of the error is cut there,
-    /// each cut shown as `...`, so the echo stays two short lines however long the input.
-    pub fn caret(&self, spec: &str) -> String {
-        let spec = spec.trim_end_matches('\n');
-        let mut at = self.pos.min(spec.len());
-        while !spec.is_char_boundary(at) {
-            at -= 1;
-        }
-        let (before, after) = spec.split_at(at);
-        let n_before = before.chars().count();
-        let (lead, before) = if n_before > CARET_CONTEXT {
-            let skip = before
-                .char_indices()
-                .nth(n_before - CARET_CONTEXT)
-                .map_or(0, |(i, _)| i);
-            ("...", &before[skip..])
-        } else {
-            ("", before)
-        };
-        let (after, tail) = match after.char_indices().nth(CARET_CONTEXT) {
-            Some((i, _)) => (&after[..i], "..."),
-            None => (after, ""),
-        };
-        let pad: String = lead.chars().chain(before.chars()).map(|_| ' ').collect();
-        format!("  Command: {lead}{before}{after}{tail}\n           {pad}^\n")
-    }
-}
-
-impl fmt::Display for SpecError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} '{}' at byte {}",
-            self.kind.text(),
-            self.token,
-            self.pos
-        )
-    }
-}
-
-impl std::error::Error for SpecError {}
 
 fn is_ident(s: &str) -> bool {
     let mut c = s.chars();
@@ -466,6 +284,25 @@ fn buckets(s: &str, pos: usize) -> Result<(FieldRef, BucketSpec), SpecError> {
     Ok((f, spec))
 }
 
+/// Splits `spec if filter` (the kernel looks for ` if ` or a tab before `if`) into the spec
+/// and the filter text with its byte offset in `spec`. A spec ending in ` if` has an empty
+/// filter, which the filter parser refuses.
+fn split_filter(spec: &str) -> (&str, Option<(&str, usize)>) {
+    let b = spec.as_bytes();
+    let found = (0..b.len()).find(|&i| {
+        (b[i] == b' ' || b[i] == b'\t')
+            && b[i + 1..].starts_with(b"if")
+            && b.get(i + 3).is_none_or(|c| c.is_ascii_whitespace())
+    });
+    match found {
+        Some(i) => {
+            let off = (i + 3).min(spec.len());
+            (&spec[..i], Some((&spec[off..], off)))
+        }
+        None => (spec, None),
+    }
+}
+
 impl HistSpec {
     /// Parses a spec (see the module docs); never panics.
     pub fn parse(input: &str) -> Result<HistSpec, SpecError> {
@@ -473,6 +310,11 @@ impl HistSpec {
             return Err(SpecError::new(SpecErrorKind::TooLong, "", MAX_SPEC_LEN));
         }
         let body = input.strip_suffix('\n').unwrap_or(input);
+        let (body, filter) = split_filter(body);
+        let filter = match filter {
+            Some((text, at)) => Some(Filter::parse(text, at)?),
+            None => None,
+        };
         let (body, base) = match body.strip_prefix("hist:") {
             Some(rest) => (rest, 5),
             None if body == "hist" => ("", 4),
@@ -481,7 +323,10 @@ impl HistSpec {
         if body.trim_matches(crate::stat::is_kernel_space).is_empty() {
             return Err(SpecError::new(SpecErrorKind::Empty, body, base));
         }
-        let mut spec = HistSpec::default();
+        let mut spec = HistSpec {
+            filter,
+            ..HistSpec::default()
+        };
         let mut seen = [false; 6];
         for (clause, pos) in split(body, base, ':') {
             let (name, value) = match clause.split_once('=') {
@@ -625,6 +470,10 @@ impl HistSpec {
             s += &format!(":hist={}.{b}", f.name);
         }
         s += &format!(":size={}", self.size.unwrap_or(default_size));
+        if let Some(f) = &self.filter {
+            s += " if ";
+            s += f.text();
+        }
         s
     }
 }
@@ -751,6 +600,7 @@ impl HistDef {
                 .all(|v| other.spec.hex_vals.contains(v))
             && self.sort == other.sort
             && self.spec.name == other.spec.name
+            && self.spec.filter == other.spec.filter
             && self.layout.buckets == other.layout.buckets
             && self.layout.stat_val == other.layout.stat_val
     }

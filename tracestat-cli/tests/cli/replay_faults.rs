@@ -8,7 +8,8 @@ use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::process::{Child, Command, Stdio};
 
-use tracestat::replay::{Reader, Replay, ReplayOptions, Sort};
+use tracestat::replay::{Replay, ReplayOptions, Sort};
+use tracestat::trace::Reader;
 
 /// `n` function tracer lines, `fn_0` .. `fn_{n-1}` (each once), and the byte offset where
 /// each line ends.

@@ -371,7 +371,7 @@ pub(super) fn latency_cpu_flags(tok: &str) -> Option<u32> {
 
 /// `comm-pid` → (`comm`, pid). The comm may hold anything, dashes included: the PID is what
 /// follows the last dash.
-pub(super) fn task_pid(s: &str) -> Option<(&str, u32)> {
+pub(crate) fn task_pid(s: &str) -> Option<(&str, u32)> {
     let i = rfind_byte(s, s.len(), b'-')?;
     let task = &s[..i];
     if task.is_empty() {

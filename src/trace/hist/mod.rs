@@ -6,8 +6,8 @@
 //! [`OfflineHist`] holds one [`Table`] per `EVENT:spec` and one [`Latency`] per latency
 //! spec. Each line is classified once (`line.rs`: comment, event, or other); an event
 //! line's body is split into fields only when some table or latency wants that event, into
-//! one reused buffer. Tables reuse the live triggers' pieces: [`HistSpec`](super::HistSpec) parsing and
-//! binding, the bounded [`HashHist`](super::HashHist), and the hist-file renderer, so the
+//! one reused buffer. Tables reuse the live triggers' pieces: [`HistSpec`](crate::hist::HistSpec) parsing and
+//! binding, the bounded [`HashHist`](crate::hist::HashHist), and the hist-file renderer, so the
 //! text is the kernel's `hist` file byte for byte (`# event histogram`, `# trigger info:`,
 //! rows, `Totals:`, `Hits:`, `Entries:`, `Dropped:`); several tables are separated by two
 //! blank lines, as the kernel separates several triggers of one event.
@@ -27,13 +27,14 @@
 //!
 //! A spec may end with the kernel's event filter, `EVENT:keys=...[:...] if FILTER`
 //! (`kmalloc:keys=call_site:vals=bytes_req if bytes_req > 256 && comm ~ "bash*"`), with the
-//! syntax of the kernel's `Documentation/trace/events.rst` "Event filtering" (`filter.rs`
-//! gives the grammar and typing). A filter is checked before the event's keys and values:
+//! syntax of the kernel's `Documentation/trace/events.rst` "Event filtering" (the trigger
+//! language's [`Filter`](crate::hist::Filter) gives the grammar and typing; `event.rs` shows
+//! it a line's fields). A filter is checked before the event's keys and values:
 //! an event it does not pass counts only in `filtered`, an event without a field it names in
 //! `missing_field`. `# trigger info:` shows it after the spec, as the kernel does
 //! (`hist:keys=call_site:vals=hitcount,bytes_req:sort=hitcount:size=2048 if bytes_req > 256 [active]`).
 
-mod filter;
+mod event;
 mod latency;
 mod line;
 mod table;
@@ -41,12 +42,13 @@ mod table;
 use core::fmt::{self, Write};
 use std::io::{self, BufRead};
 
-pub use filter::{MAX_FILTER_DEPTH, MAX_FILTER_LEN, MAX_FILTER_PREDS};
+use super::{Fields, Line, Lines};
+
 pub use latency::{Latency, LatencyCounts, LatencySpecError};
-pub use line::{Fields, Head, LineClass, classify, number};
+pub use line::{Head, LineClass, classify};
 pub use table::{KeyText, MAX_KEY_STR, Skipped, Table, TableRow};
 
-use super::spec::{SpecError, SpecErrorKind};
+use crate::hist::{SpecError, SpecErrorKind};
 
 /// The longest line read, in bytes; longer lines are skipped and counted in `too_long`.
 pub const MAX_LINE: usize = 64 * 1024;
@@ -228,59 +230,23 @@ impl OfflineHist {
     /// Reads every line of `input` (bytes; lines over [`MAX_LINE`] and lines that are not
     /// UTF-8 are counted and skipped). `stop` is asked before each line; `true` ends the
     /// read early (Ctrl-C).
-    pub fn read(&mut self, mut input: impl BufRead, stop: impl Fn() -> bool) -> io::Result<()> {
-        let mut buf: Vec<u8> = Vec::with_capacity(1024);
-        let mut long = false;
-        loop {
-            if stop() {
-                return Ok(());
-            }
-            let chunk = match input.fill_buf() {
-                Ok(c) => c,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            if chunk.is_empty() {
-                if !buf.is_empty() || long {
-                    self.finish_line(&buf, long);
+    pub fn read(&mut self, input: impl BufRead, stop: impl Fn() -> bool) -> io::Result<()> {
+        let mut lines = Lines::with_max_line(input, MAX_LINE);
+        while !stop() {
+            match lines.next_line()? {
+                None => break,
+                Some(Line::Text(s)) => self.line(s.strip_suffix('\r').unwrap_or(s)),
+                Some(Line::TooLong) => {
+                    self.lines.lines += 1;
+                    self.lines.too_long += 1;
                 }
-                return Ok(());
-            }
-            let (take, end) = match chunk.iter().position(|&b| b == b'\n') {
-                Some(i) => (i, true),
-                None => (chunk.len(), false),
-            };
-            if !long {
-                if buf.len() + take > MAX_LINE {
-                    long = true;
-                    buf.clear();
-                } else {
-                    buf.extend_from_slice(&chunk[..take]);
+                Some(Line::NotUtf8) => {
+                    self.lines.lines += 1;
+                    self.lines.not_utf8 += 1;
                 }
             }
-            input.consume(take + usize::from(end));
-            if end {
-                self.finish_line(&buf, long);
-                buf.clear();
-                long = false;
-            }
         }
-    }
-
-    fn finish_line(&mut self, bytes: &[u8], long: bool) {
-        if long {
-            self.lines.lines += 1;
-            self.lines.too_long += 1;
-            return;
-        }
-        let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
-        match core::str::from_utf8(bytes) {
-            Ok(s) => self.line(s),
-            Err(_) => {
-                self.lines.lines += 1;
-                self.lines.not_utf8 += 1;
-            }
-        }
+        Ok(())
     }
 
     /// Writes every table in the kernel's `hist` file format, then every latency histogram.

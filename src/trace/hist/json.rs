@@ -22,6 +22,7 @@ use serde::Serialize;
 
 use super::{KeyText, OfflineHist};
 use crate::export::SCHEMA_VERSION;
+use crate::hist::Bucket;
 
 /// `"schema"` of the document [`write_json`] writes.
 pub const HIST_SCHEMA: &str = "tracestat.hist";
@@ -70,13 +71,6 @@ struct JsonTable<'a> {
     rows: Vec<JsonRow<'a>>,
     totals: Totals,
     skipped: Skipped,
-}
-
-#[derive(Serialize)]
-struct Bucket {
-    lo: u128,
-    hi: u128,
-    count: u64,
 }
 
 #[derive(Serialize)]
@@ -189,11 +183,7 @@ pub fn write_json(hist: &OfflineHist, mut w: impl Write) -> io::Result<()> {
                         sum: r.vals[0],
                         min: r.min,
                         max: r.max,
-                        buckets: spec.map_or_else(Vec::new, |s| {
-                            s.non_empty(&r.buckets)
-                                .map(|(lo, hi, count)| Bucket { lo, hi, count })
-                                .collect()
-                        }),
+                        buckets: spec.map_or_else(Vec::new, |s| s.buckets(&r.buckets).collect()),
                     })
                     .collect(),
                 dropped: snap.dropped,

@@ -1,7 +1,8 @@
 //! The function_graph layouts: optional columns (absolute time, relative time, CPU, task/pid,
 //! latency flags, overhead + duration), each closed by `|` or `)`, then the indented body.
 
-use super::event::{Context, Event};
+use super::event::Event;
+use super::head::Context;
 use super::kind::{LineKind, Parsed};
 use super::lex::{
     all_digits, find_byte, find2, is_flags, parse_duration_cell, parse_scaled, parse_symbol,

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use super::head::Context;
+
 /// A kernel symbol as printed in a trace: the bare function name and, for module code, the
 /// module it lives in.
 ///
@@ -33,22 +35,6 @@ impl fmt::Display for Symbol<'_> {
             None => f.write_str(self.name),
         }
     }
-}
-
-/// Where and when a line was recorded: the columns before the function, as far as the line
-/// shows them (each output option can hide each column).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Context<'a> {
-    /// The CPU column (`[003]`, the leading digit of latency flags, or `3)` in graph output).
-    pub cpu: Option<u32>,
-    /// The task name as printed (`bash`, `<idle>`, `<...>`, `kworker/0:1`, may hold spaces).
-    pub task: Option<&'a str>,
-    /// The PID after the task name.
-    pub pid: Option<u32>,
-    /// The timestamp in nanoseconds: `17284.993652` seconds, `68us` relative latency time,
-    /// graph absolute (`360.774522 |`) or relative (`3750 us |`) time. A timestamp without a
-    /// fraction (the `counter` or `x86-tsc` clocks) is kept as the raw number.
-    pub ts_ns: Option<u64>,
 }
 
 /// One thing a trace line reports that replay acts on.

@@ -20,8 +20,9 @@ use crate::primitive::unmodeled::Arc;
 use core::fmt::{self, Write};
 use std::collections::HashMap;
 
-use super::super::trigger::{HistTrigger, NameTable};
-use super::line::{Fields, Head, number};
+use super::line::Head;
+use crate::hist::{HistTrigger, NameTable};
+use crate::trace::{Fields, number};
 
 /// A latency spec that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,12 +115,12 @@ impl Latency {
         let hist = format!("keys={}:vals=lat_us:hist=lat_us.log2:size={size}", end.1);
         let trigger = HistTrigger::new(&hist, &fields, &NameTable::default()).map_err(|e| {
             LatencySpecError {
-                reason: if e.kind == super::super::spec::SpecErrorKind::BadSize {
+                reason: if e.kind == crate::hist::SpecErrorKind::BadSize {
                     "size must be a power of two in 128..=131072:"
                 } else {
                     "cannot build the histogram for"
                 },
-                token: if e.kind == super::super::spec::SpecErrorKind::BadSize {
+                token: if e.kind == crate::hist::SpecErrorKind::BadSize {
                     size.to_string()
                 } else {
                     e.to_string()
@@ -161,8 +162,8 @@ impl Latency {
         match fields.get(head.body, name) {
             Some(v) => number(name, v),
             None => match name {
-                "common_pid" => head.pid,
-                "cpu" | "common_cpu" => head.cpu,
+                "common_pid" => head.ctx.pid.map(u64::from),
+                "cpu" | "common_cpu" => head.ctx.cpu.map(u64::from),
                 _ => None,
             },
         }
@@ -172,7 +173,7 @@ impl Latency {
     pub fn record(&mut self, head: &Head<'_>, fields: &Fields) {
         // An event without a timestamp (a graph comment without funcgraph-abstime) can be
         // neither end.
-        let Some(ts_ns) = head.ts_ns else {
+        let Some(ts_ns) = head.ctx.ts_ns else {
             self.counts.bad_field += 1;
             return;
         };

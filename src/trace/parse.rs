@@ -1,13 +1,13 @@
 //! The line classifier: [`Parser`] and the function-tracer (`task-pid [cpu] ts: payload`)
 //! layouts. The function_graph layouts are in `funcgraph.rs`.
 
-use super::event::{Context, Event};
+use super::event::Event;
 use super::funcgraph;
+use super::head::{Context, MAX_SPLIT_TRIES, parse_head};
 use super::kind::{LineCounts, LineKind, Parsed};
 use super::lex::{
-    self, bare_name, bracket_cpu, find_byte, find2, is_flags, latency_cpu_flags, parse_symbol,
-    parse_timestamp, parse_u32, parse_u64, rfind_byte, split_last_token, symbol_len, task_pid,
-    trim, trim_end, trim_start,
+    bare_name, find_byte, find2, parse_symbol, parse_u32, parse_u64, symbol_len, trim, trim_end,
+    trim_start,
 };
 
 impl Event<'_> {
@@ -35,7 +35,8 @@ impl Event<'_> {
 /// function trace with graph lines, `trace-cmd report` output) need no mode switch.
 ///
 /// ```
-/// use tracestat::replay::{Event, Parser};
+/// use tracestat::trace::Event;
+/// use tracestat::trace::Parser;
 ///
 /// let mut p = Parser::new();
 /// let ev = p.parse_line("  bash-1977  [000] .... 17284.993652: sys_close <-system_call_fastpath");
@@ -182,13 +183,12 @@ fn lost(rest: &str) -> Option<Event<'static>> {
     Some(Event::Lost { cpu, events })
 }
 
-/// How many `": "` a line may offer before the function layout gives up on it.
-const MAX_SPLIT_TRIES: usize = 3;
-
 /// Lines with a `task-pid [cpu] flags timestamp: payload` head (function tracer, events,
 /// printk, stack traces, `trace-cmd report`), in the normal or the latency layout. `None`
 /// when no `": "` is preceded by such a head.
 fn function_layout(line: &str) -> Option<Parsed<'_>> {
+    // `split_head`'s loop, with the payload parsed where the head is found (no `Context`
+    // handed back through a tuple on the per-line path).
     let mut from = 0;
     for _ in 0..MAX_SPLIT_TRIES {
         let p = find2(line, from, *b": ")?;
@@ -198,103 +198,6 @@ fn function_layout(line: &str) -> Option<Parsed<'_>> {
         from = p + 2;
     }
     None
-}
-
-/// The head before the `": "`: `bash-1977  [000] ....  17284.993652`,
-/// `yum-updatesd-3111  [003]  1637.254676`, `bash-1977  (  1977) [000] ....  17284.9`,
-/// `bash-2042    3d..1   68us+`, `<idle>-0       0d.h1. 106467.859747`.
-fn parse_head(head: &str) -> Option<Context<'_>> {
-    fast_head(head).or_else(|| general_head(head))
-}
-
-/// [`parse_head`] without the fast path: every layout.
-fn general_head(head: &str) -> Option<Context<'_>> {
-    let mut h = trim_end(head);
-    if let Some(x) = h.strip_suffix(['+', '!', '#', '*', '@', '$']) {
-        h = trim_end(x);
-    }
-    let (rest, ts) = split_last_token(h)?;
-    let ts_ns = parse_timestamp(ts)?;
-    let (mut rest, tok) = split_last_token(trim_end(rest))?;
-    let cpu = if let Some(cpu) = bracket_cpu(tok) {
-        cpu
-    } else if let Some(cpu) = latency_cpu_flags(tok) {
-        cpu
-    } else if is_flags(tok) {
-        let (r, tok) = split_last_token(trim_end(rest))?;
-        rest = r;
-        bracket_cpu(tok)?
-    } else {
-        return None;
-    };
-    let mut rest = trim_end(rest);
-    if let Some(r) = rest.strip_suffix(')') {
-        // record-tgid: `bash-1977  (  1977) [000]`
-        rest = trim_end(&r[..rfind_byte(r, r.len(), b'(')?]);
-    }
-    let (task, pid) = task_pid(trim_start(rest))?;
-    Some(Context {
-        cpu: Some(cpu),
-        task: Some(task),
-        pid: Some(pid),
-        ts_ns: Some(ts_ns),
-    })
-}
-
-/// The usual heads, `task-pid  [cpu] flags  ts`, `task-pid  [cpu]  ts` and
-/// `task-pid  Cflags  ts`, in one right-to-left pass over the bytes, the columns separated by
-/// spaces only. `None` when the head is not one of these; [`parse_head`] then parses it the
-/// general way. When it is `Some`, it is what the general way gives: every column it reads
-/// ends in a byte that is ASCII and not whitespace (a digit, `]`, `s` or a flag), so the
-/// general way's trims stop where these loops stop, and each column is checked by the same
-/// function.
-#[inline]
-fn fast_head(head: &str) -> Option<Context<'_>> {
-    let b = head.as_bytes();
-    // Where the spaces ending at `i` start; where the token ending at `i` starts.
-    let skip_spaces = |i: usize| b[..i].iter().rposition(|&c| c != b' ').map_or(0, |k| k + 1);
-    let token_start = |i: usize| lex::token_start(b, i);
-    let mut e = skip_spaces(b.len());
-    if matches!(
-        b.get(e.checked_sub(1)?)?,
-        b'+' | b'!' | b'#' | b'*' | b'@' | b'$'
-    ) {
-        e = skip_spaces(e - 1);
-    }
-    let t = token_start(e);
-    if t == 0 {
-        return None;
-    }
-    let ts_ns = parse_timestamp(&head[t..e])?;
-    let k = skip_spaces(t - 1);
-    let j = token_start(k);
-    let tok = &head[j..k];
-    let (cpu, r) = if let Some(cpu) = bracket_cpu(tok).or_else(|| latency_cpu_flags(tok)) {
-        (cpu, j)
-    } else if j > 0 && is_flags(tok) {
-        let k = skip_spaces(j - 1);
-        let j = token_start(k);
-        (bracket_cpu(&head[j..k])?, j)
-    } else {
-        return None;
-    };
-    // The PID: digits ending where the spaces before the CPU column start, after a `-`.
-    let end = skip_spaces(r.checked_sub(1)?);
-    let dash = b[..end].iter().rposition(|c| !c.is_ascii_digit())? + 1;
-    if b[dash - 1] != b'-' {
-        return None;
-    }
-    let pid = parse_u32(&head[dash..end])?;
-    let task = trim_start(&head[..dash - 1]);
-    if task.is_empty() {
-        return None;
-    }
-    Some(Context {
-        cpu: Some(cpu),
-        task: Some(task),
-        pid: Some(pid),
-        ts_ns: Some(ts_ns),
-    })
 }
 
 fn payload<'a>(ctx: Context<'a>, p: &'a str) -> Parsed<'a> {
@@ -535,8 +438,12 @@ mod tests {
             let mut from = 0;
             while let Some(p) = find2(line, from, *b": ") {
                 let head = &line[..p];
-                if let Some(fast) = fast_head(head) {
-                    assert_eq!(Some(fast), general_head(head), "{line:?}");
+                if let Some(fast) = super::super::head::fast_head(head) {
+                    assert_eq!(
+                        Some(fast),
+                        super::super::head::general_head(head),
+                        "{line:?}"
+                    );
                     heads += 1;
                 }
                 let payload = trim_start(&line[p + 2..]);

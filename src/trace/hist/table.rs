@@ -20,14 +20,16 @@ use core::cmp::Ordering;
 use core::fmt::{self, Write};
 use std::collections::HashMap;
 
-use super::super::key::{Key, MAX_KEYS};
-use super::super::layout::MAX_VALS;
-use super::super::map::HashHist;
-use super::super::render::{self, KeyValue};
-use super::super::snapshot::{Row, SortField, SortKey};
-use super::super::spec::{HistSpec, KeyModifier, SpecError, SpecErrorKind};
-use super::filter::{Filter, Undecided};
-use super::line::{Fields, Head, number};
+use super::event::{LineEvent, lookup};
+use super::line::Head;
+use crate::hist::HashHist;
+use crate::hist::MAX_VALS;
+use crate::hist::render::{self, KeyValue};
+use crate::hist::{HistSpec, KeyModifier, SpecError, SpecErrorKind};
+use crate::hist::{Key, MAX_KEYS};
+use crate::hist::{Row, SortField, SortKey};
+use crate::hist::{Source, Undecided, Value, common_source, decimal};
+use crate::trace::{Fields, number};
 
 /// The longest string key kept, in bytes (longer ones are cut at a character boundary).
 pub const MAX_KEY_STR: usize = 256;
@@ -39,56 +41,12 @@ enum Kind {
     Str,
 }
 
-/// Where a field's value comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Source {
-    Event,
-    Pid,
-    Comm,
-    Cpu,
-    Timestamp,
-}
-
 #[derive(Debug)]
 struct Column {
     name: String,
     modifier: KeyModifier,
     kind: Kind,
     common: Source,
-}
-
-pub(super) fn common_source(name: &str) -> Source {
-    match name {
-        "common_pid" => Source::Pid,
-        "comm" | "common_comm" => Source::Comm,
-        "cpu" | "common_cpu" => Source::Cpu,
-        "common_timestamp" => Source::Timestamp,
-        _ => Source::Event,
-    }
-}
-
-/// A field's text, or its number for the common fields that are numbers.
-pub(super) enum Value<'a> {
-    Text(&'a str),
-    Num(u64),
-}
-
-pub(super) fn lookup<'a>(
-    name: &str,
-    common: Source,
-    head: &Head<'a>,
-    fields: &Fields,
-) -> Option<Value<'a>> {
-    if let Some(v) = fields.get(head.body, name) {
-        return Some(Value::Text(v));
-    }
-    match common {
-        Source::Event => None,
-        Source::Pid => head.pid.map(Value::Num),
-        Source::Comm => head.comm.map(Value::Text),
-        Source::Cpu => head.cpu.map(Value::Num),
-        Source::Timestamp => head.ts_ns.map(Value::Num),
-    }
 }
 
 #[derive(Debug, Default)]
@@ -121,20 +79,6 @@ impl Strings {
     }
 }
 
-/// `n` in decimal, written into `buf` (no allocation).
-pub(super) fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &str {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    core::str::from_utf8(&buf[i..]).unwrap_or("")
-}
-
 /// Cuts `s` to at most [`MAX_KEY_STR`] bytes at a character boundary.
 fn cut(s: &str) -> &str {
     if s.len() <= MAX_KEY_STR {
@@ -145,25 +89,6 @@ fn cut(s: &str) -> &str {
         end -= 1;
     }
     &s[..end]
-}
-
-/// Splits `spec if filter` (the kernel looks for ` if ` or a tab before `if`) into the spec
-/// and the filter text with its byte offset in `spec`. A spec ending in ` if` has an empty
-/// filter, which the filter parser refuses.
-fn split_filter(spec: &str) -> (&str, Option<(&str, usize)>) {
-    let b = spec.as_bytes();
-    let found = (0..b.len()).find(|&i| {
-        (b[i] == b' ' || b[i] == b'\t')
-            && b[i + 1..].starts_with(b"if")
-            && b.get(i + 3).is_none_or(|c| c.is_ascii_whitespace())
-    });
-    match found {
-        Some(i) => {
-            let off = (i + 3).min(spec.len());
-            (&spec[..i], Some((&spec[off..], off)))
-        }
-        None => (spec, None),
-    }
 }
 
 /// What one table skipped.
@@ -191,7 +116,6 @@ pub struct Table {
     comms: HashMap<u64, Box<str>>,
     skipped: Skipped,
     events: u64,
-    filter: Option<Filter>,
     /// The first spec field an event of this table's event lacked.
     missing: Option<Box<str>>,
 }
@@ -227,17 +151,12 @@ impl Table {
             pos: e.pos + base,
             ..e
         };
-        let (spec, filter) = split_filter(spec);
-        let filter = match filter {
-            Some((text, off)) => Some(Filter::parse(text, base + off)?),
-            None => None,
-        };
         let parsed = HistSpec::parse(spec).map_err(at)?;
         if let Some(c) = parsed.command {
             let name = match c {
-                super::super::spec::Command::Pause => "pause",
-                super::super::spec::Command::Cont => "cont",
-                super::super::spec::Command::Clear => "clear",
+                crate::hist::Command::Pause => "pause",
+                crate::hist::Command::Cont => "cont",
+                crate::hist::Command::Clear => "clear",
             };
             return Err(SpecError::new(SpecErrorKind::UnknownClause, name, base));
         }
@@ -258,7 +177,7 @@ impl Table {
             }
         }
         let hist = HashHist::bounded(def.layout, def.size)
-            .map_err(|e| at(super::super::spec::table_error(&e)))?;
+            .map_err(|e| at(crate::hist::table_error(&e)))?;
         let keys = parsed
             .keys
             .iter()
@@ -300,7 +219,6 @@ impl Table {
             comms: HashMap::new(),
             skipped: Skipped::default(),
             events: 0,
-            filter,
             missing: None,
         })
     }
@@ -312,12 +230,7 @@ impl Table {
 
     /// The `trigger info` text (with ` if FILTER` when the spec has a filter).
     pub fn info(&self) -> String {
-        let mut s = self.spec.canonical(self.size);
-        if let Some(f) = &self.filter {
-            s += " if ";
-            s += f.text();
-        }
-        s
+        self.spec.canonical(self.size)
     }
 
     /// What was skipped.
@@ -346,8 +259,8 @@ impl Table {
     /// Counts one event line of this table's event.
     pub fn record(&mut self, head: &Head<'_>, fields: &Fields) {
         self.events += 1;
-        if let Some(f) = &self.filter {
-            match f.pass(head, fields) {
+        if let Some(f) = &self.spec.filter {
+            match f.pass(&LineEvent { head, fields }) {
                 Ok(true) => {}
                 Ok(false) => {
                     self.skipped.filtered += 1;
@@ -441,7 +354,7 @@ impl Table {
         }
         if hist.update(Key(key), &vals[..val_cols.len()]) {
             if let Some(pid) = exec_pid
-                && let Some(comm) = head.comm
+                && let Some(comm) = head.ctx.task
             {
                 comms.entry(pid).or_insert_with(|| cut(comm).into());
             }
@@ -555,7 +468,7 @@ impl Table {
             }
             render::write_counts(out, &vals, row)?;
             if let Some(spec) = &layout.buckets {
-                super::super::trigger::write_bucket_block(out, &layout, spec, row)?;
+                crate::hist::write_bucket_block(out, &layout, spec, row)?;
             }
         }
         let hits = rows.iter().map(|r| r.hits).fold(0, u64::wrapping_add);

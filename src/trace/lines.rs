@@ -1,44 +1,50 @@
-//! [`Reader`]: the parser over a `BufRead`, one reused buffer of bounded size.
+//! [`Lines`]: the bounded line reader every ftrace text reader uses: one reused buffer, a line
+//! at a time, lines over the limit and lines that are not UTF-8 reported, never stored.
+//!
+//! # Invariants
+//!
+//! - Memory is one buffer, never larger than the line limit plus one newline plus one
+//!   read-ahead chunk ([`Lines::CHUNK`]); nothing grows with the input.
+//! - Every line of the input is returned exactly once, as text or as why it was skipped; a
+//!   final line without a newline is a line like any other.
+//! - Never panics on any bytes.
 
 use std::io::{self, BufRead};
 
-use super::event::Event;
-use super::kind::Parsed;
-use super::kind::{LineCounts, LineKind};
-use super::parse::Parser;
+/// One line of the input (without its newline).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Line<'a> {
+    /// A line of UTF-8 text.
+    Text(&'a str),
+    /// A line longer than the limit, skipped up to its newline without being stored.
+    TooLong,
+    /// A line that is not UTF-8.
+    NotUtf8,
+}
 
-/// Reads a trace line by line from a [`BufRead`] and parses each line with a [`Parser`].
+/// Reads a `BufRead` a line at a time into one reused buffer of bounded size.
 ///
-/// Memory is one buffer, reused, never larger than `max_line + 1` bytes plus one read-ahead
-/// chunk ([`Reader::CHUNK`]): a longer line is skipped up to its newline without being
-/// stored, and counted as [`LineKind::Overlong`]. A line that is not UTF-8 is counted as
-/// [`LineKind::InvalidUtf8`]. A final line without a newline is parsed like any other.
-///
-/// The reader reads the input a chunk at a time into its own buffer (with `Read::read`, so a
+/// The input is read a chunk at a time into the reader's own buffer (with `Read::read`, so a
 /// `BufReader` whose buffer is empty hands the read straight to its source: the bytes are
-/// copied once, by the kernel) and parses each line where it lies there: one pass over each
-/// line's bytes finds its newline and tells whether it is all ASCII (then it needs no further
-/// UTF-8 check). So it reads ahead of the line it returns, by up to one chunk. Before a read,
-/// the unfinished line is moved to the front of the buffer; the buffer is zero-filled once,
-/// when it grows, never per read.
+/// copied once, by the kernel) and each line is returned where it lies there: one pass over
+/// each line's bytes finds its newline and tells whether it is all ASCII (then it needs no
+/// further UTF-8 check). So it reads ahead of the line it returns, by up to one chunk.
+/// Before a read, the unfinished line is moved to the front of the buffer; the buffer is
+/// zero-filled once, when it grows, never per read.
 ///
 /// ```
-/// use tracestat::replay::{Event, LineKind, Reader};
+/// use tracestat::trace::{Line, Lines};
 ///
-/// let trace = "# tracer: function\n  bash-1977  [000] .... 17284.993652: sys_close <-system_call\n";
-/// let mut reader = Reader::new(trace.as_bytes());
-/// let mut funcs = Vec::new();
-/// reader.for_each_event(|ev| {
-///     if let Event::Function { func, .. } = ev {
-///         funcs.push(func.name.to_owned());
-///     }
-/// })?;
-/// assert_eq!(funcs, ["sys_close"]);
-/// assert_eq!(reader.counts().get(LineKind::Header), 1);
+/// let mut lines = Lines::with_max_line(&b"short\nmuch too long\n\xff\nlast"[..], 8);
+/// let mut seen = Vec::new();
+/// while let Some(line) = lines.next_line()? {
+///     seen.push(line.to_owned_text());
+/// }
+/// assert_eq!(seen, [Some("short".to_owned()), None, None, Some("last".to_owned())]);
 /// # Ok::<(), std::io::Error>(())
 /// ```
 #[derive(Debug)]
-pub struct Reader<R> {
+pub struct Lines<R> {
     inner: R,
     /// Bytes read and not yet returned as lines are `buf[pos..end]`; `buf[end..]` is room
     /// for the next read.
@@ -50,7 +56,16 @@ pub struct Reader<R> {
     ascii: bool,
     eof: bool,
     max_line: usize,
-    parser: Parser,
+}
+
+impl Line<'_> {
+    /// The text as an owned string, `None` for a skipped line.
+    pub fn to_owned_text(&self) -> Option<String> {
+        match self {
+            Line::Text(t) => Some((*t).to_owned()),
+            Line::TooLong | Line::NotUtf8 => None,
+        }
+    }
 }
 
 /// Each byte of a word.
@@ -115,21 +130,16 @@ fn scan_words(b: &[u8]) -> (Option<usize>, bool) {
     (None, high == 0)
 }
 
-impl<R: BufRead> Reader<R> {
+impl<R: BufRead> Lines<R> {
     /// The default longest line, in bytes (without its newline): 64 KiB.
     pub const DEFAULT_MAX_LINE: usize = 64 * 1024;
 
     /// The most bytes read ahead from the input at a time: 64 KiB.
     pub const CHUNK: usize = 64 * 1024;
 
-    /// A reader with the default line limit.
-    pub fn new(inner: R) -> Self {
-        Reader::with_max_line(inner, Self::DEFAULT_MAX_LINE)
-    }
-
     /// A reader that skips lines longer than `max_line` bytes.
     pub fn with_max_line(inner: R, max_line: usize) -> Self {
-        Reader {
+        Lines {
             inner,
             buf: Vec::new(),
             pos: 0,
@@ -138,12 +148,11 @@ impl<R: BufRead> Reader<R> {
             ascii: true,
             eof: false,
             max_line,
-            parser: Parser::new(),
         }
     }
 
-    /// Reads and parses the next line; `Ok(None)` at the end of the input.
-    pub fn next_line(&mut self) -> io::Result<Option<Parsed<'_>>> {
+    /// The next line; `Ok(None)` at the end of the input.
+    pub fn next_line(&mut self) -> io::Result<Option<Line<'_>>> {
         // A line may hold `max_line` bytes and its newline.
         let limit = self.max_line.saturating_add(1);
         let (start, end, ascii) = loop {
@@ -161,8 +170,7 @@ impl<R: BufRead> Reader<R> {
             if lim == limit {
                 // No newline within the limit: skip to the next one.
                 self.skip_line()?;
-                self.parser.count(LineKind::Overlong);
-                return Ok(Some(Parsed::Skipped(LineKind::Overlong)));
+                return Ok(Some(Line::TooLong));
             }
             self.scanned = lim;
             self.ascii = ascii;
@@ -178,18 +186,14 @@ impl<R: BufRead> Reader<R> {
             }
         };
         let line = &self.buf[start..end];
-        let text = if ascii {
+        Ok(Some(if ascii {
             // SAFETY: `scan_line` saw every byte of `line` and none has its top bit set, so
             // the bytes are ASCII, which is valid UTF-8.
-            Some(unsafe { std::str::from_utf8_unchecked(line) })
+            Line::Text(unsafe { std::str::from_utf8_unchecked(line) })
         } else {
-            std::str::from_utf8(line).ok()
-        };
-        Ok(Some(match text {
-            Some(line) => self.parser.parse_line(line),
-            None => {
-                self.parser.count(LineKind::InvalidUtf8);
-                Parsed::Skipped(LineKind::InvalidUtf8)
+            match std::str::from_utf8(line) {
+                Ok(t) => Line::Text(t),
+                Err(_) => Line::NotUtf8,
             }
         }))
     }
@@ -199,7 +203,7 @@ impl<R: BufRead> Reader<R> {
         self.ascii = true;
     }
 
-    /// Reads up to [`Reader::CHUNK`] more bytes of input into the buffer, first moving the
+    /// Reads up to [`Lines::CHUNK`] more bytes of input into the buffer, first moving the
     /// bytes not yet returned to its front; `false` at the end of the input.
     fn fill(&mut self) -> io::Result<bool> {
         if self.pos > 0 {
@@ -244,28 +248,7 @@ impl<R: BufRead> Reader<R> {
         }
     }
 
-    /// Reads to the end, calling `f` with every event.
-    pub fn for_each_event(&mut self, mut f: impl FnMut(Event<'_>)) -> io::Result<()> {
-        while let Some(parsed) = self.next_line()? {
-            if let Parsed::Event(ev) = parsed {
-                f(ev);
-            }
-        }
-        Ok(())
-    }
-
-    /// The counts so far.
-    pub fn counts(&self) -> &LineCounts {
-        self.parser.counts()
-    }
-
-    /// Sets the counts back to zero (live output that reports each interval on its own).
-    pub fn reset_counts(&mut self) {
-        self.parser = Parser::new();
-    }
-
-    /// The underlying reader. Bytes the reader read ahead and has not returned as lines are
-    /// not in it.
+    /// The underlying reader. Bytes read ahead and not returned as lines are not in it.
     pub fn into_inner(self) -> R {
         self.inner
     }
@@ -302,34 +285,26 @@ mod tests {
     }
 
     #[test]
-    fn lines_across_chunks_and_short_reads() {
-        // A BufRead that hands out 3 bytes at a time.
-        struct Trickle<'a>(&'a [u8]);
-        impl io::Read for Trickle<'_> {
-            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-                let n = out.len().min(3).min(self.0.len());
-                out[..n].copy_from_slice(&self.0[..n]);
-                self.0 = &self.0[n..];
-                Ok(n)
-            }
+    fn every_line_once_with_its_reason() {
+        let mut input = b"a\n\nbb\r\n".to_vec();
+        input.extend(vec![b'x'; 9]);
+        input.extend(b"\n\xc3\x28\ncaf\xc3\xa9\nend");
+        let mut lines = Lines::with_max_line(&input[..], 8);
+        let mut got = Vec::new();
+        while let Some(l) = lines.next_line().unwrap() {
+            got.push(format!("{l:?}"));
         }
-        let mut text = Vec::new();
-        for i in 0..3000 {
-            text.extend_from_slice(format!("  t-1  [000] .... {i}.5: f{i} <-p\n").as_bytes());
-        }
-        text.extend_from_slice("  t-1  [000] .... 9.5: caf\u{e9} <-p\nlast".as_bytes());
-        let mut whole = Reader::new(&text[..]);
-        let mut trickle = Reader::new(io::BufReader::with_capacity(3, Trickle(&text)));
-        loop {
-            let (a, b) = (whole.next_line().unwrap(), trickle.next_line().unwrap());
-            assert_eq!(a, b);
-            if a.is_none() {
-                break;
-            }
-        }
-        assert_eq!(whole.counts(), trickle.counts());
-        assert_eq!(whole.counts().lines(), 3002);
-        assert_eq!(whole.counts().get(LineKind::Function), 3000);
-        assert_eq!(whole.counts().get(LineKind::InvalidUtf8), 0);
+        assert_eq!(
+            got,
+            [
+                "Text(\"a\")",
+                "Text(\"\")",
+                "Text(\"bb\\r\")",
+                "TooLong",
+                "NotUtf8",
+                "Text(\"caf\u{e9}\")",
+                "Text(\"end\")"
+            ]
+        );
     }
 }
