@@ -43,7 +43,10 @@
 //! - [`export`]: one neutral model, [`Profile`](export::Profile), which producers fill, and
 //!   its writers (JSON, pprof, folded stacks, OpenMetrics).
 //! - [`hist`]: the histogram core — tables, single-writer shards, cells, buckets, the
-//!   hist-trigger language and its files — and `tracestat hist` over a saved trace's events.
+//!   hist-trigger language (with `if` filters) and its files.
+//! - [`trace`]: the one front end for ftrace text — the bounded line reader, line heads,
+//!   fields, the `function`/`function_graph` parser — and hist triggers over a saved trace's
+//!   events ([`trace::hist`]).
 //! - the hook layer (`src/hook/`, private; its names are re-exported by [`profile`]): sites,
 //!   ops, filters, the published dispatch state and its read side, shadow stacks, the trace
 //!   clock, task-following futures. `src/hook/mod.rs` is its map.
@@ -51,14 +54,13 @@
 //!   profiler, thread CPU time, run comparison, the `tracing` layer.
 //! - [`alloc`]: the global-allocator wrapper and the `kmem` events, whose `call_site` is the
 //!   task's innermost traced function.
-//! - [`replay`]: the streaming ftrace text parser and the replay, which counts in tables of
-//!   its own with the kernel's rules; [`Replay::ftrace`](replay::Replay::ftrace) offers its
+//! - [`replay`]: the replay of [`trace`]'s lines, which counts in tables of its own with the
+//!   kernel's rules; [`Replay::ftrace`](replay::Replay::ftrace) offers its
 //!   hits to ops of your own.
 //! - `http` (feature `http`): every file, metric and profile served, read-only by default.
 //!
 //! Edges that go up today, each named where it lives: the hook layer records the function
-//! profiler's fast path into `hist` cells and reads thread CPU time from `profile`; the
-//! offline hist reads lines with `replay`'s parser; `export` converts `hist` bucket specs
+//! profiler's fast path into `hist` cells and reads thread CPU time from `profile`; `export` converts `hist` bucket specs
 //! ([`BucketHistogram::from_buckets`](export::BucketHistogram::from_buckets)) and writes a
 //! replay's JSON ([`replay_to_json`](export::replay_to_json)), whose per-CPU rows and line
 //! counts have no place in the model.

@@ -104,10 +104,10 @@ pub use openmetrics::{
     OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE, TextFormat, to_metrics_text, to_openmetrics,
     to_prometheus_text,
 };
-#[cfg(feature = "pprof")]
-pub use pprof::{allocs_to_pprof, to_pprof};
 #[cfg(all(feature = "pprof", feature = "http"))]
 pub(crate) use pprof::to_pprof_commented;
+#[cfg(feature = "pprof")]
+pub use pprof::{allocs_to_pprof, to_pprof};
 
 /// An export format, for command lines (`--format json|pprof|folded|openmetrics|prometheus`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
