@@ -60,7 +60,8 @@
 //! - `http` (feature `http`): every file, metric and profile served, read-only by default.
 //!
 //! Edges that go up today, each named where it lives: the hook layer records the function
-//! profiler's fast path into `hist` cells and reads thread CPU time from `profile`; `export` converts `hist` bucket specs
+//! profiler's fast path into `hist` cells and reads thread CPU time from `profile`; `export`
+//! converts `hist` bucket specs
 //! ([`BucketHistogram::from_buckets`](export::BucketHistogram::from_buckets)) and writes a
 //! replay's JSON ([`replay_to_json`](export::replay_to_json)), whose per-CPU rows and line
 //! counts have no place in the model.
