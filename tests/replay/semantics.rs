@@ -148,6 +148,42 @@ fn a_leaf_at_the_depth_of_an_open_call_does_not_close_it() {
 }
 
 #[test]
+fn a_named_exit_closes_its_open_call_at_any_depth() {
+    // An exit naming a call open on the task's stack closes that call (the innermost one of
+    // that name) and those opened inside it, even printed at another depth: never a second,
+    // exit-only call of a function still open.
+    let trace = "\
+ 0)               |  f() {
+ 0)               |    g() {
+ 0)   0.500 us    |      leaf();
+ 0)   5.000 us    |      } /* f */
+ 0)               |  f() {
+ 0)               |    f() {
+ 0)   2.000 us    |      } /* f */
+ 0)   3.000 us    |  } /* f */
+";
+    let (_, s) = Replay::run(trace.as_bytes(), opts()).unwrap();
+    let r = rows(trace, opts());
+    // The first f: closed by its exit at g's depth, g returned unseen (abandoned).
+    // The recursive pair: the first named exit, printed deeper than either call, closes the
+    // innermost f; the second, at the outer call's depth, the outer one.
+    assert_eq!(r["f"], (3, 0, 10_000));
+    assert_eq!(r["g"], (1, 0, 0));
+    assert_eq!(r["leaf"], (1, 0, 500));
+    assert_eq!(s.calls, 5);
+    assert_eq!((s.unmatched.exit_only, s.unmatched.abandoned), (0, 1));
+    // A named exit of a function not open is still an exit-only call.
+    let trace = "\
+ 0)               |  f() {
+ 0)   1.000 us    |  } /* g */
+";
+    let (_, s) = Replay::run(trace.as_bytes(), opts()).unwrap();
+    let r = rows(trace, opts());
+    assert_eq!(r["g"], (1, 0, 1_000));
+    assert_eq!(s.unmatched.exit_only, 1);
+}
+
+#[test]
 fn a_call_belongs_to_its_task_across_cpus() {
     // Xorg sleeps in _cond_resched on CPU 2 and returns on CPU 0; bash runs on CPU 2 in
     // between at the same depth. With per-CPU stacks the exits would close bash's calls.

@@ -264,14 +264,33 @@ impl Replay {
         duration: Option<u64>,
     ) {
         let s = self.stack(cpu, &ctx);
-        // Entries deeper than this exit returned unseen.
+        // The exit closes the open call at its depth (the entries deeper returned unseen).
+        // One that names a function closes that function's call, the innermost one open on
+        // the task's stack, even at another depth (a trace captured with filters or across a
+        // preemption): a call is never counted again as exit-only while it is open.
         let st = self.tasks.stack_mut(s);
         let keep = st.open.iter().take_while(|o| o.depth <= depth).count();
-        self.unmatched.abandoned += (st.open.len() - keep) as u64;
-        st.open.truncate(keep);
+        let at_depth = keep
+            .checked_sub(1)
+            .map(|i| st.open[i])
+            .is_some_and(|o| o.depth == depth && named.is_none_or(|ip| ip == o.ip));
+        let cut = match named {
+            Some(ip) if !at_depth => st
+                .open
+                .iter()
+                .rposition(|o| o.ip == ip)
+                .map_or(keep, |k| k + 1),
+            _ => keep,
+        };
+        self.unmatched.abandoned += (st.open.len() - cut) as u64;
+        st.open.truncate(cut);
         let top = st.open.last().copied();
+        let closes = |o: &Open| match named {
+            Some(ip) => ip == o.ip && (o.depth == depth || !at_depth),
+            None => o.depth == depth,
+        };
         match top {
-            Some(o) if o.depth == depth && named.is_none_or(|ip| ip == o.ip) => {
+            Some(o) if closes(&o) => {
                 st.open.pop();
                 let total = duration.or_else(|| ctx.ts_ns?.checked_sub(o.calltime?));
                 if let Some(total) = total {

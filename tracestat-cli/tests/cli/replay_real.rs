@@ -109,14 +109,23 @@ impl Reader {
         if named.is_none() {
             self.anonymous_exits = true;
         }
-        let stack = self.keep_open(key, |o| o.depth <= depth);
-        let closes = stack
-            .last()
-            .is_some_and(|o| o.depth == depth && named.is_none_or(|n| n == o.name));
-        if closes {
+        // The call this exit closes: the open one at its depth, else the innermost open call
+        // it names, at any depth; the calls opened inside it returned unseen.
+        let stack = self.stacks.entry(key.to_owned()).or_default();
+        let at_depth = stack
+            .iter()
+            .rposition(|o| o.depth <= depth)
+            .filter(|&i| stack[i].depth == depth && named.is_none_or(|n| n == stack[i].name));
+        let by_name = named.and_then(|n| stack.iter().rposition(|o| o.name == n));
+        if let Some(i) = at_depth.or(by_name) {
+            self.abandoned |= i + 1 != stack.len();
+            stack.truncate(i + 1);
             let open = stack.pop().unwrap();
             self.add_time(&open.name, ns);
-        } else if let Some(name) = named {
+            return;
+        }
+        self.keep_open(key, |o| o.depth <= depth);
+        if let Some(name) = named {
             // The entry lies before the window (or was lost): an exit-only call.
             self.keep_open(key, |o| o.depth < depth);
             self.hit(name);
@@ -605,6 +614,18 @@ fn naive_counts_a_graph_by_the_rules() {
     let n = naive(text);
     assert_eq!(n.hits, map(&[("f", 1), ("leaf", 1)]));
     assert_eq!(n.time, map(&[("f", 4000), ("leaf", 500)]));
+    assert_eq!(n.open, Some(map(&[])));
+
+    // A named exit printed at another depth closes the innermost open call of its name.
+    let text = "\
+ 1)               |  f() {
+ 1)               |    f() {
+ 1)   2.000 us    |      } /* f */
+ 1)   3.000 us    |  } /* f */
+";
+    let n = naive(text);
+    assert_eq!(n.hits, map(&[("f", 2)]));
+    assert_eq!(n.time, map(&[("f", 5000)]));
     assert_eq!(n.open, Some(map(&[])));
 }
 
