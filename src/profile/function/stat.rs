@@ -58,20 +58,13 @@ pub(super) mod typed {
     }
 
     #[derive(Serialize)]
-    struct Bucket {
-        lo: u128,
-        hi: u128,
-        count: u64,
-    }
-
-    #[derive(Serialize)]
     struct Latency<'a> {
         name: &'a str,
         hits: u64,
         avg_ns: u128,
         sum_ns: u128,
         percentiles: Vec<Percentile>,
-        buckets: Vec<Bucket>,
+        buckets: Vec<crate::hist::Bucket>,
     }
 
     #[derive(Serialize)]
@@ -94,16 +87,7 @@ pub(super) mod typed {
                         below_ns: LATENCY_BUCKETS.percentile(&r.buckets, q).map(|(_, hi)| hi),
                     })
                     .collect(),
-                buckets: r
-                    .buckets
-                    .iter()
-                    .enumerate()
-                    .filter(|&(_, &count)| count > 0)
-                    .map(|(i, &count)| {
-                        let (lo, hi) = LATENCY_BUCKETS.bounds(i);
-                        Bucket { lo, hi, count }
-                    })
-                    .collect(),
+                buckets: LATENCY_BUCKETS.buckets(&r.buckets).collect(),
             })
             .collect();
         TypedStat::new("function_latency", &Latencies { functions })
