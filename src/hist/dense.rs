@@ -247,16 +247,7 @@ impl DenseWriter {
         self.record_entry(e, sample)
     }
 
-    /// [`try_record`](Self::try_record) for a caller that knows `index` is the entry of the
-    /// record it makes (the dispatcher, with a site's own dense index in the instance the
-    /// records are indexed by): no key test.
-    #[inline(always)]
-    pub(crate) fn try_record_exact(&self, index: usize, sample: Option<u64>) -> bool {
-        self.steady_entry_at(index)
-            .is_some_and(|e| self.record_entry(e, sample))
-    }
-
-    /// [`try_record_exact`](Self::try_record_exact) of a hit into the profiler's counter
+    /// [`try_record`](Self::try_record) of a hit, for a caller that knows `index` is the entry of the record it makes (no key test), into the profiler's counter
     /// ([`cell::OneKeyCount`]): the entry is found at a constant stride and its count
     /// bumped. `false`, with nothing recorded, for any other layout too (the caller's slow
     /// path records those).
@@ -441,7 +432,12 @@ mod tests {
             match n % 3 {
                 0 => assert!(w.update(index, key(index), &[v])),
                 1 => assert!(w.try_record(index, key(index), Some(v))),
-                _ => assert!(w.try_record_exact(index, Some(v))),
+                // The timed exit's path (no key test).
+                _ => {
+                    // SAFETY: the layout is the one-key latency cell (asserted above).
+                    let slot = unsafe { w.timing_slot_one_key(index) };
+                    assert!(slot.map(|s| s.record(v)).is_some());
+                }
             }
             shard.update(Key::one(key(index)), &[v]);
         }
@@ -496,9 +492,11 @@ mod tests {
                 }
                 match op {
                     Some((i, v)) => {
-                        // The slow path carries out a pending reset; the exact path then
-                        // takes the sample (the deferred-bucket path).
-                        if !w.try_record_exact(i, Some(v)) {
+                        // The slow path carries out a pending reset; the timed exit's path
+                        // then takes the sample (the deferred-bucket path).
+                        // SAFETY: the layout is the one-key latency cell.
+                        let slot = unsafe { w.timing_slot_one_key(i) };
+                        if slot.map(|s| s.record(v)).is_none() {
                             proptest::prop_assert!(w.update(i, key(i), &[v]));
                         }
                         shard.update(Key::one(key(i)), &[v]);

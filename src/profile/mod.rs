@@ -38,8 +38,6 @@
 //!   s^2 per function, per thread and merged, with latency histograms and call paths.
 //! - the branch profiler (`branch`): `likely!` / `unlikely!` / `branch!` outcomes, as the
 //!   kernel's `branch_annotated` and `branch_all`.
-//! - `cputime`: thread CPU time for sleep-time off ([`CpuClock`], [`thread_cpu_ns`]): a
-//!   perf task-clock event read from its mmap'd page where the kernel allows.
 //! - `diff`: runs' function rows compared, and tested against run-to-run noise ([`diff()`],
 //!   [`diff_runs`]).
 //! - `tracing_layer` (feature `tracing`): spans of the `tracing` crate as calls.
@@ -66,7 +64,6 @@
 //! ```
 
 mod branch;
-mod cputime;
 mod diff;
 pub(crate) mod format;
 mod function;
@@ -82,11 +79,11 @@ pub use crate::hook::{
     SHADOW_STACK_DEPTH, SITES, ScopeGuard, ShadowStack, Site, SiteDef, TaskTimes, TraceClock,
     TracedFuture, current_tid, install, now_ns, trylock,
 };
+pub use crate::hook::{CpuClock, CpuClockError, thread_cpu_ns};
 pub use branch::{
     BranchAll, BranchAnnotated, BranchCounts, BranchEntry, BranchSite, Hint, branch_site_count,
     branch_snapshot, register_branch_stats,
 };
-pub use cputime::{CpuClock, CpuClockError, thread_cpu_ns};
 pub use diff::{
     AvgTest, DiffOptions, DiffRow, DiffSort, FunctionSnapshot, ProfileDiff, RunStats, Totals, diff,
     diff_runs,
