@@ -267,8 +267,9 @@ impl DenseWriter {
         self.table.one_key_timing
     }
 
-    /// A hit into the profiler's counter, as [`try_record_exact`](Self::try_record_exact)
-    /// records it, without the layout test, for a caller that made it once for many calls.
+    /// A hit into the profiler's counter, as [`try_record`](Self::try_record) records it,
+    /// without the key test (the caller's `index` is the record's) nor the layout test (the
+    /// caller made it once for many calls).
     ///
     /// # Safety
     ///
@@ -308,7 +309,7 @@ impl DenseWriter {
     }
 
     /// Entry `index` of the profiler's latency cell, ready to take one timed sample, if
-    /// [`try_record_exact`](Self::try_record_exact) would take it now: checked before the
+    /// [`try_record`](Self::try_record) would take it now (without the key test): checked before the
     /// caller commits to recording (the dispatcher's exit pops its frame in between). The
     /// layout is not tested here: the caller tested it once for many calls.
     ///

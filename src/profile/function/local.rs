@@ -95,9 +95,10 @@ impl Drop for Locals {
 }
 
 /// The thread's most recently used profiler state, so that a call reaches it without the
-/// list: the hook layer's per-thread [`SinkCache`](crate::hook::thread::SinkCache) (in its
-/// `Hot` block, so the dispatcher's direct paths record into the cached dense records
-/// themselves): the profiler's id and its boxed [`Local`], that state's active shards and
+/// list: the hook layer's per-thread sink words as `fast.rs` lays them out
+/// ([`SinkCache`](super::fast::SinkCache), in the hook layer's `Hot` block, so the
+/// dispatcher's direct paths record into the cached dense records through the profiler's
+/// sink path): the profiler's id and its boxed [`Local`], that state's active shards and
 /// dense records, and `busy`, set while anything holds a `&mut` into this thread's states
 /// (the cache's user or [`borrow_locals`]): a call made from inside one of them (a traced
 /// allocator, say) is refused and goes to the orphan tables instead of aliasing the state.
