@@ -125,10 +125,6 @@ impl SinkWords {
 /// contract of the module docs. The implementation is the crate's only one (module
 /// invariants).
 pub(crate) unsafe trait SinkOps: 'static {
-    /// This implementation's path: a `static` made with [`SinkPath::of`].
-    #[cfg(not(loom))]
-    fn path() -> &'static SinkPath;
-
     /// Records one hit of the site at dense index `index` into sink `id`; `false`, with
     /// nothing recorded, where it cannot.
     fn count(words: &SinkWords, id: u64, index: usize) -> bool;
@@ -142,10 +138,14 @@ pub(crate) unsafe trait SinkOps: 'static {
     /// [`time`](Self::time)'s first half.
     fn timed(words: &SinkWords, id: u64, index: usize) -> Option<Self::Timed<'_>>;
 
-    /// [`time`](Self::time)'s second half: records a call that took `duration` ns,
-    /// `child_time` of them in traced children (`flag` is the sink's, as declared). Calls
-    /// nothing.
-    fn record_time(slot: Self::Timed<'_>, flag: bool, duration: u64, child_time: u64);
+    /// The sample recorded for a call that took `duration` ns, `child_time` of them in
+    /// traced children (`flag` is the sink's, as declared): the timed exit computes it
+    /// while it still holds the call's frame, before the pop.
+    fn sample(flag: bool, duration: u64, child_time: u64) -> u64;
+
+    /// [`time`](Self::time)'s second half: records `sample` ([`sample`](Self::sample)).
+    /// Calls nothing.
+    fn record_time(slot: Self::Timed<'_>, sample: u64);
 
     /// Records one synchronous call of the site at dense index `index` that took
     /// `duration` ns, `child_time` of them in traced children, into sink `id`; `false`,
@@ -161,7 +161,7 @@ pub(crate) unsafe trait SinkOps: 'static {
     ) -> bool {
         match Self::timed(words, id, index) {
             Some(slot) => {
-                Self::record_time(slot, flag, duration, child_time);
+                Self::record_time(slot, Self::sample(flag, duration, child_time));
                 true
             }
             None => false,
@@ -192,6 +192,10 @@ pub(crate) struct SinkPath {
     /// The end of a scope whose frame `timed_entry` pushed, given the parent ip.
     #[cfg(not(loom))]
     pub(super) timed_exit: fn(usize),
+    /// The implementation's type, which the static entries check their published path
+    /// against in debug builds.
+    #[cfg(not(loom))]
+    pub(super) ops: fn() -> core::any::TypeId,
 }
 
 impl SinkPath {
@@ -206,6 +210,8 @@ impl SinkPath {
             timed_entry: Site::enter_timed::<P>,
             #[cfg(not(loom))]
             timed_exit: super::Ftrace::exit_global_sink::<P>,
+            #[cfg(not(loom))]
+            ops: core::any::TypeId::of::<P>,
         }
     }
 }

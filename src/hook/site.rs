@@ -300,7 +300,7 @@ impl Site {
     #[cfg(not(loom))]
     #[inline(never)]
     pub(super) fn enter_timed<P: SinkOps>(&'static self) -> ScopeGuard<'static> {
-        if let Some(guard) = super::Ftrace::try_enter_timed::<P>(self, P::path()) {
+        if let Some(guard) = super::Ftrace::try_enter_timed::<P>(self) {
             return guard;
         }
         self.enter_slow()

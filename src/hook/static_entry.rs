@@ -28,7 +28,7 @@ use super::guard::ScopeGuard;
 use super::published::{Direct, OpsEntry};
 use super::rcu::{ReadGuard, ReaderSlot};
 use super::recursion::RecursionContext as Context;
-use super::sink::{SinkOps, SinkPath};
+use super::sink::SinkOps;
 use super::site::Site;
 use super::thread::{self, Hot};
 use crate::primitive::sync::atomic::Ordering;
@@ -68,10 +68,7 @@ impl Ftrace {
     /// sink, decided beforehand, the frame pushed here. `None`, with nothing done, for
     /// anything else, as [`try_enter_count`](Self::try_enter_count).
     #[inline(always)]
-    pub(super) fn try_enter_timed<P: SinkOps>(
-        site: &'static Site,
-        path: &'static SinkPath,
-    ) -> Option<ScopeGuard<'static>> {
+    pub(super) fn try_enter_timed<P: SinkOps>(site: &'static Site) -> Option<ScopeGuard<'static>> {
         Self::with_direct(
             site,
             Hot::cached_global_slot,
@@ -88,7 +85,7 @@ impl Ftrace {
                     return None;
                 }
                 debug_assert!(Self::is_path_of::<P>(entry));
-                let (tag, flag) = (entry.frame_tag, entry.sink_flag);
+                let (tag, flag, exit) = (entry.frame_tag, entry.sink_flag, entry.sink_exit);
                 drop(section);
                 let rate = super::clock::tsc_selected()?;
                 let ip = site.ip();
@@ -98,7 +95,7 @@ impl Ftrace {
                 // The time after the frame's other words are stored: none kept across it.
                 hot.stack.set_calltime(place, rate.now_ns());
                 let parent = hot.current_ip.replace(ip);
-                Some(ScopeGuard::global_sink(path, parent))
+                Some(ScopeGuard::global_sink(exit, parent))
             },
         )
     }
@@ -108,7 +105,7 @@ impl Ftrace {
     fn is_path_of<P: SinkOps>(entry: &OpsEntry) -> bool {
         entry
             .sink_path
-            .is_some_and(|path| core::ptr::eq(path, P::path()))
+            .is_some_and(|path| (path.ops)() == core::any::TypeId::of::<P>())
     }
 
     /// The start of both static entries: `f` with this thread's words, a section opened on
@@ -182,10 +179,10 @@ impl Ftrace {
         let slot = P::timed(&hot.sink, u64::from(frame.tag.sink), frame.index())?;
         // Committed: from here on nothing can fail.
         let duration = rettime.saturating_sub(frame.calltime);
-        let (flag, child_time) = (frame.sink_flag, frame.child_time);
+        let sample = P::sample(frame.sink_flag, duration, frame.child_time);
         // The frame's reference ends here: `pop_peeked` writes the one below it.
         hot.stack.pop_peeked(place, duration);
-        P::record_time(slot, flag, duration, child_time);
+        P::record_time(slot, sample);
         drop(section);
         Some(())
     }

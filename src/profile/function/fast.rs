@@ -176,11 +176,6 @@ pub(super) static PATH: SinkPath = SinkPath::of::<Fast>();
 // instance the profiler's records are indexed by (the profiler registers its ops there),
 // so the key test is not needed. `Fast` is the crate's only implementation.
 unsafe impl SinkOps for Fast {
-    #[cfg(not(loom))]
-    fn path() -> &'static SinkPath {
-        &PATH
-    }
-
     #[inline(always)]
     fn count(words: &SinkWords, id: u64, index: usize) -> bool {
         SinkCache::of(words)
@@ -200,13 +195,17 @@ unsafe impl SinkOps for Fast {
     }
 
     #[inline(always)]
-    fn record_time(slot: TimingSlot<'_>, graph_time: bool, duration: u64, child_time: u64) {
+    fn sample(graph_time: bool, duration: u64, child_time: u64) -> u64 {
         // The graph-time rule: total time, or self time (less the traced children).
-        let sample = if graph_time {
+        if graph_time {
             duration
         } else {
             duration.saturating_sub(child_time)
-        };
+        }
+    }
+
+    #[inline(always)]
+    fn record_time(slot: TimingSlot<'_>, sample: u64) {
         slot.record(sample);
     }
 }
