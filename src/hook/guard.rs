@@ -103,27 +103,17 @@ impl<'a> ScopeGuard<'a> {
         }
     }
 
-    /// The `exit` word of a static site's scope whose frame `path`'s static timing entry
-    /// pushed: the path's address, its provenance exposed, tagged with [`SINK`] (made
-    /// once per published entry, `OpsEntry::sink_exit`).
-    #[cfg(not(loom))]
-    pub(super) fn sink_exit(path: &'static SinkPath) -> usize {
-        const { assert!(core::mem::align_of::<SinkPath>() > SINK) };
-        // An offset within the path's static (the tag is taken off by a subtraction).
-        core::ptr::from_ref(path)
-            .wrapping_byte_add(SINK)
-            .expose_provenance()
-    }
-
-    /// The guard of a static site's scope whose frame a sink path's static timing entry
-    /// pushed (the global instance's), given that path's [`sink_exit`](Self::sink_exit)
-    /// word.
+    /// The guard of a static site's scope whose frame `path`'s static timing entry pushed
+    /// (the global instance's).
     #[cfg(not(loom))]
     #[inline(always)]
-    pub(super) fn global_sink(sink_exit: usize, prev_ip: usize) -> Self {
-        debug_assert!(sink_exit & SINK != 0);
+    pub(super) fn global_sink(path: &'static SinkPath, prev_ip: usize) -> Self {
+        const { assert!(core::mem::align_of::<SinkPath>() > SINK) };
         ScopeGuard {
-            exit: sink_exit,
+            // An offset within the path's constant, so the address and tag are one constant.
+            exit: core::ptr::from_ref(path)
+                .wrapping_byte_add(SINK)
+                .expose_provenance(),
             prev_ip,
             _borrow: core::marker::PhantomData,
         }
@@ -161,7 +151,7 @@ impl Drop for ScopeGuard<'_> {
         // measured against two clock reads.
         #[cfg(not(loom))]
         if exit & SINK != 0 {
-            // SAFETY: a `SINK` word is made only by `sink_exit`, from a `&'static
+            // SAFETY: a `SINK` word is made only by `global_sink`, from a `&'static
             // SinkPath` whose provenance it exposed, plus the tag (taken off by a
             // subtraction, which folds into the load's displacement).
             let path = unsafe { &*core::ptr::with_exposed_provenance::<SinkPath>(exit - SINK) };

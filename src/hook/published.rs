@@ -17,8 +17,6 @@
 
 use super::filter::Hashes;
 use super::graph::FrameTag;
-#[cfg(not(loom))]
-use super::guard::ScopeGuard;
 use super::ops::{Callback, FtraceOps, OpsFlags};
 use super::sink::SinkPath;
 use crate::primitive::sync::Arc;
@@ -46,11 +44,6 @@ pub(crate) struct OpsEntry {
     pub(crate) sink_flag: bool,
     /// The sink's path (`None` if the ops has no sink).
     pub(crate) sink_path: Option<&'static SinkPath>,
-    /// The `exit` word of a guard of this entry's static timed scope
-    /// (`ScopeGuard::sink_exit` of the sink's path; 0 without a sink): made once here, so
-    /// the timed static entry loads it with no test.
-    #[cfg(not(loom))]
-    pub(crate) sink_exit: usize,
     /// `slot_bit` and the sink's frame id as a frame pushed for this entry carries them
     /// (tag sink 0 without a sink).
     pub(crate) frame_tag: FrameTag,
@@ -109,8 +102,6 @@ impl OpsEntry {
             sink_id: sink.map_or(0, |s| s.id),
             sink_flag: sink.is_some_and(|s| s.flag),
             sink_path: sink.map(|s| s.path),
-            #[cfg(not(loom))]
-            sink_exit: sink.map_or(0, |s| ScopeGuard::sink_exit(s.path)),
             frame_tag: FrameTag::new(slot_bit, sink.map_or(0, |s| s.frame_id)),
             ops,
             hashes,

@@ -118,6 +118,12 @@ impl SinkWords {
 /// A provider's fast path, implemented once per provider and reached by the dispatcher
 /// through its [`SinkPath`] (`SinkPath::of`).
 ///
+/// No method of an implementation names its path: every item of a trait impl is a root of
+/// rustc's reachability, and an inlinable one reaching the path would export, through the
+/// path's function pointers, the static entries and every static they read (the global
+/// domain and generation, the clock's state), which the library's own code then reads
+/// through the GOT (one more load each). The timed entry takes `P`'s path as a constant.
+///
 /// # Safety
 ///
 /// `count` and `time` record into the state `words` caches for sink `id` only when `words`
@@ -175,8 +181,8 @@ pub(crate) type StaticEntry = fn(&'static Site) -> ScopeGuard<'static>;
 
 /// A [`SinkOps`] implementation as the dispatcher reaches it: its functions, and the static
 /// sites' entries and timed exit instantiated for it. Made by [`SinkPath::of`] into a
-/// `static` (a guard of the timed static entry carries its address, so it is aligned to
-/// more than the guard's tag bits).
+/// `static`, or a constant (a guard of the timed static entry carries the address of one,
+/// so it is aligned to more than the guard's tag bits).
 #[repr(align(8))]
 pub(crate) struct SinkPath {
     /// [`SinkOps::count`].

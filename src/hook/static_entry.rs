@@ -28,7 +28,7 @@ use super::guard::ScopeGuard;
 use super::published::{Direct, OpsEntry};
 use super::rcu::{ReadGuard, ReaderSlot};
 use super::recursion::RecursionContext as Context;
-use super::sink::SinkOps;
+use super::sink::{SinkOps, SinkPath};
 use super::site::Site;
 use super::thread::{self, Hot};
 use crate::primitive::sync::atomic::Ordering;
@@ -85,7 +85,7 @@ impl Ftrace {
                     return None;
                 }
                 debug_assert!(Self::is_path_of::<P>(entry));
-                let (tag, flag, exit) = (entry.frame_tag, entry.sink_flag, entry.sink_exit);
+                let (tag, flag) = (entry.frame_tag, entry.sink_flag);
                 drop(section);
                 let rate = super::clock::tsc_selected()?;
                 let ip = site.ip();
@@ -95,7 +95,11 @@ impl Ftrace {
                 // The time after the frame's other words are stored: none kept across it.
                 hot.stack.set_calltime(place, rate.now_ns());
                 let parent = hot.current_ip.replace(ip);
-                Some(ScopeGuard::global_sink(exit, parent))
+                // `P`'s path as a constant: its address is one RIP-relative operand.
+                Some(ScopeGuard::global_sink(
+                    const { &SinkPath::of::<P>() },
+                    parent,
+                ))
             },
         )
     }
