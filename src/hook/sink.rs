@@ -146,8 +146,9 @@ pub(crate) unsafe trait SinkOps: 'static {
 
     /// The sample recorded for a call that took `duration` ns, `child_time` of them in
     /// traced children (`flag` is the sink's, as declared): the timed exit computes it
-    /// while it still holds the call's frame, before the pop.
-    fn sample(flag: bool, duration: u64, child_time: u64) -> u64;
+    /// while it still holds the call's frame, before the pop. `child_time` is the frame's
+    /// word, so a rule that does not need it reads no memory.
+    fn sample(flag: bool, duration: u64, child_time: &u64) -> u64;
 
     /// [`time`](Self::time)'s second half: records `sample` ([`sample`](Self::sample)).
     /// Calls nothing.
@@ -167,7 +168,7 @@ pub(crate) unsafe trait SinkOps: 'static {
     ) -> bool {
         match Self::timed(words, id, index) {
             Some(slot) => {
-                Self::record_time(slot, Self::sample(flag, duration, child_time));
+                Self::record_time(slot, Self::sample(flag, duration, &child_time));
                 true
             }
             None => false,

@@ -183,7 +183,7 @@ impl Ftrace {
         let slot = P::timed(&hot.sink, u64::from(frame.tag.sink), frame.index())?;
         // Committed: from here on nothing can fail.
         let duration = rettime.saturating_sub(frame.calltime);
-        let sample = P::sample(frame.sink_flag, duration, frame.child_time);
+        let sample = P::sample(frame.sink_flag, duration, &frame.child_time);
         // The frame's reference ends here: `pop_peeked` writes the one below it.
         hot.stack.pop_peeked(place, duration);
         P::record_time(slot, sample);

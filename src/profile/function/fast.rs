@@ -195,12 +195,12 @@ unsafe impl SinkOps for Fast {
     }
 
     #[inline(always)]
-    fn sample(graph_time: bool, duration: u64, child_time: u64) -> u64 {
+    fn sample(graph_time: bool, duration: u64, child_time: &u64) -> u64 {
         // The graph-time rule: total time, or self time (less the traced children).
         if graph_time {
             duration
         } else {
-            duration.saturating_sub(child_time)
+            duration.saturating_sub(*child_time)
         }
     }
 
