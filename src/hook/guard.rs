@@ -166,10 +166,20 @@ impl Drop for ScopeGuard<'_> {
                 thread::hot(|hot| hot.current_ip.set(prev_ip));
             }
         } else {
+            // A layout hint, measured (callgrind): with the graph exit's call laid out
+            // apart, the callers' inlined drop keeps each end's return its own, and every
+            // traced path of the benches costs fewer instructions, this one included.
+            cold_path();
             Self::instance(exit).exit_graph(self.prev_ip);
         }
     }
 }
+
+/// Marks the branch that calls it as unlikely (what `core::hint::cold_path` does, which
+/// is newer than the crate's MSRV).
+#[cold]
+#[inline]
+fn cold_path() {}
 
 impl core::fmt::Debug for ScopeGuard<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
