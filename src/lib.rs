@@ -59,9 +59,9 @@
 //!   hits to ops of your own.
 //! - `http` (feature `http`): every file, metric and profile served, read-only by default.
 //!
-//! Edges that go up today, each named where it lives: the hook layer records the function
-//! profiler's fast path into `hist` cells and reads thread CPU time from `profile`; `export`
-//! converts `hist` bucket specs
+//! The hook layer imports nothing above it: a provider's fast path plugs in through its sink
+//! seam (`src/hook/sink.rs`). Edges that go up today, each named where it lives: the function
+//! profiler's one-key cells are `hist` layouts; `export` converts `hist` bucket specs
 //! ([`BucketHistogram::from_buckets`](export::BucketHistogram::from_buckets)) and writes a
 //! replay's JSON ([`replay_to_json`](export::replay_to_json)), whose per-CPU rows and line
 //! counts have no place in the model.

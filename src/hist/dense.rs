@@ -267,16 +267,7 @@ impl DenseWriter {
         self.record_entry(e, sample)
     }
 
-    /// [`try_record`](Self::try_record) for a caller that knows `index` is the entry of the
-    /// record it makes (the dispatcher, with a site's own dense index in the instance the
-    /// records are indexed by): no key test.
-    #[inline(always)]
-    pub(crate) fn try_record_exact(&self, index: usize, sample: Option<u64>) -> bool {
-        self.steady_entry_at(index)
-            .is_some_and(|e| self.record_entry(e, sample))
-    }
-
-    /// [`try_record_exact`](Self::try_record_exact) of a hit into the profiler's counter
+    /// [`try_record`](Self::try_record) of a hit, for a caller that knows `index` is the entry of the record it makes (no key test), into the profiler's counter
     /// ([`cell::OneKeyCount`]): the entry is found at a constant stride and its count
     /// bumped. `false`, with nothing recorded, for any other layout too (the caller's slow
     /// path records those).
@@ -296,8 +287,9 @@ impl DenseWriter {
         self.table.one_key_timing
     }
 
-    /// A hit into the profiler's counter, as [`try_record_exact`](Self::try_record_exact)
-    /// records it, without the layout test, for a caller that made it once for many calls.
+    /// A hit into the profiler's counter, as [`try_record`](Self::try_record) records it,
+    /// without the key test (the caller's `index` is the record's) nor the layout test (the
+    /// caller made it once for many calls).
     ///
     /// # Safety
     ///
@@ -337,7 +329,7 @@ impl DenseWriter {
     }
 
     /// Entry `index` of the profiler's latency cell, ready to take one timed sample, if
-    /// [`try_record_exact`](Self::try_record_exact) would take it now: checked before the
+    /// [`try_record`](Self::try_record) would take it now (without the key test): checked before the
     /// caller commits to recording (the dispatcher's exit pops its frame in between). The
     /// layout is not tested here: the caller tested it once for many calls.
     ///
@@ -461,7 +453,12 @@ mod tests {
             match n % 3 {
                 0 => assert!(w.update(index, key(index), &[v])),
                 1 => assert!(w.try_record(index, key(index), Some(v))),
-                _ => assert!(w.try_record_exact(index, Some(v))),
+                // The timed exit's path (no key test).
+                _ => {
+                    // SAFETY: the layout is the one-key latency cell (asserted above).
+                    let slot = unsafe { w.timing_slot_one_key(index) };
+                    assert!(slot.map(|s| s.record(v)).is_some());
+                }
             }
             shard.update(Key::one(key(index)), &[v]);
         }
@@ -516,9 +513,11 @@ mod tests {
                 }
                 match op {
                     Some((i, v)) => {
-                        // The slow path carries out a pending reset; the exact path then
-                        // takes the sample (the deferred-bucket path).
-                        if !w.try_record_exact(i, Some(v)) {
+                        // The slow path carries out a pending reset; the timed exit's path
+                        // then takes the sample (the deferred-bucket path).
+                        // SAFETY: the layout is the one-key latency cell.
+                        let slot = unsafe { w.timing_slot_one_key(i) };
+                        if slot.map(|s| s.record(v)).is_none() {
                             proptest::prop_assert!(w.update(i, key(i), &[v]));
                         }
                         shard.update(Key::one(key(i)), &[v]);

@@ -306,6 +306,7 @@ impl TscRate {
 /// The TSC in the TSC clock's nanoseconds, whichever clock is selected now: the end of a
 /// call whose start was read with [`tsc_selected`]'s rate (so the TSC was calibrated),
 /// timed on the clock it started on.
+#[cfg(not(loom))]
 #[inline(always)]
 pub(crate) fn tsc_now_ns_started() -> u64 {
     tsc::now_ns()

@@ -269,12 +269,6 @@ impl Ftrace {
         GLOBAL_GENERATION.load(Ordering::Acquire)
     }
 
-    /// The word holding the published generation (see the field), for the dispatcher's
-    /// readers.
-    pub(crate) fn generation_word(&self) -> &AtomicU64 {
-        &self.generation
-    }
-
     pub(crate) fn rcu(&self) -> &Rcu {
         &self.rcu
     }
@@ -908,13 +902,14 @@ fn store_site(
         &*entries[k] as *const OpsEntry as *mut OpsEntry
     });
     site.direct.store(ptr, Ordering::Release);
-    site.set_entry(
-        direct.map_or(EntryKind::General, |k| match entries[k].direct {
-            Direct::CountSink => EntryKind::Count,
-            Direct::TimedSink => EntryKind::Timed,
-            Direct::Func | Direct::Accepting | Direct::General => EntryKind::General,
-        }),
-    );
+    site.set_entry(direct.map_or(EntryKind::General, |k| {
+        let entry = &entries[k];
+        match (entry.direct, entry.sink_path) {
+            (Direct::CountSink, Some(path)) => EntryKind::Count(path),
+            (Direct::TimedSink, Some(path)) => EntryKind::Timed(path),
+            _ => EntryKind::General,
+        }
+    }));
     site.set_state(word);
 }
 

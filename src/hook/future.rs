@@ -130,7 +130,7 @@ fn tell_parent(parent: Option<usize>, wall: u64, running: u64) {
 /// registered ops wants it, the function profiler with `sleep-time` off) or wall time.
 fn running_clock(cpu: bool) -> u64 {
     if cpu {
-        crate::profile::thread_cpu_ns()
+        super::cputime::thread_cpu_ns()
     } else {
         now_ns()
     }

@@ -32,7 +32,6 @@
 //!   explicit return), unless its ops was unregistered in between.
 //! - A thread's stack is allocated once (capacity `SHADOW_STACK_DEPTH`) and never grows.
 
-use super::ops::SinkSpec;
 use core::cell::Cell;
 
 /// The most graph ops registered at once in one [`Ftrace`](super::Ftrace).
@@ -143,8 +142,8 @@ pub struct Frame {
     site_index: u32,
     /// The graph slots that accepted the call and the sink that times it.
     pub(crate) tag: FrameTag,
-    /// The record sink records total time, not self time.
-    pub(crate) sink_graph_time: bool,
+    /// The sink's flag (`Sink::flag`), handed back to its path at the return.
+    pub(crate) sink_flag: bool,
 }
 
 /// What a frame takes from the registration that accepted it, as one 8-byte value that
@@ -162,12 +161,10 @@ pub(crate) struct FrameTag {
 }
 
 impl FrameTag {
-    /// The tag of a call that graph slots `accepted` took, timed by `sink` (or none).
-    pub(crate) const fn new(accepted: u32, sink: SinkSpec) -> Self {
-        FrameTag {
-            accepted,
-            sink: sink.frame_id,
-        }
+    /// The tag of a call that graph slots `accepted` took, timed by the sink whose frame id
+    /// is `sink` (0: none).
+    pub(crate) const fn new(accepted: u32, sink: u32) -> Self {
+        FrameTag { accepted, sink }
     }
 }
 
@@ -182,8 +179,8 @@ impl Frame {
         child_time: 0,
         generation: 0,
         site_index: u32::MAX,
-        tag: FrameTag::new(0, SinkSpec::NONE),
-        sink_graph_time: false,
+        tag: FrameTag::new(0, 0),
+        sink_flag: false,
     };
 
     /// What the return hooks receive when this frame returns at `rettime` at `depth`
@@ -210,13 +207,12 @@ impl Frame {
         generation: u64,
     ) -> Self {
         let index = u32::try_from(index).unwrap_or(u32::MAX);
-        let tag = FrameTag::new(accepted, SinkSpec::NONE);
+        let tag = FrameTag::new(accepted, 0);
         Self::entered_site(func, index, calltime, tag, generation, false)
     }
 
     /// The frame of a call of the site at dense index `index`, as
-    /// [`entered`](Self::entered), with `tag`'s slots and sink; the sink records total
-    /// time if `sink_graph_time`.
+    /// [`entered`](Self::entered), with `tag`'s slots and sink and the sink's flag.
     #[inline(always)]
     pub(crate) fn entered_site(
         func: usize,
@@ -224,7 +220,7 @@ impl Frame {
         calltime: u64,
         tag: FrameTag,
         generation: u64,
-        sink_graph_time: bool,
+        sink_flag: bool,
     ) -> Self {
         Frame {
             func,
@@ -233,7 +229,7 @@ impl Frame {
             generation,
             site_index: index,
             tag,
-            sink_graph_time,
+            sink_flag,
         }
     }
 

@@ -53,7 +53,7 @@
 
 use super::ftrace::Ftrace;
 use super::graph::{Frame, FrameTag, GraphEntry, now_ns};
-use super::guard::{PUSHED, SINK, ScopeGuard};
+use super::guard::{PUSHED, ScopeGuard};
 use super::ops::{Callback, GraphEntryFunc};
 use super::published::{Direct, OpsEntry, Published};
 use super::rcu::ReadGuard;
@@ -84,13 +84,6 @@ impl Ftrace {
         }
     }
 
-    /// The published state's generation (`Published::generation`), from the instance's
-    /// own copy: one load, no list pointer.
-    #[inline(always)]
-    pub(super) fn generation(&self, _section: &ReadGuard<'_>) -> u64 {
-        self.generation_word().load(Ordering::Acquire)
-    }
-
     pub(super) fn published<'g>(&self, _section: &'g ReadGuard<'_>) -> &'g Published {
         // SAFETY: `published` is never null, and a replaced state is freed only after a grace
         // period; the caller's read-side section (witnessed by `_section`, which outlives the
@@ -107,7 +100,7 @@ impl Ftrace {
         thread::with_hot(|hot| self.enter_hot(hot, site), ScopeGuard::none)
     }
 
-    /// The enabled entry. The function profiler's cases (one ops with a record sink, or one
+    /// The enabled entry. The sink and accepting cases (one ops with a record sink, or one
     /// graph ops that accepts every call) are decided by one byte of the site's direct
     /// entry and handled here without any call; every other case continues out of line in
     /// [`enter_general`](Self::enter_general), which takes the open section over (a tail
@@ -137,10 +130,11 @@ impl Ftrace {
         }
         self.enter_general(hot, site, section)
     }
-    /// The function profiler counting hits: the hit goes straight into this thread's
-    /// records (the callback would do exactly this, `SinkSpec`), no call at all. If the
-    /// sink cannot take it, the general path calls the callback. `section` is the caller's
-    /// open section, holding `entry` alive.
+
+    /// A counting sink: the hit goes through the sink's path (the callback would record
+    /// exactly this, `sink.rs`), no callback call. If the path cannot take it, the general
+    /// path calls the callback. `section` is the caller's open section, holding `entry`
+    /// alive.
     #[inline(always)]
     pub(super) fn count_direct<'a>(
         &'a self,
@@ -150,7 +144,10 @@ impl Ftrace {
         section: ReadGuard<'_>,
     ) -> ScopeGuard<'a> {
         let ip = site.ip();
-        if hot.sink.try_count_exact(entry.sink.id, site.index()) {
+        let counted = entry
+            .sink_path
+            .is_some_and(|path| (path.count)(&hot.sink, entry.sink_id, site.index()));
+        if counted {
             drop(section);
             let parent = hot.current_ip.replace(ip);
             return ScopeGuard::traced(self, parent, false);
@@ -181,9 +178,9 @@ impl Ftrace {
         if hot.recursion.get() & Context::List as u32 != 0 {
             return self.enter_general(hot, site, section);
         }
-        let (tag, graph_time) = (entry.frame_tag, entry.sink.graph_time);
+        let (tag, flag) = (entry.frame_tag, entry.sink_flag);
         drop(section);
-        self.enter_accepting(hot, site, tag, generation, graph_time)
+        self.enter_accepting(hot, site, tag, generation, flag)
     }
 
     /// The general path under a section of its own: for [`enter_hot`](Self::enter_hot) when
@@ -201,10 +198,9 @@ impl Ftrace {
     }
 
     /// The accepting direct path after its section: pushes the frame (the registration's
-    /// slot and sink `tag`, generation `generation`; the sink records total time if
-    /// `graph_time`) and returns the guard (with [`SINK`] if the frame carries a sink); a
-    /// full stack or a clock other than
-    /// the TSC (a call to read) take the general path under a new section instead
+    /// slot and sink `tag`, generation `generation`, the sink's `flag`) and returns the
+    /// guard, whose exit (`returns.rs`) records through the sink's path if it has one; a
+    /// full stack or a clock other than the TSC (a call to read) take the general path under a new section instead
     /// ([`enter_uncached`](Self::enter_uncached)), which calls the entry hook (for an
     /// accepting ops, the same behaviour). Out of line (a tail call): the clock's constants
     /// and the frame's words would otherwise take registers that every enabled entry then
@@ -216,19 +212,16 @@ impl Ftrace {
         site: &'a Site,
         tag: FrameTag,
         generation: u64,
-        graph_time: bool,
+        flag: bool,
     ) -> ScopeGuard<'a> {
         if let Some(rate) = super::clock::tsc_selected() {
             let ip = site.ip();
             let index = site.dense_index();
-            let frame = Frame::entered_site(ip, index, 0, tag, generation, graph_time);
+            let frame = Frame::entered_site(ip, index, 0, tag, generation, flag);
             if let Some(place) = hot.stack.push_untimed(frame) {
                 hot.stack.set_calltime(place, rate.now_ns());
                 let parent = hot.current_ip.replace(ip);
-                // A sink id too large for a frame (tag 0) takes the general exit directly,
-                // as its sink exit would.
-                let flags = if tag.sink != 0 { PUSHED | SINK } else { PUSHED };
-                return ScopeGuard::with_flags(self, parent, flags);
+                return ScopeGuard::with_flags(self, parent, PUSHED);
             }
         }
         self.enter_uncached(hot, site)

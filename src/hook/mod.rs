@@ -16,8 +16,12 @@
 //! - `pid`: thread ids and `set_ftrace_pid`; `recursion`: the per-thread recursion guard.
 //! - `barrier` and `rcu`: the read side (a compiler fence paired with the writer's
 //!   `membarrier`, or a full fence) and the grace period behind unregister.
-//! - `clock`: the trace clock (the invariant TSC, else `CLOCK_MONOTONIC`); `graph`: shadow
+//! - `clock`: the trace clock (the invariant TSC, else `CLOCK_MONOTONIC`); `cputime`: the
+//!   thread CPU time (sleep-time off, instrumented futures' polls); `graph`: shadow
 //!   stacks and the per-frame data a profiler needs (call time, child time).
+//! - `sink`: the fast-path seam: a provider whose callbacks only record into per-thread
+//!   memory declares a `Sink` on its ops, and the dispatcher records through the sink's
+//!   path (`SinkOps`, given the site's index) instead of calling the callbacks.
 //! - `thread`: the per-thread state every enabled call touches.
 //! - `published`: the immutable dispatch state writers publish (`Published`, one `OpsEntry`
 //!   per registered ops with what the direct path precomputes).
@@ -47,6 +51,7 @@
 mod barrier;
 mod clock;
 mod control;
+mod cputime;
 mod filter;
 mod foreign;
 mod ftrace;
@@ -61,6 +66,7 @@ mod published;
 pub(crate) mod rcu;
 mod recursion;
 mod returns;
+mod sink;
 mod site;
 #[cfg(not(loom))]
 mod static_entry;
@@ -72,6 +78,7 @@ mod walk;
 pub use barrier::ReadSideBarrier;
 pub use clock::{ClockError, TraceClock};
 pub use control::install;
+pub use cputime::{CpuClock, CpuClockError, thread_cpu_ns};
 pub use filter::{FilterError, FilterHash, Hashes};
 pub use ftrace::Ftrace;
 pub use future::TracedFuture;
@@ -84,12 +91,12 @@ pub use graph::{
     Frame, GRAPH_SLOTS, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, TaskTimes, now_ns,
 };
 pub use guard::ScopeGuard;
-pub(crate) use ops::SinkSpec;
 pub use ops::{
     FtraceFunc, FtraceOps, FtraceOpsBuilder, GraphEntryFunc, GraphReturnFunc, OpsFlags, Regs,
 };
 pub use pid::{PID_MAX, PidError, current_tid};
 pub use recursion::{RecursionContext, RecursionLock, trylock};
+pub(crate) use sink::{SINK_WORDS, Sink, SinkOps, SinkPath, SinkWords};
 pub use site::{SITES, Site, SiteDef};
 
 /// The calling thread's innermost dispatched traced scope: the ip of the innermost `#[traced]`

@@ -42,6 +42,7 @@ use core::sync::atomic::{AtomicU64 as StdAtomicU64, Ordering as StdOrdering};
 
 use super::filter::Hashes;
 use super::graph::{GraphEntry, GraphReturn};
+use super::sink::Sink;
 use crate::primitive::sync::{Arc, Mutex};
 
 /// Flags of an ops (`FTRACE_OPS_FL_*`).
@@ -119,8 +120,8 @@ pub struct FtraceOps {
     flags: OpsFlags,
     private: Box<dyn Any + Send + Sync>,
     pub(crate) global_filter: bool,
-    /// The record sink the callbacks record into, if any (see [`SinkSpec`]).
-    pub(crate) sink: Option<SinkSpec>,
+    /// The record sink the callbacks record into, if any (`sink.rs`).
+    pub(crate) sink: Option<Sink>,
     /// The return hooks read task calls' running times ([`TaskTimes`](super::TaskTimes))
     /// as thread CPU time (the function profiler with `sleep-time` off), not wall time.
     pub(crate) task_cpu_time: bool,
@@ -148,49 +149,8 @@ pub struct FtraceOpsBuilder {
     flags: OpsFlags,
     private: Box<dyn Any + Send + Sync>,
     global_filter: bool,
-    sink: Option<SinkSpec>,
+    sink: Option<Sink>,
     task_cpu_time: bool,
-}
-
-/// An ops whose callbacks record into a thread's record sink (`thread::SinkCache`, the
-/// function profiler's per-thread records): its direct paths may record a call there
-/// themselves instead of calling the callback.
-///
-/// The contract the ops' builder (the function profiler) keeps: for a function ops, the
-/// callback of a site's call first tries `SinkCache::try_record(id, index, ip, None)` and
-/// does nothing else when that succeeds; for a graph ops, the return hook of a synchronous
-/// live call (`GraphReturn::task` `None`) first tries `try_record(id, index, func,
-/// Some(d))`, `d` the call's [`duration`](GraphReturn::duration) with `graph_time`, else its
-/// [`self_time`](GraphReturn::self_time), and does nothing else when that succeeds. So the
-/// dispatcher may make that attempt itself and call the callback only when it fails: the
-/// outcome is the same, one indirect call and its argument record less. The builder
-/// registers such an ops only on the instance whose dense site indices its records use, so
-/// the index the dispatcher passes (the site's own) is the record's, and it skips the key
-/// test (`SinkCache::try_record_exact`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct SinkSpec {
-    /// The sink's id (`SinkCache::id`; never 0).
-    pub(crate) id: u64,
-    /// A graph ops records total (`true`) or self time.
-    pub(crate) graph_time: bool,
-    /// The id as a frame carries it (`Frame::sink`): `id` if it fits in 32 bits, else 0
-    /// (no sink: such a sink's returns take the general path).
-    pub(crate) frame_id: u32,
-}
-
-impl SinkSpec {
-    /// No sink (id 0: never a sink's).
-    pub(crate) const NONE: SinkSpec = SinkSpec::new(0, false);
-
-    /// Sink `id` (never 0), recording total time if `graph_time`, else self time.
-    pub(crate) const fn new(id: u64, graph_time: bool) -> Self {
-        let frame_id = if id <= u32::MAX as u64 { id as u32 } else { 0 };
-        SinkSpec {
-            id,
-            graph_time,
-            frame_id,
-        }
-    }
 }
 
 impl FtraceOps {
@@ -329,9 +289,10 @@ impl FtraceOpsBuilder {
         self
     }
 
-    /// Declares that the callbacks record into the record sink `sink` as [`SinkSpec`]
-    /// states (the function profiler's ops).
-    pub(crate) fn sink(mut self, sink: SinkSpec) -> Self {
+    /// Declares that the callbacks record into the record sink `sink`, under the contract of
+    /// `sink.rs`: the dispatcher may then record a call through the sink's path instead of
+    /// calling the callback.
+    pub(crate) fn sink(mut self, sink: Sink) -> Self {
         self.sink = Some(sink);
         self
     }

@@ -17,7 +17,8 @@
 
 use super::filter::Hashes;
 use super::graph::FrameTag;
-use super::ops::{Callback, FtraceOps, OpsFlags, SinkSpec};
+use super::ops::{Callback, FtraceOps, OpsFlags};
+use super::sink::SinkPath;
 use crate::primitive::sync::Arc;
 
 /// One registered ops as published: the ops and the hashes it had at publication.
@@ -36,11 +37,15 @@ pub(crate) struct OpsEntry {
     pub(crate) recursion: bool,
     /// What a call reaching this entry through a site's `direct` pointer does.
     pub(crate) direct: Direct,
-    /// The ops' record sink (`SinkSpec`; id 0 if it has none). Read only for
+    /// The ops' record sink's id (`sink.rs`; 0 if it has none). Read only for
     /// [`Direct::CountSink`] and [`Direct::TimedSink`] entries, whose ops has one.
-    pub(crate) sink: SinkSpec,
-    /// `slot_bit` and `sink` as a frame pushed for this entry carries them (an accepting
-    /// entry without a sink has `sink` NONE: tag sink 0).
+    pub(crate) sink_id: u64,
+    /// The sink's flag (`Sink::flag`), for the frames of a [`Direct::TimedSink`] entry.
+    pub(crate) sink_flag: bool,
+    /// The sink's path (`None` if the ops has no sink).
+    pub(crate) sink_path: Option<&'static SinkPath>,
+    /// `slot_bit` and the sink's frame id as a frame pushed for this entry carries them
+    /// (tag sink 0 without a sink).
     pub(crate) frame_tag: FrameTag,
 }
 
@@ -49,7 +54,7 @@ pub(crate) struct OpsEntry {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Direct {
     /// A `plain` function ops with a record sink and no `RECURSION`: the dispatcher records
-    /// the hit into the sink itself, calling the callback only if that fails.
+    /// the hit through the sink's path, calling the callback only if that fails.
     CountSink,
     /// A `plain` function ops without a record sink: call it (under the `Func` recursion
     /// bit if it has `RECURSION`), nothing else.
@@ -57,8 +62,8 @@ pub(crate) enum Direct {
     /// A `plain` graph ops that accepts every call: push a frame, call nothing.
     Accepting,
     /// [`Accepting`](Self::Accepting) with a record sink: at a synchronous return the
-    /// dispatcher records the call's time into the sink itself, calling the return hook only
-    /// if that fails.
+    /// dispatcher records the call's time through the sink's path, calling the return hook
+    /// only if that fails.
     TimedSink,
     /// Anything else: the general direct path (function ops with or without recursion bit,
     /// pid list, registers, an entry hook).
@@ -90,12 +95,14 @@ impl OpsEntry {
             },
             _ => Direct::General,
         };
-        let sink = ops.sink.unwrap_or(SinkSpec::NONE);
+        let sink = ops.sink;
         OpsEntry {
             recursion,
             direct,
-            sink,
-            frame_tag: FrameTag::new(slot_bit, sink),
+            sink_id: sink.map_or(0, |s| s.id),
+            sink_flag: sink.is_some_and(|s| s.flag),
+            sink_path: sink.map(|s| s.path),
+            frame_tag: FrameTag::new(slot_bit, sink.map_or(0, |s| s.frame_id)),
             ops,
             hashes,
             slot_bit,

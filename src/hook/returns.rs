@@ -20,7 +20,7 @@ use super::ftrace::Ftrace;
 use super::graph::{Frame, GraphReturn, now_ns};
 use super::ops::Callback;
 use super::published::{Direct, Published};
-use super::rcu::{ReadGuard, ReaderSlot};
+use super::rcu::ReadGuard;
 use super::recursion::{RecursionContext as Context, lock_bit};
 use super::thread::{self, Hot};
 use crate::primitive::sync::atomic::Ordering;
@@ -34,79 +34,10 @@ impl Ftrace {
     }
 
     /// [`exit_graph`](Self::exit_graph) once the parent ip is restored.
+    #[cfg(not(loom))]
     #[inline(never)]
     pub(super) fn exit_graph_restored(&self) {
         thread::with_hot(|hot| self.pop_and_return(hot), || ());
-    }
-
-    /// The end of a scope whose frame the function profiler's timed direct path pushed
-    /// ([`SINK`](super::guard::SINK)): if the frame's registration is still the site's direct entry and the
-    /// thread's cached sink takes the sample now, pops the frame and records its time
-    /// there, calling nothing; otherwise (and for anything unusual: another clock, a reader
-    /// slot not cached, a changed registration, a busy or uncached sink, a pending reset)
-    /// it has changed nothing but the restored parent ip, and
-    /// [`exit_graph_restored`](Self::exit_graph_restored) ends the scope (a tail call),
-    /// which calls the return hook: for this ops, the same record.
-    #[inline(never)]
-    pub(super) fn exit_sink(&self, prev_ip: usize) {
-        self.exit_sink_inline(prev_ip);
-    }
-
-    #[inline(always)]
-    pub(super) fn exit_sink_inline(&self, prev_ip: usize) {
-        // The parent ip first: then nothing but `self` is live into the fallback.
-        let done = thread::with_hot(
-            |hot| {
-                hot.current_ip.set(prev_ip);
-                let slot = hot.cached_slot(self.rcu());
-                Self::try_exit_sink(hot, slot, |section| self.generation(section)).is_some()
-            },
-            || false,
-        );
-        if !done {
-            self.exit_graph_restored();
-        }
-    }
-
-    /// [`exit_sink`](Self::exit_sink)'s fast path, given the instance's cached reader slot
-    /// and how to read its published generation: `None`, with nothing changed, where it
-    /// does not apply.
-    #[inline(always)]
-    pub(super) fn try_exit_sink(
-        hot: &Hot,
-        slot: Option<&ReaderSlot>,
-        generation: impl FnOnce(&ReadGuard<'_>) -> u64,
-    ) -> Option<()> {
-        // A `SINK` frame's calltime was read from the TSC (both entries that push one take
-        // the rate from `tsc_selected`): its end is timed on the TSC too, whatever clock is
-        // selected now.
-        let rettime = super::clock::tsc_now_ns_started();
-        let section = ReadGuard::membarrier(slot?);
-        let (frame, place) = hot.stack.peek_ref()?;
-        // Nothing was committed since the frame was entered (the generation names one
-        // state), so the registration that accepted it, whose sink the frame carries, is
-        // still the site's: the same answer as `exit_graph_hot`'s checks of the site's
-        // direct entry. And it stays registered until this section ends: a commit after
-        // our load of the list waits for the section before it returns (`rcu.rs`), and one
-        // before it would have changed the generation we read.
-        if generation(&section) != frame.generation {
-            return None;
-        }
-        let slot = hot
-            .sink
-            .timing_slot(u64::from(frame.tag.sink), frame.index())?;
-        // Committed: from here on nothing can fail.
-        let duration = rettime.saturating_sub(frame.calltime);
-        let sample = if frame.sink_graph_time {
-            duration
-        } else {
-            duration.saturating_sub(frame.child_time)
-        };
-        // The frame's reference ends here: `pop_peeked` writes the one below it.
-        hot.stack.pop_peeked(place, duration);
-        slot.record(sample);
-        drop(section);
-        Some(())
     }
 
     #[inline(always)]
@@ -150,18 +81,14 @@ impl Ftrace {
             // held by one registration at a time, the generation at entry not older than
             // the registration's): the list walk would call this hook alone.
             if entry.slot_bit == frame.tag.accepted && entry.slot_gen <= frame.generation {
-                if entry.direct == Direct::TimedSink {
-                    // The function profiler timing calls: the time goes straight into this
-                    // thread's records, as its return hook would put it (`SinkSpec`).
-                    let d = if entry.sink.graph_time {
-                        ret().duration()
-                    } else {
-                        ret().self_time()
-                    };
-                    if hot
-                        .sink
-                        .try_record_exact(entry.sink.id, frame.index(), Some(d))
-                    {
+                if entry.direct == Direct::TimedSink
+                    && let Some(path) = entry.sink_path
+                {
+                    // A timing sink: the time goes through the sink's path, as its return
+                    // hook would record it (`sink.rs`).
+                    let ret = ret();
+                    let (id, index, flag) = (entry.sink_id, frame.index(), entry.sink_flag);
+                    if (path.time)(&hot.sink, id, index, flag, ret.duration(), ret.child_time) {
                         return;
                     }
                 }

@@ -40,6 +40,9 @@ use crate::primitive::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 #[cfg(not(loom))]
 use super::guard::ScopeGuard;
 use super::published::OpsEntry;
+use super::sink::SinkPath;
+#[cfg(not(loom))]
+use super::sink::{SinkOps, StaticEntry};
 
 /// Every `#[traced]` site of the binary (the `__mcount_loc` table). Filled at link time;
 /// read it through [`Ftrace::global`](super::Ftrace::global).
@@ -53,19 +56,17 @@ pub(crate) const FLAG_REGS: u32 = 1 << 29;
 /// An `IPMODIFY` ops covers the site.
 pub(crate) const FLAG_IPMODIFY: u32 = 1 << 30;
 
-/// A static site's enabled entry (see `Site::entry`).
-#[cfg(not(loom))]
-type StaticEntry = fn(&'static Site) -> ScopeGuard<'static>;
-
-/// Which entry a static site's calls take while enabled, by its direct entry's case.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Which entry a static site's calls take while enabled, by its direct entry's case (no
+/// static sites under loom: the paths are not read there).
+#[derive(Clone, Copy)]
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) enum EntryKind {
     /// Everything but the two below: the dispatcher's general entry.
     General,
-    /// The function profiler counting hits (`Direct::CountSink`).
-    Count,
-    /// The function profiler timing calls (`Direct::TimedSink`).
-    Timed,
+    /// A counting sink of this path (`Direct::CountSink`).
+    Count(&'static SinkPath),
+    /// A timing sink of this path (`Direct::TimedSink`).
+    Timed(&'static SinkPath),
 }
 
 /// The one struct literal every constructor uses (the `const` one included).
@@ -93,7 +94,7 @@ pub struct Site {
     index: StdAtomicU32,
     /// The enabled entry of a static site (a [`StaticEntry`], the kernel's per-site
     /// trampoline): chosen at each commit for the site's direct entry, so the function
-    /// profiler's cases run a function of their own with no dispatch. A hint: every entry
+    /// sinks' cases run a function of their own with no dispatch. A hint: every entry
     /// checks the direct entry it finds and takes the general path when it is not its case.
     #[cfg(not(loom))]
     entry: StdAtomicPtr<()>,
@@ -245,8 +246,8 @@ impl Site {
         {
             let entry: StaticEntry = match kind {
                 EntryKind::General => Site::enter_slow,
-                EntryKind::Count => Site::enter_count,
-                EntryKind::Timed => Site::enter_timed,
+                EntryKind::Count(path) => path.count_entry,
+                EntryKind::Timed(path) => path.timed_entry,
             };
             // Relaxed: any entry is correct at any time (each checks its case under its
             // read-side section); this one is only the fastest for the site's state.
@@ -285,21 +286,21 @@ impl Site {
         entry(self)
     }
 
-    /// The entry of a site whose one covering ops is the counting function profiler.
+    /// The entry of a site whose one covering ops is `P`'s counting sink.
     #[cfg(not(loom))]
     #[inline(never)]
-    fn enter_count(&'static self) -> ScopeGuard<'static> {
-        if let Some(guard) = super::Ftrace::try_enter_count(self) {
+    pub(super) fn enter_count<P: SinkOps>(&'static self) -> ScopeGuard<'static> {
+        if let Some(guard) = super::Ftrace::try_enter_count::<P>(self) {
             return guard;
         }
         self.enter_slow()
     }
 
-    /// The entry of a site whose one covering ops is the timing function profiler.
+    /// The entry of a site whose one covering ops is `P`'s timing sink.
     #[cfg(not(loom))]
     #[inline(never)]
-    fn enter_timed(&'static self) -> ScopeGuard<'static> {
-        if let Some(guard) = super::Ftrace::try_enter_timed(self) {
+    pub(super) fn enter_timed<P: SinkOps>(&'static self) -> ScopeGuard<'static> {
+        if let Some(guard) = super::Ftrace::try_enter_timed::<P>(self) {
             return guard;
         }
         self.enter_slow()

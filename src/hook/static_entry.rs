@@ -1,18 +1,19 @@
-//! The static sites' own entries: the function profiler's counting and timing cases
-//! decided at commit (`Site::set_entry`), run without any dispatch.
+//! The static sites' own entries: a sink's counting and timing cases decided at commit
+//! (`Site::set_entry`), run without any dispatch.
 //!
 //! # Design
 //!
 //! A static site's enabled call goes through the site's own entry (`Site::enter`'s
-//! trampoline), which the global instance chooses at each commit: the sink cases have
-//! entries of their own that do just their case and hand anything else to the general
+//! trampoline), which the global instance chooses at each commit: a sink's cases have
+//! entries of their own, this file's code instantiated for the sink's [`SinkOps`]
+//! (`SinkPath::of`), that do just their case and hand anything else to the general
 //! entry from the start. They check the thread's cached reader slot against the global
 //! instance's domain id, and their guards are constant words (the instance is the global
 //! one), so they keep no instance pointer live. A frame pushed for the timing sink is
-//! tagged in its guard and carries the sink and the generation it was entered under; its
-//! exit ([`Ftrace::exit_global_sink`]) records the call's time with one compare of
-//! generations when nothing was committed since, and otherwise ends the scope as any graph
-//! exit does.
+//! tagged in its guard (with its path) and carries the sink and the generation it was
+//! entered under; its exit ([`Ftrace::exit_global_sink`]) records the call's time through
+//! the path with one compare of generations when nothing was committed since, and
+//! otherwise ends the scope as any graph exit does.
 //!
 //! # Invariants
 //!
@@ -27,12 +28,13 @@ use super::guard::ScopeGuard;
 use super::published::{Direct, OpsEntry};
 use super::rcu::{ReadGuard, ReaderSlot};
 use super::recursion::RecursionContext as Context;
+use super::sink::{SinkOps, SinkPath};
 use super::site::Site;
 use super::thread::{self, Hot};
 use crate::primitive::sync::atomic::Ordering;
 
 impl Ftrace {
-    /// A static site's entry while its one covering ops is the counting function profiler
+    /// A static site's entry while its one covering ops is `P`'s counting sink
     /// (`Site::enter_count`): [`enter_hot`](Self::enter_hot)'s counting case, decided
     /// beforehand, so no dispatch. `None`, with nothing done, for anything else (the site's
     /// direct entry changed since its entry was chosen, a slot not cached, a sink that
@@ -40,17 +42,18 @@ impl Ftrace {
     /// only argument is the site, so this path keeps few values live. For the global
     /// instance's (static) sites only: the guard names the instance without carrying it
     /// (`GLOBAL_NO_FRAME`).
-    #[cfg(not(loom))]
     #[inline(always)]
-    pub(crate) fn try_enter_count(site: &'static Site) -> Option<ScopeGuard<'static>> {
+    pub(super) fn try_enter_count<P: SinkOps>(site: &'static Site) -> Option<ScopeGuard<'static>> {
         Self::with_direct(
             site,
             Hot::cached_global_slot,
             |_| (),
             |hot, section, entry, ()| {
-                if entry.direct != Direct::CountSink
-                    || !hot.sink.try_count_exact(entry.sink.id, site.index())
-                {
+                if entry.direct != Direct::CountSink {
+                    return None;
+                }
+                debug_assert!(Self::is_path_of::<P>(entry));
+                if !P::count(&hot.sink, entry.sink_id, site.index()) {
                     return None;
                 }
                 drop(section);
@@ -60,13 +63,12 @@ impl Ftrace {
         )
     }
 
-    /// A static site's entry while its one covering ops is the timing function profiler
+    /// A static site's entry while its one covering ops is `P`'s timing sink
     /// (`Site::enter_timed`): [`enter_hot`](Self::enter_hot)'s accepting case for a timed
     /// sink, decided beforehand, the frame pushed here. `None`, with nothing done, for
     /// anything else, as [`try_enter_count`](Self::try_enter_count).
-    #[cfg(not(loom))]
     #[inline(always)]
-    pub(crate) fn try_enter_timed(site: &'static Site) -> Option<ScopeGuard<'static>> {
+    pub(super) fn try_enter_timed<P: SinkOps>(site: &'static Site) -> Option<ScopeGuard<'static>> {
         Self::with_direct(
             site,
             Hot::cached_global_slot,
@@ -82,19 +84,32 @@ impl Ftrace {
                 {
                     return None;
                 }
-                let (tag, graph_time) = (entry.frame_tag, entry.sink.graph_time);
+                debug_assert!(Self::is_path_of::<P>(entry));
+                let (tag, flag) = (entry.frame_tag, entry.sink_flag);
                 drop(section);
                 let rate = super::clock::tsc_selected()?;
                 let ip = site.ip();
                 let index = site.dense_index();
-                let frame = Frame::entered_site(ip, index, 0, tag, generation, graph_time);
+                let frame = Frame::entered_site(ip, index, 0, tag, generation, flag);
                 let place = hot.stack.push_untimed(frame)?;
                 // The time after the frame's other words are stored: none kept across it.
                 hot.stack.set_calltime(place, rate.now_ns());
                 let parent = hot.current_ip.replace(ip);
-                Some(ScopeGuard::global_sink(parent))
+                // `P`'s path as a constant: its address is one RIP-relative operand.
+                Some(ScopeGuard::global_sink(
+                    const { &SinkPath::of::<P>() },
+                    parent,
+                ))
             },
         )
+    }
+
+    /// Whether `entry`'s sink is `P`'s (the module invariant: the crate's one
+    /// implementation).
+    fn is_path_of<P: SinkOps>(entry: &OpsEntry) -> bool {
+        entry
+            .sink_path
+            .is_some_and(|path| (path.ops)() == core::any::TypeId::of::<P>())
     }
 
     /// The start of both static entries: `f` with this thread's words, a section opened on
@@ -102,9 +117,8 @@ impl Ftrace {
     /// section before the entry was loaded; `None` if the slot is not the cached one (or
     /// the full fence is in use) or the site has no direct entry. `f` takes the section
     /// over and must not use the entry after it drops it.
-    #[cfg(not(loom))]
     #[inline(always)]
-    pub(super) fn with_direct<'s, B, R>(
+    fn with_direct<'s, B, R>(
         site: &Site,
         slot: impl FnOnce(&'static Hot) -> Option<&'s ReaderSlot>,
         before: impl FnOnce(&ReadGuard<'_>) -> B,
@@ -122,22 +136,58 @@ impl Ftrace {
         f(hot, section, unsafe { &*direct }, read_before)
     }
 
-    /// [`exit_sink`](Self::exit_sink) of a scope of the global instance
-    /// ([`GLOBAL_SINK`](super::guard::GLOBAL_SINK)): its domain id and published generation are read from the statics
-    /// the instance keeps ([`Ftrace::global_generation`]), and the instance itself only on
-    /// the fallback.
-    #[cfg(not(loom))]
+    /// The end of a scope whose frame `P`'s static timed entry pushed (a [`SINK`] guard of
+    /// the global instance): if nothing was committed since the frame was entered and the
+    /// thread's cached sink takes the sample now, pops the frame and records its time
+    /// through `P`, calling nothing; otherwise (another clock, a reader slot not cached, a
+    /// commit since, a busy or uncached sink) it has changed nothing but the restored parent
+    /// ip, and the general graph exit ends the scope (a tail call), which calls the return
+    /// hook: for this ops, the same record. The global domain's id and published generation
+    /// are read from the statics the instance keeps ([`Ftrace::global_generation`]), and
+    /// the instance itself only on the fallback.
+    ///
+    /// [`SINK`]: super::guard::SINK
     #[inline(never)]
-    pub(super) fn exit_global_sink(prev_ip: usize) {
+    pub(super) fn exit_global_sink<P: SinkOps>(prev_ip: usize) {
         let hot = thread::hot_ref();
         hot.current_ip.set(prev_ip);
         let slot = hot.cached_global_slot();
-        if Self::try_exit_sink(hot, slot, |_| Ftrace::global_generation()).is_none() {
-            // SAFETY: a `GLOBAL_SINK` guard is made only by `try_enter_timed` on this
-            // thread (guards are not `Send`), and only with the global domain's slot
-            // cached, which this thread got from a call on the instance it had obtained
-            // from `global` or `global_fast` (see there).
+        if Self::try_exit_sink::<P>(hot, slot).is_none() {
+            // SAFETY: a `SINK` guard is made only by `try_enter_timed` on this thread
+            // (guards are not `Send`), and only with the global domain's slot cached, which
+            // this thread got from a call on the instance it had obtained from `global` or
+            // `global_fast` (see there).
             unsafe { Ftrace::global_unchecked() }.exit_graph_restored();
         }
+    }
+
+    /// [`exit_global_sink`](Self::exit_global_sink)'s fast path, given the global
+    /// instance's cached reader slot: `None`, with nothing changed, where it does not
+    /// apply.
+    #[inline(always)]
+    fn try_exit_sink<P: SinkOps>(hot: &Hot, slot: Option<&ReaderSlot>) -> Option<()> {
+        // The frame's calltime was read from the TSC (the timed entry takes the rate from
+        // `tsc_selected`): its end is timed on the TSC too, whatever clock is selected now.
+        let rettime = super::clock::tsc_now_ns_started();
+        let section = ReadGuard::membarrier(slot?);
+        let (frame, place) = hot.stack.peek_ref()?;
+        // Nothing was committed since the frame was entered (the generation names one
+        // state), so the registration that accepted it, whose sink the frame carries, is
+        // still the site's: the same answer as `pop_and_return`'s checks of the site's
+        // direct entry. And it stays registered until this section ends: a commit after
+        // our load of the list waits for the section before it returns (`rcu.rs`), and one
+        // before it would have changed the generation we read.
+        if Ftrace::global_generation() != frame.generation {
+            return None;
+        }
+        let slot = P::timed(&hot.sink, u64::from(frame.tag.sink), frame.index())?;
+        // Committed: from here on nothing can fail.
+        let duration = rettime.saturating_sub(frame.calltime);
+        let sample = P::sample(frame.sink_flag, duration, &frame.child_time);
+        // The frame's reference ends here: `pop_peeked` writes the one below it.
+        hot.stack.pop_peeked(place, duration);
+        P::record_time(slot, sample);
+        drop(section);
+        Some(())
     }
 }

@@ -8,9 +8,9 @@
 //!   [`recursion`](super::recursion)), the ip of the innermost enabled traced scope (the
 //!   `parent_ip` of the next call), a one-entry cache of the reader slot of the domain
 //!   this thread entered last, and the function-graph shadow stack (a fixed array of
-//!   frames and a depth, [`LiveStack`]), and the record sink's cache ([`SinkCache`]: the
-//!   function profiler's per-thread records, which the dispatcher's direct paths write
-//!   without calling the profiler). It is `const`-initialised and has no destructor,
+//!   frames and a depth, [`LiveStack`]), and the cached record sink ([`SinkWords`]: a
+//!   provider's per-thread records, which the dispatcher's direct paths write through the
+//!   provider's sink path without calling its callbacks). It is `const`-initialised and has no destructor,
 //!   so reaching it is one thread-pointer-relative address: no lazy-initialisation test,
 //!   no destructor registration, and it never fails, even while other thread-locals are
 //!   being torn down. A call reaches it once and passes the reference down.
@@ -45,175 +45,8 @@ use std::ptr::NonNull;
 use super::graph::LiveStack;
 use super::pid;
 use super::rcu::{Rcu, ReaderSlot};
-use crate::hist::{DenseWriter, Shard, TimingSlot};
+use super::sink::SinkWords;
 use crate::primitive::sync::Arc;
-
-/// A thread's one-entry cache of the record sink it used last: the function profiler's
-/// state for this thread, so that a call reaches it without a lookup, and the `busy` flag.
-/// It lives in [`Hot`], so the hook layer and the profiler share one per-thread facility
-/// (one thread-local, torn down in one order under std and loom alike), and a direct path
-/// of the dispatcher records a call into the cached dense records itself.
-///
-/// The owner (`profile::function`) keeps the invariant: `local` points at the boxed
-/// per-thread state of the sink (profiler) whose id is `id` (0: none; ids start at 1), and
-/// the other pointers at that state's active shards and dense records (null if none); who
-/// removes such a state, or drops the thread's list of them, forgets the cache first.
-/// `busy` (a bit of the id word) is set while anything holds a `&mut` into the thread's
-/// states: a call made then (a traced allocator, say) must not touch them. Only the owner
-/// thread reads or writes it.
-pub(crate) struct SinkCache {
-    /// The sink's id (0: none), with [`BUSY`] set while `busy`: one compare tells the hot
-    /// path both that the sink is cached and that it may be used.
-    id: Cell<u64>,
-    /// The sink's per-thread state (its type is the owner's).
-    pub(crate) local: Cell<*mut ()>,
-    /// The state's active hash shards.
-    pub(crate) counted: Cell<*const Shard>,
-    pub(crate) timed: Cell<*const Shard>,
-    /// The state's active dense records (counted hits, timed calls).
-    pub(crate) dense_counted: Cell<*const DenseWriter>,
-    pub(crate) dense_timed: Cell<*const DenseWriter>,
-    /// `dense_counted` if its cell is the profiler's one-key counter
-    /// (`DenseWriter::is_one_key_count`), else null: the counting entry's one test.
-    pub(crate) one_key_counted: Cell<*const DenseWriter>,
-    /// `dense_timed` if its cell is the profiler's one-key latency cell
-    /// (`DenseWriter::is_one_key_timing`), else null: the timed exit's one test.
-    pub(crate) one_key_timed: Cell<*const DenseWriter>,
-}
-
-/// The bit of [`SinkCache`]'s id word that says a `&mut` into the thread's sink states
-/// exists (sink ids stay far below it).
-const BUSY: u64 = 1 << 63;
-
-impl SinkCache {
-    const fn new() -> Self {
-        SinkCache {
-            id: Cell::new(0),
-            local: Cell::new(core::ptr::null_mut()),
-            counted: Cell::new(core::ptr::null()),
-            timed: Cell::new(core::ptr::null()),
-            dense_counted: Cell::new(core::ptr::null()),
-            dense_timed: Cell::new(core::ptr::null()),
-            one_key_counted: Cell::new(core::ptr::null()),
-            one_key_timed: Cell::new(core::ptr::null()),
-        }
-    }
-
-    /// Whether sink `id` is the cached one and not busy.
-    #[inline(always)]
-    pub(crate) fn holds(&self, id: u64) -> bool {
-        self.id.get() == id
-    }
-
-    /// The cached sink's id, busy or not (0: none).
-    pub(crate) fn cached_id(&self) -> u64 {
-        self.id.get() & !BUSY
-    }
-
-    /// Caches sink `id` (its pointers are the caller's to set; keeps `busy`).
-    pub(crate) fn set_id(&self, id: u64) {
-        debug_assert!(id & BUSY == 0);
-        self.id.set(id | (self.id.get() & BUSY));
-    }
-
-    /// Sets `busy`; `false` if it was set already.
-    #[inline(always)]
-    pub(crate) fn take_busy(&self) -> bool {
-        let id = self.id.get();
-        self.id.set(id | BUSY);
-        id & BUSY == 0
-    }
-
-    /// Clears `busy`.
-    #[inline(always)]
-    pub(crate) fn release_busy(&self) {
-        self.id.set(self.id.get() & !BUSY);
-    }
-
-    /// Forgets the cached state (keeps `busy`).
-    pub(crate) fn forget(&self) {
-        self.id.set(self.id.get() & BUSY);
-        self.local.set(core::ptr::null_mut());
-        self.counted.set(core::ptr::null());
-        self.timed.set(core::ptr::null());
-        self.dense_counted.set(core::ptr::null());
-        self.dense_timed.set(core::ptr::null());
-        self.one_key_counted.set(core::ptr::null());
-        self.one_key_timed.set(core::ptr::null());
-    }
-
-    /// Records one call of the site at dense index `index` (ip `ip`) into the cached dense
-    /// records of sink `id`: a hit (`sample` `None`) or one timed sample. `false`, with
-    /// nothing recorded, unless sink `id` is cached, not busy, and its records take the
-    /// update without their slow path (`DenseWriter::try_record`). Calls nothing.
-    #[inline(always)]
-    pub(crate) fn try_record(&self, id: u64, index: usize, ip: usize, sample: Option<u64>) -> bool {
-        self.writer(id, sample.is_some())
-            .is_some_and(|dense| dense.try_record(index, ip as u64, sample))
-    }
-
-    /// [`try_record`](Self::try_record) for the dispatcher, whose `index` is the site's own
-    /// dense index in the instance the sink's ops is registered on, which is the instance
-    /// its records are indexed by (`SinkSpec`): no key test.
-    #[inline(always)]
-    pub(crate) fn try_record_exact(&self, id: u64, index: usize, sample: Option<u64>) -> bool {
-        self.writer(id, sample.is_some())
-            .is_some_and(|dense| dense.try_record_exact(index, sample))
-    }
-
-    /// [`try_record_exact`](Self::try_record_exact) of a hit (`DenseWriter::try_count_exact`).
-    #[inline(always)]
-    pub(crate) fn try_count_exact(&self, id: u64, index: usize) -> bool {
-        if !self.holds(id) {
-            return false;
-        }
-        // SAFETY: as in `writer` (`one_key_counted` is `dense_counted` or null); the owner
-        // sets it only to a writer whose cell is the one-key counter.
-        unsafe { self.one_key_counted.get().as_ref() }
-            .is_some_and(|dense| unsafe { dense.try_count_one_key(index) })
-    }
-
-    /// The entry of the site at dense index `index` in the cached timed records of sink
-    /// `id`, checked and ready for one sample (`DenseWriter::timing_slot`), if sink `id` is
-    /// cached and not busy. Calls nothing; the caller records into it (or drops it) before
-    /// anything else runs on this thread.
-    #[inline(always)]
-    pub(crate) fn timing_slot(&self, id: u64, index: usize) -> Option<TimingSlot<'_>> {
-        if !self.holds(id) {
-            return None;
-        }
-        // SAFETY: as in `try_count_exact`, for `one_key_timed` and the latency cell.
-        unsafe {
-            self.one_key_timed
-                .get()
-                .as_ref()?
-                .timing_slot_one_key(index)
-        }
-    }
-
-    /// The cached dense records of sink `id` (timed or counted), if cached and not busy.
-    #[inline(always)]
-    fn writer(&self, id: u64, timed: bool) -> Option<&DenseWriter> {
-        if !self.holds(id) {
-            return None;
-        }
-        let dense = if timed {
-            self.dense_timed.get()
-        } else {
-            self.dense_counted.get()
-        };
-        if dense.is_null() {
-            return None;
-        }
-        // SAFETY: a non-null cached writer lives in the boxed state of sink `id` in this
-        // thread's list, neither moved nor dropped without forgetting the cache first (the
-        // owner's invariant, above). `busy` is clear, so no `&mut` into the state exists;
-        // this private reference serves `try_record` / `try_record_exact` / `timing_slot`
-        // for one update, and between it and the update the caller calls nothing (word
-        // loads and stores on this thread's own state), so none can be made while it lives.
-        Some(unsafe { &*dense })
-    }
-}
 
 /// The tag of [`Hot`]'s cached domain id in the full-fence mode (domain ids stay far below).
 const FENCED: u64 = 1 << 63;
@@ -233,8 +66,9 @@ pub(crate) struct Hot {
     /// This thread's reader slot for `domain` (see the module invariants; dangling while
     /// `domain` is 0).
     slot: Cell<NonNull<ReaderSlot>>,
-    /// The record sink's cache (beside the words above: one or two cache lines per call).
-    pub(crate) sink: SinkCache,
+    /// The cached record sink (`sink.rs`; beside the words above: one or two cache lines
+    /// per call).
+    pub(crate) sink: SinkWords,
     /// The function-graph shadow stack of this thread's live calls.
     pub(crate) stack: LiveStack,
 }
@@ -247,7 +81,7 @@ impl Hot {
             site_index: Cell::new(usize::MAX),
             domain: Cell::new(0),
             slot: Cell::new(NonNull::dangling()),
-            sink: SinkCache::new(),
+            sink: SinkWords::new(),
             stack: LiveStack::new(),
         }
     }

@@ -9,8 +9,7 @@
 //!   s^2 per function, per thread and merged, with latency histograms and call paths.
 //! - `branch`: the branch profiler, `likely!` / `unlikely!` / `branch!` outcomes as the
 //!   kernel's `branch_annotated` and `branch_all`.
-//! - `cputime`: thread CPU time for sleep-time off ([`CpuClock`], [`thread_cpu_ns`]).
-//! - `diff`: runs' function rows compared and tested against run-to-run noise ([`diff()`],
+//! - `diff`: runs' function rows compared, and tested against run-to-run noise ([`diff()`],
 //!   [`diff_runs`]).
 //! - `format`: the `trace_stat/function*` row text, shared with the replay.
 //! - `tracing_layer` (feature `tracing`): spans of the `tracing` crate as calls.
@@ -47,7 +46,6 @@
 //! ```
 
 mod branch;
-mod cputime;
 mod diff;
 pub(crate) mod format;
 mod function;
@@ -63,11 +61,11 @@ pub use crate::hook::{
     SHADOW_STACK_DEPTH, SITES, ScopeGuard, ShadowStack, Site, SiteDef, TaskTimes, TraceClock,
     TracedFuture, current_tid, install, now_ns, trylock,
 };
+pub use crate::hook::{CpuClock, CpuClockError, thread_cpu_ns};
 pub use branch::{
     BranchAll, BranchAnnotated, BranchCounts, BranchEntry, BranchSite, Hint, branch_snapshot,
     register_branch_stats,
 };
-pub use cputime::{CpuClock, CpuClockError, thread_cpu_ns};
 pub use diff::{
     AvgTest, DiffOptions, DiffRow, DiffSort, FunctionSnapshot, ProfileDiff, RunStats, Totals, diff,
     diff_runs,

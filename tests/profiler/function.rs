@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::common::kernel_format;
-use crate::common::profiler::{EVERY, HITS_AND_TIMED, TIMED, with_profiler};
+use crate::common::profiler::{
+    BOTH, EVERY, HITS_AND_TIMED, TIMED, with_profiler, with_profiler_on,
+};
 use kernel_format::{FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED, graph_duration};
 use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions, ShadowStack, SiteDef};
 use tracestat::stat::{Tracefs, WriteMode};
@@ -53,12 +55,12 @@ fn kernel_row(name: &str, hits: u64, timing: Option<(u64, u64, u64)>) -> String 
 fn exact_totals_under_concurrency_in_both_modes() {
     const THREADS: u64 = 4;
     const CALLS: u64 = 20_000;
-    with_profiler(
+    with_profiler_on(
+        &BOTH,
         &HITS_AND_TIMED,
         &["outer", "inner"],
-        |opts, ftrace, profiler| {
+        |kind, opts, sites, profiler| {
             let timing = opts.timing;
-            let (outer, inner) = (ftrace.find("outer").unwrap(), ftrace.find("inner").unwrap());
             let (called, exit) = (
                 std::sync::Barrier::new(THREADS as usize + 1),
                 std::sync::Barrier::new(THREADS as usize + 1),
@@ -70,8 +72,8 @@ fn exact_totals_under_concurrency_in_both_modes() {
                     .map(|_| {
                         s.spawn(|| {
                             for _ in 0..CALLS {
-                                let _o = ftrace.call(outer);
-                                let _i = ftrace.call(inner);
+                                let _o = sites.call(0);
+                                let _i = sites.call(1);
                             }
                             called.wait();
                             exit.wait();
@@ -103,7 +105,7 @@ fn exact_totals_under_concurrency_in_both_modes() {
             assert_eq!(
                 hits,
                 [("inner", THREADS * CALLS), ("outer", THREADS * CALLS)],
-                "timing={timing}"
+                "{kind:?} timing={timing}"
             );
             if timing {
                 let outer = rows.iter().find(|r| r.name == "outer").unwrap();

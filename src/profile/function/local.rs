@@ -95,9 +95,10 @@ impl Drop for Locals {
 }
 
 /// The thread's most recently used profiler state, so that a call reaches it without the
-/// list: the hook layer's per-thread [`SinkCache`](crate::hook::thread::SinkCache) (in its
-/// `Hot` block, so the dispatcher's direct paths record into the cached dense records
-/// themselves): the profiler's id and its boxed [`Local`], that state's active shards and
+/// list: the hook layer's per-thread sink words as `fast.rs` lays them out
+/// ([`SinkCache`](super::fast::SinkCache), in the hook layer's `Hot` block, so the
+/// dispatcher's direct paths record into the cached dense records through the profiler's
+/// sink path): the profiler's id and its boxed [`Local`], that state's active shards and
 /// dense records, and `busy`, set while anything holds a `&mut` into this thread's states
 /// (the cache's user or [`borrow_locals`]): a call made from inside one of them (a traced
 /// allocator, say) is refused and goes to the orphan tables instead of aliasing the state.
@@ -106,42 +107,19 @@ impl Drop for Locals {
 /// [`Locals`], and the shard and dense pointers at that state's active ones (`switch_shard`,
 /// which swaps them, refreshes the cache); whoever removes states from the list (only
 /// [`borrow_locals`]' callers, with `busy` set) or drops the list forgets the cache first.
-pub(super) type Last = crate::hook::thread::SinkCache;
+pub(super) type Last = super::fast::SinkCache;
 
 /// Caches `local` as the state of profiler `id` in `last`.
 pub(super) fn remember(last: &Last, id: u64, local: &mut Local) {
     let erased = core::ptr::from_mut(local).cast::<()>();
-    if last.cached_id() != id || last.local.get() != erased {
-        last.forget();
-        last.set_id(id);
-        last.local.set(erased);
-    }
-    let ptr = |s: &Option<Box<Shard>>| {
-        s.as_deref()
-            .map_or(core::ptr::null(), |s| s as *const Shard)
-    };
-    last.counted.set(ptr(&local.counted));
-    last.timed.set(ptr(&local.timed));
-    let dense = |d: &Option<Box<DenseWriter>>| {
-        d.as_deref()
-            .map_or(core::ptr::null(), |d| d as *const DenseWriter)
-    };
-    last.dense_counted.set(dense(&local.dense_counted));
-    last.dense_timed.set(dense(&local.dense_timed));
-    // The one-key pointers only where the layout is the one-key cell (their invariant).
-    let one_key = |d: &Option<Box<DenseWriter>>, is: fn(&DenseWriter) -> bool| match d {
-        Some(d) if is(d) => &**d as *const DenseWriter,
-        _ => core::ptr::null(),
-    };
-    last.one_key_counted
-        .set(one_key(&local.dense_counted, DenseWriter::is_one_key_count));
-    last.one_key_timed
-        .set(one_key(&local.dense_timed, DenseWriter::is_one_key_timing));
+    let shards = [local.counted.as_deref(), local.timed.as_deref()];
+    let dense = [local.dense_counted.as_deref(), local.dense_timed.as_deref()];
+    last.remember(id, erased, shards, dense);
 }
 
 /// The cached state (`Last`'s invariant gives what it points at).
 fn cached_local(last: &Last) -> *mut Local {
-    last.local.get().cast::<Local>()
+    last.local().cast()
 }
 
 /// Clears `busy` when the borrow ends (also on unwinding).
@@ -180,7 +158,7 @@ loom::thread_local! {
 /// dropped with the model's threads, `None` once it is gone.
 #[inline(always)]
 pub(super) fn with_last<R>(f: impl FnOnce(&Last) -> R) -> Option<R> {
-    crate::hook::thread::hot(|hot| f(&hot.sink))
+    crate::hook::thread::hot(|hot| f(Last::of(&hot.sink)))
 }
 
 /// Drops this thread's profiler state now, as its exit would. Loom only (see

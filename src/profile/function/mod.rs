@@ -11,8 +11,10 @@
 //! histogram, keyed by ip: hits, and with timing total time, time², min/max and a log2
 //! latency histogram. A thread's first call creates its shard and lists it with the
 //! profiler (one lock, once per thread); every later call reads the shard's address from a
-//! one-entry cache in a `const` thread-local (`Last`, with a `busy` flag that turns a call
-//! made from inside a record into an orphan instead of an aliasing borrow) and makes a
+//! one-entry cache in the hook layer's per-thread sink words (`fast.rs`, with a `busy` flag
+//! that turns a call made from inside a record into an orphan instead of an aliasing
+//! borrow), through which the dispatcher itself records a site's call (the profiler's
+//! `hook::SinkOps`: counting, timing and the graph-time rule in `fast.rs`), and makes a
 //! relaxed load + store per word of the thread's own cell: no shared cache line, no
 //! read-modify-write, no lock, no allocation. Readers merge the shards. When a thread exits, its
 //! records are folded into one retained table (`fold`: exact sums, sums of squares and
@@ -111,6 +113,7 @@ use crate::hist::{
 use crate::stat::{ControlFile, Mode, StatTracer, Tracefs, UlongControl, WriteMode, parse_bool};
 
 mod control;
+mod fast;
 mod fold;
 mod local;
 mod record;

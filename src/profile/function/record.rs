@@ -8,7 +8,7 @@
 //! tables. Timed runs with thread CPU time or call paths keep their own frames here too.
 
 use super::*;
-use crate::hook::SinkSpec;
+use crate::hook::Sink;
 use crate::profile::OpsFlags;
 
 /// The dense index of `ip` in the profiler's instance, if the dispatcher's hint names it:
@@ -37,8 +37,7 @@ pub(super) fn site_key(inner: &Inner, index: usize) -> u64 {
 #[inline(always)]
 pub(super) fn record(inner: &Arc<Inner>, ip: usize, duration: Option<u64>) {
     let steady = |hot: &crate::hook::thread::Hot| {
-        hot.sink
-            .try_record(inner.id, hot.site_index.get(), ip, duration)
+        super::fast::try_record(&hot.sink, inner.id, hot.site_index.get(), ip, duration)
     };
     let recorded = crate::hook::thread::with_hot(steady, || false);
     if !recorded {
@@ -87,10 +86,7 @@ pub(super) fn record_hashed(inner: &Arc<Inner>, ip: usize, duration: Option<u64>
         if !last.holds(inner.id) {
             return false;
         }
-        let shard = match duration {
-            None => last.counted.get(),
-            Some(_) => last.timed.get(),
-        };
+        let shard = last.shard(duration.is_some());
         if shard.is_null() {
             return false;
         }
@@ -130,7 +126,7 @@ pub(super) fn record_slow(inner: &Arc<Inner>, key: Key, duration: Option<u64>) {
 
 /// The calling thread's CPU time, ns.
 pub(super) fn thread_cpu_ns() -> u64 {
-    crate::profile::cputime::thread_cpu_ns()
+    crate::hook::thread_cpu_ns()
 }
 
 /// The ops of one profiling run. Like the kernel's (`FTRACE_OPS_FL_PID`) it follows
@@ -146,7 +142,7 @@ pub(super) fn thread_cpu_ns() -> u64 {
 pub(super) fn build_ops(inner: &Arc<Inner>, opts: ProfileOptions) -> HookArc<FtraceOps> {
     let inner = Arc::clone(inner);
     if !opts.timing {
-        let sink = SinkSpec::new(inner.id, false);
+        let sink = Sink::new(inner.id, false, &super::fast::PATH);
         return FtraceOps::builder(move |ip, _parent, _ops, _regs| {
             record(&inner, ip, None);
         })
@@ -158,7 +154,7 @@ pub(super) fn build_ops(inner: &Arc<Inner>, opts: ProfileOptions) -> HookArc<Ftr
     if opts.sleep_time && !opts.call_paths {
         // The common case: the hook layer's wall-clock frames say everything.
         let graph_time = opts.graph_time;
-        let sink = SinkSpec::new(inner.id, graph_time);
+        let sink = Sink::new(inner.id, graph_time, &super::fast::PATH);
         let inner_entry = Arc::clone(&inner);
         return FtraceOps::graph_returns(
             // Deeper than the shadow stack: a hit whose time is unknown.

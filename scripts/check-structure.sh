@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Structure checks of src/, measurable by anyone (the module graph: scripts/structure.py):
+#   1. no file over MAX_LINES lines, except the ones listed in LONG below;
+#   2. no import cycle among src/ modules (a module is a file; a parent's edges into its own
+#      submodules are its parts, not imports) except the ones listed in CYCLES below;
+#   3. nothing in src/hook/ imports from src/profile/ (the hook layer never names a provider);
+#   4. within src/hook/, a file imports only files below it in HOOK_ORDER (the one-way stack
+#      of src/hook/mod.rs), except the edges listed in HOOK_UP below.
+# Each exception names what it waits for; remove it when that lands. A second or so.
+#
+# Usage: scripts/check-structure.sh          (fails listing every violation)
+#        scripts/check-structure.sh --graph  (prints the module graph)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v python3 >/dev/null || { apt-get update -qq && apt-get install -y -qq python3 >/dev/null; }
+[ "${1:-}" = "--graph" ] && exec python3 scripts/structure.py --graph
+
+MAX_LINES=800
+# Files allowed over MAX_LINES, each with what splits it.
+LONG=(
+  src/replay/replayer.rs  # split by concern (options, task stacks, counting, output) in progress
+  src/hook/ftrace.rs      # registration, commit and the control-file writers: split pending
+  src/profile/function/mod.rs  # record_into and the parked shards (vestigial) to delete
+  src/hist/trigger/spec.rs     # the trigger language moves with the event filter (src/trace/)
+  src/profile/diff/mod.rs      # run comparison: parse, match and render to split
+)
+# Import cycles allowed, each a sorted, space-separated list of modules.
+CYCLES=(
+  # The offline histogram moves to src/trace/ with its own front end.
+  "hist/offline/filter hist/offline/table"
+  "replay/funcgraph replay/parse"
+  "replay/replayer replay/tasks"
+  # The one-key cells move out of hist/ into the profiler (hist/snapshot reads the layout).
+  "hist/cell hist/layout hist/snapshot"
+  # A snapshot renders itself through its tracer's format and the tracer hands out
+  # snapshots: one concept in two files.
+  "stat/snapshot stat/tracer"
+  # The hook layer's static-site entry: Site::enter returns a ScopeGuard, which names the
+  # Ftrace that owns the site; splitting the site record from its entry breaks it.
+  "hook/control hook/ftrace hook/guard hook/ops hook/pid hook/published hook/sink hook/site hook/thread"
+)
+# The hook layer, lowest first.
+HOOK_ORDER=(
+  barrier rcu clock cputime glob filter graph sink ops published pid thread recursion site ftrace
+  control walk guard live static_entry returns foreign task future mod
+)
+# Edges from a hook file up the order, each "from->to".
+HOOK_UP=(
+  # The static sites' entries: Site::enter returns a ScopeGuard of the global Ftrace, and a
+  # sink path holds the entries instantiated for it. Moving Site::enter and the path's
+  # entries into static_entry.rs (the site record keeping an erased entry word) removes
+  # these five.
+  "site->guard" "site->ftrace" "sink->site" "sink->guard" "sink->ftrace"
+  # Hot::cached_global_slot reads the global instance's domain id (to static_entry.rs).
+  "thread->ftrace"
+  # The thread's id is read once per thread (pid::os_tid, to thread.rs).
+  "pid->thread"
+  # The global instance installs its control files when first built.
+  "ftrace->control"
+)
+
+python3 - "$MAX_LINES" "${#LONG[@]}" "${LONG[@]}" "${#CYCLES[@]}" "${CYCLES[@]}" \
+    "${#HOOK_ORDER[@]}" "${HOOK_ORDER[@]}" "${#HOOK_UP[@]}" "${HOOK_UP[@]+"${HOOK_UP[@]}"}" <<'PY'
+import sys
+sys.path.insert(0, 'scripts')
+import structure as s
+args = sys.argv[1:]
+max_lines = int(args.pop(0))
+def take():
+    n = int(args.pop(0)); out = args[:n]; del args[:n]; return out
+long_ok, cycles_ok, order, up_ok = set(take()), set(take()), take(), set(take())
+bad = []
+for m, p in sorted(s.files.items()):
+    n = sum(1 for _ in open(p))
+    if n > max_lines and p not in long_ok:
+        bad.append(f'{p}: {n} lines (max {max_lines})')
+found = {' '.join(c) for c in s.sccs()}
+for c in sorted(found - cycles_ok):
+    bad.append(f'import cycle: {c}')
+for c in sorted(cycles_ok - found):
+    bad.append(f'listed cycle no longer exists (remove it from CYCLES): {c}')
+rank = {o: i for i, o in enumerate(order)}
+for m, targets in sorted(s.edges.items()):
+    if m[:1] != ('hook',):
+        continue
+    for t in sorted(targets):
+        if t[:1] == ('profile',):
+            bad.append(f'src/hook/ imports src/profile/: {s.name(m)} -> {s.name(t)}')
+        if t[:1] == ('hook',) and len(m) == 2 and len(t) == 2:
+            a, b = m[1], t[1]
+            if a not in rank or b not in rank:
+                bad.append(f'hook file missing from HOOK_ORDER: {a if a not in rank else b}')
+            elif rank[b] > rank[a] and f'{a}->{b}' not in up_ok:
+                bad.append(f'hook layer upward import: {a} -> {b}')
+if bad:
+    print('\n'.join(bad))
+    sys.exit(1)
+print(f'structure ok: {len(s.files)} files, {len(found)} listed cycles')
+PY

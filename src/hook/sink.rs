@@ -1,0 +1,260 @@
+//! The fast-path seam: a provider whose callbacks only record into per-thread memory has
+//! the dispatcher record for it, calling nothing in the steady state.
+//!
+//! # Design
+//!
+//! A provider declares a [`Sink`] on its ops (`FtraceOpsBuilder::sink`): an id, a flag whose
+//! meaning is the provider's, and its [`SinkPath`]. The path is a [`SinkOps`]
+//! implementation seen through function pointers: `count` records a hit and `time` a timed
+//! call of the site at a given dense index into the thread's [`SinkWords`] (in the thread's
+//! `Hot` block: the cached sink's id, a busy bit, and opaque words whose layout the
+//! provider owns); the static sites' own entries and the timed exit (`static_entry.rs`) are
+//! the hook layer's generic code instantiated for that implementation, so the provider's
+//! record is inlined into them. The dispatcher calls the path where it would otherwise call
+//! the callback; the path returns `false`, having recorded nothing, when it cannot take the
+//! record (another sink cached, busy, a cold case), and only then is the callback called.
+//!
+//! The contract that lets the path replace the callback (the provider's): for a function
+//! ops, the callback of a site's call records what `count(words, id, index)` would and does
+//! nothing else when that succeeds; for a graph ops that accepts every call
+//! ([`FtraceOps::graph_returns`](super::FtraceOps::graph_returns)), the return hook of a
+//! synchronous live call records what `time(words, id, index, flag, duration, child_time)`
+//! would. The index is the site's own in the instance the ops is registered on, which is
+//! the one the provider's records are indexed by.
+//!
+//! # Invariants
+//!
+//! - Only the owner thread reads or writes its [`SinkWords`]. The provider keeps what its
+//!   words point at alive while its id is cached, and forgets the cache before it frees or
+//!   moves that state; `busy` is set while anything holds a `&mut` into it, and a path
+//!   records nothing then.
+//! - The crate has one [`SinkOps`] implementation: a static site's entry instantiated for it
+//!   trusts a published entry whose case is a sink's to carry its path (checked in debug
+//!   builds). A second implementation must make those entries compare the path.
+
+use core::cell::Cell;
+
+#[cfg(not(loom))]
+use super::guard::ScopeGuard;
+#[cfg(not(loom))]
+use super::site::Site;
+
+/// The number of opaque words a sink keeps per thread (the provider's layout).
+pub(crate) const SINK_WORDS: usize = 7;
+
+/// The bit of [`SinkWords`]' id word that says a `&mut` into the cached state exists (sink
+/// ids stay far below it).
+const BUSY: u64 = 1 << 63;
+
+/// A thread's one-entry cache of the sink it used last: the sink's id, the busy bit and
+/// the provider's words (see the module invariants).
+pub(crate) struct SinkWords {
+    /// The sink's id (0: none), with [`BUSY`] set while busy: one compare tells the hot
+    /// path both that the sink is cached and that it may be used.
+    id: Cell<u64>,
+    words: [Cell<*const ()>; SINK_WORDS],
+}
+
+impl SinkWords {
+    /// No sink cached.
+    pub(crate) const fn new() -> Self {
+        SinkWords {
+            id: Cell::new(0),
+            words: [const { Cell::new(core::ptr::null()) }; SINK_WORDS],
+        }
+    }
+
+    /// Whether sink `id` is the cached one and not busy.
+    #[inline(always)]
+    pub(crate) fn holds(&self, id: u64) -> bool {
+        self.id.get() == id
+    }
+
+    /// The cached sink's id, busy or not (0: none).
+    pub(crate) fn cached_id(&self) -> u64 {
+        self.id.get() & !BUSY
+    }
+
+    /// Caches sink `id` (its words are the caller's to set; keeps busy).
+    pub(crate) fn set_id(&self, id: u64) {
+        debug_assert!(id & BUSY == 0);
+        self.id.set(id | (self.id.get() & BUSY));
+    }
+
+    /// Sets busy; `false` if it was set already.
+    #[inline(always)]
+    pub(crate) fn take_busy(&self) -> bool {
+        let id = self.id.get();
+        self.id.set(id | BUSY);
+        id & BUSY == 0
+    }
+
+    /// Clears busy.
+    #[inline(always)]
+    pub(crate) fn release_busy(&self) {
+        self.id.set(self.id.get() & !BUSY);
+    }
+
+    /// Forgets the cached sink and its words (keeps busy).
+    pub(crate) fn forget(&self) {
+        self.id.set(self.id.get() & BUSY);
+        for word in &self.words {
+            word.set(core::ptr::null());
+        }
+    }
+
+    /// Word `i` of the cached sink (`i < SINK_WORDS`).
+    #[inline(always)]
+    pub(crate) fn word(&self, i: usize) -> *const () {
+        self.words[i].get()
+    }
+
+    /// Sets word `i` of the cached sink.
+    pub(crate) fn set_word(&self, i: usize, word: *const ()) {
+        self.words[i].set(word);
+    }
+}
+
+/// A provider's fast path, implemented once per provider and reached by the dispatcher
+/// through its [`SinkPath`] (`SinkPath::of`).
+///
+/// No method of an implementation names its path: every item of a trait impl is a root of
+/// rustc's reachability, and an inlinable one reaching the path would export, through the
+/// path's function pointers, the static entries and every static they read (the global
+/// domain and generation, the clock's state), which the library's own code then reads
+/// through the GOT (one more load each). The timed entry takes `P`'s path as a constant.
+///
+/// # Safety
+///
+/// `count` and `time` record into the state `words` caches for sink `id` only when `words`
+/// holds `id` and is not busy, call nothing that may re-enter the dispatcher, and keep the
+/// contract of the module docs. The implementation is the crate's only one (module
+/// invariants).
+pub(crate) unsafe trait SinkOps: 'static {
+    /// Records one hit of the site at dense index `index` into sink `id`; `false`, with
+    /// nothing recorded, where it cannot.
+    fn count(words: &SinkWords, id: u64, index: usize) -> bool;
+
+    /// Where one synchronous call of the site at dense index `index` will be recorded in
+    /// sink `id`, checked and ready (`None`, with nothing changed, where it cannot be): the
+    /// timed exit takes it before it pops the call's frame and records after, so nothing
+    /// the record needs is kept across the pop.
+    type Timed<'w>;
+
+    /// [`time`](Self::time)'s first half.
+    fn timed(words: &SinkWords, id: u64, index: usize) -> Option<Self::Timed<'_>>;
+
+    /// The sample recorded for a call that took `duration` ns, `child_time` of them in
+    /// traced children (`flag` is the sink's, as declared): the timed exit computes it
+    /// while it still holds the call's frame, before the pop. `child_time` is the frame's
+    /// word, so a rule that does not need it reads no memory.
+    fn sample(flag: bool, duration: u64, child_time: &u64) -> u64;
+
+    /// [`time`](Self::time)'s second half: records `sample` ([`sample`](Self::sample)).
+    /// Calls nothing.
+    fn record_time(slot: Self::Timed<'_>, sample: u64);
+
+    /// Records one synchronous call of the site at dense index `index` that took
+    /// `duration` ns, `child_time` of them in traced children, into sink `id`; `false`,
+    /// with nothing recorded, where it cannot.
+    #[inline(always)]
+    fn time(
+        words: &SinkWords,
+        id: u64,
+        index: usize,
+        flag: bool,
+        duration: u64,
+        child_time: u64,
+    ) -> bool {
+        match Self::timed(words, id, index) {
+            Some(slot) => {
+                Self::record_time(slot, Self::sample(flag, duration, &child_time));
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// A static site's enabled entry.
+#[cfg(not(loom))]
+pub(crate) type StaticEntry = fn(&'static Site) -> ScopeGuard<'static>;
+
+/// A [`SinkOps`] implementation as the dispatcher reaches it: its functions, and the static
+/// sites' entries and timed exit instantiated for it. Made by [`SinkPath::of`] into a
+/// `static`, or a constant (a guard of the timed static entry carries the address of one,
+/// so it is aligned to more than the guard's tag bits).
+#[repr(align(8))]
+pub(crate) struct SinkPath {
+    /// [`SinkOps::count`].
+    pub(super) count: fn(&SinkWords, u64, usize) -> bool,
+    /// [`SinkOps::time`].
+    pub(super) time: fn(&SinkWords, u64, usize, bool, u64, u64) -> bool,
+    /// A static site's entry while this path's counting sink alone covers it.
+    #[cfg(not(loom))]
+    pub(super) count_entry: StaticEntry,
+    /// A static site's entry while this path's timing sink alone covers it.
+    #[cfg(not(loom))]
+    pub(super) timed_entry: StaticEntry,
+    /// The end of a scope whose frame `timed_entry` pushed, given the parent ip.
+    #[cfg(not(loom))]
+    pub(super) timed_exit: fn(usize),
+    /// The implementation's type, which the static entries check their published path
+    /// against in debug builds.
+    #[cfg(not(loom))]
+    pub(super) ops: fn() -> core::any::TypeId,
+}
+
+impl SinkPath {
+    /// The path of `P`.
+    pub(crate) const fn of<P: SinkOps>() -> Self {
+        SinkPath {
+            count: P::count,
+            time: P::time,
+            #[cfg(not(loom))]
+            count_entry: Site::enter_count::<P>,
+            #[cfg(not(loom))]
+            timed_entry: Site::enter_timed::<P>,
+            #[cfg(not(loom))]
+            timed_exit: super::Ftrace::exit_global_sink::<P>,
+            #[cfg(not(loom))]
+            ops: core::any::TypeId::of::<P>,
+        }
+    }
+}
+
+/// What an ops declares about its sink (`FtraceOpsBuilder::sink`).
+#[derive(Clone, Copy)]
+pub(crate) struct Sink {
+    /// The sink's id ([`SinkWords`]' id; never 0).
+    pub(crate) id: u64,
+    /// The provider's flag, handed back to [`SinkOps::time`].
+    pub(crate) flag: bool,
+    /// The id as a frame carries it (`FrameTag::sink`): `id` if it fits in 32 bits, else 0
+    /// (no sink: such a sink's returns take the general path).
+    pub(crate) frame_id: u32,
+    /// The provider's path.
+    pub(crate) path: &'static SinkPath,
+}
+
+impl Sink {
+    /// Sink `id` (never 0) of the provider whose path is `path`, with `flag`.
+    pub(crate) const fn new(id: u64, flag: bool, path: &'static SinkPath) -> Self {
+        let frame_id = if id <= u32::MAX as u64 { id as u32 } else { 0 };
+        Sink {
+            id,
+            flag,
+            frame_id,
+            path,
+        }
+    }
+}
+
+impl core::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Sink")
+            .field("id", &self.id)
+            .field("flag", &self.flag)
+            .finish_non_exhaustive()
+    }
+}
