@@ -242,19 +242,42 @@ fn record_general(local: &Local, stack: &LiveStack, kind: Kind, bytes: u64) {
     }
 }
 
+/// A walk's view of the thread's lines and a fresh sequence number for its stamps.
+struct Walk {
+    lines: *const Line,
+    ips: *const usize,
+    len: usize,
+    stamps: *const Cell<u64>,
+    seq: u64,
+}
+
+impl Walk {
+    #[inline(always)]
+    fn begin(local: &Local) -> Walk {
+        let seq = local.seq.get().wrapping_add(1);
+        local.seq.set(seq);
+        Walk {
+            lines: local.lines.get(),
+            ips: local.ips.get(),
+            len: local.len.get(),
+            stamps: local.stamps.get(),
+            seq,
+        }
+    }
+}
+
 /// The callees' words of the outer frames, the innermost (site `own`, already counted as
 /// its own) excluded: each distinct site once (the stamps).
 #[inline(never)]
 fn record_outer(local: &Local, stack: &LiveStack, own: usize, kind: Kind, bytes: u64) {
-    let (lines, ips, len, stamps) = (
-        local.lines.get(),
-        local.ips.get(),
-        local.len.get(),
-        local.stamps.get(),
-    );
+    let Walk {
+        lines,
+        ips,
+        len,
+        stamps,
+        seq,
+    } = Walk::begin(local);
     let (count, sum) = kind.words();
-    let seq = local.seq.get().wrapping_add(1);
-    local.seq.set(seq);
     // SAFETY: `own < len` (the caller checked it), and `stamps` holds `len` stamps, owned
     // as `lines` is (see `record`).
     unsafe { &*stamps.add(own) }.set(seq);
@@ -281,15 +304,14 @@ fn record_outer(local: &Local, stack: &LiveStack, own: usize, kind: Kind, bytes:
 /// The general walk, innermost first: the innermost frame of a global-instance site gets
 /// the record as its own, every other distinct site as its callees'.
 fn record_local(local: &Local, stack: &LiveStack, kind: Kind, bytes: u64) {
-    let (lines, ips, len, stamps) = (
-        local.lines.get(),
-        local.ips.get(),
-        local.len.get(),
-        local.stamps.get(),
-    );
+    let Walk {
+        lines,
+        ips,
+        len,
+        stamps,
+        seq,
+    } = Walk::begin(local);
     let (count, sum) = kind.words();
-    let seq = local.seq.get().wrapping_add(1);
-    local.seq.set(seq);
     let mut own = true;
     stack.for_each_site(|ip, index| {
         // SAFETY: as in `record`.
