@@ -20,9 +20,8 @@
 //!   `sleep-time` off), and every synchronous traced call made inside its polls;
 //! - a future **dropped before it completed** (cancelled: a `select!` loser, a timeout, an
 //!   aborted task, a poll that panicked) still returns, at the drop, with its time so far,
-//!   and is counted in [`TaskTimes::cancelled`](super::graph::TaskTimes::cancelled); the
-//!   function profiler lists it in `trace_stat/function_cancelled` and the `cancelled`
-//!   field of the functions' JSON.
+//!   and is counted in [`TaskTimes::cancelled`](super::graph::TaskTimes::cancelled), which
+//!   a graph ops's return callback can read.
 //!
 //! # Design: frames that move with the task
 //!
@@ -60,9 +59,9 @@
 //!   poll; cancellations are not visible (there is no return).
 //! - A poll that finds the shadow stack full continues without its frame (synchronous
 //!   calls inside nest under whatever is below); the call still returns at completion.
-//! - With `function-profile-callpath` on, call-path records are kept for synchronous calls;
-//!   a future's own function record is complete, but it does not appear as a path prefix
-//!   of calls made in its later polls.
+//! - Call paths walk the thread's live frames: a future's frame is on the stack during its
+//!   polls only, so it is no path prefix of calls made in its later polls (its own call is
+//!   complete).
 //!
 //! # Invariants
 //!
@@ -127,7 +126,7 @@ fn tell_parent(parent: Option<usize>, wall: u64, running: u64) {
 }
 
 /// Now on the clock a task's running time is kept in: the thread's CPU time (`cpu`: a
-/// registered ops wants it, the function profiler with `sleep-time` off) or wall time.
+/// registered ops asks for CPU time, as a profiler with `sleep-time` off does) or wall time.
 fn running_clock(cpu: bool) -> u64 {
     if cpu {
         super::cputime::thread_cpu_ns()
@@ -418,7 +417,7 @@ fn cancel(ftrace: &Ftrace, frame: Frame, running: u64, adjust: u64) {
 
 /// Instruments a future with a static call site named `$name`: the future is one call
 /// of that site, entered at its first poll and returned at its completion (see
-/// [`crate::profile::TracedFuture`]).
+/// `TracedFuture`).
 ///
 /// ```
 /// use std::future::Future;

@@ -471,7 +471,7 @@ impl LiveStack {
     /// Calls `f(ip, index)` for each live frame, innermost first: the site's ip and its
     /// dense index in its instance (`u32::MAX` as a `usize` for an ip that is not a site).
     /// Each frame's two words are copied out before `f` runs, so `f` may do anything; what
-    /// the allocation stats attribute an allocation to.
+    /// what a provider charges an event to.
     #[cfg(not(loom))]
     #[inline(always)]
     pub(crate) fn for_each_site(&self, mut f: impl FnMut(usize, usize)) {

@@ -250,7 +250,7 @@ impl Ftrace {
         ScopeGuard::traced(self, parent, false)
     }
 
-    /// Every enabled entry but the function profiler's direct cases: the site's direct
+    /// Every enabled entry but the sinks' direct cases: the site's direct
     /// entry under its flags, or the list walk. `section` is the caller's open read-side
     /// section.
     #[inline(never)]

@@ -38,9 +38,8 @@
 //! - `control`: the control files (`available_filter_functions`, `enabled_functions`,
 //!   `set_ftrace_filter`, `set_ftrace_notrace`, `set_ftrace_pid`, `trace_clock`).
 //!
-//! The providers (the function and branch profilers, the `tracing` layer) live in
-//! [`crate::profile`], which is also where users reach this layer: every public item here is
-//! re-exported there, and this module is private.
+//! The providers live above this layer and this module never names them; users reach its
+//! public items through their re-exports, and this module is private.
 //!
 //! # Invariants
 //!
@@ -103,16 +102,16 @@ pub use site::{SITES, Site, SiteDef};
 /// call an ops covers, or of the instrumented future whose poll runs now (0 at top level);
 /// `None` while a hook callback runs on this thread (the caller is inside a tracer). Reads
 /// two words of the thread's `Hot` block, writes nothing, never allocates and works during
-/// thread teardown: the allocation events' `call_site`.
+/// thread teardown: the current function of an event recorded outside any callback.
 #[cfg(not(loom))]
 pub(crate) fn current_scope() -> Option<usize> {
     thread::hot(|hot| (hot.recursion.get() == 0).then(|| hot.current_ip.get())).flatten()
 }
 
 /// The calling thread's shadow stack of live graph frames (pushed while a graph ops covers
-/// their sites), or `None` while a hook callback runs on this thread: what the allocation
-/// stats attribute an allocation to. One thread-local address, no write, never allocates
-/// and works during thread teardown.
+/// their sites), or `None` while a hook callback runs on this thread: what a provider
+/// charges an event to, with its callers. One thread-local address, no write, never
+/// allocates and works during thread teardown.
 #[cfg(not(loom))]
 #[inline(always)]
 pub(crate) fn live_stack() -> Option<&'static graph::LiveStack> {
@@ -120,8 +119,8 @@ pub(crate) fn live_stack() -> Option<&'static graph::LiveStack> {
     (hot.recursion.get() == 0).then_some(&hot.stack)
 }
 
-/// Runs the calling thread's hook-layer thread-local teardown now (loom models; see
-/// [`crate::profile`]'s `loom_thread_exit`).
+/// Runs the calling thread's hook-layer thread-local teardown now (loom models, which end a
+/// thread's state explicitly).
 #[cfg(loom)]
 pub(crate) fn exit_now() {
     thread::exit_now();

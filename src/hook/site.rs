@@ -356,7 +356,7 @@ macro_rules! traced_block {
 }
 
 /// A `&'static Site` named `$name` at the invocation's module, file and line, listed in
-/// [`SITES`](crate::profile::SITES): what `traced_block!` and `traced_future!` expand to
+/// `SITES`: what `traced_block!` and `traced_future!` expand to
 /// first. Not public API.
 #[cfg(not(loom))]
 #[doc(hidden)]

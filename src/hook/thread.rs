@@ -59,7 +59,7 @@ pub(crate) struct Hot {
     pub(crate) current_ip: Cell<usize>,
     /// The dense index of the site whose callbacks run now, as the dispatcher last set it
     /// (`usize::MAX`: none). A hint only: a reader checks it against the ip it was given
-    /// (the function profiler's `record`), so a stale value is never trusted.
+    /// (a sink's record), so a stale value is never trusted.
     pub(crate) site_index: Cell<usize>,
     /// Domain id of `slot` (0: none; ids start at 1).
     domain: Cell<u64>,
@@ -286,7 +286,7 @@ pub(crate) fn with<R>(f: impl FnOnce(&ThreadState) -> R) -> Option<R> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::profile::{Ftrace, FtraceOps, SiteDef};
+    use crate::hook::{Ftrace, FtraceOps, SiteDef};
 
     fn slots_here() -> usize {
         // SAFETY: the owner thread, outside any call: nothing else touches the Vec.
