@@ -470,8 +470,8 @@ impl LiveStack {
 
     /// Calls `f(ip, index)` for each live frame, innermost first: the site's ip and its
     /// dense index in its instance (`u32::MAX` as a `usize` for an ip that is not a site).
-    /// Each frame's two words are copied out before `f` runs, so `f` may do anything; what
-    /// what a provider charges an event to.
+    /// Each frame's two words are copied out before `f` runs, so `f` may do anything (a
+    /// provider charging an event to the frames' functions, for instance).
     #[cfg(not(loom))]
     #[inline(always)]
     pub(crate) fn for_each_site(&self, mut f: impl FnMut(usize, usize)) {
