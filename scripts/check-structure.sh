@@ -20,7 +20,6 @@ MAX_LINES=800
 LONG=(
   src/hook/ftrace.rs      # registration, commit and the control-file writers: split pending
   src/profile/function/mod.rs  # record_into and the parked shards (vestigial) to delete
-  src/alloc/function.rs        # the per-thread counters, the option and the stat file: to split
 )
 # Import cycles allowed, each a sorted, space-separated list of modules.
 CYCLES=(
