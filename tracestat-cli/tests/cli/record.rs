@@ -524,19 +524,68 @@ fn record_serve_without_write_permission_changes_nothing_nor_any_count() {
     ] {
         assert_ne!(blocked & (1 << (sig - 1)), 0, "signal {sig}: {blocked:x}");
     }
-    rec.round(2);
+    // Clients reading all the while the program runs its rounds (each has read once
+    // before the rounds start).
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let started = std::sync::Arc::new(AtomicUsize::new(0));
+    let targets = [
+        "/trace_stat/functions",
+        "/metrics",
+        "/available_filter_functions",
+    ];
+    let readers: Vec<_> = targets
+        .into_iter()
+        .map(|target| {
+            let addr = rec.served.addr.clone();
+            let (stop, started) = (
+                std::sync::Arc::clone(&stop),
+                std::sync::Arc::clone(&started),
+            );
+            std::thread::spawn(move || {
+                let mut reads = 0;
+                while reads == 0 || !stop.load(Ordering::Relaxed) {
+                    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+                    write!(s, "GET {target} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+                    let mut all = Vec::new();
+                    s.read_to_end(&mut all).unwrap();
+                    assert!(all.starts_with(b"HTTP/1.1 200"), "{target}");
+                    if reads == 0 {
+                        started.fetch_add(1, Ordering::Relaxed);
+                    }
+                    reads += 1;
+                }
+            })
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while started.load(Ordering::Relaxed) < targets.len() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the readers did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    for r in 2..=50 {
+        rec.round(r);
+    }
+    stop.store(true, Ordering::Relaxed);
+    for reader in readers {
+        reader.join().unwrap();
+    }
     rec.end();
     let rounds = rec.rounds.clone();
     let (code, rest, err) = rec.output();
     assert_eq!(code, 0, "{err}");
     // Every count is what the same run without --serve counts.
-    let expected = table(&[("leaf", 20), ("other", 10), ("middle", 2), ("main", 1)]);
+    let expected = table(&[("leaf", 500), ("other", 250), ("middle", 50), ("main", 1)]);
     let whole = without_pids(&format!("{rounds}{rest}"));
+    let round_lines: String = (1..=50).map(|r| format!("round {r}\n")).collect();
     assert_eq!(
         whole,
-        format!("round 1\nround 2\n==> trace_stat/functions <==\n{expected}")
+        format!("{round_lines}==> trace_stat/functions <==\n{expected}")
     );
-    assert_eq!(whole, unserved(&prog, 2));
+    assert_eq!(whole, unserved(&prog, 50));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
