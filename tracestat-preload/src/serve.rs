@@ -26,8 +26,8 @@
 //! - **Limit**: a fork while a request holds one of the profiler's locks (a read of the
 //!   merged records holds the one a thread's exit folds its records under) leaves that lock
 //!   held in the child, as for any lock of a threaded process at `fork`: a child that then
-//!   starts or ends a thread without `exec` can block on it. A read holds it for the time
-//!   of one table's copy.
+//!   starts a thread, or ends one (its `exit` included), without `exec` can block on it. A
+//!   read holds it for the time of one table's copy; a child that `exec`s is not exposed.
 //! - **Failure** (an address that does not parse or resolve, one in use, one not loopback
 //!   without `--allow-remote`, an empty token): the constructor's error, so the process ends
 //!   with status 125 before `main`: the program never runs unserved when serving was asked.
