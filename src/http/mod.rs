@@ -74,13 +74,17 @@
 //!   around it and writes the response against its deadline.
 //! - `route.rs`: [`Router::route`], a pure function of the parsed request (shared with the
 //!   fuzz target). Reads take the same snapshots as the library's own readers, so a request
-//!   never blocks the profiled threads.
+//!   never blocks the profiled threads (but one that forks: it waits for the requests at
+//!   work, see `fork.rs`).
 //! - `window.rs`: the profile windows of `/debug/pprof/profile`, differences of the records.
+//! - `fork.rs`: a fork waits for the requests in progress, so that a child never inherits a
+//!   lock a request held.
 //!
 //! Dropping the [`Server`] stops the accept thread and ends a running profile window early;
 //! requests in flight finish within their limits.
 
 mod conn;
+mod fork;
 mod route;
 mod window;
 
@@ -436,6 +440,8 @@ impl ServerBuilder {
                 "the token is empty",
             ));
         }
+        #[cfg(unix)]
+        fork::install()?;
         let listener = TcpListener::bind(&addrs[..])?;
         let addr = listener.local_addr()?;
         #[cfg(unix)]

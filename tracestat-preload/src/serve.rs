@@ -23,11 +23,9 @@
 //!   program exits; a program it starts (fork and exec) is not profiled, so does not serve;
 //!   an `exec` in place closes the socket (close-on-exec) and the new image binds the
 //!   address again (with port 0, another port, printed again).
-//! - **Limit**: a fork while a request holds one of the profiler's locks (a read of the
-//!   merged records holds the one a thread's exit folds its records under) leaves that lock
-//!   held in the child, as for any lock of a threaded process at `fork`: a child that then
-//!   starts a thread, or ends one (its `exit` included), without `exec` can block on it. A
-//!   read holds it for the time of one table's copy; a child that `exec`s is not exposed.
+//! - **Forks during requests**: a fork waits for the requests at work (the endpoint holds
+//!   new ones off meanwhile), so a child never inherits a lock a request held, such as the
+//!   profiler's that a thread's exit folds its records under.
 //! - **Failure** (an address that does not parse or resolve, one in use, one not loopback
 //!   without `--allow-remote`, an empty token): the constructor's error, so the process ends
 //!   with status 125 before `main`: the program never runs unserved when serving was asked.
