@@ -2,7 +2,7 @@
 //! (`tracestat record --serve ADDR`).
 //!
 //! The constructor, once the profiler runs, binds the address and serves the process's
-//! [`Tracefs::global`] (`set_ftrace_filter`, `set_ftrace_notrace`,
+//! `Tracefs::global()` (`set_ftrace_filter`, `set_ftrace_notrace`,
 //! `function_profile_enabled`, `trace_stat/*`), `/metrics` and `/debug/pprof/profile` on the
 //! endpoint's background threads ([`tracestat::http`]) for as long as the process lives. A
 //! write to `set_ftrace_filter` changes what the running program profiles.
