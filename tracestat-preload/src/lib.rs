@@ -35,8 +35,8 @@
 //!   but writes nothing; a program it starts (fork and exec) is not profiled.
 //! - **Serving** (`TRACESTAT_SERVE`, `tracestat record --serve`): the live tracefs over
 //!   HTTP from inside the program, on threads that enter no site; see `serve.rs`.
-//! - **Bad settings** (a filter naming nothing, an address it cannot serve): the constructor says why and ends the
-//!   process with status 125 before the program's `main`.
+//! - **Bad settings** (a filter naming nothing, an address it cannot serve): the
+//!   constructor says why and ends the process with status 125 before the program's `main`.
 //! - **At exit** (`atexit`, registered first so it runs last): the exiting thread's open
 //!   frames return, hooks stop, and `trace_stat/functions` (or the export asked for) is
 //!   written to `TRACESTAT_OUTPUT`.
