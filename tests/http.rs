@@ -1182,6 +1182,20 @@ fn dropping_the_server_stops_it() {
     assert!(TcpStream::connect(a).is_err());
 }
 
+#[test]
+fn the_raw_descriptor_is_the_listening_socket() {
+    use std::os::fd::{AsRawFd, BorrowedFd};
+    let w = World::new();
+    let server = w.serve();
+    // SAFETY: the server's socket, open while `server` lives; borrowed only to duplicate it.
+    let fd = unsafe { BorrowedFd::borrow_raw(server.as_raw_fd()) };
+    let listener = std::net::TcpListener::from(fd.try_clone_to_owned().unwrap());
+    assert_eq!(listener.local_addr().unwrap(), server.local_addr());
+    // Closing a copy leaves the server's own open (what a forked child does).
+    drop(listener);
+    assert_eq!(get(server.local_addr(), "/set_ftrace_filter").status, 200);
+}
+
 mod routing_model {
     //! The routing as a pure function, on arbitrary requests (what the fuzz target runs):
     //! never a panic, only documented statuses, and a refused request changes nothing.

@@ -74,13 +74,17 @@
 //!   around it and writes the response against its deadline.
 //! - `route.rs`: [`Router::route`], a pure function of the parsed request (shared with the
 //!   fuzz target). Reads take the same snapshots as the library's own readers, so a request
-//!   never blocks the profiled threads.
+//!   never blocks the profiled threads (but one that forks: it waits for the requests at
+//!   work, see `fork.rs`).
 //! - `window.rs`: the profile windows of `/debug/pprof/profile`, differences of the records.
+//! - `fork.rs`: a fork waits for the requests in progress, so that a child never inherits a
+//!   lock a request held.
 //!
 //! Dropping the [`Server`] stops the accept thread and ends a running profile window early;
 //! requests in flight finish within their limits.
 
 mod conn;
+mod fork;
 mod route;
 mod window;
 
@@ -161,6 +165,9 @@ impl std::fmt::Debug for ServerBuilder {
 #[derive(Debug)]
 pub struct Server {
     addr: SocketAddr,
+    /// The listening socket, owned by the accept thread.
+    #[cfg(unix)]
+    fd: std::os::fd::RawFd,
     stop: Arc<AtomicBool>,
     refused: Arc<AtomicU64>,
     accept: Option<JoinHandle<()>>,
@@ -232,6 +239,16 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop_now();
+    }
+}
+
+/// The listening socket's descriptor, which stays the server's: for a process that forks,
+/// whose child closes its copy so as not to keep the port bound (the accept thread does not
+/// survive a fork; `exec` closes it anyway, it is close-on-exec).
+#[cfg(unix)]
+impl std::os::fd::AsRawFd for Server {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.fd
     }
 }
 
@@ -423,8 +440,12 @@ impl ServerBuilder {
                 "the token is empty",
             ));
         }
+        #[cfg(unix)]
+        fork::install()?;
         let listener = TcpListener::bind(&addrs[..])?;
         let addr = listener.local_addr()?;
+        #[cfg(unix)]
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&listener);
         let stop = Arc::new(AtomicBool::new(false));
         let refused = Arc::new(AtomicU64::new(0));
         let router = Arc::new(self.build_router(Arc::clone(&stop), Arc::clone(&refused)));
@@ -437,6 +458,8 @@ impl ServerBuilder {
             .spawn(move || accept_loop(listener, router, limits, max, stop2, refused2))?;
         Ok(Server {
             addr,
+            #[cfg(unix)]
+            fd,
             stop,
             refused,
             accept: Some(accept),

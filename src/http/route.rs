@@ -308,6 +308,8 @@ impl Router {
         headers: &[(&str, &[u8])],
         body: &[u8],
     ) -> Response {
+        // The request's work, which a fork waits for (see `fork.rs`).
+        let _section = super::fork::Section::enter();
         let r = match self.try_route(method, target, headers, body) {
             Ok(r) | Err(r) => r,
         };
@@ -670,19 +672,22 @@ impl Router {
             .with_header("Content-Disposition", "attachment; filename=\"allocs\""))
     }
 
-    /// Sleeps `d`, in short steps so a shutdown ends the wait; `false` when it did.
+    /// Sleeps `d`, in short steps so a shutdown ends the wait; `false` when it did. Outside
+    /// the request's section: a fork need not wait for a window.
     fn wait(&self, d: Duration) -> bool {
         let end = Instant::now() + d;
-        loop {
-            if self.stop.load(Ordering::Acquire) {
-                return false;
+        super::fork::outside(|| {
+            loop {
+                if self.stop.load(Ordering::Acquire) {
+                    return false;
+                }
+                let now = Instant::now();
+                if now >= end {
+                    return true;
+                }
+                std::thread::sleep((end - now).min(Duration::from_millis(50)));
             }
-            let now = Instant::now();
-            if now >= end {
-                return true;
-            }
-            std::thread::sleep((end - now).min(Duration::from_millis(50)));
-        }
+        })
     }
 }
 

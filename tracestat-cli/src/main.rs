@@ -15,7 +15,9 @@
 //! `diff --fail-on` rule); 2 bad options (clap's usage errors, and `diff`'s own).
 //!
 //! `--serve ADDR` (`tracestat demo`, `tracestat replay`; feature `http`, on by default) serves the profile
-//! over HTTP while it runs: see `serve.rs`.
+//! over HTTP while it runs: see `serve.rs`. `tracestat record --serve ADDR` serves the
+//! recorded program's own tracefs from inside it (the preload library's endpoint): see
+//! `record.rs`.
 
 mod replay;
 

@@ -8,8 +8,17 @@
 //! that is printed here and removed. Which processes are profiled: the program started, and
 //! what it `exec`s in place; not the programs it starts (fork and exec), and a child it forks
 //! writes nothing. When the profiler cannot start (a `--filter` naming nothing, say), the
-//! library says why and ends the process with status 125 before its `main`. Found next to the `tracestat` executable (or its parent directory, for
-//! test binaries under `target/*/deps`), or where `--preload` says.
+//! library says why and ends the process with status 125 before its `main`. The library is
+//! found next to the `tracestat` executable (or its parent directory, for test binaries
+//! under `target/*/deps`), or where `--preload` says.
+//!
+//! `--serve ADDR` (with `--allow-writes`, `--allow-remote` and `TRACESTAT_HTTP_TOKEN`, as
+//! `demo --serve` takes them) serves the running program's tracefs, `/metrics` and
+//! `/debug/pprof/profile` from inside it: the library binds the address before `main` and
+//! prints `tracestat: serving http://ADDR/`; only the profiled process serves, until it
+//! exits, and the profile is printed at its exit as without `--serve`. An address it cannot
+//! serve is a start failure like a bad filter: status 125 before `main`, so the program does
+//! not run.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -53,6 +62,8 @@ pub struct RecordArgs {
     /// The preload library (default: libtracestat_preload.so beside this executable).
     #[arg(long, value_name = "PATH")]
     preload: Option<PathBuf>,
+    #[command(flatten)]
+    serve: crate::serve::ServeArgs,
     /// The program and its arguments.
     #[arg(last = true, required = true, value_name = "PROG ARGS")]
     command: Vec<std::ffi::OsString>,
@@ -80,6 +91,11 @@ fn library(args: &RecordArgs) -> Result<PathBuf, String> {
                 exe.display()
             )
         })
+}
+
+/// A switch as the library reads it.
+fn bit(on: bool) -> &'static str {
+    if on { "1" } else { "0" }
 }
 
 /// Runs `tracestat record`.
@@ -114,10 +130,13 @@ pub fn run(args: &RecordArgs) -> Result<(), String> {
         .env("TRACESTAT_FORMAT", &args.format)
         .env("TRACESTAT_TIMING", &args.timing)
         .env("TRACESTAT_GRAPH_TIME", &args.graph_time)
-        .env("TRACESTAT_SLEEP_TIME", &args.sleep_time);
+        .env("TRACESTAT_SLEEP_TIME", &args.sleep_time)
+        .env("TRACESTAT_SERVE_WRITES", bit(args.serve.allow_writes))
+        .env("TRACESTAT_SERVE_REMOTE", bit(args.serve.allow_remote));
     for (var, value) in [
         ("TRACESTAT_FILTER", &args.filter),
         ("TRACESTAT_NOTRACE", &args.notrace),
+        ("TRACESTAT_SERVE", &args.serve.serve),
     ] {
         match value {
             Some(v) => cmd.env(var, v),

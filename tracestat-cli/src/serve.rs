@@ -1,4 +1,6 @@
-//! `--serve ADDR`: the HTTP endpoint for `tracestat demo` and `tracestat replay`.
+//! `--serve ADDR`: the HTTP endpoint for `tracestat demo` and `tracestat replay`. Its
+//! options ([`ServeArgs`]) are `tracestat record`'s too, whose endpoint runs inside the
+//! recorded program (the preload library's).
 //!
 //! - `tracestat demo --serve ADDR` enables the global function profiler with call paths (so
 //!   `/debug/pprof/profile` has stacks with self times), runs the workload round after round
@@ -86,7 +88,8 @@ impl StatTracer for PublishedFunctions {
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
     /// Serve the stat files, control files, /metrics and /debug/pprof/ over HTTP on ADDR
-    /// (e.g. 127.0.0.1:9099; port 0 picks one) while running, until Ctrl-C.
+    /// (e.g. 127.0.0.1:9099; port 0 picks one) while running: until Ctrl-C (record: until
+    /// the program exits).
     #[arg(long, value_name = "ADDR")]
     pub serve: Option<String>,
     /// With --serve: let PUT and POST write control files. When the environment variable

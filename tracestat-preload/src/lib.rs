@@ -33,8 +33,10 @@
 //! - **Processes**: exactly the process `tracestat record` started is profiled (its parent
 //!   is `TRACESTAT_PARENT`), and what it `exec`s in place; a child it forks keeps counting
 //!   but writes nothing; a program it starts (fork and exec) is not profiled.
-//! - **Bad settings** (a filter naming nothing): the constructor says why and ends the
-//!   process with status 125 before the program's `main`.
+//! - **Serving** (`TRACESTAT_SERVE`, `tracestat record --serve`): the live tracefs over
+//!   HTTP from inside the program, on threads that enter no site; see `serve.rs`.
+//! - **Bad settings** (a filter naming nothing, an address it cannot serve): the
+//!   constructor says why and ends the process with status 125 before the program's `main`.
 //! - **At exit** (`atexit`, registered first so it runs last): the exiting thread's open
 //!   frames return, hooks stop, and `trace_stat/functions` (or the export asked for) is
 //!   written to `TRACESTAT_OUTPUT`.
@@ -54,6 +56,8 @@ use std::sync::OnceLock;
 use tracestat::native::NativeSites;
 use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions, ScopeGuard, Site};
 use tracestat::stat::WriteMode;
+
+mod serve;
 
 /// Frames a thread's return stack holds; deeper calls are overruns.
 const DEPTH: usize = 4096;
@@ -380,6 +384,7 @@ fn start() -> Result<(), String> {
     let profiler = FunctionProfiler::global();
     profiler.set_options(opts).map_err(|e| e.to_string())?;
     profiler.enable().map_err(|e| e.to_string())?;
+    serve::start(&flag)?;
     let _ = NATIVE.set(native);
     let _ = SETTINGS.set(Settings {
         output,

@@ -14,16 +14,22 @@ pub(crate) mod proto;
 
 /// A `tracestat ... --serve 127.0.0.1:0` child and the address it serves.
 pub(crate) struct Served {
-    child: Child,
+    pub(crate) child: Child,
     pub(crate) addr: String,
     stderr: BufReader<std::process::ChildStderr>,
 }
 
 impl Served {
     pub(crate) fn start(args: &[&str]) -> Served {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tracestat"))
-            .args(args)
-            .stdin(Stdio::null())
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tracestat"));
+        cmd.args(args).stdin(Stdio::null());
+        Served::spawn(cmd)
+    }
+
+    /// Starts `cmd` with its stdout and stderr piped, and reads its stderr up to the serving
+    /// line.
+    pub(crate) fn spawn(mut cmd: Command) -> Served {
+        let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -46,11 +52,23 @@ impl Served {
 
     /// `method target` with `body`: the status and the body.
     pub(crate) fn request(&self, method: &str, target: &str, body: &str) -> (u16, Vec<u8>) {
+        self.request_with(method, target, "", body)
+    }
+
+    /// `method target` with the header lines `extra` (each ending in CRLF) and `body`: the
+    /// status and the body.
+    pub(crate) fn request_with(
+        &self,
+        method: &str,
+        target: &str,
+        extra: &str,
+        body: &str,
+    ) -> (u16, Vec<u8>) {
         let mut s = TcpStream::connect(&self.addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         write!(
             s,
-            "{method} {target} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+            "{method} {target} HTTP/1.1\r\nHost: x\r\n{extra}Content-Length: {}\r\n\r\n{body}",
             body.len()
         )
         .unwrap();
@@ -67,21 +85,29 @@ impl Served {
         unsafe {
             libc::kill(self.child.id() as libc::pid_t, sig);
         }
+        self.wait_exit(&format!("signal {sig}"));
+        self.output()
+    }
+
+    /// Waits (at most 20 s since `after` happened) for the child to exit.
+    pub(crate) fn wait_exit(&mut self, after: &str) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while self.child.try_wait().unwrap().is_none() {
             if Instant::now() > deadline {
                 let _ = self.child.kill();
-                panic!("still running 20 s after signal {sig}");
+                panic!("still running 20 s after {after}");
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// The exited child's status, stdout and the rest of its stderr.
+    pub(crate) fn output(&mut self) -> (i32, String, String) {
+        // Empty when the test took the child's stdout to read it as it came.
         let mut out = String::new();
-        self.child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut out)
-            .unwrap();
+        if let Some(mut stdout) = self.child.stdout.take() {
+            stdout.read_to_string(&mut out).unwrap();
+        }
         let mut err = String::new();
         self.stderr.read_to_string(&mut err).unwrap();
         let code = self.child.wait().unwrap().code().unwrap_or(-1);
