@@ -1,7 +1,8 @@
-//! The return stack's hard cases (`data/cases.c`, `data/exceptions.cpp`, `data/plugin.c`):
-//! each function's Hit equals the calls the program made, counted and timed, and the
-//! program runs as it does without the library. C++ names are demangled with their
-//! parameters (`leaf(int)`).
+//! The return stack's hard cases (`data/cases.c`, `data/exceptions.cpp`, `data/plugin.c`),
+//! each built with every kind of instrumentation (`-finstrument-functions`, `-pg`,
+//! `-pg -mfentry`): each function's Hit equals the calls the program made, counted and
+//! timed, and the program runs as it does without the library. C++ names are demangled
+//! with their parameters (`leaf(int)`). Timed calls nest (`data/nested.c`).
 //!
 //! Ignored by default: they need gcc and g++ (`.ci/run` runs them with `--ignored`).
 
@@ -11,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{build, hits, record, scratch};
+use common::{Kind, build, hits, record, scratch, times};
 
 fn data(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -21,11 +22,12 @@ fn data(name: &str) -> String {
         .to_string()
 }
 
-fn cases(dir: &Path) -> PathBuf {
+fn cases(dir: &Path, kind: Kind) -> PathBuf {
     build(
         "gcc",
         dir,
         "cases",
+        kind,
         &[&data("cases.c"), "-lpthread", "-ldl"],
     )
 }
@@ -37,14 +39,17 @@ fn run(prog: &Path, args: &[&str]) -> (BTreeMap<String, u64>, String) {
     let mut stderr = String::new();
     for timing in ["0", "1"] {
         let (out, table) = record(Command::new(prog).args(args), timing, &[]);
-        assert!(out.status.success(), "{args:?}: {out:?}");
+        assert!(out.status.success(), "{prog:?} {args:?}: {out:?}");
         assert_eq!(out.stdout, b"ok\n");
         if timing == "0" {
             stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         }
         all.push(hits(&table));
     }
-    assert_eq!(all[0], all[1], "counted and timed runs differ");
+    assert_eq!(
+        all[0], all[1],
+        "{prog:?} {args:?}: counted and timed runs differ"
+    );
     (all.remove(0), stderr)
 }
 
@@ -56,46 +61,77 @@ fn expect(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
 #[ignore = "needs gcc"]
 fn longjmp_signals_threads_fork_and_overruns() {
     let dir = scratch("cases");
-    let prog = cases(&dir);
-    let (h, _) = run(&prog, &["longjmp"]);
-    assert_eq!(
-        h,
-        expect(&[("main", 1), ("longjmps", 1), ("dive", 2100), ("leaf", 100)])
-    );
-    let (h, _) = run(&prog, &["signal"]);
-    assert_eq!(
-        h,
-        expect(&[
-            ("main", 1),
-            ("signals", 1),
-            ("raiser", 50),
-            ("on_signal", 50),
-            ("handled", 150),
-            ("leaf", 50),
-        ])
-    );
-    let (h, _) = run(&prog, &["threads"]);
-    assert_eq!(
-        h,
-        expect(&[
-            ("main", 1),
-            ("threads", 1),
-            ("worker", 4),
-            ("leaf", 4000),
-            ("quit", 2),
-        ])
-    );
-    // The forked child's 500 calls are its own; the parent's table has the parent's.
-    let (h, _) = run(&prog, &["fork"]);
-    assert_eq!(h, expect(&[("main", 1), ("forks", 1), ("leaf", 100)]));
-    // main, deep and 4094 rec frames fill the 4096-frame stack; the other 5907 calls
-    // overran.
-    let (h, stderr) = run(&prog, &["deep"]);
-    assert_eq!(h, expect(&[("main", 1), ("deep", 1), ("rec", 4094)]));
-    assert!(
-        stderr.contains("5907 calls not traced (return stack full)"),
-        "{stderr}"
-    );
+    for kind in Kind::ALL {
+        let prog = cases(&dir, kind);
+        let (h, _) = run(&prog, &["longjmp"]);
+        assert_eq!(
+            h,
+            expect(&[("main", 1), ("longjmps", 1), ("dive", 2100), ("leaf", 100)]),
+            "{kind:?}"
+        );
+        // raiser's call of leaf is a tail call in a -pg build: leaf returns for both.
+        let (h, _) = run(&prog, &["signal"]);
+        assert_eq!(
+            h,
+            expect(&[
+                ("main", 1),
+                ("signals", 1),
+                ("raiser", 50),
+                ("on_signal", 50),
+                ("handled", 150),
+                ("leaf", 50),
+            ]),
+            "{kind:?}"
+        );
+        let (h, _) = run(&prog, &["threads"]);
+        assert_eq!(
+            h,
+            expect(&[
+                ("main", 1),
+                ("threads", 1),
+                ("worker", 4),
+                ("leaf", 4000),
+                ("quit", 2),
+            ]),
+            "{kind:?}"
+        );
+        // The forked child's 500 calls are its own; the parent's table has the parent's.
+        let (h, _) = run(&prog, &["fork"]);
+        assert_eq!(
+            h,
+            expect(&[("main", 1), ("forks", 1), ("leaf", 100)]),
+            "{kind:?}"
+        );
+        // main, deep and 4094 rec frames fill the 4096-frame stack; the other 5907 calls
+        // overran.
+        let (h, stderr) = run(&prog, &["deep"]);
+        assert_eq!(
+            h,
+            expect(&[("main", 1), ("deep", 1), ("rec", 4094)]),
+            "{kind:?}"
+        );
+        assert!(
+            stderr.contains("5907 calls not traced (return stack full)"),
+            "{kind:?}: {stderr}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A `-pg` program writes `gmon.out` on its own (`record` checks that under the library it
+/// does not).
+#[test]
+#[ignore = "needs gcc"]
+fn pg_programs_write_gmon_out_without_the_library() {
+    let dir = scratch("gmon");
+    let prog = cases(&dir, Kind::Mcount);
+    let out = Command::new(&prog)
+        .arg("longjmp")
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(dir.join("gmon.out").is_file());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -103,21 +139,25 @@ fn longjmp_signals_threads_fork_and_overruns() {
 #[ignore = "needs gcc"]
 fn a_library_loaded_closed_and_loaded_again() {
     let dir = scratch("dlopen");
-    let prog = cases(&dir);
-    let lib = build(
-        "gcc",
-        &dir,
-        "libplugin.so",
-        &["-shared", "-fPIC", &data("plugin.c")],
-    );
-    let lib = lib.display().to_string();
-    // Its functions become sites when first called, are retired at dlclose, and are new
-    // sites (rows of their own, summed here) once loaded again.
-    let (h, _) = run(&prog, &["dlopen", &lib]);
-    assert_eq!(
-        h,
-        expect(&[("main", 1), ("plugin", 1), ("plug", 15), ("twice", 15)])
-    );
+    for kind in Kind::ALL {
+        let prog = cases(&dir, kind);
+        let lib = build(
+            "gcc",
+            &dir,
+            "libplugin.so",
+            kind,
+            &["-shared", "-fPIC", &data("plugin.c")],
+        );
+        let lib = lib.display().to_string();
+        // Its functions become sites when first called, are retired at dlclose, and are new
+        // sites (rows of their own, summed here) once loaded again.
+        let (h, _) = run(&prog, &["dlopen", &lib]);
+        assert_eq!(
+            h,
+            expect(&[("main", 1), ("plugin", 1), ("plug", 15), ("twice", 15)]),
+            "{kind:?}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -125,15 +165,47 @@ fn a_library_loaded_closed_and_loaded_again() {
 #[ignore = "needs g++"]
 fn cpp_exceptions_through_traced_frames() {
     let dir = scratch("exceptions");
-    let prog = build("g++", &dir, "exceptions", &[&data("exceptions.cpp")]);
-    for timing in ["0", "1"] {
-        let (out, table) = record(&mut Command::new(&prog), timing, &[]);
-        assert!(out.status.success(), "{out:?}");
-        assert_eq!(out.stdout, b"100\n");
+    for kind in Kind::ALL {
+        let prog = build("g++", &dir, "exceptions", kind, &[&data("exceptions.cpp")]);
+        for timing in ["0", "1"] {
+            let (out, table) = record(&mut Command::new(&prog), timing, &[]);
+            assert!(out.status.success(), "{kind:?}: {out:?}");
+            assert_eq!(out.stdout, b"100\n");
+            assert_eq!(
+                hits(&table),
+                expect(&[
+                    ("main", 1),
+                    ("catcher(int)", 100),
+                    ("thrower(int)", 1100),
+                    ("Guard::~Guard()", 1100),
+                    ("cleanup()", 1100),
+                    ("leaf(int)", 200),
+                ]),
+                "{kind:?} timing {timing}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+#[ignore = "needs gcc"]
+fn timed_calls_nest() {
+    let dir = scratch("nested");
+    for kind in Kind::ALL {
+        let prog = build("gcc", &dir, "nested", kind, &[&data("nested.c")]);
+        let (out, table) = record(&mut Command::new(&prog), "1", &[]);
+        assert!(out.status.success(), "{kind:?}: {out:?}");
         assert_eq!(
             hits(&table),
-            expect(&[("main", 1), ("thrower(int)", 1100), ("leaf(int)", 100)])
+            expect(&[("main", 1), ("outer", 1000), ("inner", 10_000)]),
+            "{kind:?}"
         );
+        // Graph time: a caller's time holds its callees'.
+        let t = times(&table);
+        assert!(t["inner"] > 0.0, "{kind:?}: {table}");
+        assert!(t["outer"] >= t["inner"], "{kind:?}: {table}");
+        assert!(t["main"] >= t["outer"], "{kind:?}: {table}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

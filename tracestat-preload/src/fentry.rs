@@ -1,0 +1,352 @@
+//! The `-pg` entry hooks on x86-64: `mcount` (gcc `-pg`, nightly rustc
+//! `-Z instrument-mcount`) and `__fentry__` (gcc `-pg -mfentry`), with the function's
+//! return redirected through a per-thread return stack, as the kernel's
+//! `ftrace_graph_caller` / `return_to_handler` do.
+//!
+//! # Design
+//!
+//! Neither hook is a C call: the instrumented function's arguments are live in registers,
+//! so each trampoline saves every argument register (rdi rsi rdx rcx r8 r9, rax for
+//! varargs, r10 for a static chain, xmm0-7), aligns the stack to 16 bytes, calls
+//! [`entry`] and restores them. [`entry`] gets two addresses:
+//!
+//! - **self**: the hook's return address, inside the instrumented function: the key of the
+//!   per-thread ip → site cache. On a miss the function's entry is found at one of the few
+//!   distances a call of the hook can sit from it ([`FENTRY`], [`MCOUNT`]: `call rel32` or
+//!   `call *GOT(%rip)`, after `endbr64`, after the frame-pointer prologue), the first that
+//!   is a known function's entry; a function the symbol tables do not list becomes a site
+//!   at the nearest of them.
+//! - **slot**: where the parent's return address is: `[rsp + 8]` at `__fentry__` (called
+//!   before the prologue), `[rbp + 8]` at `mcount` (called after `push rbp; mov rbp, rsp`).
+//!
+//! When the site is entered traced, the frame (site guard, slot, original return address)
+//! is pushed on the thread's return stack and the slot is overwritten with
+//! [`return_to_handler`]'s address. The function's `ret` lands there: it saves the return
+//! values (rax, rdx, xmm0, xmm1), [`leave`] pops the frame (ending the call) and gives the
+//! original address, and it jumps there. When the site is not traced (filtered, notrace,
+//! another pid, the profiler off), the stack is full (an overrun, counted) or a hook of
+//! the thread is running (a signal handler), the hook returns at once and the function
+//! returns normally.
+//!
+//! Frames left without returning (`longjmp`) are dead: their slots are below the stack
+//! pointer. An entry pops the frames at or below its own slot, a return those below its
+//! own: nothing returns through a dead slot. A tail call (`jmp` to a hooked function)
+//! enters with the caller's slot, already redirected: the caller's frame stays, the
+//! callee's is pushed with the trampoline as its original address, and the return passes
+//! the trampoline twice, ending both. Exceptions and `pthread_exit`: `unwind.rs`.
+//!
+//! # Invariants
+//!
+//! - A slot holds the trampoline's address only while a frame of the thread's stack with
+//!   that slot is marked redirected; [`leave`] always finds its frame, else it ends the
+//!   process with a message rather than jump to an unknown address.
+//! - Values returned in x87 registers (`long double`) pass untouched: no code here uses
+//!   them. The upper halves of ymm/zmm argument registers are not saved.
+//!
+//! `__fentry__` keeps exactly gcc's `-mfentry` convention (called as the function's first
+//! instruction, before its prologue), so that a nop'd entry patched into a call to it
+//! works as the compiler's own call does.
+
+use core::arch::naked_asm;
+use core::sync::atomic::Ordering;
+use std::sync::OnceLock;
+
+use tracestat::profile::{Ftrace, Site};
+
+use crate::{
+    DEPTH, Frame, GENERATION, NATIVE, OVERRUNS, entering, next_symbol, site_of, thread_state,
+};
+
+/// Distances from `__fentry__`'s return address back to the function's entry, nearest
+/// first: `call rel32`, `call *GOT`, each after `endbr64`.
+const FENTRY: &[usize] = &[5, 6, 9, 10];
+/// The same for `mcount`, called after a frame-pointer prologue of 4 bytes (gcc) or more
+/// (rustc pushes callee-saved registers and reserves the frame first).
+const MCOUNT: &[usize] = &[
+    9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32,
+    33, 34, 35, 36,
+];
+
+/// The trampoline body: saves the argument registers, aligns the stack, calls `entry(rdi =
+/// self, rsi = slot, rdx = kind)` (the three set by `$args`, with rbp the trampoline's
+/// frame: `[rbp]` the caller's rbp, `[rbp + 8]` the return into the function), restores.
+macro_rules! hook {
+    ($($args:literal),*) => {
+        naked_asm!(
+            "push rbp",
+            "mov rbp, rsp",
+            "and rsp, -16",
+            "sub rsp, 192",
+            "mov [rsp], rdi",
+            "mov [rsp + 8], rsi",
+            "mov [rsp + 16], rdx",
+            "mov [rsp + 24], rcx",
+            "mov [rsp + 32], r8",
+            "mov [rsp + 40], r9",
+            "mov [rsp + 48], rax",
+            "mov [rsp + 56], r10",
+            "movaps [rsp + 64], xmm0",
+            "movaps [rsp + 80], xmm1",
+            "movaps [rsp + 96], xmm2",
+            "movaps [rsp + 112], xmm3",
+            "movaps [rsp + 128], xmm4",
+            "movaps [rsp + 144], xmm5",
+            "movaps [rsp + 160], xmm6",
+            "movaps [rsp + 176], xmm7",
+            "mov rdi, [rbp + 8]",
+            $($args,)*
+            "call {entry}",
+            "mov rdi, [rsp]",
+            "mov rsi, [rsp + 8]",
+            "mov rdx, [rsp + 16]",
+            "mov rcx, [rsp + 24]",
+            "mov r8, [rsp + 32]",
+            "mov r9, [rsp + 40]",
+            "mov rax, [rsp + 48]",
+            "mov r10, [rsp + 56]",
+            "movaps xmm0, [rsp + 64]",
+            "movaps xmm1, [rsp + 80]",
+            "movaps xmm2, [rsp + 96]",
+            "movaps xmm3, [rsp + 112]",
+            "movaps xmm4, [rsp + 128]",
+            "movaps xmm5, [rsp + 144]",
+            "movaps xmm6, [rsp + 160]",
+            "movaps xmm7, [rsp + 176]",
+            "mov rsp, rbp",
+            "pop rbp",
+            "ret",
+            entry = sym entry,
+        )
+    };
+}
+
+/// gcc's `-pg -mfentry` hook, called as an instrumented function's first instruction:
+/// `[rsp]` is the return into the function, `[rsp + 8]` the parent's return address. Not
+/// a C function: every register but r11 and the flags is preserved.
+///
+/// # Safety
+///
+/// Only as gcc's `-mfentry` code calls it, first in a function (or a nop'd entry patched
+/// into that call).
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __fentry__() {
+    hook!("lea rsi, [rbp + 16]", "xor edx, edx")
+}
+
+/// gcc's `-pg` hook (and rustc's `-Z instrument-mcount`), called after the instrumented
+/// function's `push rbp; mov rbp, rsp`: `[rsp]` is the return into the function,
+/// `[rbp + 8]` the parent's return address. Not a C function: every register but r11 and
+/// the flags is preserved.
+///
+/// # Safety
+///
+/// Only as gcc's `-pg` code calls it, with the instrumented function's frame pointer set.
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mcount() {
+    hook!("mov rsi, [rbp]", "add rsi, 8", "mov edx, 1")
+}
+
+/// Where a redirected function returns: `rsp` is one past the slot its `ret` consumed.
+/// Saves the return values, asks [`leave`] for the original address, restores them and
+/// jumps there (r11, free at a return, holds it).
+#[unsafe(naked)]
+unsafe extern "C" fn return_to_handler() {
+    naked_asm!(
+        // The slot's word is consumed: rbp goes there, so rbp is the slot's address.
+        "push rbp",
+        "mov rbp, rsp",
+        "and rsp, -16",
+        "sub rsp, 48",
+        "mov [rsp], rax",
+        "mov [rsp + 8], rdx",
+        "movaps [rsp + 16], xmm0",
+        "movaps [rsp + 32], xmm1",
+        "mov rdi, rbp",
+        "call {leave}",
+        "mov r11, rax",
+        "mov rax, [rsp]",
+        "mov rdx, [rsp + 8]",
+        "movaps xmm0, [rsp + 16]",
+        "movaps xmm1, [rsp + 32]",
+        "mov rsp, rbp",
+        "pop rbp",
+        "jmp r11",
+        leave = sym leave,
+    )
+}
+
+/// [`return_to_handler`]'s address, the value of a redirected slot.
+#[inline(always)]
+fn trampoline() -> usize {
+    return_to_handler as *const () as usize
+}
+
+/// The site of the function that `ret` (the hook's return address) is in, its entry
+/// `distances` before it.
+#[cold]
+#[inline(never)]
+fn lookup(ret: usize, distances: &[usize]) -> Option<&'static Site> {
+    let native = NATIVE.get()?;
+    let known = || {
+        distances
+            .iter()
+            .find_map(|d| native.site_of(ret.wrapping_sub(*d)))
+    };
+    let index = match known() {
+        Some(i) => i,
+        None => {
+            // An object loaded since (`dlopen`), else a function no symbol table lists.
+            if native.refresh().is_ok_and(|(_, retired)| retired > 0) {
+                GENERATION.store(native.generation(), Ordering::Release);
+            }
+            match known() {
+                Some(i) => i,
+                None => native
+                    .site_for_call(ret.wrapping_sub(distances[0]))
+                    .ok()
+                    .flatten()?,
+            }
+        }
+    };
+    Ftrace::global().site(index)
+}
+
+fn lookup_fentry(ret: usize) -> Option<&'static Site> {
+    lookup(ret, FENTRY)
+}
+
+fn lookup_mcount(ret: usize) -> Option<&'static Site> {
+    lookup(ret, MCOUNT)
+}
+
+/// Both hooks: enters the site of the function `ret` is in and redirects the return
+/// address at `slot` when the call is traced.
+extern "C" fn entry(ret: usize, slot: *mut usize, kind: usize) {
+    let Some(t) = entering() else { return };
+    let at = slot as usize;
+    // SAFETY: `slot` is the parent's return-address slot of the function calling the hook,
+    // on this thread's stack and live until that function returns.
+    let original = unsafe { *slot };
+    // A tail call keeps its caller's slot, redirected already: that frame is live.
+    let tail = original == trampoline();
+    while t
+        .stack
+        .last()
+        .is_some_and(|f| f.sp < at || (f.sp == at && !(tail && f.hijacked)))
+    {
+        drop(t.stack.pop());
+    }
+    if t.stack.len() == DEPTH {
+        OVERRUNS.fetch_add(1, Ordering::Relaxed);
+    } else {
+        let lookup = if kind == 0 {
+            lookup_fentry
+        } else {
+            lookup_mcount
+        };
+        if let Some(site) = site_of(t, ret, lookup) {
+            let guard = site.enter();
+            if guard.is_traced() {
+                t.stack.push(Frame {
+                    func: ret,
+                    sp: at,
+                    ret: original,
+                    hijacked: true,
+                    _guard: guard,
+                });
+                // SAFETY: as above; the frame just pushed records the original.
+                unsafe { *slot = trampoline() };
+            }
+        }
+    }
+    t.busy = false;
+}
+
+/// [`return_to_handler`]'s work: pops the frames below `slot` (left by `longjmp`) and the
+/// one whose slot it is, ending their calls; the original return address.
+extern "C" fn leave(slot: usize) -> usize {
+    let Some(t) = thread_state() else { lost(slot) };
+    let busy = core::mem::replace(&mut t.busy, true);
+    while t.stack.last().is_some_and(|f| f.sp < slot) {
+        drop(t.stack.pop());
+    }
+    let ret = match t.stack.pop() {
+        Some(frame) if frame.sp == slot && frame.ret != 0 => frame.ret,
+        _ => lost(slot),
+    };
+    t.busy = busy;
+    ret
+}
+
+/// A return through the trampoline with no frame for it: where to go is unknown.
+#[cold]
+fn lost(slot: usize) -> ! {
+    eprintln!("tracestat: a return through slot {slot:#x} has no frame on the return stack");
+    std::process::abort()
+}
+
+impl Frame {
+    /// After an exception was caught: redirects a live frame's slot again if it still
+    /// holds the original return address (or the frame is a tail call's, returning to
+    /// the trampoline).
+    pub(crate) fn redirect_again(&mut self) {
+        if self.ret == 0 || self.hijacked {
+            return;
+        }
+        let slot = self.sp as *mut usize;
+        // SAFETY: the caller passes only live frames: the slot is writable stack memory of
+        // this thread.
+        unsafe {
+            if self.ret == trampoline() || *slot == self.ret {
+                *slot = trampoline();
+                self.hijacked = true;
+            }
+        }
+    }
+}
+
+/// glibc's gprof start (`gcrt1.o`'s `__gmon_start__` calls it, from the first `_init` of
+/// a loaded object, maybe before this library's constructor): skipped when this library
+/// profiles the process (`tracestat record` started it), so that no `SIGPROF` timer runs
+/// and no `gmon.out` is written; else glibc's (whose call graph stays empty: `mcount` is
+/// this library's).
+///
+/// # Safety
+///
+/// As glibc's `__monstartup`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __monstartup(low: usize, high: usize) {
+    static REAL: OnceLock<usize> = OnceLock::new();
+    if crate::recorded() {
+        return;
+    }
+    GMON.store(true, Ordering::Relaxed);
+    let f = next_symbol(&REAL, c"__monstartup");
+    if f != 0 {
+        // SAFETY: glibc's `__monstartup`, of this very type.
+        unsafe { core::mem::transmute::<usize, unsafe extern "C" fn(usize, usize)>(f)(low, high) }
+    }
+}
+
+/// glibc's gprof end (writes `gmon.out`): only when glibc's gprof was started.
+///
+/// # Safety
+///
+/// As glibc's `_mcleanup`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _mcleanup() {
+    static REAL: OnceLock<usize> = OnceLock::new();
+    if !GMON.load(Ordering::Relaxed) {
+        return;
+    }
+    let f = next_symbol(&REAL, c"_mcleanup");
+    if f != 0 {
+        // SAFETY: glibc's `_mcleanup`, of this very type.
+        unsafe { core::mem::transmute::<usize, unsafe extern "C" fn()>(f)() }
+    }
+}
+
+/// Whether glibc's gprof was started (the process is not profiled here).
+static GMON: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
