@@ -59,7 +59,7 @@ fn expect(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
 
 #[test]
 #[ignore = "needs gcc"]
-fn longjmp_signals_threads_fork_and_overruns() {
+fn longjmp_signals_threads_fork_exec_and_overruns() {
     let dir = scratch("cases");
     for kind in Kind::ALL {
         let prog = cases(&dir, kind);
@@ -81,6 +81,28 @@ fn longjmp_signals_threads_fork_and_overruns() {
                 ("handled", 150),
                 ("leaf", 50),
             ]),
+            "{kind:?}"
+        );
+        // The handler leaves by siglongjmp: its frame and jumper's are dead.
+        let (h, _) = run(&prog, &["siglongjmp"]);
+        assert_eq!(
+            h,
+            expect(&[
+                ("main", 1),
+                ("siglongjmps", 1),
+                ("jumper", 50),
+                ("on_jump", 50),
+                ("handled", 50),
+                ("leaf", 50),
+            ]),
+            "{kind:?}"
+        );
+        // exec in place: the new image is profiled from its start, the old one's calls
+        // (and redirected returns) are gone with it.
+        let (h, _) = run(&prog, &["exec"]);
+        assert_eq!(
+            h,
+            expect(&[("main", 1), ("longjmps", 1), ("dive", 2100), ("leaf", 100)]),
             "{kind:?}"
         );
         let (h, _) = run(&prog, &["threads"]);

@@ -49,6 +49,27 @@ __attribute__((noinline)) static void signals(void) {
     for (int i = 0; i < 50; i++) raiser();
 }
 
+static sigjmp_buf sjb;
+
+__attribute__((noinline)) static void on_jump(int sig) {
+    handled(sig);
+    siglongjmp(sjb, 1);
+}
+
+__attribute__((noinline)) void jumper(void) {
+    raise(SIGUSR2);
+    leaf(2); /* never reached: the handler jumps out */
+}
+
+/* 50 signals whose handler leaves with siglongjmp, over its own frame and jumper's. */
+__attribute__((noinline)) static void siglongjmps(void) {
+    signal(SIGUSR2, on_jump);
+    for (int i = 0; i < 50; i++) {
+        if (!sigsetjmp(sjb, 1)) jumper();
+        leaf(i);
+    }
+}
+
 __attribute__((noinline)) void quit(void) { pthread_exit(NULL); }
 
 __attribute__((noinline)) void *worker(void *arg) {
@@ -101,10 +122,21 @@ __attribute__((noinline)) static void plugin(const char *path) {
     }
 }
 
+/* Calls, then the program again in place, in longjmp mode: the profile is the new image's. */
+__attribute__((noinline)) static void execs(char **argv) {
+    for (int i = 0; i < 10; i++) leaf(i);
+    char *args[] = {argv[0], "longjmp", NULL};
+    execv("/proc/self/exe", args);
+    perror("execv");
+    exit(1);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     if (!strcmp(argv[1], "longjmp")) longjmps();
     else if (!strcmp(argv[1], "signal")) signals();
+    else if (!strcmp(argv[1], "siglongjmp")) siglongjmps();
+    else if (!strcmp(argv[1], "exec")) execs(argv);
     else if (!strcmp(argv[1], "threads")) threads();
     else if (!strcmp(argv[1], "fork")) forks();
     else if (!strcmp(argv[1], "deep")) deep();
