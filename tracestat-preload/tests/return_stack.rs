@@ -231,3 +231,46 @@ fn timed_calls_nest() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A Rust program built with nightly rustc's `-Z instrument-mcount`: its own functions'
+/// hits (std's generic code instantiated in it is instrumented too, and left out here).
+#[test]
+#[ignore = "needs nightly rustc"]
+fn rust_program_built_with_instrument_mcount() {
+    let nightly = Command::new("rustc")
+        .args(["+nightly", "--version"])
+        .output();
+    if !nightly.is_ok_and(|o| o.status.success()) {
+        eprintln!("!!!!!!!! SKIPPED: no nightly rustc (rustup toolchain install nightly) !!!!!!!!");
+        return;
+    }
+    let dir = scratch("nightly");
+    let prog = dir.join("nightly");
+    let status = Command::new("rustc")
+        .args(["+nightly", "-O", "-Z", "instrument-mcount", "-o"])
+        .arg(&prog)
+        .arg(data("nightly.rs"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "rustc failed");
+    for timing in ["0", "1"] {
+        let (out, table) = record(&mut Command::new(&prog), timing, &[]);
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(out.stdout, b"610 10 55\n");
+        let mut h = hits(&table);
+        h.retain(|name, _| {
+            ["nightly::main", "nightly::fib", "nightly::boom"].contains(&name.as_str())
+        });
+        // fib(15) is 1973 calls, fib(10) 177; 10 panics from 6 frames of boom.
+        assert_eq!(
+            h,
+            expect(&[
+                ("nightly::main", 1),
+                ("nightly::fib", 2150),
+                ("nightly::boom", 60)
+            ]),
+            "timing {timing}: {table}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
