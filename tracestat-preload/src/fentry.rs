@@ -26,7 +26,10 @@
 //! original address, and it jumps there. When the site is not traced (filtered, notrace,
 //! another pid, the profiler off), the stack is full (an overrun, counted) or a hook of
 //! the thread is running (a signal handler), the hook returns at once and the function
-//! returns normally.
+//! returns normally. When the profiler counts hits only and keeps no call paths
+//! (`--timing 0`, a text or json profile), nothing needs the return: the hook enters and
+//! ends the site at once and redirects nothing (no return stack, so no overruns either),
+//! as the kernel's function profiler counts without the graph tracer.
 //!
 //! Frames left without returning (`longjmp`) are dead: their slots are below the stack
 //! pointer. An entry pops the frames at or below its own slot, a return those below its
@@ -54,7 +57,8 @@ use std::sync::OnceLock;
 use tracestat::profile::{Ftrace, Site};
 
 use crate::{
-    DEPTH, Frame, GENERATION, NATIVE, OVERRUNS, entering, next_symbol, site_of, thread_state,
+    COUNT_ONLY, DEPTH, Frame, GENERATION, NATIVE, OVERRUNS, entering, next_symbol, site_of,
+    thread_state,
 };
 
 /// Distances from `__fentry__`'s return address back to the function's entry, nearest
@@ -225,6 +229,19 @@ fn lookup_mcount(ret: usize) -> Option<&'static Site> {
 /// address at `slot` when the call is traced.
 extern "C" fn entry(ret: usize, slot: *mut usize, kind: usize) {
     let Some(t) = entering() else { return };
+    let lookup = if kind == 0 {
+        lookup_fentry
+    } else {
+        lookup_mcount
+    };
+    if COUNT_ONLY.load(Ordering::Relaxed) {
+        // The hit is counted at entry; the guard's end only restores the parent's ip.
+        if let Some(site) = site_of(t, ret, lookup) {
+            drop(site.enter());
+        }
+        t.busy = false;
+        return;
+    }
     let at = slot as usize;
     // SAFETY: `slot` is the parent's return-address slot of the function calling the hook,
     // on this thread's stack and live until that function returns.
@@ -240,25 +257,18 @@ extern "C" fn entry(ret: usize, slot: *mut usize, kind: usize) {
     }
     if t.stack.len() == DEPTH {
         OVERRUNS.fetch_add(1, Ordering::Relaxed);
-    } else {
-        let lookup = if kind == 0 {
-            lookup_fentry
-        } else {
-            lookup_mcount
-        };
-        if let Some(site) = site_of(t, ret, lookup) {
-            let guard = site.enter();
-            if guard.is_traced() {
-                t.stack.push(Frame {
-                    func: ret,
-                    sp: at,
-                    ret: original,
-                    hijacked: true,
-                    _guard: guard,
-                });
-                // SAFETY: as above; the frame just pushed records the original.
-                unsafe { *slot = trampoline() };
-            }
+    } else if let Some(site) = site_of(t, ret, lookup) {
+        let guard = site.enter();
+        if guard.is_traced() {
+            t.stack.push(Frame {
+                func: ret,
+                sp: at,
+                ret: original,
+                hijacked: true,
+                _guard: guard,
+            });
+            // SAFETY: as above; the frame just pushed records the original.
+            unsafe { *slot = trampoline() };
         }
     }
     t.busy = false;

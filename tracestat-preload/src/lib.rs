@@ -81,6 +81,9 @@ const CACHE: usize = 1024;
 static READY: AtomicBool = AtomicBool::new(false);
 /// The native map's generation as the hooks last saw it: caches older than it are dropped.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
+/// Set when the profiler counts hits only and keeps no call paths: a call then needs
+/// nothing at its return, so `fentry.rs` does not redirect it.
+static COUNT_ONLY: AtomicBool = AtomicBool::new(false);
 /// Calls not traced because a return stack was full.
 static OVERRUNS: AtomicU64 = AtomicU64::new(0);
 static NATIVE: OnceLock<NativeSites> = OnceLock::new();
@@ -436,6 +439,7 @@ fn start() -> Result<(), String> {
             .map_err(|e| format!("--notrace {notrace:?}: {e}"))?;
     }
     let profiler = FunctionProfiler::global();
+    COUNT_ONLY.store(!opts.timing && !opts.call_paths, Ordering::Relaxed);
     profiler.set_options(opts).map_err(|e| e.to_string())?;
     profiler.enable().map_err(|e| e.to_string())?;
     let _ = NATIVE.set(native);

@@ -32,25 +32,27 @@ fn cases(dir: &Path, kind: Kind) -> PathBuf {
     )
 }
 
-/// Runs `prog args` counted and timed; the hits of each (equal) and the stderr of the
-/// counted run.
-fn run(prog: &Path, args: &[&str]) -> (BTreeMap<String, u64>, String) {
-    let mut all = Vec::new();
-    let mut stderr = String::new();
-    for timing in ["0", "1"] {
+/// Runs `prog args` counted, then timed: the hits and the stderr of each.
+fn run_both(prog: &Path, args: &[&str]) -> [(BTreeMap<String, u64>, String); 2] {
+    ["0", "1"].map(|timing| {
         let (out, table) = record(Command::new(prog).args(args), timing, &[]);
         assert!(out.status.success(), "{prog:?} {args:?}: {out:?}");
         assert_eq!(out.stdout, b"ok\n");
-        if timing == "0" {
-            stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        }
-        all.push(hits(&table));
-    }
+        (
+            hits(&table),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    })
+}
+
+/// Runs `prog args` counted and timed; the hits of each (equal).
+fn run(prog: &Path, args: &[&str]) -> BTreeMap<String, u64> {
+    let [(counted, _), (timed, _)] = run_both(prog, args);
     assert_eq!(
-        all[0], all[1],
+        counted, timed,
         "{prog:?} {args:?}: counted and timed runs differ"
     );
-    (all.remove(0), stderr)
+    timed
 }
 
 fn expect(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
@@ -63,14 +65,14 @@ fn longjmp_signals_threads_fork_exec_and_overruns() {
     let dir = scratch("cases");
     for kind in Kind::ALL {
         let prog = cases(&dir, kind);
-        let (h, _) = run(&prog, &["longjmp"]);
+        let h = run(&prog, &["longjmp"]);
         assert_eq!(
             h,
             expect(&[("main", 1), ("longjmps", 1), ("dive", 2100), ("leaf", 100)]),
             "{kind:?}"
         );
         // raiser's call of leaf is a tail call in a -pg build: leaf returns for both.
-        let (h, _) = run(&prog, &["signal"]);
+        let h = run(&prog, &["signal"]);
         assert_eq!(
             h,
             expect(&[
@@ -84,7 +86,7 @@ fn longjmp_signals_threads_fork_exec_and_overruns() {
             "{kind:?}"
         );
         // The handler leaves by siglongjmp: its frame and jumper's are dead.
-        let (h, _) = run(&prog, &["siglongjmp"]);
+        let h = run(&prog, &["siglongjmp"]);
         assert_eq!(
             h,
             expect(&[
@@ -99,13 +101,13 @@ fn longjmp_signals_threads_fork_exec_and_overruns() {
         );
         // exec in place: the new image is profiled from its start, the old one's calls
         // (and redirected returns) are gone with it.
-        let (h, _) = run(&prog, &["exec"]);
+        let h = run(&prog, &["exec"]);
         assert_eq!(
             h,
             expect(&[("main", 1), ("longjmps", 1), ("dive", 2100), ("leaf", 100)]),
             "{kind:?}"
         );
-        let (h, _) = run(&prog, &["threads"]);
+        let h = run(&prog, &["threads"]);
         assert_eq!(
             h,
             expect(&[
@@ -118,24 +120,38 @@ fn longjmp_signals_threads_fork_exec_and_overruns() {
             "{kind:?}"
         );
         // The forked child's 500 calls are its own; the parent's table has the parent's.
-        let (h, _) = run(&prog, &["fork"]);
+        let h = run(&prog, &["fork"]);
         assert_eq!(
             h,
             expect(&[("main", 1), ("forks", 1), ("leaf", 100)]),
             "{kind:?}"
         );
         // main, deep and 4094 rec frames fill the 4096-frame stack; the other 5907 calls
-        // overran.
-        let (h, stderr) = run(&prog, &["deep"]);
+        // overran. Counting a -pg build keeps no return stack: every call counts.
+        let [(counted, counted_err), (timed, timed_err)] = run_both(&prog, &["deep"]);
         assert_eq!(
-            h,
+            timed,
             expect(&[("main", 1), ("deep", 1), ("rec", 4094)]),
             "{kind:?}"
         );
         assert!(
-            stderr.contains("5907 calls not traced (return stack full)"),
-            "{kind:?}: {stderr}"
+            timed_err.contains("5907 calls not traced (return stack full)"),
+            "{kind:?}: {timed_err}"
         );
+        if kind == Kind::Cyg {
+            assert_eq!(counted, timed);
+            assert_eq!(counted_err, timed_err);
+        } else {
+            assert_eq!(
+                counted,
+                expect(&[("main", 1), ("deep", 1), ("rec", 10_001)]),
+                "{kind:?}"
+            );
+            assert!(
+                !counted_err.contains("not traced"),
+                "{kind:?}: {counted_err}"
+            );
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -173,7 +189,7 @@ fn a_library_loaded_closed_and_loaded_again() {
         let lib = lib.display().to_string();
         // Its functions become sites when first called, are retired at dlclose, and are new
         // sites (rows of their own, summed here) once loaded again.
-        let (h, _) = run(&prog, &["dlopen", &lib]);
+        let h = run(&prog, &["dlopen", &lib]);
         assert_eq!(
             h,
             expect(&[("main", 1), ("plugin", 1), ("plug", 15), ("twice", 15)]),
