@@ -2,7 +2,8 @@
 //! each built with every kind of instrumentation (`-finstrument-functions`, `-pg`,
 //! `-pg -mfentry`): each function's Hit equals the calls the program made, counted and
 //! timed, and the program runs as it does without the library. C++ names are demangled
-//! with their parameters (`leaf(int)`). Timed calls nest (`data/nested.c`).
+//! with their parameters (`leaf(int)`). Timed calls nest, and call paths follow them
+//! (`data/nested.c`).
 //!
 //! Ignored by default: they need gcc and g++ (`.ci/run` runs them with `--ignored`).
 
@@ -244,6 +245,26 @@ fn timed_calls_nest() {
         assert!(t["inner"] > 0.0, "{kind:?}: {table}");
         assert!(t["outer"] >= t["inner"], "{kind:?}: {table}");
         assert!(t["main"] >= t["outer"], "{kind:?}: {table}");
+        // Call paths (a folded profile weighs each by its self time).
+        let (out, folded) = record(
+            &mut Command::new(&prog),
+            "1",
+            &[("TRACESTAT_FORMAT", "folded")],
+        );
+        assert!(out.status.success(), "{kind:?}: {out:?}");
+        let paths: Vec<(&str, u64)> = folded
+            .lines()
+            .map(|l| {
+                let (path, n) = l.rsplit_once(' ').unwrap();
+                (path, n.parse().unwrap())
+            })
+            .collect();
+        assert_eq!(
+            paths.iter().map(|p| p.0).collect::<Vec<_>>(),
+            ["main", "main;outer", "main;outer;inner"],
+            "{kind:?}: {folded}"
+        );
+        assert!(paths.iter().all(|p| p.1 > 0), "{kind:?}: {folded}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
