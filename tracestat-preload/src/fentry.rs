@@ -14,8 +14,9 @@
 //!   per-thread ip → site cache. On a miss the function's entry is found at one of the few
 //!   distances a call of the hook can sit from it ([`FENTRY`], [`MCOUNT`]: `call rel32` or
 //!   `call *GOT(%rip)`, after `endbr64`, after the frame-pointer prologue), the first that
-//!   is a known function's entry; a function the symbol tables do not list becomes a site
-//!   at the nearest of them.
+//!   is a known function's entry; a function the symbol tables do not list (a stripped
+//!   object) becomes a site at the entry gcc's code before the call shows
+//!   ([`decoded_entry`]), else at the nearest distance.
 //! - **slot**: where the parent's return address is: `[rsp + 8]` at `__fentry__` (called
 //!   before the prologue), `[rbp + 8]` at `mcount` (called after `push rbp; mov rbp, rsp`).
 //!
@@ -54,6 +55,7 @@ use core::arch::naked_asm;
 use core::sync::atomic::Ordering;
 use std::sync::OnceLock;
 
+use tracestat::native::NativeSites;
 use tracestat::profile::{Ftrace, Site};
 
 use crate::{
@@ -207,14 +209,54 @@ fn lookup(ret: usize, distances: &[usize]) -> Option<&'static Site> {
             }
             match known() {
                 Some(i) => i,
-                None => native
-                    .site_for_call(ret.wrapping_sub(distances[0]))
-                    .ok()
-                    .flatten()?,
+                None => {
+                    let mcount = distances[0] != FENTRY[0];
+                    let entry = decoded_entry(native, ret, mcount)
+                        .unwrap_or(ret.wrapping_sub(distances[0]));
+                    native.site_for_call(entry).ok().flatten()?
+                }
             }
         }
     };
     Ftrace::global().site(index)
+}
+
+/// The entry of a function no symbol table lists, from gcc's code before the hook's
+/// return address: the call (`e8` rel32, or `ff 15` through the GOT), for `mcount` the
+/// nearest `push rbp; mov rbp, rsp` (`55 48 89 e5`) before it (pushes of callee-saved
+/// registers may sit between), and an `endbr64` (`f3 0f 1e fa`) before all; `None` for other code (the nearest distance names the site then). Reads
+/// only bytes of the loaded segment `ret` is in.
+fn decoded_entry(native: &NativeSites, ret: usize, mcount: bool) -> Option<usize> {
+    let segment = native
+        .objects()
+        .into_iter()
+        .flat_map(|(object, _)| object.segments)
+        .find(|s| s.contains(&ret.wrapping_sub(1)))?;
+    let matches = |at: usize, code: &[u8]| {
+        code.iter().enumerate().all(|(i, b)| {
+            let a = at.wrapping_add(i);
+            // SAFETY: `a` is inside a loadable segment of a loaded object, the one whose
+            // code called the hook, so mapped and readable while that code runs.
+            segment.contains(&a) && unsafe { *(a as *const u8) } == *b
+        })
+    };
+    let mut at = if matches(ret.wrapping_sub(5), &[0xe8]) {
+        ret.wrapping_sub(5)
+    } else if matches(ret.wrapping_sub(6), &[0xff, 0x15]) {
+        ret.wrapping_sub(6)
+    } else {
+        return None;
+    };
+    if mcount {
+        // The nearest before the call: callee-saved pushes may sit between.
+        at = (4..=36)
+            .map(|d| at.wrapping_sub(d))
+            .find(|&a| matches(a, &[0x55, 0x48, 0x89, 0xe5]))?;
+    }
+    if matches(at.wrapping_sub(4), &[0xf3, 0x0f, 0x1e, 0xfa]) {
+        at = at.wrapping_sub(4);
+    }
+    Some(at)
 }
 
 fn lookup_fentry(ret: usize) -> Option<&'static Site> {

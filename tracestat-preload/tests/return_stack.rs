@@ -311,3 +311,43 @@ fn rust_program_built_with_instrument_mcount() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A stripped program: each function is a site at its first call, named by its entry's
+/// offset in the file (what the unstripped copy's symbol table says it is).
+#[test]
+#[ignore = "needs gcc"]
+fn stripped_programs_name_functions_by_their_entry() {
+    let dir = scratch("stripped");
+    for kind in Kind::ALL {
+        let prog = build("gcc", &dir, "nested", kind, &[&data("nested.c")]);
+        let nm = Command::new("nm").arg(&prog).output().unwrap();
+        assert!(nm.status.success(), "nm failed");
+        let nm = String::from_utf8(nm.stdout).unwrap();
+        let entry = |name: &str| {
+            let line = nm
+                .lines()
+                .find(|l| l.ends_with(&format!(" T {name}")))
+                .unwrap_or_else(|| panic!("{name} in {nm}"));
+            let addr = u64::from_str_radix(line.split(' ').next().unwrap(), 16).unwrap();
+            format!("{addr:#x}")
+        };
+        let stripped = dir.join(format!("stripped-{}", kind.suffix()));
+        let status = Command::new("strip")
+            .arg("-o")
+            .arg(&stripped)
+            .arg(&prog)
+            .status()
+            .unwrap();
+        assert!(status.success(), "strip failed");
+        for timing in ["0", "1"] {
+            let (out, table) = record(&mut Command::new(&stripped), timing, &[]);
+            assert!(out.status.success(), "{kind:?}: {out:?}");
+            let want: BTreeMap<String, u64> = [("main", 1), ("outer", 1000), ("inner", 10_000)]
+                .into_iter()
+                .map(|(name, n)| (entry(name), n))
+                .collect();
+            assert_eq!(hits(&table), want, "{kind:?} timing {timing}: {table}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
