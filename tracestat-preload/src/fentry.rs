@@ -11,12 +11,12 @@
 //! [`entry`] and restores them. [`entry`] gets two addresses:
 //!
 //! - **self**: the hook's return address, inside the instrumented function: the key of the
-//!   per-thread ip → site cache. On a miss the function's entry is found at one of the few
-//!   distances a call of the hook can sit from it ([`FENTRY`], [`MCOUNT`]: `call rel32` or
-//!   `call *GOT(%rip)`, after `endbr64`, after the frame-pointer prologue), the first that
-//!   is a known function's entry; a function the symbol tables do not list (a stripped
-//!   object) becomes a site at the entry gcc's code before the call shows
-//!   ([`decoded_entry`]), else at the nearest distance.
+//!   per-thread ip → site cache. On a miss the function's entry is read from the code
+//!   before the call ([`decoded_entry`]: gcc's and rustc's call, frame-pointer prologue and
+//!   `endbr64`); for other code it is the first known function's entry at one of the few
+//!   distances a call of the hook can sit from it ([`FENTRY`], [`MCOUNT`]). A function the
+//!   symbol tables do not list (a stripped object) becomes a site at that entry (else at
+//!   the nearest distance), named by its offset.
 //! - **slot**: where the parent's return address is: `[rsp + 8]` at `__fentry__` (called
 //!   before the prologue), `[rbp + 8]` at `mcount` (called after `push rbp; mov rbp, rsp`).
 //!
@@ -189,16 +189,19 @@ fn trampoline() -> usize {
     return_to_handler as *const () as usize
 }
 
-/// The site of the function that `ret` (the hook's return address) is in, its entry
-/// `distances` before it.
+/// The site of the function that `ret` (the hook's return address) is in (`mcount`:
+/// called by `mcount`, else `__fentry__`).
 #[cold]
 #[inline(never)]
-fn lookup(ret: usize, distances: &[usize]) -> Option<&'static Site> {
+fn lookup(ret: usize, mcount: bool) -> Option<&'static Site> {
     let native = NATIVE.get()?;
-    let known = || {
-        distances
+    let distances = if mcount { MCOUNT } else { FENTRY };
+    // gcc's code shows the entry; other code (rustc's) is tried at each distance.
+    let known = || match decoded_entry(native, ret, mcount) {
+        Some(entry) => native.site_of(entry),
+        None => distances
             .iter()
-            .find_map(|d| native.site_of(ret.wrapping_sub(*d)))
+            .find_map(|d| native.site_of(ret.wrapping_sub(*d))),
     };
     let index = match known() {
         Some(i) => i,
@@ -210,7 +213,6 @@ fn lookup(ret: usize, distances: &[usize]) -> Option<&'static Site> {
             match known() {
                 Some(i) => i,
                 None => {
-                    let mcount = distances[0] != FENTRY[0];
                     let entry = decoded_entry(native, ret, mcount)
                         .unwrap_or(ret.wrapping_sub(distances[0]));
                     native.site_for_call(entry).ok().flatten()?
@@ -221,8 +223,8 @@ fn lookup(ret: usize, distances: &[usize]) -> Option<&'static Site> {
     Ftrace::global().site(index)
 }
 
-/// The entry of a function no symbol table lists, from gcc's code before the hook's
-/// return address: the call (`e8` rel32, or `ff 15` through the GOT), for `mcount` the
+/// The entry of the function calling a hook, from the code before the hook's return
+/// address as gcc (and rustc) write it: the call (`e8` rel32, or `ff 15` through the GOT), for `mcount` the
 /// nearest `push rbp; mov rbp, rsp` (`55 48 89 e5`) before it (pushes of callee-saved
 /// registers may sit between), and an `endbr64` (`f3 0f 1e fa`) before all; `None` for other code (the nearest distance names the site then). Reads
 /// only bytes of the loaded segment `ret` is in.
@@ -260,11 +262,11 @@ fn decoded_entry(native: &NativeSites, ret: usize, mcount: bool) -> Option<usize
 }
 
 fn lookup_fentry(ret: usize) -> Option<&'static Site> {
-    lookup(ret, FENTRY)
+    lookup(ret, false)
 }
 
 fn lookup_mcount(ret: usize) -> Option<&'static Site> {
-    lookup(ret, MCOUNT)
+    lookup(ret, true)
 }
 
 /// Both hooks: enters the site of the function `ret` is in and redirects the return
