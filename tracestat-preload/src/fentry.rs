@@ -59,7 +59,7 @@ use tracestat::native::NativeSites;
 use tracestat::profile::{Ftrace, Site};
 
 use crate::{
-    COUNT_ONLY, DEPTH, Frame, GENERATION, NATIVE, OVERRUNS, entering, next_symbol, site_of,
+    DEPTH, Frame, GENERATION, NATIVE, OVERRUNS, counted, entering, next_symbol, site_of,
     thread_state,
 };
 
@@ -278,12 +278,7 @@ extern "C" fn entry(ret: usize, slot: *mut usize, kind: usize) {
     } else {
         lookup_mcount
     };
-    if COUNT_ONLY.load(Ordering::Relaxed) {
-        // The hit is counted at entry; the guard's end only restores the parent's ip.
-        if let Some(site) = site_of(t, ret, lookup) {
-            drop(site.enter());
-        }
-        t.busy = false;
+    if counted(t, ret, lookup) {
         return;
     }
     let at = slot as usize;

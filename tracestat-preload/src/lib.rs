@@ -37,6 +37,9 @@
 //!   `unwind.rs` ends the frames unwound through when a handler catches. Code running on
 //!   another stack (a handler on `sigaltstack`, `ucontext` coroutines) breaks that order and
 //!   is not supported.
+//! - **Counting only** (`--timing 0`, no call paths): an entry hook enters and ends the
+//!   site at once, as the kernel's function profiler counts without the graph tracer; no
+//!   frame is kept, so nothing overruns.
 //! - **Reentrancy**: a per-thread flag; a hook that runs while this thread is inside one
 //!   (a signal handler interrupting it) is not traced, its exit ignored.
 //! - **Threads**: a thread's state is made at its first hook and freed at its exit. A
@@ -82,7 +85,9 @@ static READY: AtomicBool = AtomicBool::new(false);
 /// The native map's generation as the hooks last saw it: caches older than it are dropped.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 /// Set when the profiler counts hits only and keeps no call paths: a call then needs
-/// nothing at its return, so `fentry.rs` does not redirect it.
+/// nothing at its end (the guard's end only restores the parent's ip), so the hooks keep
+/// no return stack: an exit hook does nothing, `fentry.rs` redirects no return, and
+/// recursion of any depth is counted in full.
 static COUNT_ONLY: AtomicBool = AtomicBool::new(false);
 /// Calls not traced because a return stack was full.
 static OVERRUNS: AtomicU64 = AtomicU64::new(0);
@@ -237,9 +242,26 @@ fn entering() -> Option<&'static mut Thread> {
     Some(t)
 }
 
+/// When the profiler counts only ([`COUNT_ONLY`]): enters and ends the site of `func` at
+/// once and clears the busy flag, true; else false, nothing done.
+#[inline(always)]
+fn counted(t: &mut Thread, func: usize, lookup: fn(usize) -> Option<&'static Site>) -> bool {
+    if !COUNT_ONLY.load(Ordering::Relaxed) {
+        return false;
+    }
+    if let Some(site) = site_of(t, func, lookup) {
+        drop(site.enter());
+    }
+    t.busy = false;
+    true
+}
+
 /// `__cyg_profile_func_enter` with the instrumented function's stack pointer.
 extern "C" fn enter(func: usize, _call_site: usize, sp: usize) {
     let Some(t) = entering() else { return };
+    if counted(t, func, lookup) {
+        return;
+    }
     // Frames at or below this one's stack pointer were left without their exit (longjmp,
     // an exception): a live caller's frame is always above its callee's.
     while t.stack.last().is_some_and(|f| f.sp <= sp) {
@@ -262,6 +284,9 @@ extern "C" fn enter(func: usize, _call_site: usize, sp: usize) {
 
 /// `__cyg_profile_func_exit` with the instrumented function's stack pointer.
 extern "C" fn exit(func: usize, _call_site: usize, sp: usize) {
+    if COUNT_ONLY.load(Ordering::Relaxed) {
+        return;
+    }
     let Some(t) = thread_state() else { return };
     if t.busy {
         return;
