@@ -45,7 +45,18 @@
 //!   that slot is marked redirected; [`leave`] always finds its frame, else it ends the
 //!   process with a message rather than jump to an unknown address.
 //! - Values returned in x87 registers (`long double`) pass untouched: no code here uses
-//!   them. The upper halves of ymm/zmm argument registers are not saved.
+//!   them.
+//!
+//! # Limits
+//!
+//! - The upper halves of ymm/zmm argument registers are not saved (a function taking
+//!   `__m256` arguments, built with `-mavx`, may see them changed).
+//! - Traced code on another stack (a handler on `sigaltstack`, `ucontext` coroutines)
+//!   breaks the stack order the return stack relies on, as for `-finstrument-functions`.
+//! - Redirected returns cannot run under a hardware shadow stack (CET); glibc enables one
+//!   only when every loaded object is marked for it, and this library is not.
+//! - A panic caught by Rust's `catch_unwind` leaves the frames above it unredirected
+//!   (`unwind.rs`): their calls end late, at the next hook that finds them dead.
 //!
 //! `__fentry__` keeps exactly gcc's `-mfentry` convention (called as the function's first
 //! instruction, before its prologue), so that a nop'd entry patched into a call to it
@@ -128,7 +139,8 @@ macro_rules! hook {
 
 /// gcc's `-pg -mfentry` hook, called as an instrumented function's first instruction:
 /// `[rsp]` is the return into the function, `[rsp + 8]` the parent's return address. Not
-/// a C function: every register but r11 and the flags is preserved.
+/// a C function: the argument registers (rdi rsi rdx rcx r8 r9 xmm0-7), rax and r10 are
+/// preserved; r11, xmm8-15 and the flags, dead at a function's entry, are not.
 ///
 /// # Safety
 ///
@@ -142,8 +154,9 @@ pub unsafe extern "C" fn __fentry__() {
 
 /// gcc's `-pg` hook (and rustc's `-Z instrument-mcount`), called after the instrumented
 /// function's `push rbp; mov rbp, rsp`: `[rsp]` is the return into the function,
-/// `[rbp + 8]` the parent's return address. Not a C function: every register but r11 and
-/// the flags is preserved.
+/// `[rbp + 8]` the parent's return address. Not a C function: the argument registers
+/// (rdi rsi rdx rcx r8 r9 xmm0-7), rax and r10 are preserved; r11, xmm8-15 and the flags,
+/// dead at that point, are not.
 ///
 /// # Safety
 ///
