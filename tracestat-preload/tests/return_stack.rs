@@ -240,6 +240,19 @@ fn timed_calls_nest() {
         assert!(t["inner"] > 0.0, "{kind:?}: {table}");
         assert!(t["outer"] >= t["inner"], "{kind:?}: {table}");
         assert!(t["main"] >= t["outer"], "{kind:?}: {table}");
+        // Unselected functions are not redirected, and return as they would.
+        for (var, globs, want) in [
+            ("TRACESTAT_FILTER", "outer", &[("outer", 1000)][..]),
+            (
+                "TRACESTAT_NOTRACE",
+                "inner",
+                &[("main", 1), ("outer", 1000)][..],
+            ),
+        ] {
+            let (out, table) = record(&mut Command::new(&prog), "1", &[(var, globs)]);
+            assert!(out.status.success(), "{kind:?} {var}: {out:?}");
+            assert_eq!(hits(&table), expect(want), "{kind:?} {var}");
+        }
         // Call paths (a folded profile weighs each by its self time).
         let (out, folded) = record(
             &mut Command::new(&prog),
