@@ -73,6 +73,7 @@ use tracestat::stat::WriteMode;
 
 #[cfg(target_arch = "x86_64")]
 mod fentry;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod unwind;
 
 /// Frames a thread's return stack holds; deeper calls are overruns.
