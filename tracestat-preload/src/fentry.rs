@@ -70,7 +70,7 @@ use tracestat::native::NativeSites;
 use tracestat::profile::{Ftrace, Site};
 
 use crate::{
-    DEPTH, Frame, GENERATION, NATIVE, OVERRUNS, counted, entering, next_symbol, site_of,
+    DEPTH, Frame, GENERATION, NATIVE, OVERRUNS, counted, entering, next_symbol, pop_dead, site_of,
     thread_state,
 };
 
@@ -300,13 +300,7 @@ extern "C" fn entry(ret: usize, slot: *mut usize, kind: usize) {
     let original = unsafe { *slot };
     // A tail call keeps its caller's slot, redirected already: that frame is live.
     let tail = original == trampoline();
-    while t
-        .stack
-        .last()
-        .is_some_and(|f| f.sp < at || (f.sp == at && !(tail && f.hijacked)))
-    {
-        drop(t.stack.pop());
-    }
+    pop_dead(t, |f| f.sp < at || (f.sp == at && !(tail && f.hijacked)));
     if t.stack.len() == DEPTH {
         OVERRUNS.fetch_add(1, Ordering::Relaxed);
     } else if let Some(site) = site_of(t, ret, lookup) {
@@ -331,9 +325,7 @@ extern "C" fn entry(ret: usize, slot: *mut usize, kind: usize) {
 extern "C" fn leave(slot: usize) -> usize {
     let Some(t) = thread_state() else { lost(slot) };
     let busy = core::mem::replace(&mut t.busy, true);
-    while t.stack.last().is_some_and(|f| f.sp < slot) {
-        drop(t.stack.pop());
-    }
+    pop_dead(t, |f| f.sp < slot);
     let ret = match t.stack.pop() {
         Some(frame) if frame.sp == slot && frame.ret != 0 => frame.ret,
         _ => lost(slot),

@@ -243,6 +243,24 @@ fn entering() -> Option<&'static mut Thread> {
     Some(t)
 }
 
+/// Pops the frames on top for which `dead` holds (left without their end), ending their
+/// calls. The test is inline, the popping out of line: a hook rarely finds one, and the
+/// guards' end would otherwise cost every hook its setup.
+#[inline(always)]
+fn pop_dead(t: &mut Thread, dead: impl Fn(&Frame) -> bool + Copy) {
+    if t.stack.last().is_some_and(dead) {
+        pop_dead_slow(t, dead);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn pop_dead_slow(t: &mut Thread, dead: impl Fn(&Frame) -> bool) {
+    while t.stack.last().is_some_and(&dead) {
+        drop(t.stack.pop());
+    }
+}
+
 /// When the profiler counts only ([`COUNT_ONLY`]): enters and ends the site of `func` at
 /// once and clears the busy flag, true; else false, nothing done.
 #[inline(always)]
@@ -265,9 +283,7 @@ extern "C" fn enter(func: usize, _call_site: usize, sp: usize) {
     }
     // Frames at or below this one's stack pointer were left without their exit (longjmp,
     // an exception): a live caller's frame is always above its callee's.
-    while t.stack.last().is_some_and(|f| f.sp <= sp) {
-        drop(t.stack.pop());
-    }
+    pop_dead(t, |f| f.sp <= sp);
     if t.stack.len() == DEPTH {
         OVERRUNS.fetch_add(1, Ordering::Relaxed);
     } else if let Some(site) = site_of(t, func, lookup) {
@@ -294,9 +310,7 @@ extern "C" fn exit(func: usize, _call_site: usize, sp: usize) {
     }
     t.busy = true;
     // Frames deeper than this one were left without their exit (longjmp, an exception).
-    while t.stack.last().is_some_and(|f| f.sp < sp) {
-        drop(t.stack.pop());
-    }
+    pop_dead(t, |f| f.sp < sp);
     if t.stack.last().is_some_and(|f| f.func == func && f.sp == sp) {
         drop(t.stack.pop());
     }

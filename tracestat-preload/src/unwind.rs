@@ -29,7 +29,7 @@
 use core::ffi::{c_int, c_void};
 use std::sync::OnceLock;
 
-use crate::{end_frames, next_symbol, thread_state};
+use crate::{end_frames, next_symbol, pop_dead, thread_state};
 
 /// The caller's stack pointer as the second argument, then a jump to `$target`.
 macro_rules! with_caller_sp {
@@ -100,9 +100,7 @@ fn unwinding(live: usize) {
         return;
     }
     t.busy = true;
-    while t.stack.last().is_some_and(|f| f.sp < live) {
-        drop(t.stack.pop());
-    }
+    pop_dead(t, |f| f.sp < live);
     for frame in t.stack.iter_mut().rev() {
         frame.restore();
     }
@@ -141,9 +139,7 @@ extern "C" fn begin_catch_at(exc: *mut c_void, live: usize) -> *mut c_void {
         && !t.busy
     {
         t.busy = true;
-        while t.stack.last().is_some_and(|f| f.sp < live) {
-            drop(t.stack.pop());
-        }
+        pop_dead(t, |f| f.sp < live);
         // Outermost first: of frames sharing a slot, the outermost's holds the original.
         #[cfg(target_arch = "x86_64")]
         for frame in t.stack.iter_mut() {
