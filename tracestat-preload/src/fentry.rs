@@ -237,10 +237,11 @@ fn lookup(ret: usize, mcount: bool) -> Option<&'static Site> {
 }
 
 /// The entry of the function calling a hook, from the code before the hook's return
-/// address as gcc (and rustc) write it: the call (`e8` rel32, or `ff 15` through the GOT), for `mcount` the
-/// nearest `push rbp; mov rbp, rsp` (`55 48 89 e5`) before it (pushes of callee-saved
-/// registers may sit between), and an `endbr64` (`f3 0f 1e fa`) before all; `None` for other code (the nearest distance names the site then). Reads
-/// only bytes of the loaded segment `ret` is in.
+/// address as gcc (and rustc) write it: the call (`e8` rel32, or `ff 15` through the
+/// GOT), for `mcount` the nearest `push rbp; mov rbp, rsp` (`55 48 89 e5`) before it
+/// (pushes of callee-saved registers may sit between), and an `endbr64` (`f3 0f 1e fa`)
+/// before all; `None` for other code (the distances are tried then). Reads only bytes of
+/// the loaded segment `ret` is in.
 fn decoded_entry(native: &NativeSites, ret: usize, mcount: bool) -> Option<usize> {
     let segment = native
         .objects()

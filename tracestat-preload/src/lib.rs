@@ -28,12 +28,13 @@
 //! - **Return stack**: a per-thread stack of (function, stack pointer, scope guard), the
 //!   stack pointer being the instrumented function's at its call of the hook (the hooks are
 //!   naked trampolines on x86-64 and AArch64 that pass it), or the address of the return
-//!   slot that `fentry.rs` redirected (with the original return address). A callee's stack pointer is
-//!   below its caller's, so frames at or below an entering function's, or below an exiting
-//!   one's, were left without their exit (`longjmp`, `siglongjmp`, a C++ exception that did
-//!   not run their exit): both hooks pop them first, so they never pile up. An exit then
-//!   pops its own frame; one that finds a shallower frame on top belongs to an entry that
-//!   was not traced (a full stack: an overrun, counted) and is ignored. C++ exceptions:
+//!   slot that `fentry.rs` redirected (with the original return address). A callee's
+//!   stack pointer is below its caller's, so frames at or below an entering function's, or
+//!   below an exiting one's, were left without their exit (`longjmp`, `siglongjmp`, a C++
+//!   exception that did not run their exit): both hooks pop them first, so they never pile
+//!   up. An exit then pops its own frame; one that finds a shallower frame on top belongs
+//!   to an entry that was not traced (a full stack: an overrun, counted) and is ignored.
+//!   C++ exceptions:
 //!   `unwind.rs` ends the frames unwound through when a handler catches. Code running on
 //!   another stack (a handler on `sigaltstack`, `ucontext` coroutines) breaks that order and
 //!   is not supported.
@@ -44,8 +45,8 @@
 //!   (a signal handler interrupting it) is not traced, its exit ignored.
 //! - **Threads**: a thread's state is made at its first hook and freed at its exit. A
 //!   thread's open frames return, innermost first, when it calls `pthread_exit`
-//!   (interposed, `unwind.rs`); any still open when it is torn down return then if the hook
-//!   layer's thread state is still there.
+//!   (interposed, `unwind.rs`); any still open when it is torn down return then if the
+//!   hook layer's thread state is still there.
 //! - **Processes**: exactly the process `tracestat record` started is profiled (its parent
 //!   is `TRACESTAT_PARENT`), and what it `exec`s in place; a child it forks keeps counting
 //!   but writes nothing; a program it starts (fork and exec) is not profiled.
