@@ -34,10 +34,9 @@
 //!   exception that did not run their exit): both hooks pop them first, so they never pile
 //!   up. An exit then pops its own frame; one that finds a shallower frame on top belongs
 //!   to an entry that was not traced (a full stack: an overrun, counted) and is ignored.
-//!   C++ exceptions:
-//!   `unwind.rs` ends the frames unwound through when a handler catches. Code running on
-//!   another stack (a handler on `sigaltstack`, `ucontext` coroutines) breaks that order and
-//!   is not supported.
+//!   C++ exceptions: `unwind.rs` ends the frames unwound through when a handler catches.
+//!   Code running on another stack (a handler on `sigaltstack`, `ucontext` coroutines)
+//!   breaks that order and is not supported.
 //! - **Counting only** (`--timing 0`, no call paths): an entry hook enters and ends the
 //!   site at once, as the kernel's function profiler counts without the graph tracer; no
 //!   frame is kept, so nothing overruns.
