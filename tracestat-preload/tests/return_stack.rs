@@ -359,3 +359,38 @@ fn stripped_programs_name_functions_by_their_entry() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A timer's signal every 50 µs lands anywhere, in the program or in the hooks and their
+/// trampolines, and its handler runs traced code: nothing breaks, the interrupted calls
+/// count exactly, and the handler's calls count unless they interrupted a hook.
+#[test]
+#[ignore = "needs gcc"]
+fn signals_at_arbitrary_points() {
+    let dir = scratch("async");
+    for kind in Kind::ALL {
+        let prog = build("gcc", &dir, "async", kind, &[&data("async.c")]);
+        for timing in ["0", "1"] {
+            let (out, table) = record(&mut Command::new(&prog), timing, &[]);
+            assert!(out.status.success(), "{kind:?} timing {timing}: {out:?}");
+            let printed = String::from_utf8(out.stdout).unwrap();
+            let [calls, signals, result] = printed
+                .split_whitespace()
+                .map(|n| n.parse::<u64>().unwrap())
+                .collect::<Vec<_>>()[..]
+            else {
+                panic!("{printed}")
+            };
+            assert_eq!((calls, result), (171_939, 53_133), "{kind:?}");
+            let h = hits(&table);
+            assert_eq!(h.get("fib"), Some(&calls), "{kind:?} timing {timing}");
+            assert_eq!(h.get("main"), Some(&1), "{kind:?} timing {timing}");
+            let handled = h.get("handled").copied().unwrap_or(0);
+            assert_eq!(h.get("on_alarm").copied().unwrap_or(0), handled, "{kind:?}");
+            assert!(
+                handled > 0 && handled <= signals,
+                "{kind:?} timing {timing}: {handled} of {signals} signals"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
