@@ -20,6 +20,10 @@
 //! An exception caught by something other than a C++ handler (a Rust `catch_unwind`)
 //! leaves the frames above it unredirected: they return without ending their calls, and
 //! end when a later hook of the thread finds them dead (their time runs on until then).
+//! A program that links libstdc++ and the unwinder into itself (`-static-libstdc++
+//! -static-libgcc`) calls them directly, past these interposers: an exception through a
+//! redirected frame then finds no handler and ends the program (`std::terminate`); count
+//! it with `--timing 0`, which redirects nothing.
 //!
 //! # Invariants
 //!
