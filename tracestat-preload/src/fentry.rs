@@ -63,10 +63,10 @@
 //! works as the compiler's own call does.
 
 use core::arch::naked_asm;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
-use tracestat::native::NativeSites;
+use tracestat::native::{NativeSites, functions};
 use tracestat::profile::{Ftrace, Site};
 
 use crate::{
@@ -316,9 +316,37 @@ extern "C" fn entry(ret: usize, slot: *mut usize, kind: usize) {
             });
             // SAFETY: as above; the frame just pushed records the original.
             unsafe { *slot = trampoline() };
+            if !CHECKED.load(Ordering::Relaxed) {
+                check_own_unwinder();
+            }
         }
     }
     t.busy = false;
+}
+
+/// Set once the executable was checked for an unwinder of its own.
+static CHECKED: AtomicBool = AtomicBool::new(false);
+
+/// At the first redirected return: warns when the executable carries its own C++
+/// unwinder (`-static-libstdc++ -static-libgcc`), which the interposers of `unwind.rs`
+/// never see, so that an exception through a redirected frame ends the program.
+#[cold]
+#[inline(never)]
+fn check_own_unwinder() {
+    if CHECKED.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let own = std::fs::read("/proc/self/exe")
+        .ok()
+        .and_then(|data| functions(&data).ok())
+        .is_some_and(|fs| fs.iter().any(|f| f.name == "_Unwind_RaiseException"));
+    if own {
+        eprintln!(
+            "tracestat: this program has its own C++ unwinder (static libstdc++ and libgcc): \
+             an exception through a timed -pg function will end it; --timing 0 counts \
+             without redirecting returns"
+        );
+    }
 }
 
 /// [`return_to_handler`]'s work: pops the frames below `slot` (left by `longjmp`) and the
@@ -404,4 +432,4 @@ pub unsafe extern "C" fn _mcleanup() {
 }
 
 /// Whether glibc's gprof was started (the process is not profiled here).
-static GMON: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+static GMON: AtomicBool = AtomicBool::new(false);

@@ -22,8 +22,8 @@
 //! end when a later hook of the thread finds them dead (their time runs on until then).
 //! A program that links libstdc++ and the unwinder into itself (`-static-libstdc++
 //! -static-libgcc`) calls them directly, past these interposers: an exception through a
-//! redirected frame then finds no handler and ends the program (`std::terminate`); count
-//! it with `--timing 0`, which redirects nothing.
+//! redirected frame then finds no handler and ends the program (`std::terminate`). The
+//! first redirected return warns of it (`fentry.rs`); `--timing 0` redirects nothing.
 //!
 //! # Invariants
 //!

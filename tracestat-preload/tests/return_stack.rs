@@ -219,6 +219,28 @@ fn cpp_exceptions_through_traced_frames() {
             );
         }
     }
+    // A C++ runtime linked in (static libstdc++ and libgcc) unwinds past the interposers:
+    // counting redirects nothing and works; timing warns, and the first throw ends it.
+    let prog = build(
+        "g++",
+        &dir,
+        "exceptions-static",
+        Kind::Fentry,
+        &[
+            "-static-libstdc++",
+            "-static-libgcc",
+            &data("exceptions.cpp"),
+        ],
+    );
+    let (out, table) = record(&mut Command::new(&prog), "0", &[]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(hits(&table)["thrower(int)"], 1100);
+    let (out, _) = record(&mut Command::new(&prog), "1", &[]);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("this program has its own C++ unwinder"),
+        "{out:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
