@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Native programs under tracestat record against uftrace, same binary, interleaved rounds.
 #
-# Workloads (gcc -O2 -finstrument-functions), built from registry packages' sources:
+# Workloads, built from registry packages' sources:
 #   fib      a recursive fib(27) loop: ~1.3 M calls of one tiny function (the worst case)
 #   bzip2    bzip2's command line compressing its own sources 4 times (~1.4 MB)
-# Modes, each round in a rotated order:
+# each built twice: gcc -O2 -finstrument-functions, and gcc -O2 -pg -mfentry (compiled so,
+# linked without -pg: no gprof start-up, glibc's __fentry__ a bare `ret`).
+# Modes, each round in a rotated order (f... : the -pg -mfentry binary):
 #   plain    the workload built without instrumentation
 #   bare     the instrumented binary, glibc's empty __cyg_profile_func_* hooks
 #   count    LD_PRELOAD=libtracestat_preload.so, counting hits (--timing 0)
 #   timed    LD_PRELOAD=libtracestat_preload.so, timing calls (the default)
 #   uftrace  uftrace record --no-libcall (writes its data to a temporary directory)
-# Prints the median wall time per mode and each mode's overhead over `bare` as a fraction
-# of uftrace's (the targets: timed <= 0.3, count <= 0.1).
+#   fbare fcount ftimed fuftrace   the same four with the -pg -mfentry binary
+# Prints the median wall time per mode and each mode's overhead over its `bare` as a
+# fraction of uftrace's on the same binary (the targets: timed <= 0.3, count <= 0.1).
 #
 # Usage: scripts/bench-native.sh [ROUNDS]   (default 7; needs gcc and uftrace)
 set -euo pipefail
@@ -38,6 +41,19 @@ gcc -O2 -o "$work/fib.plain" "$work/fib.c"
 gcc -O2 -finstrument-functions -o "$work/fib" "$work/fib.c"
 gcc -O2 -D_FILE_OFFSET_BITS=64 -o "$work/bzip2.plain" "${bzsrc[@]}"
 gcc -O2 -D_FILE_OFFSET_BITS=64 -finstrument-functions -o "$work/bzip2" "${bzsrc[@]}"
+# -pg -mfentry objects linked without -pg (no gcrt1.o: no gprof timer, no gmon.out).
+fentry() { # OUT SOURCES...
+  local out=$1 objs=() d
+  shift
+  d=$(mktemp -d "$work/obj.XXXXXX")
+  for c in "$@"; do
+    gcc -O2 -D_FILE_OFFSET_BITS=64 -pg -mfentry -c -o "$d/$(basename "$c" .c).o" "$c"
+    objs+=("$d/$(basename "$c" .c).o")
+  done
+  gcc -o "$out" "${objs[@]}"
+}
+fentry "$work/fib.fentry" "$work/fib.c"
+fentry "$work/bzip2.fentry" "${bzsrc[@]}"
 for _ in 1 2 3 4; do cat "$bz"/words* "$bz"/*.c "$bz"/manual.html; done >"$work/input"
 
 # run WORKLOAD MODE: the wall time in ms of one run.
@@ -45,6 +61,7 @@ run() {
   local w=$1 mode=$2 bin=$work/$1 args=()
   [ "$w" = bzip2 ] && args=(-zc "$work/input")
   [ "$mode" = plain ] && bin=$work/$w.plain
+  case $mode in f*) bin=$work/$w.fentry mode=${mode#f} ;; esac
   local t0 t1
   t0=$(date +%s%N)
   case $mode in
@@ -64,7 +81,7 @@ run() {
   echo $(((t1 - t0) / 1000000))
 }
 
-modes=(plain bare count timed uftrace)
+modes=(plain bare count timed uftrace fbare fcount ftimed fuftrace)
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "host: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; $rounds rounds"
 for w in fib bzip2; do
@@ -78,11 +95,14 @@ for w in fib bzip2; do
   declare -A med=()
   for m in "${modes[@]}"; do med[$m]=$(tr ' ' '\n' <<<"${times[$m]}" | grep . | median); done
   printf '%-6s' "$w"
-  for m in "${modes[@]}"; do printf '  %s %5d ms' "$m" "${med[$m]}"; done
+  for m in "${modes[@]}"; do printf '  %s %d ms' "$m" "${med[$m]}"; done
   echo
-  awk -v b="${med[bare]}" -v c="${med[count]}" -v t="${med[timed]}" -v u="${med[uftrace]}" \
-    'BEGIN { o = u - b; if (o <= 0) { print "  uftrace added nothing measurable"; exit }
-             printf "        overhead vs uftrace: count %.2fx  timed %.2fx  (uftrace +%d ms)\n",
-                    (c - b) / o, (t - b) / o, o }'
+  for f in "" f; do
+    awk -v k="$([ -z "$f" ] && echo cyg || echo fentry)" -v b="${med[${f}bare]}" \
+      -v c="${med[${f}count]}" -v t="${med[${f}timed]}" -v u="${med[${f}uftrace]}" \
+      'BEGIN { o = u - b; if (o <= 0) { printf "  %s: uftrace added nothing measurable\n", k; exit }
+               printf "  %-6s overhead vs uftrace: count %.2fx  timed %.2fx  (uftrace +%d ms)\n",
+                      k, (c - b) / o, (t - b) / o, o }'
+  done
   unset times med
 done

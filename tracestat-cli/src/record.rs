@@ -1,5 +1,5 @@
 //! `tracestat record [OPTIONS] -- PROG ARGS`: runs a program built with
-//! `-finstrument-functions` under the function profiler and prints its
+//! `-finstrument-functions`, `-pg` or `-pg -mfentry` under the function profiler and prints its
 //! `trace_stat/functions` (or an export) when it exits.
 //!
 //! The program runs with the workspace's preload library (`libtracestat_preload.so`,
@@ -152,13 +152,13 @@ pub fn run(args: &RecordArgs) -> Result<(), String> {
         Err("the profiler could not start (the reason is above); the program did not run".into())
     } else if !written {
         Err(format!(
-            "{program} wrote no profile ({status}; a program not built with -finstrument-functions still writes one, so it did not reach exit)"
+            "{program} wrote no profile ({status}; an uninstrumented program still writes one, so it did not reach exit)"
         ))
     } else if let Some(temp) = &temp {
         let body = std::fs::read(temp).map_err(|e| format!("cannot read the profile: {e}"))?;
         if args.format == "text" && body.iter().filter(|&&b| b == b'\n').count() <= 2 {
             eprintln!(
-                "tracestat record: no function of {program} was entered: is it built with -finstrument-functions?"
+                "tracestat record: no function of {program} was entered: is it built with -finstrument-functions, -pg or -pg -mfentry?"
             );
         }
         output::write_stdout(|out| {

@@ -1,5 +1,15 @@
 //! `libtracestat_preload.so`: the function profiler inside a program built with
-//! `-finstrument-functions`, loaded with `LD_PRELOAD` (what `tracestat record` does).
+//! `-finstrument-functions`, `-pg` or `-pg -mfentry` (x86-64), loaded with `LD_PRELOAD`
+//! (what `tracestat record` does).
+//!
+//! # Map
+//!
+//! - this file: settings, start and exit, the per-thread state (cache, return stack) and
+//!   gcc's `__cyg_profile_func_enter` / `_exit` hooks;
+//! - `fentry.rs`: the `mcount` / `__fentry__` hooks, which end a call by redirecting its
+//!   return address through a trampoline; glibc's gprof kept quiet;
+//! - `unwind.rs`: `pthread_exit` and C++ exceptions, interposed to keep the return stack
+//!   and the redirected return addresses right.
 //!
 //! # Design
 //!
@@ -8,7 +18,8 @@
 //! and of each loaded shared object a site of the global `Ftrace`
 //! ([`tracestat::native::NativeSites`]), writes the filters and enables the global function
 //! profiler. gcc's `__cyg_profile_func_enter` / `__cyg_profile_func_exit` then enter and end
-//! the function's site:
+//! the function's site; `mcount` / `__fentry__` enter it and redirect its return to end it
+//! (`fentry.rs`, whose frames share the return stack):
 //!
 //! - **ip → site**: a per-thread direct-mapped cache (no lock, no hash on a hit), filled
 //!   from the native map on a miss (a function not in the symbol tables becomes a site
@@ -16,20 +27,25 @@
 //!   (`dlclose`, interposed here).
 //! - **Return stack**: a per-thread stack of (function, stack pointer, scope guard), the
 //!   stack pointer being the instrumented function's at its call of the hook (the hooks are
-//!   naked trampolines on x86-64 and AArch64 that pass it). A callee's stack pointer is
-//!   below its caller's, so frames at or below an entering function's, or below an exiting
-//!   one's, were left without their exit (`longjmp`, `siglongjmp`, a C++ exception that did
-//!   not run their exit): both hooks pop them first, so they never pile up. An exit then
-//!   pops its own frame; one that finds a shallower frame on top belongs to an entry that
-//!   was not traced (a full stack: an overrun, counted) and is ignored. Code running on
-//!   another stack (a handler on `sigaltstack`, `ucontext` coroutines) breaks that order and
-//!   is not supported.
+//!   naked trampolines on x86-64 and AArch64 that pass it), or the address of the return
+//!   slot that `fentry.rs` redirected (with the original return address). A callee's
+//!   stack pointer is below its caller's, so frames at or below an entering function's, or
+//!   below an exiting one's, were left without their exit (`longjmp`, `siglongjmp`, a C++
+//!   exception that did not run their exit): both hooks pop them first, so they never pile
+//!   up. An exit then pops its own frame; one that finds a shallower frame on top belongs
+//!   to an entry that was not traced (a full stack: an overrun, counted) and is ignored.
+//!   C++ exceptions: `unwind.rs` ends the frames unwound through when a handler catches.
+//!   Code running on another stack (a handler on `sigaltstack`, `ucontext` coroutines)
+//!   breaks that order and is not supported.
+//! - **Counting only** (`--timing 0`, no call paths): an entry hook enters and ends the
+//!   site at once, as the kernel's function profiler counts without the graph tracer; no
+//!   frame is kept, so nothing overruns.
 //! - **Reentrancy**: a per-thread flag; a hook that runs while this thread is inside one
 //!   (a signal handler interrupting it) is not traced, its exit ignored.
 //! - **Threads**: a thread's state is made at its first hook and freed at its exit. A
 //!   thread's open frames return, innermost first, when it calls `pthread_exit`
-//!   (interposed here); any still open when it is torn down return then if the hook
-//!   layer's thread state is still there.
+//!   (interposed, `unwind.rs`); any still open when it is torn down return then if the
+//!   hook layer's thread state is still there.
 //! - **Processes**: exactly the process `tracestat record` started is profiled (its parent
 //!   is `TRACESTAT_PARENT`), and what it `exec`s in place; a child it forks keeps counting
 //!   but writes nothing; a program it starts (fork and exec) is not profiled.
@@ -57,7 +73,11 @@ use tracestat::native::NativeSites;
 use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions, ScopeGuard, Site};
 use tracestat::stat::WriteMode;
 
+#[cfg(target_arch = "x86_64")]
+mod fentry;
 mod serve;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod unwind;
 
 /// Frames a thread's return stack holds; deeper calls are overruns.
 const DEPTH: usize = 4096;
@@ -68,6 +88,11 @@ const CACHE: usize = 1024;
 static READY: AtomicBool = AtomicBool::new(false);
 /// The native map's generation as the hooks last saw it: caches older than it are dropped.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
+/// Set when the profiler counts hits only and keeps no call paths: a call then needs
+/// nothing at its end (the guard's end only restores the parent's ip), so the hooks keep
+/// no return stack: an exit hook does nothing, `fentry.rs` redirects no return, and
+/// recursion of any depth is counted in full.
+static COUNT_ONLY: AtomicBool = AtomicBool::new(false);
 /// Calls not traced because a return stack was full.
 static OVERRUNS: AtomicU64 = AtomicU64::new(0);
 static NATIVE: OnceLock<NativeSites> = OnceLock::new();
@@ -81,8 +106,19 @@ struct Settings {
 }
 
 struct Frame {
+    /// The hook's key for the function: its entry (`-finstrument-functions`), the return
+    /// address into it (`mcount`, `__fentry__`).
     func: usize,
+    /// Where the frame is on the stack: the function's stack pointer at its hook
+    /// (`-finstrument-functions`), the address of its return-address slot (`mcount`,
+    /// `__fentry__`). Deeper frames have lower addresses.
     sp: usize,
+    /// The original return address of a frame whose return was redirected (`fentry.rs`);
+    /// 0 for a `-finstrument-functions` frame, which returns through its exit hook.
+    ret: usize,
+    /// Whether the slot at `sp` holds the return trampoline now (set while `ret != 0`,
+    /// cleared while an exception unwinds through it).
+    hijacked: bool,
     /// Ends the call when dropped.
     _guard: ScopeGuard<'static>,
 }
@@ -160,9 +196,15 @@ fn new_thread_state() -> Option<&'static mut Thread> {
     Some(unsafe { &mut *p })
 }
 
-/// The site of the function at `func`, through the thread's cache.
+/// The site of the function `func` keys, through the thread's cache; `lookup` finds it on a
+/// miss (the keys of the two lookups never collide: an entry address, a return address
+/// inside a function).
 #[inline(always)]
-fn site_of(t: &mut Thread, func: usize) -> Option<&'static Site> {
+fn site_of(
+    t: &mut Thread,
+    func: usize,
+    lookup: fn(usize) -> Option<&'static Site>,
+) -> Option<&'static Site> {
     let generation = GENERATION.load(Ordering::Relaxed);
     if t.generation != generation {
         t.cache.fill((0, core::ptr::null()));
@@ -179,6 +221,7 @@ fn site_of(t: &mut Thread, func: usize) -> Option<&'static Site> {
     Some(site)
 }
 
+/// The site of the function whose entry is `func`.
 #[cold]
 #[inline(never)]
 fn lookup(func: usize) -> Option<&'static Site> {
@@ -187,28 +230,72 @@ fn lookup(func: usize) -> Option<&'static Site> {
     Ftrace::global().site(index)
 }
 
-/// `__cyg_profile_func_enter` with the instrumented function's stack pointer.
-extern "C" fn enter(func: usize, _call_site: usize, sp: usize) {
+/// This thread's state for an entry hook, marked busy (the hook clears it); `None` when
+/// the profiler is not running, the thread is exiting, or a hook of the thread is running
+/// (a signal handler interrupted it).
+#[inline(always)]
+fn entering() -> Option<&'static mut Thread> {
     if !READY.load(Ordering::Relaxed) {
-        return;
+        return None;
     }
-    let Some(t) = thread_state() else { return };
+    let t = thread_state()?;
     if t.busy {
-        return;
+        return None;
     }
     t.busy = true;
-    // Frames at or below this one's stack pointer were left without their exit (longjmp,
-    // an exception): a live caller's frame is always above its callee's.
-    while t.stack.last().is_some_and(|f| f.sp <= sp) {
+    Some(t)
+}
+
+/// Pops the frames on top for which `dead` holds (left without their end), ending their
+/// calls. The test is inline, the popping out of line: a hook rarely finds one, and the
+/// guards' end would otherwise cost every hook its setup.
+#[inline(always)]
+fn pop_dead(t: &mut Thread, dead: impl Fn(&Frame) -> bool + Copy) {
+    if t.stack.last().is_some_and(dead) {
+        pop_dead_slow(t, dead);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn pop_dead_slow(t: &mut Thread, dead: impl Fn(&Frame) -> bool) {
+    while t.stack.last().is_some_and(&dead) {
         drop(t.stack.pop());
     }
+}
+
+/// When the profiler counts only ([`COUNT_ONLY`]): enters and ends the site of `func` at
+/// once and clears the busy flag, true; else false, nothing done.
+#[inline(always)]
+fn counted(t: &mut Thread, func: usize, lookup: fn(usize) -> Option<&'static Site>) -> bool {
+    if !COUNT_ONLY.load(Ordering::Relaxed) {
+        return false;
+    }
+    if let Some(site) = site_of(t, func, lookup) {
+        drop(site.enter());
+    }
+    t.busy = false;
+    true
+}
+
+/// `__cyg_profile_func_enter` with the instrumented function's stack pointer.
+extern "C" fn enter(func: usize, _call_site: usize, sp: usize) {
+    let Some(t) = entering() else { return };
+    if counted(t, func, lookup) {
+        return;
+    }
+    // Frames at or below this one's stack pointer were left without their exit (longjmp,
+    // an exception): a live caller's frame is always above its callee's.
+    pop_dead(t, |f| f.sp <= sp);
     if t.stack.len() == DEPTH {
         OVERRUNS.fetch_add(1, Ordering::Relaxed);
-    } else if let Some(site) = site_of(t, func) {
+    } else if let Some(site) = site_of(t, func, lookup) {
         let guard = site.enter();
         t.stack.push(Frame {
             func,
             sp,
+            ret: 0,
+            hijacked: false,
             _guard: guard,
         });
     }
@@ -217,15 +304,16 @@ extern "C" fn enter(func: usize, _call_site: usize, sp: usize) {
 
 /// `__cyg_profile_func_exit` with the instrumented function's stack pointer.
 extern "C" fn exit(func: usize, _call_site: usize, sp: usize) {
+    if COUNT_ONLY.load(Ordering::Relaxed) {
+        return;
+    }
     let Some(t) = thread_state() else { return };
     if t.busy {
         return;
     }
     t.busy = true;
     // Frames deeper than this one were left without their exit (longjmp, an exception).
-    while t.stack.last().is_some_and(|f| f.sp < sp) {
-        drop(t.stack.pop());
-    }
+    pop_dead(t, |f| f.sp < sp);
     if t.stack.last().is_some_and(|f| f.func == func && f.sp == sp) {
         drop(t.stack.pop());
     }
@@ -266,31 +354,36 @@ fn next_symbol(cache: &OnceLock<usize>, name: &core::ffi::CStr) -> usize {
     })
 }
 
-/// Ends the calling thread's open frames, innermost first (at `exit`, at `pthread_exit`).
-fn end_frames() {
+/// Ends the calling thread's open frames, innermost first (at `exit`, at `pthread_exit`);
+/// redirected frames whose return-address slot is at or above `live` (a live caller's
+/// stack pointer) get their original return address back first.
+fn end_frames(live: usize) {
     if let Some(t) = thread_state() {
         t.busy = true;
-        while let Some(frame) = t.stack.pop() {
+        while let Some(mut frame) = t.stack.pop() {
+            if frame.sp >= live {
+                frame.restore();
+            }
             drop(frame);
         }
         t.busy = false;
     }
 }
 
-/// `pthread_exit`, with the thread's open frames returning first: they end here.
-///
-/// # Safety
-///
-/// As `pthread_exit(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_exit(retval: *mut c_void) -> ! {
-    type Real = unsafe extern "C" fn(*mut c_void) -> !;
-    static REAL: OnceLock<usize> = OnceLock::new();
-    end_frames();
-    let real = next_symbol(&REAL, c"pthread_exit");
-    assert!(real != 0, "no pthread_exit after the preload library");
-    // SAFETY: `real` is the next `pthread_exit` in the lookup order, of this very type.
-    unsafe { core::mem::transmute::<usize, Real>(real)(retval) }
+impl Frame {
+    /// Writes the original return address back into a redirected frame's slot.
+    ///
+    /// Only for a frame whose slot is live: above the stack pointer of a function running
+    /// on this thread.
+    fn restore(&mut self) {
+        if self.hijacked {
+            // SAFETY: `sp` is the address of the return-address slot this thread's hook
+            // redirected, live by the caller's contract, so writable stack memory of this
+            // thread.
+            unsafe { *(self.sp as *mut usize) = self.ret };
+            self.hijacked = false;
+        }
+    }
 }
 
 /// `dlclose`, then the closed object's sites retired and every thread's cache dropped.
@@ -337,15 +430,22 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-fn start() -> Result<(), String> {
+/// Whether this process is the one `tracestat record` started (its parent is
+/// `TRACESTAT_PARENT`; not a program the recorded one started).
+fn recorded() -> bool {
     let Some(parent) = env("TRACESTAT_PARENT") else {
-        return Ok(()); // not started by `tracestat record`
+        return false; // not started by `tracestat record`
     };
-    // SAFETY: getppid and getpid have no preconditions.
-    let (ppid, pid) = unsafe { (libc::getppid(), libc::getpid()) };
-    if parent.parse::<i32>().ok() != Some(ppid) {
-        return Ok(()); // a program the recorded one started
+    // SAFETY: getppid has no preconditions.
+    parent.parse::<i32>().ok() == Some(unsafe { libc::getppid() })
+}
+
+fn start() -> Result<(), String> {
+    if !recorded() {
+        return Ok(());
     }
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() };
     let flag = |name: &str, default: bool| match env(name).as_deref() {
         None => Ok(default),
         Some("1") => Ok(true),
@@ -382,6 +482,7 @@ fn start() -> Result<(), String> {
             .map_err(|e| format!("--notrace {notrace:?}: {e}"))?;
     }
     let profiler = FunctionProfiler::global();
+    COUNT_ONLY.store(!opts.timing && !opts.call_paths, Ordering::Relaxed);
     profiler.set_options(opts).map_err(|e| e.to_string())?;
     profiler.enable().map_err(|e| e.to_string())?;
     serve::start(&flag)?;
@@ -401,7 +502,9 @@ fn start() -> Result<(), String> {
 
 /// At exit: end the exiting thread's open frames, stop, write the profile.
 extern "C" fn finish() {
-    end_frames();
+    // No redirected slot is written back: nothing returns through them after `exit`, and
+    // which of them are live is not known here.
+    end_frames(usize::MAX);
     READY.store(false, Ordering::Release);
     let Some(settings) = SETTINGS.get() else {
         return;

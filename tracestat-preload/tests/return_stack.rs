@@ -1,7 +1,9 @@
-//! The return stack's hard cases (`data/cases.c`, `data/exceptions.cpp`, `data/plugin.c`):
-//! each function's Hit equals the calls the program made, counted and timed, and the
-//! program runs as it does without the library. C++ names are demangled with their
-//! parameters (`leaf(int)`).
+//! The return stack's hard cases (`data/cases.c`, `data/exceptions.cpp`, `data/plugin.c`),
+//! each built with every kind of instrumentation (`-finstrument-functions`, `-pg`,
+//! `-pg -mfentry`): each function's Hit equals the calls the program made, counted and
+//! timed, and the program runs as it does without the library. C++ names are demangled
+//! with their parameters (`leaf(int)`). Timed calls nest, and call paths follow them
+//! (`data/nested.c`).
 //!
 //! Ignored by default: they need gcc and g++ (`.ci/run` runs them with `--ignored`).
 
@@ -11,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{build, hits, record, scratch};
+use common::{Kind, build, hits, record, scratch, times};
 
 fn data(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -21,31 +23,37 @@ fn data(name: &str) -> String {
         .to_string()
 }
 
-fn cases(dir: &Path) -> PathBuf {
+fn cases(dir: &Path, kind: Kind) -> PathBuf {
     build(
         "gcc",
         dir,
         "cases",
+        kind,
         &[&data("cases.c"), "-lpthread", "-ldl"],
     )
 }
 
-/// Runs `prog args` counted and timed; the hits of each (equal) and the stderr of the
-/// counted run.
-fn run(prog: &Path, args: &[&str]) -> (BTreeMap<String, u64>, String) {
-    let mut all = Vec::new();
-    let mut stderr = String::new();
-    for timing in ["0", "1"] {
+/// Runs `prog args` counted, then timed: the hits and the stderr of each.
+fn run_both(prog: &Path, args: &[&str]) -> [(BTreeMap<String, u64>, String); 2] {
+    ["0", "1"].map(|timing| {
         let (out, table) = record(Command::new(prog).args(args), timing, &[]);
-        assert!(out.status.success(), "{args:?}: {out:?}");
+        assert!(out.status.success(), "{prog:?} {args:?}: {out:?}");
         assert_eq!(out.stdout, b"ok\n");
-        if timing == "0" {
-            stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        }
-        all.push(hits(&table));
-    }
-    assert_eq!(all[0], all[1], "counted and timed runs differ");
-    (all.remove(0), stderr)
+        (
+            hits(&table),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    })
+}
+
+/// Runs `prog args` counted and timed; the hits of each (equal).
+fn run(prog: &Path, args: &[&str]) -> BTreeMap<String, u64> {
+    let [(counted, _), (timed, _)] = run_both(prog, args);
+    assert_eq!(
+        counted, timed,
+        "{prog:?} {args:?}: counted and timed runs differ"
+    );
+    timed
 }
 
 fn expect(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
@@ -54,48 +62,110 @@ fn expect(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
 
 #[test]
 #[ignore = "needs gcc"]
-fn longjmp_signals_threads_fork_and_overruns() {
+fn longjmp_signals_threads_fork_exec_and_overruns() {
     let dir = scratch("cases");
-    let prog = cases(&dir);
-    let (h, _) = run(&prog, &["longjmp"]);
-    assert_eq!(
-        h,
-        expect(&[("main", 1), ("longjmps", 1), ("dive", 2100), ("leaf", 100)])
-    );
-    let (h, _) = run(&prog, &["signal"]);
-    assert_eq!(
-        h,
-        expect(&[
-            ("main", 1),
-            ("signals", 1),
-            ("raiser", 50),
-            ("on_signal", 50),
-            ("handled", 150),
-            ("leaf", 50),
-        ])
-    );
-    let (h, _) = run(&prog, &["threads"]);
-    assert_eq!(
-        h,
-        expect(&[
-            ("main", 1),
-            ("threads", 1),
-            ("worker", 4),
-            ("leaf", 4000),
-            ("quit", 2),
-        ])
-    );
-    // The forked child's 500 calls are its own; the parent's table has the parent's.
-    let (h, _) = run(&prog, &["fork"]);
-    assert_eq!(h, expect(&[("main", 1), ("forks", 1), ("leaf", 100)]));
-    // main, deep and 4094 rec frames fill the 4096-frame stack; the other 5907 calls
-    // overran.
-    let (h, stderr) = run(&prog, &["deep"]);
-    assert_eq!(h, expect(&[("main", 1), ("deep", 1), ("rec", 4094)]));
-    assert!(
-        stderr.contains("5907 calls not traced (return stack full)"),
-        "{stderr}"
-    );
+    for kind in Kind::ALL {
+        let prog = cases(&dir, kind);
+        let h = run(&prog, &["longjmp"]);
+        assert_eq!(
+            h,
+            expect(&[("main", 1), ("longjmps", 1), ("dive", 2100), ("leaf", 100)]),
+            "{kind:?}"
+        );
+        // raiser's call of leaf is a tail call in a -pg build: leaf returns for both.
+        let h = run(&prog, &["signal"]);
+        assert_eq!(
+            h,
+            expect(&[
+                ("main", 1),
+                ("signals", 1),
+                ("raiser", 50),
+                ("on_signal", 50),
+                ("handled", 150),
+                ("leaf", 50),
+            ]),
+            "{kind:?}"
+        );
+        // The handler leaves by siglongjmp: its frame and jumper's are dead.
+        let h = run(&prog, &["siglongjmp"]);
+        assert_eq!(
+            h,
+            expect(&[
+                ("main", 1),
+                ("siglongjmps", 1),
+                ("jumper", 50),
+                ("on_jump", 50),
+                ("handled", 50),
+                ("leaf", 50),
+            ]),
+            "{kind:?}"
+        );
+        // exec in place: the new image is profiled from its start, the old one's calls
+        // (and redirected returns) are gone with it.
+        let h = run(&prog, &["exec"]);
+        assert_eq!(
+            h,
+            expect(&[("main", 1), ("longjmps", 1), ("dive", 2100), ("leaf", 100)]),
+            "{kind:?}"
+        );
+        let h = run(&prog, &["threads"]);
+        assert_eq!(
+            h,
+            expect(&[
+                ("main", 1),
+                ("threads", 1),
+                ("worker", 4),
+                ("leaf", 4000),
+                ("quit", 2),
+            ]),
+            "{kind:?}"
+        );
+        // The forked child's 500 calls are its own; the parent's table has the parent's.
+        let h = run(&prog, &["fork"]);
+        assert_eq!(
+            h,
+            expect(&[("main", 1), ("forks", 1), ("leaf", 100)]),
+            "{kind:?}"
+        );
+        // Timed: main, deep and 4094 rec frames fill the 4096-frame stack; the other 5907
+        // calls overran. Counting keeps no return stack: every call counts.
+        let [(counted, counted_err), (timed, timed_err)] = run_both(&prog, &["deep"]);
+        assert_eq!(
+            timed,
+            expect(&[("main", 1), ("deep", 1), ("rec", 4094)]),
+            "{kind:?}"
+        );
+        assert!(
+            timed_err.contains("5907 calls not traced (return stack full)"),
+            "{kind:?}: {timed_err}"
+        );
+        assert_eq!(
+            counted,
+            expect(&[("main", 1), ("deep", 1), ("rec", 10_001)]),
+            "{kind:?}"
+        );
+        assert!(
+            !counted_err.contains("not traced"),
+            "{kind:?}: {counted_err}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A `-pg` program writes `gmon.out` on its own (`record` checks that under the library it
+/// does not).
+#[test]
+#[ignore = "needs gcc"]
+fn pg_programs_write_gmon_out_without_the_library() {
+    let dir = scratch("gmon");
+    let prog = cases(&dir, Kind::Mcount);
+    let out = Command::new(&prog)
+        .arg("longjmp")
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(dir.join("gmon.out").is_file());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -103,21 +173,25 @@ fn longjmp_signals_threads_fork_and_overruns() {
 #[ignore = "needs gcc"]
 fn a_library_loaded_closed_and_loaded_again() {
     let dir = scratch("dlopen");
-    let prog = cases(&dir);
-    let lib = build(
-        "gcc",
-        &dir,
-        "libplugin.so",
-        &["-shared", "-fPIC", &data("plugin.c")],
-    );
-    let lib = lib.display().to_string();
-    // Its functions become sites when first called, are retired at dlclose, and are new
-    // sites (rows of their own, summed here) once loaded again.
-    let (h, _) = run(&prog, &["dlopen", &lib]);
-    assert_eq!(
-        h,
-        expect(&[("main", 1), ("plugin", 1), ("plug", 15), ("twice", 15)])
-    );
+    for kind in Kind::ALL {
+        let prog = cases(&dir, kind);
+        let lib = build(
+            "gcc",
+            &dir,
+            "libplugin.so",
+            kind,
+            &["-shared", "-fPIC", &data("plugin.c")],
+        );
+        let lib = lib.display().to_string();
+        // Its functions become sites when first called, are retired at dlclose, and are new
+        // sites (rows of their own, summed here) once loaded again.
+        let h = run(&prog, &["dlopen", &lib]);
+        assert_eq!(
+            h,
+            expect(&[("main", 1), ("plugin", 1), ("plug", 15), ("twice", 15)]),
+            "{kind:?}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -125,15 +199,220 @@ fn a_library_loaded_closed_and_loaded_again() {
 #[ignore = "needs g++"]
 fn cpp_exceptions_through_traced_frames() {
     let dir = scratch("exceptions");
-    let prog = build("g++", &dir, "exceptions", &[&data("exceptions.cpp")]);
+    for kind in Kind::ALL {
+        let prog = build("g++", &dir, "exceptions", kind, &[&data("exceptions.cpp")]);
+        for timing in ["0", "1"] {
+            let (out, table) = record(&mut Command::new(&prog), timing, &[]);
+            assert!(out.status.success(), "{kind:?}: {out:?}");
+            assert_eq!(out.stdout, b"100\n");
+            assert_eq!(
+                hits(&table),
+                expect(&[
+                    ("main", 1),
+                    ("catcher(int)", 100),
+                    ("thrower(int)", 1100),
+                    ("Guard::~Guard()", 1100),
+                    ("cleanup()", 1100),
+                    ("leaf(int)", 200),
+                ]),
+                "{kind:?} timing {timing}"
+            );
+        }
+    }
+    // A C++ runtime linked in (static libstdc++ and libgcc) unwinds past the interposers:
+    // counting redirects nothing and works; timing warns, and the first throw ends it.
+    let prog = build(
+        "g++",
+        &dir,
+        "exceptions-static",
+        Kind::Fentry,
+        &[
+            "-static-libstdc++",
+            "-static-libgcc",
+            &data("exceptions.cpp"),
+        ],
+    );
+    let (out, table) = record(&mut Command::new(&prog), "0", &[]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(hits(&table)["thrower(int)"], 1100);
+    let (out, _) = record(&mut Command::new(&prog), "1", &[]);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("this program has its own C++ unwinder"),
+        "{out:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+#[ignore = "needs gcc"]
+fn timed_calls_nest() {
+    let dir = scratch("nested");
+    for kind in Kind::ALL {
+        let prog = build("gcc", &dir, "nested", kind, &[&data("nested.c")]);
+        let (out, table) = record(&mut Command::new(&prog), "1", &[]);
+        assert!(out.status.success(), "{kind:?}: {out:?}");
+        assert_eq!(
+            hits(&table),
+            expect(&[("main", 1), ("outer", 1000), ("inner", 10_000)]),
+            "{kind:?}"
+        );
+        // Graph time: a caller's time holds its callees'.
+        let t = times(&table);
+        assert!(t["inner"] > 0.0, "{kind:?}: {table}");
+        assert!(t["outer"] >= t["inner"], "{kind:?}: {table}");
+        assert!(t["main"] >= t["outer"], "{kind:?}: {table}");
+        // Unselected functions are not redirected, and return as they would.
+        for (var, globs, want) in [
+            ("TRACESTAT_FILTER", "outer", &[("outer", 1000)][..]),
+            (
+                "TRACESTAT_NOTRACE",
+                "inner",
+                &[("main", 1), ("outer", 1000)][..],
+            ),
+        ] {
+            let (out, table) = record(&mut Command::new(&prog), "1", &[(var, globs)]);
+            assert!(out.status.success(), "{kind:?} {var}: {out:?}");
+            assert_eq!(hits(&table), expect(want), "{kind:?} {var}");
+        }
+        // Call paths (a folded profile weighs each by its self time).
+        let (out, folded) = record(
+            &mut Command::new(&prog),
+            "1",
+            &[("TRACESTAT_FORMAT", "folded")],
+        );
+        assert!(out.status.success(), "{kind:?}: {out:?}");
+        let paths: Vec<(&str, u64)> = folded
+            .lines()
+            .map(|l| {
+                let (path, n) = l.rsplit_once(' ').unwrap();
+                (path, n.parse().unwrap())
+            })
+            .collect();
+        assert_eq!(
+            paths.iter().map(|p| p.0).collect::<Vec<_>>(),
+            ["main", "main;outer", "main;outer;inner"],
+            "{kind:?}: {folded}"
+        );
+        assert!(paths.iter().all(|p| p.1 > 0), "{kind:?}: {folded}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A Rust program built with nightly rustc's `-Z instrument-mcount`: its own functions'
+/// hits (std's generic code instantiated in it is instrumented too, and left out here).
+#[test]
+#[ignore = "needs nightly rustc"]
+fn rust_program_built_with_instrument_mcount() {
+    let nightly = Command::new("rustc")
+        .args(["+nightly", "--version"])
+        .output();
+    if !nightly.is_ok_and(|o| o.status.success()) {
+        eprintln!("!!!!!!!! SKIPPED: no nightly rustc (rustup toolchain install nightly) !!!!!!!!");
+        return;
+    }
+    let dir = scratch("nightly");
+    let prog = dir.join("nightly");
+    let status = Command::new("rustc")
+        .args(["+nightly", "-O", "-Z", "instrument-mcount", "-o"])
+        .arg(&prog)
+        .arg(data("nightly.rs"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "rustc failed");
     for timing in ["0", "1"] {
         let (out, table) = record(&mut Command::new(&prog), timing, &[]);
         assert!(out.status.success(), "{out:?}");
-        assert_eq!(out.stdout, b"100\n");
+        assert_eq!(out.stdout, b"610 10 55\n");
+        let mut h = hits(&table);
+        h.retain(|name, _| {
+            ["nightly::main", "nightly::fib", "nightly::boom"].contains(&name.as_str())
+        });
+        // fib(15) is 1973 calls, fib(10) 177; 10 panics from 6 frames of boom.
         assert_eq!(
-            hits(&table),
-            expect(&[("main", 1), ("thrower(int)", 1100), ("leaf(int)", 100)])
+            h,
+            expect(&[
+                ("nightly::main", 1),
+                ("nightly::fib", 2150),
+                ("nightly::boom", 60)
+            ]),
+            "timing {timing}: {table}"
         );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A stripped program: each function is a site at its first call, named by its entry's
+/// offset in the file (what the unstripped copy's symbol table says it is).
+#[test]
+#[ignore = "needs gcc"]
+fn stripped_programs_name_functions_by_their_entry() {
+    let dir = scratch("stripped");
+    for kind in Kind::ALL {
+        let prog = build("gcc", &dir, "nested", kind, &[&data("nested.c")]);
+        let nm = Command::new("nm").arg(&prog).output().unwrap();
+        assert!(nm.status.success(), "nm failed");
+        let nm = String::from_utf8(nm.stdout).unwrap();
+        let entry = |name: &str| {
+            let line = nm
+                .lines()
+                .find(|l| l.ends_with(&format!(" T {name}")))
+                .unwrap_or_else(|| panic!("{name} in {nm}"));
+            let addr = u64::from_str_radix(line.split(' ').next().unwrap(), 16).unwrap();
+            format!("{addr:#x}")
+        };
+        let stripped = dir.join(format!("stripped-{}", kind.suffix()));
+        let status = Command::new("strip")
+            .arg("-o")
+            .arg(&stripped)
+            .arg(&prog)
+            .status()
+            .unwrap();
+        assert!(status.success(), "strip failed");
+        for timing in ["0", "1"] {
+            let (out, table) = record(&mut Command::new(&stripped), timing, &[]);
+            assert!(out.status.success(), "{kind:?}: {out:?}");
+            let want: BTreeMap<String, u64> = [("main", 1), ("outer", 1000), ("inner", 10_000)]
+                .into_iter()
+                .map(|(name, n)| (entry(name), n))
+                .collect();
+            assert_eq!(hits(&table), want, "{kind:?} timing {timing}: {table}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A timer's signal every 50 µs lands anywhere, in the program or in the hooks and their
+/// trampolines, and its handler runs traced code: nothing breaks, the interrupted calls
+/// count exactly, and the handler's calls count unless they interrupted a hook.
+#[test]
+#[ignore = "needs gcc"]
+fn signals_at_arbitrary_points() {
+    let dir = scratch("async");
+    for kind in Kind::ALL {
+        let prog = build("gcc", &dir, "async", kind, &[&data("async.c")]);
+        for timing in ["0", "1"] {
+            let (out, table) = record(&mut Command::new(&prog), timing, &[]);
+            assert!(out.status.success(), "{kind:?} timing {timing}: {out:?}");
+            let printed = String::from_utf8(out.stdout).unwrap();
+            let [calls, signals, result] = printed
+                .split_whitespace()
+                .map(|n| n.parse::<u64>().unwrap())
+                .collect::<Vec<_>>()[..]
+            else {
+                panic!("{printed}")
+            };
+            assert_eq!((calls, result), (171_939, 53_133), "{kind:?}");
+            let h = hits(&table);
+            assert_eq!(h.get("fib"), Some(&calls), "{kind:?} timing {timing}");
+            assert_eq!(h.get("main"), Some(&1), "{kind:?} timing {timing}");
+            let handled = h.get("handled").copied().unwrap_or(0);
+            assert_eq!(h.get("on_alarm").copied().unwrap_or(0), handled, "{kind:?}");
+            assert!(
+                handled > 0 && handled <= signals,
+                "{kind:?} timing {timing}: {handled} of {signals} signals"
+            );
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

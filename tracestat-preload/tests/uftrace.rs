@@ -1,5 +1,6 @@
 //! Every function's Hit against uftrace's Calls on real C programs no one here wrote, built
-//! with `-finstrument-functions`: the Lua 5.4 interpreter (the `lua-src` package's sources,
+//! with each kind of instrumentation (`-finstrument-functions`, `-pg`, `-pg -mfentry`;
+//! uftrace records each natively): the Lua 5.4 interpreter (the `lua-src` package's sources,
 //! driven by `data/lua_main.c` running `data/workload.lua`) and the bzip2 command line (the
 //! `bzip2-sys` package's sources) compressing and decompressing its own sources.
 //!
@@ -12,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{build, hits, record, scratch};
+use common::{Kind, build, hits, record, scratch};
 
 /// A package's source directory, from `cargo metadata`.
 fn package_dir(name: &str) -> PathBuf {
@@ -39,7 +40,9 @@ fn package_dir(name: &str) -> PathBuf {
 /// kernel's pseudo functions (`linux:schedule`) left out.
 fn uftrace_calls(dir: &Path, cmd: &[&Path]) -> BTreeMap<String, u64> {
     let data = dir.join("uftrace.data");
+    // In `dir`: a `-pg` program writes gmon.out there under uftrace.
     let status = Command::new("uftrace")
+        .current_dir(dir)
         .args(["record", "--no-libcall", "-d"])
         .arg(&data)
         .args(cmd)
@@ -73,15 +76,21 @@ fn compare(dir: &Path, cmd: &[&Path], timing: &str) -> (usize, Vec<u8>) {
     let (out, table) = record(Command::new(cmd[0]).args(&cmd[1..]), timing, &[]);
     assert!(out.status.success(), "{cmd:?}: {out:?}");
     let ours = hits(&table);
-    assert!(!ours.is_empty(), "no profile: {out:?}");
+    assert!(!ours.is_empty(), "{cmd:?}: no profile: {out:?}");
     for (name, n) in &theirs {
         assert_eq!(
             ours.get(name),
             Some(n),
-            "{name}: uftrace counts {n} (timing {timing})"
+            "{:?} {name}: uftrace counts {n} (timing {timing})",
+            cmd[0]
         );
     }
-    assert_eq!(ours.len(), theirs.len(), "functions only we report");
+    assert_eq!(
+        ours.len(),
+        theirs.len(),
+        "{:?}: functions only we report",
+        cmd[0]
+    );
     (ours.len(), out.stdout)
 }
 
@@ -115,12 +124,16 @@ fn lua_interpreter_hits_equal_uftrace_calls() {
     ];
     all.extend(args.iter().map(String::as_str));
     all.extend(["-lm", "-ldl"]);
-    let lua = build("gcc", &dir, "lua", &all);
     let script = data.join("workload.lua");
-    for timing in ["0", "1"] {
-        let (n, stdout) = compare(&dir, &[&lua, &script], timing);
-        assert_eq!(stdout, b"2584\tDNA\t125250\t-125250\t42925\t13\t2468\n");
-        assert!(n > 400, "only {n} functions");
+    for kind in Kind::ALL {
+        let lua = build("gcc", &dir, "lua", kind, &all);
+        for timing in ["0", "1"] {
+            let (n, stdout) = compare(&dir, &[&lua, &script], timing);
+            assert_eq!(stdout, b"2584\tDNA\t125250\t-125250\t42925\t13\t2468\n");
+            // -pg instruments the functions left after inlining only.
+            let least = if kind == Kind::Cyg { 400 } else { 300 };
+            assert!(n > least, "{kind:?}: only {n} functions");
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -145,7 +158,6 @@ fn bzip2_hits_equal_uftrace_calls() {
     .collect();
     let mut all = vec!["-D_FILE_OFFSET_BITS=64"];
     all.extend(files.iter().map(String::as_str));
-    let bzip2 = build("gcc", &dir, "bzip2", &all);
     // Input: bzip2's own sources and manual (about 340 KB).
     let mut input = Vec::new();
     for f in ["words0", "words1", "words2", "words3", "manual.html"]
@@ -157,12 +169,16 @@ fn bzip2_hits_equal_uftrace_calls() {
     let plain = dir.join("input.txt");
     std::fs::write(&plain, &input).unwrap();
     let (zc, dc) = (PathBuf::from("-zc"), PathBuf::from("-dc"));
-    let (n, packed) = compare(&dir, &[&bzip2, &zc, &plain], "0");
-    assert!(n > 30, "only {n} functions");
-    // Decompressing: other functions; the round trip checks the program still works.
-    let packed_file = dir.join("input.txt.bz2");
-    std::fs::write(&packed_file, packed).unwrap();
-    let (_, unpacked) = compare(&dir, &[&bzip2, &dc, &packed_file], "1");
-    assert_eq!(unpacked, input);
+    for kind in Kind::ALL {
+        let bzip2 = build("gcc", &dir, "bzip2", kind, &all);
+        let (n, packed) = compare(&dir, &[&bzip2, &zc, &plain], "0");
+        let least = if kind == Kind::Cyg { 30 } else { 20 };
+        assert!(n > least, "{kind:?}: only {n} functions");
+        // Decompressing: other functions; the round trip checks the program still works.
+        let packed_file = dir.join("input.txt.bz2");
+        std::fs::write(&packed_file, packed).unwrap();
+        let (_, unpacked) = compare(&dir, &[&bzip2, &dc, &packed_file], "1");
+        assert_eq!(unpacked, input, "{kind:?}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,5 +1,5 @@
-//! Building C programs with `-finstrument-functions` and running them with the preload
-//! library, as `tracestat record` does.
+//! Building C programs with each kind of gcc instrumentation and running them with the
+//! preload library, as `tracestat record` does.
 
 #![allow(dead_code)]
 
@@ -28,29 +28,71 @@ pub fn library() -> PathBuf {
     lib.canonicalize().unwrap()
 }
 
-/// Compiles with `compiler` (`gcc`, `g++`) and `args`, `-finstrument-functions` added,
-/// into `dir/name`.
-pub fn build(compiler: &str, dir: &Path, name: &str, args: &[&str]) -> PathBuf {
-    let out = dir.join(name);
+/// How gcc instruments a function's entry (and exit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `-finstrument-functions`: `__cyg_profile_func_enter` / `_exit` calls, C ABI.
+    Cyg,
+    /// `-pg`: an `mcount` call after the frame-pointer prologue.
+    Mcount,
+    /// `-pg -mfentry`: a `__fentry__` call as the first instruction.
+    Fentry,
+}
+
+impl Kind {
+    /// Every kind, each test's loop.
+    pub const ALL: [Kind; 3] = [Kind::Cyg, Kind::Mcount, Kind::Fentry];
+
+    /// gcc's flags for it.
+    pub fn flags(self) -> &'static [&'static str] {
+        match self {
+            Kind::Cyg => &["-finstrument-functions"],
+            Kind::Mcount => &["-pg"],
+            Kind::Fentry => &["-pg", "-mfentry"],
+        }
+    }
+
+    /// A file-name suffix.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Kind::Cyg => "cyg",
+            Kind::Mcount => "mcount",
+            Kind::Fentry => "fentry",
+        }
+    }
+}
+
+/// Compiles with `compiler` (`gcc`, `g++`), `-O2`, `kind`'s flags and `args` into
+/// `dir/name-KIND` (a `.so` name keeps its extension last).
+pub fn build(compiler: &str, dir: &Path, name: &str, kind: Kind, args: &[&str]) -> PathBuf {
+    let file = match name.strip_suffix(".so") {
+        Some(stem) => format!("{stem}-{}.so", kind.suffix()),
+        None => format!("{name}-{}", kind.suffix()),
+    };
+    let out = dir.join(file);
     let status = Command::new(compiler)
-        .args(["-O2", "-finstrument-functions", "-o"])
+        .arg("-O2")
+        .args(kind.flags())
+        .arg("-o")
         .arg(&out)
         .args(args)
         .status()
         .unwrap_or_else(|e| panic!("cannot run {compiler}: {e}"));
-    assert!(status.success(), "{compiler} {args:?} failed");
+    assert!(status.success(), "{compiler} {kind:?} {args:?} failed");
     out
 }
 
 /// Runs `cmd` with the preload library as `tracestat record` does (`timing`: `"0"` counts
-/// only); the program's output and the profile it wrote.
+/// only), in a directory of its own; the program's output and the profile it wrote. A
+/// `-pg` program under the library writes no `gmon.out` (glibc's gprof does not start).
 pub fn record(cmd: &mut Command, timing: &str, extra: &[(&str, &str)]) -> (Output, String) {
     // One directory per run: tests of one binary run on parallel threads.
     static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = scratch(&format!("record{run}"));
     let profile = dir.join("profile.txt");
-    cmd.env("LD_PRELOAD", library())
+    cmd.current_dir(&dir)
+        .env("LD_PRELOAD", library())
         .env("TRACESTAT_PARENT", std::process::id().to_string())
         .env("TRACESTAT_OUTPUT", &profile)
         .env("TRACESTAT_TIMING", timing);
@@ -59,6 +101,7 @@ pub fn record(cmd: &mut Command, timing: &str, extra: &[(&str, &str)]) -> (Outpu
     }
     let out = cmd.output().unwrap();
     let text = std::fs::read_to_string(&profile).unwrap_or_default();
+    assert!(!dir.join("gmon.out").exists(), "gmon.out written: {cmd:?}");
     let _ = std::fs::remove_dir_all(&dir);
     (out, text)
 }
@@ -73,6 +116,20 @@ pub fn hits(table: &str) -> BTreeMap<String, u64> {
             continue;
         };
         *rows.entry((*name).to_owned()).or_default() += hit.parse::<u64>().unwrap();
+    }
+    rows
+}
+
+/// `trace_stat/functions` rows as name → total time in microseconds (the Time column).
+pub fn times(table: &str) -> BTreeMap<String, f64> {
+    let mut rows = BTreeMap::new();
+    for line in table.lines().skip(2) {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let (Some(name), Some(time), Some(unit)) = (cols.first(), cols.get(2), cols.get(3)) else {
+            continue;
+        };
+        assert_eq!(*unit, "us", "{line}");
+        *rows.entry((*name).to_owned()).or_default() += time.parse::<f64>().unwrap();
     }
     rows
 }

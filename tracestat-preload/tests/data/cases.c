@@ -1,5 +1,7 @@
 /* The return stack's hard cases, one per mode (argv[1]); each prints what it counted itself,
- * so the test checks the profile against the program's own numbers. */
+ * so the test checks the profile against the program's own numbers. Every function is
+ * noinline and rec's recursion is not a loop: a -pg build has hooks only in the functions
+ * left after optimisation, -finstrument-functions in every one. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -23,7 +25,7 @@ __attribute__((noinline)) void dive(int n) {
 
 /* 100 longjmps out of 21 frames each, with leaf calls in between at the depth of the
  * frames left behind. */
-static void longjmps(void) {
+__attribute__((noinline)) static void longjmps(void) {
     for (int i = 0; i < 100; i++) {
         if (!setjmp(jb)) dive(20);
         leaf(i);
@@ -42,9 +44,30 @@ __attribute__((noinline)) void raiser(void) {
 }
 
 /* 50 signals, each handler calling handled() 3 times on top of raiser's frame. */
-static void signals(void) {
+__attribute__((noinline)) static void signals(void) {
     signal(SIGUSR1, on_signal);
     for (int i = 0; i < 50; i++) raiser();
+}
+
+static sigjmp_buf sjb;
+
+__attribute__((noinline)) static void on_jump(int sig) {
+    handled(sig);
+    siglongjmp(sjb, 1);
+}
+
+__attribute__((noinline)) void jumper(void) {
+    raise(SIGUSR2);
+    leaf(2); /* never reached: the handler jumps out */
+}
+
+/* 50 signals whose handler leaves with siglongjmp, over its own frame and jumper's. */
+__attribute__((noinline)) static void siglongjmps(void) {
+    signal(SIGUSR2, on_jump);
+    for (int i = 0; i < 50; i++) {
+        if (!sigsetjmp(sjb, 1)) jumper();
+        leaf(i);
+    }
 }
 
 __attribute__((noinline)) void quit(void) { pthread_exit(NULL); }
@@ -56,14 +79,14 @@ __attribute__((noinline)) void *worker(void *arg) {
 }
 
 /* 4 threads of 1000 leaf calls; two end with pthread_exit inside quit(). */
-static void threads(void) {
+__attribute__((noinline)) static void threads(void) {
     pthread_t t[4];
     for (long i = 0; i < 4; i++) pthread_create(&t[i], NULL, worker, (void *)(i % 2));
     for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
 }
 
 /* The child calls leaf 500 times and exits; the parent 100 times. */
-static void forks(void) {
+__attribute__((noinline)) static void forks(void) {
     pid_t pid = fork();
     if (pid == 0) {
         for (int i = 0; i < 500; i++) leaf(i);
@@ -78,13 +101,18 @@ static void forks(void) {
     }
 }
 
-__attribute__((noinline)) int rec(int n) { return n == 0 ? 0 : 1 + rec(n - 1); }
+__attribute__((noinline)) int rec(int n) {
+    if (n == 0) return 0;
+    int r = 1 + rec(n - 1);
+    sink += r;
+    return r;
+}
 
 /* Deeper than the return stack: the calls past it are overruns. */
-static void deep(void) { sink += rec(10000); }
+__attribute__((noinline)) static void deep(void) { sink += rec(10000); }
 
 /* A library loaded after start: 10 calls, closed, loaded again, 5 calls. */
-static void plugin(const char *path) {
+__attribute__((noinline)) static void plugin(const char *path) {
     for (int round = 0; round < 2; round++) {
         void *h = dlopen(path, RTLD_NOW);
         if (!h) { fprintf(stderr, "%s\n", dlerror()); exit(1); }
@@ -94,10 +122,21 @@ static void plugin(const char *path) {
     }
 }
 
+/* Calls, then the program again in place, in longjmp mode: the profile is the new image's. */
+__attribute__((noinline)) static void execs(char **argv) {
+    for (int i = 0; i < 10; i++) leaf(i);
+    char *args[] = {argv[0], "longjmp", NULL};
+    execv("/proc/self/exe", args);
+    perror("execv");
+    exit(1);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     if (!strcmp(argv[1], "longjmp")) longjmps();
     else if (!strcmp(argv[1], "signal")) signals();
+    else if (!strcmp(argv[1], "siglongjmp")) siglongjmps();
+    else if (!strcmp(argv[1], "exec")) execs(argv);
     else if (!strcmp(argv[1], "threads")) threads();
     else if (!strcmp(argv[1], "fork")) forks();
     else if (!strcmp(argv[1], "deep")) deep();

@@ -1,0 +1,435 @@
+//! The `-pg` entry hooks on x86-64: `mcount` (gcc `-pg`, nightly rustc
+//! `-Z instrument-mcount`) and `__fentry__` (gcc `-pg -mfentry`), with the function's
+//! return redirected through a per-thread return stack, as the kernel's
+//! `ftrace_graph_caller` / `return_to_handler` do.
+//!
+//! # Design
+//!
+//! Neither hook is a C call: the instrumented function's arguments are live in registers,
+//! so each trampoline saves every argument register (rdi rsi rdx rcx r8 r9, rax for
+//! varargs, r10 for a static chain, xmm0-7), aligns the stack to 16 bytes, calls
+//! [`entry`] and restores them. [`entry`] gets two addresses:
+//!
+//! - **self**: the hook's return address, inside the instrumented function: the key of the
+//!   per-thread ip → site cache. On a miss the function's entry is read from the code
+//!   before the call ([`decoded_entry`]: gcc's and rustc's call, frame-pointer prologue and
+//!   `endbr64`); for other code it is the first known function's entry at one of the few
+//!   distances a call of the hook can sit from it ([`FENTRY`], [`MCOUNT`]). A function the
+//!   symbol tables do not list (a stripped object) becomes a site at that entry (else at
+//!   the nearest distance), named by its offset.
+//! - **slot**: where the parent's return address is: `[rsp + 8]` at `__fentry__` (called
+//!   before the prologue), `[rbp + 8]` at `mcount` (called after `push rbp; mov rbp, rsp`).
+//!
+//! When the site is entered traced, the frame (site guard, slot, original return address)
+//! is pushed on the thread's return stack and the slot is overwritten with
+//! [`return_to_handler`]'s address. The function's `ret` lands there: it saves the return
+//! values (rax, rdx, xmm0, xmm1), [`leave`] pops the frame (ending the call) and gives the
+//! original address, and it jumps there. When the site is not traced (filtered, notrace,
+//! another pid, the profiler off), the stack is full (an overrun, counted) or a hook of
+//! the thread is running (a signal handler), the hook returns at once and the function
+//! returns normally. When the profiler counts hits only and keeps no call paths
+//! (`--timing 0`, a text or json profile), nothing needs the return: the hook enters and
+//! ends the site at once and redirects nothing (no return stack, so no overruns either),
+//! as the kernel's function profiler counts without the graph tracer.
+//!
+//! Frames left without returning (`longjmp`) are dead: their slots are below the stack
+//! pointer. An entry pops the frames at or below its own slot, a return those below its
+//! own: nothing returns through a dead slot. A tail call (`jmp` to a hooked function)
+//! enters with the caller's slot, already redirected: the caller's frame stays, the
+//! callee's is pushed with the trampoline as its original address, and the return passes
+//! the trampoline twice, ending both. Exceptions and `pthread_exit`: `unwind.rs`.
+//!
+//! # Invariants
+//!
+//! - A slot holds the trampoline's address only while a frame of the thread's stack with
+//!   that slot is marked redirected; [`leave`] always finds its frame, else it ends the
+//!   process with a message rather than jump to an unknown address.
+//! - Values returned in x87 registers (`long double`) pass untouched: no code here uses
+//!   them.
+//!
+//! # Limits
+//!
+//! - The upper halves of ymm/zmm argument registers are not saved (a function taking
+//!   `__m256` arguments, built with `-mavx`, may see them changed).
+//! - Traced code on another stack (a handler on `sigaltstack`, `ucontext` coroutines)
+//!   breaks the stack order the return stack relies on, as for `-finstrument-functions`.
+//! - Redirected returns cannot run under a hardware shadow stack (CET); glibc enables one
+//!   only when every loaded object is marked for it, and this library is not.
+//! - A panic caught by Rust's `catch_unwind` leaves the frames above it unredirected
+//!   (`unwind.rs`): their calls end late, at the next hook that finds them dead.
+//!
+//! `__fentry__` keeps exactly gcc's `-mfentry` convention (called as the function's first
+//! instruction, before its prologue), so that a nop'd entry patched into a call to it
+//! works as the compiler's own call does.
+
+use core::arch::naked_asm;
+use core::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+use tracestat::native::{NativeSites, functions};
+use tracestat::profile::{Ftrace, Site};
+
+use crate::{
+    DEPTH, Frame, GENERATION, NATIVE, OVERRUNS, counted, entering, next_symbol, pop_dead, site_of,
+    thread_state,
+};
+
+/// Distances from `__fentry__`'s return address back to the function's entry, nearest
+/// first: `call rel32`, `call *GOT`, each after `endbr64`.
+const FENTRY: &[usize] = &[5, 6, 9, 10];
+/// The same for `mcount`, called after a frame-pointer prologue of 4 bytes (gcc) or more
+/// (rustc pushes callee-saved registers and reserves the frame first).
+const MCOUNT: &[usize] = &[
+    9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32,
+    33, 34, 35, 36,
+];
+
+/// The trampoline body: saves the argument registers, aligns the stack, calls `entry(rdi =
+/// self, rsi = slot, rdx = kind)` (the three set by `$args`, with rbp the trampoline's
+/// frame: `[rbp]` the caller's rbp, `[rbp + 8]` the return into the function), restores.
+macro_rules! hook {
+    ($($args:literal),*) => {
+        naked_asm!(
+            "push rbp",
+            "mov rbp, rsp",
+            "and rsp, -16",
+            "sub rsp, 192",
+            "mov [rsp], rdi",
+            "mov [rsp + 8], rsi",
+            "mov [rsp + 16], rdx",
+            "mov [rsp + 24], rcx",
+            "mov [rsp + 32], r8",
+            "mov [rsp + 40], r9",
+            "mov [rsp + 48], rax",
+            "mov [rsp + 56], r10",
+            "movaps [rsp + 64], xmm0",
+            "movaps [rsp + 80], xmm1",
+            "movaps [rsp + 96], xmm2",
+            "movaps [rsp + 112], xmm3",
+            "movaps [rsp + 128], xmm4",
+            "movaps [rsp + 144], xmm5",
+            "movaps [rsp + 160], xmm6",
+            "movaps [rsp + 176], xmm7",
+            "mov rdi, [rbp + 8]",
+            $($args,)*
+            "call {entry}",
+            "mov rdi, [rsp]",
+            "mov rsi, [rsp + 8]",
+            "mov rdx, [rsp + 16]",
+            "mov rcx, [rsp + 24]",
+            "mov r8, [rsp + 32]",
+            "mov r9, [rsp + 40]",
+            "mov rax, [rsp + 48]",
+            "mov r10, [rsp + 56]",
+            "movaps xmm0, [rsp + 64]",
+            "movaps xmm1, [rsp + 80]",
+            "movaps xmm2, [rsp + 96]",
+            "movaps xmm3, [rsp + 112]",
+            "movaps xmm4, [rsp + 128]",
+            "movaps xmm5, [rsp + 144]",
+            "movaps xmm6, [rsp + 160]",
+            "movaps xmm7, [rsp + 176]",
+            "mov rsp, rbp",
+            "pop rbp",
+            "ret",
+            entry = sym entry,
+        )
+    };
+}
+
+/// gcc's `-pg -mfentry` hook, called as an instrumented function's first instruction:
+/// `[rsp]` is the return into the function, `[rsp + 8]` the parent's return address. Not
+/// a C function: the argument registers (rdi rsi rdx rcx r8 r9 xmm0-7), rax and r10 are
+/// preserved; r11, xmm8-15 and the flags, dead at a function's entry, are not.
+///
+/// # Safety
+///
+/// Only as gcc's `-mfentry` code calls it, first in a function (or a nop'd entry patched
+/// into that call).
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __fentry__() {
+    hook!("lea rsi, [rbp + 16]", "xor edx, edx")
+}
+
+/// gcc's `-pg` hook (and rustc's `-Z instrument-mcount`), called after the instrumented
+/// function's `push rbp; mov rbp, rsp`: `[rsp]` is the return into the function,
+/// `[rbp + 8]` the parent's return address. Not a C function: the argument registers
+/// (rdi rsi rdx rcx r8 r9 xmm0-7), rax and r10 are preserved; r11, xmm8-15 and the flags,
+/// dead at that point, are not.
+///
+/// # Safety
+///
+/// Only as gcc's `-pg` code calls it, with the instrumented function's frame pointer set.
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mcount() {
+    hook!("mov rsi, [rbp]", "add rsi, 8", "mov edx, 1")
+}
+
+/// Where a redirected function returns: `rsp` is one past the slot its `ret` consumed.
+/// Saves the return values, asks [`leave`] for the original address, restores them and
+/// jumps there (r11, free at a return, holds it).
+#[unsafe(naked)]
+unsafe extern "C" fn return_to_handler() {
+    naked_asm!(
+        // The slot's word is consumed: rbp goes there, so rbp is the slot's address.
+        "push rbp",
+        "mov rbp, rsp",
+        "and rsp, -16",
+        "sub rsp, 48",
+        "mov [rsp], rax",
+        "mov [rsp + 8], rdx",
+        "movaps [rsp + 16], xmm0",
+        "movaps [rsp + 32], xmm1",
+        "mov rdi, rbp",
+        "call {leave}",
+        "mov r11, rax",
+        "mov rax, [rsp]",
+        "mov rdx, [rsp + 8]",
+        "movaps xmm0, [rsp + 16]",
+        "movaps xmm1, [rsp + 32]",
+        "mov rsp, rbp",
+        "pop rbp",
+        "jmp r11",
+        leave = sym leave,
+    )
+}
+
+/// [`return_to_handler`]'s address, the value of a redirected slot.
+#[inline(always)]
+fn trampoline() -> usize {
+    return_to_handler as *const () as usize
+}
+
+/// The site of the function that `ret` (the hook's return address) is in (`mcount`:
+/// called by `mcount`, else `__fentry__`).
+#[cold]
+#[inline(never)]
+fn lookup(ret: usize, mcount: bool) -> Option<&'static Site> {
+    let native = NATIVE.get()?;
+    let distances = if mcount { MCOUNT } else { FENTRY };
+    // gcc's code shows the entry; other code (rustc's) is tried at each distance.
+    let known = || match decoded_entry(native, ret, mcount) {
+        Some(entry) => native.site_of(entry),
+        None => distances
+            .iter()
+            .find_map(|d| native.site_of(ret.wrapping_sub(*d))),
+    };
+    let index = match known() {
+        Some(i) => i,
+        None => {
+            // An object loaded since (`dlopen`), else a function no symbol table lists.
+            if native.refresh().is_ok_and(|(_, retired)| retired > 0) {
+                GENERATION.store(native.generation(), Ordering::Release);
+            }
+            match known() {
+                Some(i) => i,
+                None => {
+                    let entry = decoded_entry(native, ret, mcount)
+                        .unwrap_or(ret.wrapping_sub(distances[0]));
+                    native.site_for_call(entry).ok().flatten()?
+                }
+            }
+        }
+    };
+    Ftrace::global().site(index)
+}
+
+/// The entry of the function calling a hook, from the code before the hook's return
+/// address as gcc (and rustc) write it: the call (`e8` rel32, or `ff 15` through the
+/// GOT), for `mcount` the nearest `push rbp; mov rbp, rsp` (`55 48 89 e5`) before it
+/// (pushes of callee-saved registers may sit between), and an `endbr64` (`f3 0f 1e fa`)
+/// before all; `None` for other code (the distances are tried then). Reads only bytes of
+/// the loaded segment `ret` is in.
+fn decoded_entry(native: &NativeSites, ret: usize, mcount: bool) -> Option<usize> {
+    let segment = native
+        .objects()
+        .into_iter()
+        .flat_map(|(object, _)| object.segments)
+        .find(|s| s.contains(&ret.wrapping_sub(1)))?;
+    let matches = |at: usize, code: &[u8]| {
+        code.iter().enumerate().all(|(i, b)| {
+            let a = at.wrapping_add(i);
+            // SAFETY: `a` is inside a loadable segment of a loaded object, the one whose
+            // code called the hook, so mapped and readable while that code runs.
+            segment.contains(&a) && unsafe { *(a as *const u8) } == *b
+        })
+    };
+    let mut at = if matches(ret.wrapping_sub(5), &[0xe8]) {
+        ret.wrapping_sub(5)
+    } else if matches(ret.wrapping_sub(6), &[0xff, 0x15]) {
+        ret.wrapping_sub(6)
+    } else {
+        return None;
+    };
+    if mcount {
+        // The nearest before the call: callee-saved pushes may sit between.
+        at = (4..=36)
+            .map(|d| at.wrapping_sub(d))
+            .find(|&a| matches(a, &[0x55, 0x48, 0x89, 0xe5]))?;
+    }
+    if matches(at.wrapping_sub(4), &[0xf3, 0x0f, 0x1e, 0xfa]) {
+        at = at.wrapping_sub(4);
+    }
+    Some(at)
+}
+
+fn lookup_fentry(ret: usize) -> Option<&'static Site> {
+    lookup(ret, false)
+}
+
+fn lookup_mcount(ret: usize) -> Option<&'static Site> {
+    lookup(ret, true)
+}
+
+/// Both hooks: enters the site of the function `ret` is in and redirects the return
+/// address at `slot` when the call is traced.
+extern "C" fn entry(ret: usize, slot: *mut usize, kind: usize) {
+    let Some(t) = entering() else { return };
+    let lookup = if kind == 0 {
+        lookup_fentry
+    } else {
+        lookup_mcount
+    };
+    if counted(t, ret, lookup) {
+        return;
+    }
+    let at = slot as usize;
+    // SAFETY: `slot` is the parent's return-address slot of the function calling the hook,
+    // on this thread's stack and live until that function returns.
+    let original = unsafe { *slot };
+    // A tail call keeps its caller's slot, redirected already: that frame is live.
+    let tail = original == trampoline();
+    pop_dead(t, |f| f.sp < at || (f.sp == at && !(tail && f.hijacked)));
+    if t.stack.len() == DEPTH {
+        OVERRUNS.fetch_add(1, Ordering::Relaxed);
+    } else if let Some(site) = site_of(t, ret, lookup) {
+        let guard = site.enter();
+        if guard.is_traced() {
+            t.stack.push(Frame {
+                func: ret,
+                sp: at,
+                ret: original,
+                hijacked: true,
+                _guard: guard,
+            });
+            // SAFETY: as above; the frame just pushed records the original.
+            unsafe { *slot = trampoline() };
+            if !CHECKED.load(Ordering::Relaxed) {
+                check_own_unwinder();
+            }
+        }
+    }
+    t.busy = false;
+}
+
+/// Set once the executable was checked for an unwinder of its own.
+static CHECKED: AtomicBool = AtomicBool::new(false);
+
+/// At the first redirected return: warns when the executable carries its own C++
+/// unwinder (`-static-libstdc++ -static-libgcc`), which the interposers of `unwind.rs`
+/// never see, so that an exception through a redirected frame ends the program.
+#[cold]
+#[inline(never)]
+fn check_own_unwinder() {
+    if CHECKED.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let own = std::fs::read("/proc/self/exe")
+        .ok()
+        .and_then(|data| functions(&data).ok())
+        .is_some_and(|fs| fs.iter().any(|f| f.name == "_Unwind_RaiseException"));
+    if own {
+        eprintln!(
+            "tracestat: this program has its own C++ unwinder (static libstdc++ and libgcc): \
+             an exception through a timed -pg function will end it; --timing 0 counts \
+             without redirecting returns"
+        );
+    }
+}
+
+/// [`return_to_handler`]'s work: pops the frames below `slot` (left by `longjmp`) and the
+/// one whose slot it is, ending their calls; the original return address.
+extern "C" fn leave(slot: usize) -> usize {
+    let Some(t) = thread_state() else { lost(slot) };
+    let busy = core::mem::replace(&mut t.busy, true);
+    pop_dead(t, |f| f.sp < slot);
+    let ret = match t.stack.pop() {
+        Some(frame) if frame.sp == slot && frame.ret != 0 => frame.ret,
+        _ => lost(slot),
+    };
+    t.busy = busy;
+    ret
+}
+
+/// A return through the trampoline with no frame for it: where to go is unknown.
+#[cold]
+fn lost(slot: usize) -> ! {
+    eprintln!("tracestat: a return through slot {slot:#x} has no frame on the return stack");
+    std::process::abort()
+}
+
+impl Frame {
+    /// After an exception was caught: redirects a live frame's slot again if it still
+    /// holds the original return address (or the frame is a tail call's, returning to
+    /// the trampoline).
+    pub(crate) fn redirect_again(&mut self) {
+        if self.ret == 0 || self.hijacked {
+            return;
+        }
+        let slot = self.sp as *mut usize;
+        // SAFETY: the caller passes only live frames: the slot is writable stack memory of
+        // this thread.
+        unsafe {
+            if self.ret == trampoline() || *slot == self.ret {
+                *slot = trampoline();
+                self.hijacked = true;
+            }
+        }
+    }
+}
+
+/// glibc's gprof start (`gcrt1.o`'s `__gmon_start__` calls it, from the first `_init` of
+/// a loaded object, maybe before this library's constructor): skipped when this library
+/// profiles the process (`tracestat record` started it), so that no `SIGPROF` timer runs
+/// and no `gmon.out` is written; else glibc's (whose call graph stays empty: `mcount` is
+/// this library's).
+///
+/// # Safety
+///
+/// As glibc's `__monstartup`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __monstartup(low: usize, high: usize) {
+    static REAL: OnceLock<usize> = OnceLock::new();
+    if crate::recorded() {
+        return;
+    }
+    GMON.store(true, Ordering::Relaxed);
+    let f = next_symbol(&REAL, c"__monstartup");
+    if f != 0 {
+        // SAFETY: glibc's `__monstartup`, of this very type.
+        unsafe { core::mem::transmute::<usize, unsafe extern "C" fn(usize, usize)>(f)(low, high) }
+    }
+}
+
+/// glibc's gprof end (writes `gmon.out`): only when glibc's gprof was started.
+///
+/// # Safety
+///
+/// As glibc's `_mcleanup`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _mcleanup() {
+    static REAL: OnceLock<usize> = OnceLock::new();
+    if !GMON.load(Ordering::Relaxed) {
+        return;
+    }
+    let f = next_symbol(&REAL, c"_mcleanup");
+    if f != 0 {
+        // SAFETY: glibc's `_mcleanup`, of this very type.
+        unsafe { core::mem::transmute::<usize, unsafe extern "C" fn()>(f)() }
+    }
+}
+
+/// Whether glibc's gprof was started (the process is not profiled here).
+static GMON: AtomicBool = AtomicBool::new(false);

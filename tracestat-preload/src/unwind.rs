@@ -1,0 +1,159 @@
+//! Calls that never return normally: `pthread_exit` and C++ exceptions, interposed so that
+//! the thread's return stack and its redirected return addresses stay right.
+//!
+//! # Design
+//!
+//! Each interposer is a naked trampoline that passes its caller's stack pointer (`live`)
+//! to a Rust function, which does its part and calls the next definition (libc's,
+//! libgcc's, libstdc++'s). Frames whose slot (or stack pointer) is below `live` are dead:
+//! their functions were left without returning.
+//!
+//! - `pthread_exit`: the thread's open frames end, innermost first, and redirected return
+//!   addresses are written back before glibc's forced unwind walks the stack.
+//! - `_Unwind_RaiseException`, `_Unwind_Resume_or_Rethrow` (a `throw`, a rethrow) and
+//!   `_Unwind_Resume` (the end of a cleanup that unwinds on): dead frames end, and every
+//!   live redirected frame gets its original return address back, so that the unwinder
+//!   never meets the return trampoline. Those frames stay on the stack, unredirected.
+//! - `__cxa_begin_catch` (a C++ handler catching): the frames unwound through end, and the
+//!   live ones are redirected again, so that they return through the trampoline as before.
+//!
+//! An exception caught by something other than a C++ handler (a Rust `catch_unwind`)
+//! leaves the frames above it unredirected: they return without ending their calls, and
+//! end when a later hook of the thread finds them dead (their time runs on until then).
+//! A program that links libstdc++ and the unwinder into itself (`-static-libstdc++
+//! -static-libgcc`) calls them directly, past these interposers: an exception through a
+//! redirected frame then finds no handler and ends the program (`std::terminate`). The
+//! first redirected return warns of it (`fentry.rs`); `--timing 0` redirects nothing.
+//!
+//! # Invariants
+//!
+//! - While an exception unwinds, no slot of the thread holds the return trampoline.
+//! - A slot is written only while live: at or above the stack pointer of a running caller.
+
+use core::ffi::{c_int, c_void};
+use std::sync::OnceLock;
+
+use crate::{end_frames, next_symbol, pop_dead, thread_state};
+
+/// The caller's stack pointer as the second argument, then a jump to `$target`.
+macro_rules! with_caller_sp {
+    ($(#[$doc:meta])* $name:ident => $target:ident $(-> $ret:ty)?) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        ///
+        /// As the function it interposes.
+        #[unsafe(naked)]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(_arg: *mut c_void) $(-> $ret)? {
+            #[cfg(target_arch = "x86_64")]
+            core::arch::naked_asm!("lea rsi, [rsp + 8]", "jmp {}", sym $target);
+            #[cfg(target_arch = "aarch64")]
+            core::arch::naked_asm!("mov x1, sp", "b {}", sym $target);
+        }
+    };
+}
+
+with_caller_sp! {
+    /// `pthread_exit`, with the thread's open frames returning first: they end here.
+    pthread_exit => pthread_exit_at -> !
+}
+with_caller_sp! {
+    /// `_Unwind_RaiseException` (a `throw`), with the thread's return addresses restored.
+    _Unwind_RaiseException => raise_at -> c_int
+}
+with_caller_sp! {
+    /// `_Unwind_Resume_or_Rethrow` (a rethrow), with the thread's return addresses restored.
+    _Unwind_Resume_or_Rethrow => rethrow_at -> c_int
+}
+with_caller_sp! {
+    /// `_Unwind_Resume` (a cleanup unwinding on), with the thread's return addresses
+    /// restored.
+    _Unwind_Resume => resume_at -> !
+}
+with_caller_sp! {
+    /// `__cxa_begin_catch` (a handler catching), with the frames unwound through ended and
+    /// the live ones redirected again.
+    __cxa_begin_catch => begin_catch_at -> *mut c_void
+}
+
+/// The next definition of `name`; a missing one ends the process with a message (an
+/// interposer has nothing else to call).
+fn real(cache: &OnceLock<usize>, name: &core::ffi::CStr) -> usize {
+    let f = next_symbol(cache, name);
+    if f == 0 {
+        eprintln!("tracestat: no {name:?} after the preload library");
+        std::process::abort();
+    }
+    f
+}
+
+extern "C" fn pthread_exit_at(retval: *mut c_void, live: usize) -> ! {
+    static REAL: OnceLock<usize> = OnceLock::new();
+    end_frames(live);
+    let f = real(&REAL, c"pthread_exit");
+    // SAFETY: the next `pthread_exit` in the lookup order, of this very type.
+    unsafe { core::mem::transmute::<usize, unsafe extern "C" fn(*mut c_void) -> !>(f)(retval) }
+}
+
+/// Ends the dead frames and writes back the live ones' return addresses (innermost first:
+/// of frames sharing a slot, a tail call's, the outermost's original is written last).
+fn unwinding(live: usize) {
+    let Some(t) = thread_state() else { return };
+    if t.busy {
+        return;
+    }
+    t.busy = true;
+    pop_dead(t, |f| f.sp < live);
+    for frame in t.stack.iter_mut().rev() {
+        frame.restore();
+    }
+    t.busy = false;
+}
+
+type Unwind = unsafe extern "C" fn(*mut c_void) -> c_int;
+
+extern "C" fn raise_at(exc: *mut c_void, live: usize) -> c_int {
+    static REAL: OnceLock<usize> = OnceLock::new();
+    unwinding(live);
+    let f = real(&REAL, c"_Unwind_RaiseException");
+    // SAFETY: the next `_Unwind_RaiseException` in the lookup order, of this very type.
+    unsafe { core::mem::transmute::<usize, Unwind>(f)(exc) }
+}
+
+extern "C" fn rethrow_at(exc: *mut c_void, live: usize) -> c_int {
+    static REAL: OnceLock<usize> = OnceLock::new();
+    unwinding(live);
+    let f = real(&REAL, c"_Unwind_Resume_or_Rethrow");
+    // SAFETY: the next `_Unwind_Resume_or_Rethrow` in the lookup order, of this very type.
+    unsafe { core::mem::transmute::<usize, Unwind>(f)(exc) }
+}
+
+extern "C" fn resume_at(exc: *mut c_void, live: usize) -> ! {
+    static REAL: OnceLock<usize> = OnceLock::new();
+    unwinding(live);
+    let f = real(&REAL, c"_Unwind_Resume");
+    // SAFETY: the next `_Unwind_Resume` in the lookup order, of this very type.
+    unsafe { core::mem::transmute::<usize, unsafe extern "C" fn(*mut c_void) -> !>(f)(exc) }
+}
+
+extern "C" fn begin_catch_at(exc: *mut c_void, live: usize) -> *mut c_void {
+    static REAL: OnceLock<usize> = OnceLock::new();
+    if let Some(t) = thread_state()
+        && !t.busy
+    {
+        t.busy = true;
+        pop_dead(t, |f| f.sp < live);
+        // Outermost first: of frames sharing a slot, the outermost's holds the original.
+        #[cfg(target_arch = "x86_64")]
+        for frame in t.stack.iter_mut() {
+            frame.redirect_again();
+        }
+        t.busy = false;
+    }
+    let f = real(&REAL, c"__cxa_begin_catch");
+    // SAFETY: the next `__cxa_begin_catch` in the lookup order, of this very type.
+    unsafe {
+        core::mem::transmute::<usize, unsafe extern "C" fn(*mut c_void) -> *mut c_void>(f)(exc)
+    }
+}
