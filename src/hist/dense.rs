@@ -4,7 +4,7 @@
 //! # Design
 //!
 //! When the keys of a table are known in advance and numbered densely (the sites of a
-//! hook layer instance: [`Site::index`](crate::profile::Site::index)), finding a key's
+//! hook layer instance: [`Site::index`](crate::hook::Site::index)), finding a key's
 //! entry needs no hashing and no probing: entry `i` is at a fixed place. A [`DenseTable`]
 //! holds one entry per index in chunks of [`CHUNK`] entries, allocated on first use by the
 //! owner (so a thread that calls a few functions of a large program holds a few chunks) and

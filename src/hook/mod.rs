@@ -1,4 +1,29 @@
-//! The hook layer: ftrace's function-hook machinery for user space.
+//! The hook layer: ftrace's function-hook machinery for user space, what a provider is
+//! written against (call sites, ops and their callbacks, filters, shadow stacks, the trace
+//! clock, instrumented futures). The providers of this crate are in [`crate::profile`].
+//!
+//! An ops of your own, counting the calls its filter lets through:
+//!
+//! ```
+//! use std::sync::atomic::{AtomicU64, Ordering};
+//! use tracestat::hook::{Ftrace, FtraceOps, SiteDef};
+//! use tracestat::stat::WriteMode;
+//!
+//! let ftrace = Ftrace::new([SiteDef::new("read", "io"), SiteDef::new("write", "io")]);
+//! let ops = FtraceOps::builder(|_ip, _parent, ops, _regs| {
+//!     ops.private::<AtomicU64>().unwrap().fetch_add(1, Ordering::Relaxed);
+//! })
+//! .private(AtomicU64::new(0))
+//! .build();
+//! ftrace.set_filter(&ops, "wr*", WriteMode::Truncate)?;
+//! ftrace.register(&ops)?;
+//! let (read, write) = (ftrace.site(0).unwrap(), ftrace.site(1).unwrap());
+//! drop(ftrace.call(read));
+//! drop(ftrace.call(write));
+//! ftrace.unregister(&ops)?;
+//! assert_eq!(ops.private::<AtomicU64>().unwrap().load(Ordering::Relaxed), 1);
+//! # Ok::<(), tracestat::Error>(())
+//! ```
 //!
 //! # Design
 //!
@@ -38,8 +63,8 @@
 //! - `control`: the control files (`available_filter_functions`, `enabled_functions`,
 //!   `set_ftrace_filter`, `set_ftrace_notrace`, `set_ftrace_pid`, `trace_clock`).
 //!
-//! The providers live above this layer and this module never names them; users reach its
-//! public items through their re-exports, and this module is private.
+//! The providers live above this layer and this module never names them; its public items
+//! are re-exported here, the one path users name them by.
 //!
 //! # Invariants
 //!
@@ -66,7 +91,7 @@ pub(crate) mod rcu;
 mod recursion;
 mod returns;
 mod sink;
-mod site;
+pub(crate) mod site;
 #[cfg(not(loom))]
 mod static_entry;
 mod table;
@@ -96,7 +121,7 @@ pub use ops::{
 pub use pid::{PID_MAX, PidError, current_tid};
 pub use recursion::{RecursionContext, RecursionLock, trylock};
 pub(crate) use sink::{SINK_WORDS, Sink, SinkOps, SinkPath, SinkWords};
-pub use site::{SITES, Site, SiteDef};
+pub use site::{Site, SiteDef};
 
 /// The calling thread's innermost dispatched traced scope: the ip of the innermost `#[traced]`
 /// call an ops covers, or of the instrumented future whose poll runs now (0 at top level);

@@ -4,7 +4,8 @@
 //!
 //! ```
 //! use tracing_subscriber::layer::SubscriberExt;
-//! use tracestat::profile::{Ftrace, FunctionProfiler, TracestatLayer};
+//! use tracestat::hook::Ftrace;
+//! use tracestat::profile::{FunctionProfiler, TracestatLayer};
 //!
 //! let ftrace = Ftrace::new([]);
 //! let layer = TracestatLayer::new(ftrace.clone());
@@ -149,9 +150,10 @@ use tracing::{Metadata, Subscriber, span};
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::{LookupSpan, SpanRef};
 
-use super::{Frame, SHADOW_STACK_DEPTH, ShadowStack, current_tid, now_ns};
-use super::{Ftrace, FunctionProfiler};
+use super::FunctionProfiler;
 use crate::error::Error;
+use crate::hook::Ftrace;
+use crate::hook::{Frame, SHADOW_STACK_DEPTH, ShadowStack, current_tid, now_ns};
 use crate::primitive::sync::Arc as HookArc;
 use crate::stat::Tracefs;
 

@@ -10,7 +10,8 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions, ScopeGuard, Site, SiteDef};
+use tracestat::hook::{Ftrace, ScopeGuard, Site, SiteDef};
+use tracestat::profile::{FunctionProfiler, ProfileOptions};
 
 /// Hit counting only: the profiler's plain function ops.
 pub const HITS: ProfileOptions = ProfileOptions {

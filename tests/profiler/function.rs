@@ -13,7 +13,8 @@ use crate::common::profiler::{
     BOTH, EVERY, HITS_AND_TIMED, TIMED, with_profiler, with_profiler_on,
 };
 use kernel_format::{FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED, graph_duration};
-use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions, ShadowStack, SiteDef};
+use tracestat::hook::{Ftrace, ShadowStack, SiteDef};
+use tracestat::profile::{FunctionProfiler, ProfileOptions};
 use tracestat::stat::{Tracefs, WriteMode};
 use tracestat::{Error, InputError};
 
@@ -223,7 +224,7 @@ fn the_profiler_honours_set_ftrace_pid() {
                 calls(7); // list cleared: counted
             });
             go.wait();
-            let me = tracestat::profile::current_tid();
+            let me = tracestat::hook::current_tid();
             ftrace
                 .set_pids(&me.to_string(), WriteMode::Truncate)
                 .unwrap();
@@ -628,7 +629,7 @@ fn option_change_while_enabled_restarts_with_the_new_option() {
 fn filters_apply_to_the_profiler() {
     let fs = &new_fs();
     let ftrace = instance(&["net_rx", "net_tx", "disk_io"]);
-    tracestat::profile::install(&ftrace, fs).unwrap();
+    tracestat::hook::install(&ftrace, fs).unwrap();
     let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
     profiler.install(fs).unwrap();
     fs.write("set_ftrace_filter", b"net_*").unwrap();
@@ -757,7 +758,7 @@ fn the_profile_export_carries_functions_paths_and_latency_histograms() {
 /// `graph_overruns`.
 #[test]
 fn recursion_deeper_than_the_shadow_stack_counts_every_call() {
-    use tracestat::profile::{SHADOW_STACK_DEPTH, install};
+    use tracestat::hook::{SHADOW_STACK_DEPTH, install};
     let wall_and_cpu = [
         TIMED,
         ProfileOptions {

@@ -7,7 +7,8 @@ use crate::common::profiler::{
     BOTH, EVERY, HITS_AND_TIMED, SiteKind, Sites, with_profiler, with_profiler_on,
 };
 use std::sync::Arc;
-use tracestat::profile::{Ftrace, FunctionProfiler};
+use tracestat::hook::Ftrace;
+use tracestat::profile::FunctionProfiler;
 
 /// `threads` threads each call site 0 with site 1 nested inside, `calls` times, and exit
 /// (joined: their thread-locals' destructors have run when this returns).

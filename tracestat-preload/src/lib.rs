@@ -51,8 +51,9 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::io::Write as _;
 use std::sync::OnceLock;
 
+use tracestat::hook::{Ftrace, ScopeGuard, Site};
 use tracestat::native::NativeSites;
-use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions, ScopeGuard, Site};
+use tracestat::profile::{FunctionProfiler, ProfileOptions};
 use tracestat::stat::WriteMode;
 
 /// Frames a thread's return stack holds; deeper calls are overruns.

@@ -263,8 +263,8 @@ pub(super) fn new_local_at(inner: &Arc<Inner>, index: usize, explicit: bool) -> 
         paths: None,
         dense_counted: None,
         dense_timed: None,
-        cpu_stack: Vec::with_capacity(crate::profile::SHADOW_STACK_DEPTH),
-        path_stack: Vec::with_capacity(crate::profile::SHADOW_STACK_DEPTH),
+        cpu_stack: Vec::with_capacity(crate::hook::SHADOW_STACK_DEPTH),
+        path_stack: Vec::with_capacity(crate::hook::SHADOW_STACK_DEPTH),
         known_paths: hashbrown::HashSet::new(),
         parked: Vec::new(),
     }

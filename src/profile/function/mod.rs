@@ -68,13 +68,13 @@
 //! - `trace_stat/function_latency`: per function, the count, average, p50/p90/p99/p999 and
 //!   the log2 latency histogram in bpftrace's layout.
 //! - `trace_stat/function_cancelled`: per function, the instrumented futures dropped before
-//!   completion (all threads; see [`TracedFuture`](crate::profile::TracedFuture)); empty when
+//!   completion (all threads; see [`TracedFuture`](crate::hook::TracedFuture)); empty when
 //!   none was, so the `functions` files keep the kernel's format byte for byte. The JSON of
 //!   the `functions` files has a `cancelled` field on the rows that have some.
 //!
 //! An instrumented future (`#[traced]` on an `async fn`) is one call from its first poll to
 //! its completion: its Time is wall time with `sleep-time` on, the sum of its polls' thread
-//! CPU time with it off (see [`TracedFuture`](crate::profile::TracedFuture)).
+//! CPU time with it off (see [`TracedFuture`](crate::hook::TracedFuture)).
 //!
 //! Rows are the kernel's (`format` module); they are sorted by time when timed and by hits
 //! otherwise, descending, ties by name; functions with no hit are not shown.
@@ -103,13 +103,13 @@ use crate::primitive::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::primitive::sync::{Mutex, MutexGuard};
 
 use super::format::{self, FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED, RowTiming};
-use super::{Ftrace, FtraceOps, GraphEntry, GraphReturn};
 use crate::error::{Error, InputError};
 use crate::export::{BucketHistogram, FunctionStats, PathStats, Profile};
 use crate::hist::{
     BucketSpec, CellLayout, DenseTable, DenseWriter, HashHist, Key, PERCENTILES, Row, Shard,
     ShardReader, Snapshot,
 };
+use crate::hook::{Ftrace, FtraceOps, GraphEntry, GraphReturn};
 use crate::stat::{ControlFile, Mode, StatTracer, Tracefs, UlongControl, WriteMode, parse_bool};
 
 mod control;
@@ -251,7 +251,8 @@ impl Inner {
 /// The function profiler (see the module docs).
 ///
 /// ```
-/// use tracestat::profile::{Ftrace, FunctionProfiler, SiteDef};
+/// use tracestat::hook::{Ftrace, SiteDef};
+/// use tracestat::profile::FunctionProfiler;
 ///
 /// let ftrace = Ftrace::new([SiteDef::new("work", "demo")]);
 /// let profiler = FunctionProfiler::new(ftrace.clone());
@@ -298,7 +299,7 @@ pub struct FunctionRow {
     /// Latency histogram counts, indexed by [`LATENCY_BUCKETS`] (empty when not timed).
     pub buckets: Vec<u64>,
     /// Of `hits`, the calls of an instrumented future dropped before completion (see
-    /// [`TracedFuture`](crate::profile::TracedFuture)); always 0 for a synchronous function.
+    /// [`TracedFuture`](crate::hook::TracedFuture)); always 0 for a synchronous function.
     /// All threads together: per-thread rows show 0.
     pub cancelled: u64,
 }
@@ -493,7 +494,8 @@ impl FunctionProfiler {
     /// callback of this thread.
     ///
     /// ```
-    /// use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions};
+    /// use tracestat::hook::Ftrace;
+    /// use tracestat::profile::{FunctionProfiler, ProfileOptions};
     ///
     /// let ftrace = Ftrace::new([]);
     /// let p = FunctionProfiler::with_symbols(ftrace.clone(), |ip| Some(format!("f{ip}")));

@@ -8,8 +8,8 @@
 //! tables. Timed runs with thread CPU time or call paths keep their own frames here too.
 
 use super::*;
+use crate::hook::OpsFlags;
 use crate::hook::Sink;
-use crate::profile::OpsFlags;
 
 /// The dense index of `ip` in the profiler's instance, if the dispatcher's hint names it:
 /// the hint is trusted only once the site at that index is checked to have this very ip,

@@ -1,5 +1,5 @@
 use super::*;
-use crate::profile::{ShadowStack, SiteDef};
+use crate::hook::{ShadowStack, SiteDef};
 
 /// The records take the dense table's constant-offset record paths (a change of the
 /// latency buckets or either cell would silently take the generic ones).
