@@ -84,8 +84,8 @@ mod function;
 mod kmem;
 mod wrapper;
 
-pub use function::{AllocCounts, AllocRow, FUNCTION_ALLOC_HEADER, FunctionAlloc};
-pub use kmem::{KFREE_FIELDS, KMALLOC_FIELDS, KREALLOC_FIELDS, Kmem};
+pub use function::{AllocCounts, AllocRow, FunctionAlloc};
+pub use kmem::Kmem;
 pub use wrapper::{TracedAlloc, UsableSize};
 
 #[cfg(doc)]

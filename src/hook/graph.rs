@@ -35,7 +35,7 @@
 use core::cell::Cell;
 
 /// The most graph ops registered at once in one [`Ftrace`](super::Ftrace).
-pub const GRAPH_SLOTS: usize = 16;
+pub(crate) const GRAPH_SLOTS: usize = 16;
 
 /// The deepest a shadow stack gets; deeper calls are counted as overruns.
 pub const SHADOW_STACK_DEPTH: usize = 128;

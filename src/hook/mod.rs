@@ -112,13 +112,13 @@ pub use glob::{Glob, GlobError};
 #[cfg(not(loom))]
 pub(crate) use graph::LiveStack;
 pub use graph::{
-    Frame, GRAPH_SLOTS, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, TaskTimes, now_ns,
+    Frame, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, TaskTimes, now_ns,
 };
 pub use guard::ScopeGuard;
 pub use ops::{
     FtraceFunc, FtraceOps, FtraceOpsBuilder, GraphEntryFunc, GraphReturnFunc, OpsFlags, Regs,
 };
-pub use pid::{PID_MAX, PidError, current_tid};
+pub use pid::{PidError, current_tid};
 pub use recursion::{RecursionContext, RecursionLock, trylock};
 pub(crate) use sink::{SINK_WORDS, Sink, SinkOps, SinkPath, SinkWords};
 pub use site::{Site, SiteDef};

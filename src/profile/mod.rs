@@ -34,9 +34,9 @@ pub use diff::{
     AvgTest, DiffOptions, DiffRow, DiffSort, FunctionSnapshot, ProfileDiff, RunStats, Totals, diff,
     diff_runs,
 };
+pub(crate) use function::LATENCY_BUCKETS;
 pub use function::{
-    FunctionProfiler, FunctionRow, LATENCY_BUCKETS, PathRow, ProfileOptions, ProfilerHandle,
-    Symbolizer,
+    FunctionProfiler, FunctionRow, PathRow, ProfileOptions, ProfilerHandle, Symbolizer,
 };
 #[cfg(feature = "tracing")]
 pub use tracing_layer::{LayerStats, SpanNames, TracestatLayer, ip_of};

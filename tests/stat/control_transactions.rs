@@ -14,10 +14,16 @@ use crate::common::kernel_format;
 use kernel_format::{FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED};
 use proptest::prelude::*;
 use tracestat::Error;
-use tracestat::hook::GRAPH_SLOTS;
 use tracestat::hook::{Ftrace, FtraceOps, SiteDef};
 use tracestat::profile::{FunctionProfiler, ProfileOptions};
 use tracestat::stat::{Tracefs, WriteMode};
+
+/// The graph ops an instance holds at once, as `Ftrace::register` documents it (its
+/// refusal's message names the count).
+const GRAPH_SLOTS: usize = 16;
+
+/// The largest thread id `set_ftrace_pid` takes, as the control file documents it.
+const PID_MAX: u32 = 1 << 22;
 
 /// The sites of every test instance: two profiled functions, the site whose callback makes
 /// a write, and one only the slot-holding graph ops cover.
@@ -600,7 +606,7 @@ fn model_write(
             let mut pids: Vec<u32> = if append { m.pids.clone() } else { Vec::new() };
             for t in data.split_ascii_whitespace() {
                 let p: u32 = t.parse().map_err(|_| ())?;
-                if p == 0 || p > tracestat::hook::PID_MAX {
+                if p == 0 || p > PID_MAX {
                     return Err(());
                 }
                 pids.push(p);

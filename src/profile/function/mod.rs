@@ -132,7 +132,7 @@ pub(crate) use local::exit_now;
 
 /// The latency buckets of every timed function: log2, 4 sub-buckets per power of two
 /// (relative error of a percentile at most 25%).
-pub const LATENCY_BUCKETS: BucketSpec = match BucketSpec::log2(2) {
+pub(crate) const LATENCY_BUCKETS: BucketSpec = match BucketSpec::log2(2) {
     Ok(spec) => spec,
     Err(_) => panic!("2 sub-bucket bits are valid"),
 };
@@ -296,7 +296,8 @@ pub struct FunctionRow {
     pub time_sq: u128,
     /// Bits 128..192 of the sum of squared call times (0 unless calls took near `2^64` ns).
     pub time_sq_hi: u64,
-    /// Latency histogram counts, indexed by [`LATENCY_BUCKETS`] (empty when not timed).
+    /// Latency histogram counts, indexed by the log2 buckets with 2 sub-bits
+    /// ([`BucketSpec::log2`]`(2)`; empty when not timed).
     pub buckets: Vec<u64>,
     /// Of `hits`, the calls of an instrumented future dropped before completion (see
     /// [`TracedFuture`](crate::hook::TracedFuture)); always 0 for a synchronous function.

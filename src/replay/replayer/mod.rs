@@ -97,11 +97,9 @@ use crate::trace::LineCounts;
 use crate::trace::Reader;
 use calls::open_at_end;
 
-pub use options::{
-    DEFAULT_MAX_FUNCTIONS, MAX_CPUS, MAX_OPEN, MAX_OPEN_CALLS, MAX_TASKS, OPEN_LISTED,
-    ReplayOptions, Sort, TraceMode,
-};
-pub use output::{EVENTS_HEADER, ReplayRow};
+pub(crate) use options::{MAX_CPUS, MAX_OPEN, MAX_OPEN_CALLS, MAX_TASKS, OPEN_LISTED};
+pub use options::{ReplayOptions, Sort, TraceMode};
+pub use output::ReplayRow;
 pub use summary::{ReplaySummary, Unmatched};
 
 /// Replays parsed events into the replay's own tables (see the module docs).
