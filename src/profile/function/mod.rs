@@ -62,9 +62,6 @@
 //! - `trace_stat/function<N>`: live thread `N` (numbered in the order threads first called
 //!   a profiled function) — the kernel's per-CPU files, per thread here; an exited thread's
 //!   records are in `functions` only;
-//! - `trace_stat/function<N>` with an explicit `N`: records a thread made after
-//!   [`FunctionProfiler::record_into`]`(N)` (replay records each trace CPU's calls into shard
-//!   `N` = that CPU, so these are the kernel's per-CPU files again);
 //! - `trace_stat/function_latency`: per function, the count, average, p50/p90/p99/p999 and
 //!   the log2 latency histogram in bpftrace's layout.
 //! - `trace_stat/function_cancelled`: per function, the instrumented futures dropped before
@@ -79,15 +76,6 @@
 //! Rows are the kernel's (`format` module); they are sorted by time when timed and by hits
 //! otherwise, descending, ties by name; functions with no hit are not shown.
 //!
-//! # Explicit shards (replay)
-//!
-//! [`FunctionProfiler::record_into`] makes the calling thread's records go to shard `N`
-//! instead of its own, until the next `record_into`: the thread's state swaps the active
-//! shard with one of its *parked* shards (created and listed on first use, one lock then).
-//! The record path itself is unchanged — it always writes the thread's active shard — so
-//! live profiling pays nothing for this. Explicit numbers share the `function<N>` name space
-//! with thread numbers: thread numbers handed out later skip every explicit number used, and
-//! a number used both ways shows the records of both (use a profiler of its own for replay).
 //! [`FunctionProfiler::to_profile`] converts the rows into the exporters' [`Profile`].
 
 use crate::primitive::unmodeled::atomic::AtomicU64 as StdAtomicU64;
@@ -483,39 +471,6 @@ impl FunctionProfiler {
     /// (see the module docs).
     pub fn folded_threads(&self) -> u64 {
         self.inner.lock_slots().folded.threads
-    }
-
-    /// From now on, the calling thread's records for this profiler go to shard `index`
-    /// (`trace_stat/function<index>`, [`rows`](Self::rows)`(Some(index))`) instead of the
-    /// thread's own, until the next call; the shard is created and listed on first use.
-    /// Replay uses it to keep the per-CPU files of a trace: one shard per trace CPU.
-    ///
-    /// Thread numbers handed out later skip `index`; see the module docs. Returns `false`
-    /// (and changes nothing) when the thread's local storage is gone or in use by a
-    /// callback of this thread.
-    ///
-    /// ```
-    /// use tracestat::hook::Ftrace;
-    /// use tracestat::profile::{FunctionProfiler, ProfileOptions};
-    ///
-    /// let ftrace = Ftrace::new([]);
-    /// let p = FunctionProfiler::with_symbols(ftrace.clone(), |ip| Some(format!("f{ip}")));
-    /// p.set_options(ProfileOptions { timing: false, ..Default::default() })?;
-    /// p.enable()?;
-    /// assert!(p.record_into(3));
-    /// ftrace.dispatch_ip(7, 0);
-    /// assert!(p.record_into(1));
-    /// ftrace.dispatch_ip(7, 0);
-    /// ftrace.dispatch_ip(8, 0);
-    /// p.disable()?;
-    /// assert_eq!(p.threads(), [1, 3]);
-    /// assert_eq!(p.rows(Some(3)).len(), 1);
-    /// assert_eq!(p.rows(Some(1)).len(), 2);
-    /// assert_eq!(p.rows(None).iter().map(|r| r.hits).sum::<u64>(), 3);
-    /// # Ok::<(), tracestat::Error>(())
-    /// ```
-    pub fn record_into(&self, index: usize) -> bool {
-        switch_shard(&self.inner, index)
     }
 
     /// The rows of all threads (`None`) or of one, as the stat file shows them (threshold

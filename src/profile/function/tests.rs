@@ -160,38 +160,6 @@ fn sites_are_recorded_densely_and_foreign_ips_by_hash() {
     }
 }
 
-/// `record_into` swaps the active shards of a thread's state with parked ones: the cache
-/// must follow the swap, not keep feeding the shard that was active. Each shard gets
-/// exactly its own records.
-#[test]
-fn switching_shards_keeps_each_shards_records() {
-    let ftrace = Ftrace::new([SiteDef::new("f", "tests")]);
-    let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
-    profiler
-        .set_options(ProfileOptions {
-            timing: false,
-            ..Default::default()
-        })
-        .unwrap();
-    profiler.enable().unwrap();
-    let ip = ftrace.find("f").unwrap().ip();
-    let site = ftrace.site(0).unwrap();
-    let calls = |n| {
-        for _ in 0..n {
-            drop(ftrace.call(site));
-        }
-    };
-    assert!(profiler.record_into(10));
-    calls(3);
-    assert!(profiler.record_into(11));
-    calls(5);
-    assert!(profiler.record_into(10));
-    calls(7);
-    let hits = |t| profiler.rows(Some(t)).iter().map(|r| r.hits).sum::<u64>();
-    assert_eq!((hits(10), hits(11)), (10, 5));
-    assert_eq!(hits_of(&profiler, ip), 15);
-}
-
 /// Frames the hook layer drops without a return (replay does, for entries whose exit is
 /// not in the trace) leave no trace in the call paths: the profiler's own path and CPU
 /// stacks follow the shadow stack's depth, so they stay bounded and later paths are right.
