@@ -318,7 +318,7 @@ const HEX_FIELDS: &[&str] = &[
 /// A field value as a number, or `None` for a string: decimal (`-` allowed, stored as
 /// two's complement as the kernel stores signed fields), `0x` hexadecimal, and plain
 /// hexadecimal where the name is an address field or the digits hold a letter `a`-`f`.
-pub fn number(name: &str, v: &str) -> Option<u64> {
+pub(crate) fn number(name: &str, v: &str) -> Option<u64> {
     if let Some(h) = v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
         return hex(h);
     }
