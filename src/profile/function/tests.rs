@@ -1,6 +1,10 @@
 use super::*;
 use crate::hook::{ShadowStack, SiteDef};
 
+/// The index a call of an ip that is not one of the instance's sites is given: its record
+/// goes to the hash shard.
+const NO_INDEX: usize = usize::MAX;
+
 /// The records take the dense table's constant-offset record paths (a change of the
 /// latency buckets or either cell would silently take the generic ones).
 #[test]
@@ -42,12 +46,12 @@ fn a_record_from_inside_a_record_goes_to_the_orphans() {
         let inner = &profiler.inner;
         let ip = ftrace.find("f").unwrap().ip();
         let d = timing.then_some(5);
-        record(inner, ip, d); // creates the state and its shard, fills the cache
-        record(inner, ip, d); // through the cache
+        record(inner, ip, NO_INDEX, d); // creates the state and its shard, fills the cache
+        record(inner, ip, NO_INDEX, d); // through the cache
         // Nested inside a borrow of the state (the cache's and the list's).
-        with_local(inner, |_| record(inner, ip, d)).unwrap();
+        with_local(inner, |_| record(inner, ip, NO_INDEX, d)).unwrap();
         with_last(Last::forget);
-        with_local(inner, |_| record(inner, ip, d)).unwrap();
+        with_local(inner, |_| record(inner, ip, NO_INDEX, d)).unwrap();
         let orphans = if timing {
             inner.orphans_timed.snapshot()
         } else {
@@ -56,7 +60,7 @@ fn a_record_from_inside_a_record_goes_to_the_orphans() {
         assert_eq!(orphans.get(ip as u64).map(|r| r.hits), Some(2));
         assert_eq!(hits_of(&profiler, ip), 4, "timing: {timing}");
         // After the nested calls, the cache serves records again.
-        record(inner, ip, d);
+        record(inner, ip, NO_INDEX, d);
         assert_eq!(hits_of(&profiler, ip), 5);
     }
 }
