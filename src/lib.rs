@@ -60,8 +60,9 @@
 //! - `http` (feature `http`): every file, metric and profile served, read-only by default.
 //!
 //! The hook layer imports nothing above it: a provider's fast path plugs in through its sink
-//! seam (`src/hook/sink.rs`). Edges that go up today, each named where it lives: the function
-//! profiler's one-key cells are `hist` layouts; `export` converts `hist` bucket specs
+//! seam (`src/hook/sink.rs`), and its cells of constant offsets through the histogram core's
+//! `ConstCount` / `ConstTiming` (`src/hist/cell.rs`). Edges that go up today, each named where
+//! it lives: `export` converts `hist` bucket specs
 //! ([`BucketHistogram::from_buckets`](export::BucketHistogram::from_buckets)) and writes a
 //! replay's JSON ([`replay_to_json`](export::replay_to_json)), whose per-CPU rows and line
 //! counts have no place in the model.

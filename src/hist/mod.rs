@@ -55,6 +55,7 @@ pub(crate) use trigger::write_bucket_block;
 pub(crate) use buckets::Bucket;
 pub use buckets::{BucketError, BucketSpec};
 pub use budget::{MAX_PROCESS_TABLE_BYTES, MAX_TABLE_BYTES};
+pub(crate) use cell::{ConstCount, ConstTiming};
 pub(crate) use dense::{DenseTable, DenseWriter, TimingSlot};
 pub use key::{Key, MAX_KEYS};
 pub use layout::{CellLayout, LayoutError, MAX_VALS};

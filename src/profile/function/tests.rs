@@ -9,8 +9,8 @@ const NO_INDEX: usize = usize::MAX;
 /// latency buckets or either cell would silently take the generic ones).
 #[test]
 fn the_cells_are_the_record_paths_constant_ones() {
-    assert!(TIMED.words().is_one_key_timing());
-    assert!(COUNTED.words().is_one_key_count());
+    assert!(TIMED.words().is_timing_at::<super::fast::OneKeyTiming>());
+    assert!(COUNTED.words().is_count_at::<super::fast::OneKeyCount>());
 }
 
 /// Total hits of `ip` over all threads and the orphan table.

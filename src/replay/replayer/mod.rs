@@ -61,7 +61,7 @@
 //! thread-locals or epoch-reclaimed memory) and bounded whatever the input:
 //!
 //! - functions: [`ReplayOptions::max_functions`] distinct names (default
-//!   [`DEFAULT_MAX_FUNCTIONS`]); names beyond it are folded into one [`OTHER`](crate::replay::OTHER) row. A
+//!   [`DEFAULT_MAX_FUNCTIONS`](options::DEFAULT_MAX_FUNCTIONS)); names beyond it are folded into one [`OTHER`](crate::replay::OTHER) row. A
 //!   function costs one 64-byte row plus its interned name (see BENCHMARKS.md for measured
 //!   figures); the latency histogram (2 KiB a function) only with
 //!   [`ReplayOptions::latency`], per-CPU tables only with [`ReplayOptions::per_cpu`];
