@@ -34,6 +34,7 @@ pub use diff::{
     AvgTest, DiffOptions, DiffRow, DiffSort, FunctionSnapshot, ProfileDiff, RunStats, Totals, diff,
     diff_runs,
 };
+#[cfg(not(loom))]
 pub(crate) use function::LATENCY_BUCKETS;
 pub use function::{
     FunctionProfiler, FunctionRow, PathRow, ProfileOptions, ProfilerHandle, Symbolizer,

@@ -47,6 +47,7 @@ pub(super) const MAX_SPLIT_TRIES: usize = 3;
 /// the head's [`Context`] and the payload after the `": "`, leading spaces removed. `None`
 /// when none of the line's first `": "` is preceded by such a head.
 #[inline]
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) fn split_head(line: &str) -> Option<(Context<'_>, &str)> {
     let mut from = 0;
     for _ in 0..MAX_SPLIT_TRIES {

@@ -111,8 +111,10 @@ mod reader;
 
 pub use event::{Event, Symbol};
 pub use fields::Fields;
+#[cfg(not(loom))]
 pub(crate) use fields::number;
 pub use head::Context;
+#[cfg(not(loom))]
 pub(crate) use head::split_head;
 pub use kind::{LineCounts, LineKind, Parsed};
 #[cfg(not(loom))]
