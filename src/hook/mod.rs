@@ -31,11 +31,12 @@
 //! concurrent function-tracing users, each with its own hash list of functions and a refcount
 //! per call site. A one-way stack, each file using only the ones above it:
 //!
-//! - `site`: call sites (`Site`, the `dyn_ftrace` analog). `#[tracestat::traced]` on a
+//! - `site`: call sites ([`Site`], the `dyn_ftrace` analog; [`SiteDef`] names an owned one). `#[tracestat::traced]` on a
 //!   function, or `traced_block!` on a block, creates one; all are listed in `SITES` at link
 //!   time. A site no ops covers costs one relaxed load and a predicted branch.
-//! - `ops`: `FtraceOps`, a function callback `(ip, parent_ip, &ops, Option<&Regs>)` or a
-//!   graph entry/return pair, with `OpsFlags` and private data.
+//! - `ops`: [`FtraceOps`], a function callback `(ip, parent_ip, &ops, Option<&Regs>)` or a
+//!   graph entry/return pair ([`GraphEntry`], [`GraphReturn`]), with [`OpsFlags`] and
+//!   private data.
 //! - `glob` and `filter`: per-ops filter and notrace hashes written with the
 //!   `set_ftrace_filter` syntax.
 //! - `pid`: thread ids and `set_ftrace_pid`; `recursion`: the per-thread recursion guard.
@@ -50,15 +51,15 @@
 //! - `thread`: the per-thread state every enabled call touches.
 //! - `published`: the immutable dispatch state writers publish (`Published`, one `OpsEntry`
 //!   per registered ops with what the direct path precomputes).
-//! - `ftrace`: `Ftrace`, one instance of the layer (the global one over every static site,
+//! - `ftrace`: [`Ftrace`], one instance of the layer (the global one over every static site,
 //!   or one over owned sites): register / unregister with the kernel's promises, refcounts,
 //!   atomic filter changes, the `IPMODIFY` rule, the published state dispatchers read.
 //! - dispatch, one file per concern: `walk` (one call's context and the list walk),
-//!   `guard` (`ScopeGuard`, the two words that end a scope), `live` (an enabled site's
+//!   `guard` ([`ScopeGuard`], the two words that end a scope), `live` (an enabled site's
 //!   entry: direct call or list walk), `static_entry` (the static sites' own entries for
 //!   the sink cases), `returns` (graph exits), `foreign` (replay's entries for arbitrary
 //!   ips) and `task` (the entry points of `future`).
-//! - `future`: instrumented futures (`TracedFuture`, `#[traced]` on `async fn`): one call per
+//! - `future`: instrumented futures ([`TracedFuture`], `#[traced]` on `async fn`): one call per
 //!   future, whose frame moves with the task between polls.
 //! - `control`: the control files (`available_filter_functions`, `enabled_functions`,
 //!   `set_ftrace_filter`, `set_ftrace_notrace`, `set_ftrace_pid`, `trace_clock`).
