@@ -128,8 +128,8 @@ pub(crate) const LATENCY_BUCKETS: BucketSpec = match BucketSpec::log2(2) {
 const TIMED: CellLayout = CellLayout::timing(Some(LATENCY_BUCKETS));
 const COUNTED: CellLayout = CellLayout::counter();
 
-/// Names for ips: the hook layer's site names by default, interned names for replay.
-pub type Symbolizer = dyn Fn(usize) -> Option<String> + Send + Sync;
+/// Names for ips: the hook layer's site names by default, or the caller's (`with_symbols`).
+type Symbolizer = dyn Fn(usize) -> Option<String> + Send + Sync;
 
 /// How the current (or last) profiling run measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -322,7 +322,8 @@ impl FunctionProfiler {
         })
     }
 
-    /// A profiler on `ftrace` with its own names for ips (replay's interned names).
+    /// A profiler on `ftrace` with its own names for ips (for ips that are not sites, such
+    /// as a trace's interned names dispatched with [`Ftrace::dispatch_ip`]).
     pub fn with_symbols(
         ftrace: HookArc<Ftrace>,
         symbols: impl Fn(usize) -> Option<String> + Send + Sync + 'static,
