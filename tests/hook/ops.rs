@@ -738,3 +738,46 @@ fn a_return_goes_to_the_registration_that_took_the_entry() {
     assert_eq!(returns(&c).len(), 1);
     assert_eq!(returns(&b).len(), 0);
 }
+
+/// Graph hooks are given the site's index in the instance, on the live path and through the
+/// replay entry points; an ip that is not a site of the instance has none.
+#[test]
+fn graph_hooks_are_given_the_site_index() {
+    type Seen = Mutex<Vec<Option<usize>>>;
+    let f = Ftrace::new(["a", "b", "c"].map(|n| SiteDef::new(n, "tests")));
+    let entries = Arc::new(Seen::default());
+    let seen = Arc::clone(&entries);
+    let ops = FtraceOps::graph(
+        move |e, _| {
+            seen.lock().unwrap().push(e.site_index());
+            true
+        },
+        |r, ops| {
+            let rets = ops.private::<Seen>().unwrap();
+            rets.lock().unwrap().push(r.site_index());
+        },
+    )
+    .private(Seen::default())
+    .build();
+    f.register(&ops).unwrap();
+    drop(f.call(f.site(2).unwrap()));
+    {
+        let _outer = f.call(f.site(0).unwrap());
+        drop(f.call(f.site(1).unwrap()));
+    }
+    let mut stack = ShadowStack::new();
+    let foreign = 0x1234_5678; // an interned name, not a site of `f`
+    assert!(f.graph_entry_at(&mut stack, foreign, 0, 10));
+    let ret = f.graph_return_at(&mut stack, 20).unwrap();
+    assert_eq!((ret.func, ret.site_index()), (foreign, None));
+    assert!(f.graph_entry_at(&mut stack, f.site(1).unwrap().ip(), 0, 30));
+    assert_eq!(
+        f.graph_return_at(&mut stack, 40).unwrap().site_index(),
+        Some(1)
+    );
+    f.unregister(&ops).unwrap();
+    let entered = entries.lock().unwrap().clone();
+    assert_eq!(entered, [Some(2), Some(0), Some(1), None, Some(1)]);
+    let returned = ops.private::<Seen>().unwrap().lock().unwrap().clone();
+    assert_eq!(returned, [Some(2), Some(1), Some(0), None, Some(1)]);
+}
