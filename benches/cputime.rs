@@ -9,7 +9,8 @@
 #![allow(missing_docs)]
 
 use criterion::{Criterion, black_box, criterion_group, criterion_main};
-use tracestat::profile::{CpuClock, Ftrace, FunctionProfiler, ProfileOptions, thread_cpu_ns};
+use tracestat::hook::{CpuClock, Ftrace, thread_cpu_ns};
+use tracestat::profile::{FunctionProfiler, ProfileOptions};
 use tracestat::stat::WriteMode::Truncate;
 
 #[tracestat::traced]

@@ -19,7 +19,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use tracestat::profile::{Ftrace, FunctionProfiler, SiteDef, TracestatLayer};
+use tracestat::hook::{Ftrace, SiteDef};
+use tracestat::profile::{FunctionProfiler, TracestatLayer};
 use tracing::Instrument;
 use tracing_subscriber::layer::SubscriberExt;
 

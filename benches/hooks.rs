@@ -19,7 +19,7 @@ mod common;
 
 use common::{env_calls, measure_loop};
 use criterion::{Criterion, black_box, criterion_group};
-use tracestat::profile::{Ftrace, FtraceOps, OpsFlags};
+use tracestat::hook::{Ftrace, FtraceOps, OpsFlags};
 use tracestat::stat::WriteMode::Truncate;
 
 #[inline(never)]

@@ -37,7 +37,8 @@ use common::{env_calls, measure_loop, thread_cpu};
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group};
 use dashmap::DashMap;
 use hdrhistogram::Histogram;
-use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions};
+use tracestat::hook::Ftrace;
+use tracestat::profile::{FunctionProfiler, ProfileOptions};
 use tracestat::stat::WriteMode::Truncate;
 
 /// The function body every variant shares.

@@ -6,7 +6,8 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use tracestat::profile::{Ftrace, FunctionProfiler, TracestatLayer};
+use tracestat::hook::Ftrace;
+use tracestat::profile::{FunctionProfiler, TracestatLayer};
 use tracing_subscriber::layer::SubscriberExt;
 
 fn span_once(x: u64) -> u64 {

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use tracestat::hist::{CellLayout, HashHist, Key, SortField, SortKey};
-use tracestat::profile::{Ftrace, FtraceOps, OpsFlags};
+use tracestat::hook::{Ftrace, FtraceOps, OpsFlags};
 use tracestat::stat::WriteMode;
 
 #[tracestat::traced]

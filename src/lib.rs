@@ -14,7 +14,7 @@
 //! | --- | --- | --- |
 //! | publish a table of your own as a sorted stat file | [`StatTracer`](stat::StatTracer), [`Tracefs`](stat::Tracefs) | [`stat`] |
 //! | count and time your functions, as the kernel's function profiler does | `#[traced]`, [`FunctionProfiler`](profile::FunctionProfiler) | [`profile`] |
-//! | hook call sites with callbacks of your own (ftrace ops, filters) | [`Ftrace`](profile::Ftrace), [`FtraceOps`](profile::FtraceOps) | [`profile`] |
+//! | hook call sites with callbacks of your own (ftrace ops, filters) | [`Ftrace`](hook::Ftrace), [`FtraceOps`](hook::FtraceOps) | [`hook`] |
 //! | count how often a branch goes the expected way | [`likely!`], [`unlikely!`], [`branch!`] | [`profile`] |
 //! | compare two runs, telling a change from noise | [`diff`](profile::diff()), [`diff_runs`](profile::diff_runs) | [`profile`] |
 //! | a concurrent key → statistics table (hash histogram) | [`HashHist`](hist::HashHist), [`Shard`](hist::Shard) | [`hist`] |
@@ -47,9 +47,9 @@
 //! - [`trace`]: the one front end for ftrace text — the bounded line reader, line heads,
 //!   fields, the `function`/`function_graph` parser — and hist triggers over a saved trace's
 //!   events ([`trace::hist`]).
-//! - the hook layer (`src/hook/`, private; its names are re-exported by [`profile`]): sites,
-//!   ops, filters, the published dispatch state and its read side, shadow stacks, the trace
-//!   clock, task-following futures. `src/hook/mod.rs` is its map.
+//! - [`hook`]: the hook layer — sites, ops, filters, the published dispatch state and its
+//!   read side, shadow stacks, the trace clock, task-following futures; its module doc is
+//!   its map.
 //! - [`profile`]: the providers on the hook layer — the function profiler, the branch
 //!   profiler, thread CPU time, run comparison, the `tracing` layer.
 //! - [`alloc`]: the global-allocator wrapper and the `kmem` events, whose `call_site` is the
@@ -60,8 +60,9 @@
 //! - `http` (feature `http`): every file, metric and profile served, read-only by default.
 //!
 //! The hook layer imports nothing above it: a provider's fast path plugs in through its sink
-//! seam (`src/hook/sink.rs`). Edges that go up today, each named where it lives: the function
-//! profiler's one-key cells are `hist` layouts; `export` converts `hist` bucket specs
+//! seam (`src/hook/sink.rs`), and its cells of constant offsets through the histogram core's
+//! `ConstCount` / `ConstTiming` (`src/hist/cell.rs`). Edges that go up today, each named where
+//! it lives: `export` converts `hist` bucket specs
 //! ([`BucketHistogram::from_buckets`](export::BucketHistogram::from_buckets)) and writes a
 //! replay's JSON ([`replay_to_json`](export::replay_to_json)), whose per-CPU rows and line
 //! counts have no place in the model.
@@ -110,7 +111,7 @@
 //! call site; on an `impl` block, trait or inline module, one for every function inside
 //! ([`#[notrace]`](macro@notrace) excludes one). A site no profiler covers costs one
 //! relaxed load and a predicted branch. The process-wide
-//! [`Ftrace::global`](profile::Ftrace::global) holds every site of the binary and
+//! [`Ftrace::global`](hook::Ftrace::global) holds every site of the binary and
 //! [`FunctionProfiler::global`](profile::FunctionProfiler::global) puts the kernel's
 //! control files (`function_profile_enabled`, `options/graph-time`, …) and
 //! `trace_stat/function*` on [`Tracefs::global`](stat::Tracefs::global). The same pieces
@@ -118,14 +119,15 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use tracestat::profile::{Ftrace, FunctionProfiler, SiteDef};
+//! use tracestat::hook::{Ftrace, SiteDef};
+//! use tracestat::profile::FunctionProfiler;
 //! use tracestat::stat::Tracefs;
 //!
 //! let ftrace = Ftrace::new([SiteDef::new("parse", "app"), SiteDef::new("send", "app")]);
 //! let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
 //! let fs = Arc::new(Tracefs::new());
 //! profiler.install(&fs)?; // function_profile_enabled, trace_stat/functions, ...
-//! tracestat::profile::install(&ftrace, &fs)?; // set_ftrace_filter, available_filter_functions, ...
+//! tracestat::hook::install(&ftrace, &fs)?; // set_ftrace_filter, available_filter_functions, ...
 //!
 //! fs.write("set_ftrace_filter", b"parse")?;
 //! fs.write("function_profile_enabled", b"1")?;
@@ -140,8 +142,8 @@
 //! ```
 //!
 //! Two runs compare with [`FunctionProfiler::snapshot`](profile::FunctionProfiler::snapshot)
-//! and [`diff`](profile::diff()); [`FtraceOps`](profile::FtraceOps) is the hook interface
-//! itself, for callbacks of your own (see [`profile`]).
+//! and [`diff`](profile::diff()); [`FtraceOps`](hook::FtraceOps) is the hook interface
+//! itself, for callbacks of your own (see [`hook`]).
 //!
 //! ## A hash histogram
 //!
@@ -224,7 +226,7 @@ pub(crate) mod quiet;
 pub mod alloc;
 pub mod export;
 pub mod hist;
-mod hook;
+pub mod hook;
 // The endpoint serves the global profiler by default, which does not exist under loom.
 #[cfg(all(feature = "http", not(loom)))]
 pub mod http;
@@ -238,7 +240,7 @@ pub mod trace;
 pub use error::{Access, Error, InputError};
 
 /// `#[tracestat::traced]`: instruments a function with a call site (see
-/// [`profile::Site`]), or every function of an `impl` block, trait or inline module
+/// [`hook::Site`]), or every function of an `impl` block, trait or inline module
 /// (`Type::method`, `Type::Trait::method`, `Trait::method`, `module::f`).
 pub use tracestat_macros::traced;
 
@@ -252,8 +254,10 @@ pub use tracestat_macros::notrace;
 /// here change without notice.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::hook::site::SITES;
+    pub use crate::hook::{Site, TracedFuture};
     pub use crate::profile::macro_support::{BRANCH_SITES, cold, record};
-    pub use crate::profile::{BranchSite, Hint, SITES, Site, TracedFuture};
+    pub use crate::profile::{BranchSite, Hint};
     pub use linkme;
 
     /// Hooks of the loom models (`tests/loom_*`), in loom builds only.

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tracestat::profile::{Ftrace, FtraceOps, OpsFlags, SITES};
+use tracestat::hook::{Ftrace, FtraceOps, OpsFlags};
 use tracestat::stat::Tracefs;
 use tracestat::{Error, InputError};
 
@@ -77,7 +77,7 @@ fn every_site_is_known_before_any_call() {
     // No instrumented function of this file has run yet in this test's view, but they are
     // all in the slice (the other test may have called some; the listing is the same).
     // Only this file's sites: the library instruments none of its own.
-    let mut names: Vec<&str> = SITES.iter().map(|s| s.name()).collect();
+    let mut names: Vec<&str> = Ftrace::global().sites().map(|s| s.name()).collect();
     names.sort();
     assert_eq!(
         names,

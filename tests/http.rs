@@ -15,8 +15,9 @@ use std::time::Duration;
 
 use prost::Message;
 use tracestat::hist::EventSource;
+use tracestat::hook::{Ftrace, SiteDef};
 use tracestat::http::{Server, ServerBuilder};
-use tracestat::profile::{Ftrace, FunctionProfiler, SiteDef};
+use tracestat::profile::FunctionProfiler;
 use tracestat::stat::{BoolControl, Tracefs};
 
 /// A process in miniature: a hook layer with three functions, its profiler and control
@@ -39,7 +40,7 @@ impl World {
         ]);
         let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
         profiler.install(&fs).unwrap();
-        tracestat::profile::install(&ftrace, &fs).unwrap();
+        tracestat::hook::install(&ftrace, &fs).unwrap();
         let flag = BoolControl::new(false);
         fs.add_file("options/flag", Arc::clone(&flag)).unwrap();
         let events = EventSource::new("sched/wakeup", &["pid", "prio"]);

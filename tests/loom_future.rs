@@ -17,7 +17,8 @@ use std::task::{Context, Poll, Waker};
 use loom::sync::Arc as LoomArc;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
-use tracestat::profile::{Ftrace, FunctionProfiler, SiteDef};
+use tracestat::hook::{Ftrace, SiteDef};
+use tracestat::profile::FunctionProfiler;
 
 /// Pending once, then ready.
 struct YieldOnce(bool);

@@ -31,7 +31,7 @@ use loom::sync::Arc;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 
-use tracestat::profile::{Ftrace, FtraceOps, SiteDef};
+use tracestat::hook::{Ftrace, FtraceOps, SiteDef};
 #[cfg(not(tracestat_loom_negative))]
 use tracestat::stat::WriteMode::Truncate;
 

@@ -17,7 +17,8 @@ use std::sync::Arc;
 use loom::sync::Arc as LoomArc;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
-use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions, SiteDef};
+use tracestat::hook::{Ftrace, SiteDef};
+use tracestat::profile::{FunctionProfiler, ProfileOptions};
 
 fn setup() -> (LoomArc<Ftrace>, Arc<FunctionProfiler>) {
     let ftrace = Ftrace::new([SiteDef::new("f", "model")]);

@@ -5,9 +5,8 @@ use std::hint::black_box;
 
 use std::sync::Arc;
 
-use tracestat::profile::{
-    Ftrace, FunctionProfiler, ProfileOptions, SHADOW_STACK_DEPTH, TracestatLayer,
-};
+use tracestat::hook::{Ftrace, SHADOW_STACK_DEPTH};
+use tracestat::profile::{FunctionProfiler, ProfileOptions, TracestatLayer};
 use tracestat::profile::{LayerStats, SpanNames};
 use tracestat::stat::Tracefs;
 use tracing::Dispatch;

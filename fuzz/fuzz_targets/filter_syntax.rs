@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tracestat::profile::{Ftrace, FtraceOps, Glob, SiteDef};
+use tracestat::hook::{Ftrace, FtraceOps, Glob, SiteDef};
 use tracestat::stat::WriteMode;
 
 fuzz_target!(|input: (u8, bool, String)| {

@@ -8,7 +8,8 @@ use std::sync::{Arc, OnceLock};
 use libfuzzer_sys::fuzz_target;
 use tracestat::hist::EventSource;
 use tracestat::http::{Router, Server};
-use tracestat::profile::{Ftrace, FunctionProfiler, SiteDef};
+use tracestat::hook::{Ftrace, SiteDef};
+use tracestat::profile::FunctionProfiler;
 use tracestat::stat::{BoolControl, Tracefs};
 
 /// Files whose content a refused request must not change.
@@ -34,7 +35,7 @@ fn router() -> &'static Router {
         let ftrace = Ftrace::new([SiteDef::new("alpha", "f"), SiteDef::new("beta", "f")]);
         let profiler = PROFILER.get_or_init(|| FunctionProfiler::new(Arc::clone(&ftrace)));
         profiler.install(fs).unwrap();
-        tracestat::profile::install(&ftrace, fs).unwrap();
+        tracestat::hook::install(&ftrace, fs).unwrap();
         fs.add_file("options/flag", BoolControl::new(false)).unwrap();
         let events = EVENTS.get_or_init(|| EventSource::new("sched/wakeup", &["pid", "prio"]));
         events.attach(fs).unwrap();

@@ -6,8 +6,11 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tracestat::replay::{MAX_CPUS, Replay, ReplayOptions, Sort, TraceMode};
+use tracestat::replay::{Replay, ReplayOptions, Sort, TraceMode};
 use tracestat::trace::Reader;
+
+/// The largest CPU number the replay keeps, as `ReplaySummary::cpus` documents it.
+const MAX_CPUS: u32 = 4096;
 
 fuzz_target!(|input: (u8, &[u8])| {
     let (flags, data) = input;

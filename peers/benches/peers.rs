@@ -69,7 +69,8 @@ mod common;
 
 use common::{env_calls, measure_loop, thread_cpu};
 use criterion::black_box;
-use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions};
+use tracestat::hook::Ftrace;
+use tracestat::profile::{FunctionProfiler, ProfileOptions};
 use tracestat::stat::WriteMode::Truncate;
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;

@@ -60,12 +60,12 @@ pub(crate) static ACTIVE: AtomicU32 = AtomicU32::new(0);
 static FAILED: AtomicU64 = AtomicU64::new(0);
 
 /// The fields of `kmem/kmalloc`, in record order.
-pub const KMALLOC_FIELDS: [&str; 5] =
+pub(crate) const KMALLOC_FIELDS: [&str; 5] =
     ["call_site", "ptr", "bytes_req", "bytes_alloc", "common_pid"];
 /// The fields of `kmem/kfree`, in record order.
-pub const KFREE_FIELDS: [&str; 3] = ["call_site", "ptr", "common_pid"];
+pub(crate) const KFREE_FIELDS: [&str; 3] = ["call_site", "ptr", "common_pid"];
 /// The fields of `kmem/krealloc`, in record order.
-pub const KREALLOC_FIELDS: [&str; 7] = [
+pub(crate) const KREALLOC_FIELDS: [&str; 7] = [
     "call_site",
     "ptr",
     "old_ptr",

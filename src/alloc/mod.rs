@@ -55,7 +55,7 @@
 //!
 //! - A `realloc` is one `kmem/krealloc` event, not a `kfree` and a `kmalloc`: a table of
 //!   `kmem/kmalloc` counts new blocks, as the kernel's.
-//! - `call_site` is the ip of the innermost traced scope (a [`Site`](crate::profile::Site)'s
+//! - `call_site` is the ip of the innermost traced scope (a [`Site`](crate::hook::Site)'s
 //!   address, shown by `.sym` as its name), 0 outside any (shown as `0x0`). The hook layer
 //!   knows a scope only when an ops covers its site, so while any `kmem` event has a
 //!   trigger a function ops with an empty callback covers every site of the global hook
@@ -84,8 +84,8 @@ mod function;
 mod kmem;
 mod wrapper;
 
-pub use function::{AllocCounts, AllocRow, FUNCTION_ALLOC_HEADER, FunctionAlloc};
-pub use kmem::{KFREE_FIELDS, KMALLOC_FIELDS, KREALLOC_FIELDS, Kmem};
+pub use function::{AllocCounts, AllocRow, FunctionAlloc};
+pub use kmem::Kmem;
 pub use wrapper::{TracedAlloc, UsableSize};
 
 #[cfg(doc)]

@@ -101,8 +101,7 @@ pub use model::{
     StackTotals,
 };
 pub use openmetrics::{
-    OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE, TextFormat, to_metrics_text, to_openmetrics,
-    to_prometheus_text,
+    OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE, to_openmetrics, to_prometheus_text,
 };
 #[cfg(all(feature = "pprof", feature = "http"))]
 pub(crate) use pprof::to_pprof_commented;

@@ -8,16 +8,16 @@ use std::io::{self, Write};
 
 use super::model::{ModelError, Profile};
 
-/// HTTP `Content-Type` of [`TextFormat::OpenMetrics`].
+/// HTTP `Content-Type` of [`to_openmetrics`]' text.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// HTTP `Content-Type` of [`TextFormat::Prometheus`].
+/// HTTP `Content-Type` of [`to_prometheus_text`]' text.
 pub const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Which text exposition format to write.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum TextFormat {
+pub(crate) enum TextFormat {
     /// OpenMetrics 1.0 (`# UNIT`, counters named without `_total`, `# EOF`).
     #[default]
     OpenMetrics,
@@ -347,12 +347,13 @@ fn write_labels(
     w.write_all(b"}")
 }
 
-/// Writes `profile` in the OpenMetrics 1.0 text format ([`to_metrics_text`]).
+/// Writes `profile` in the OpenMetrics 1.0 text format.
 pub fn to_openmetrics(profile: &Profile, w: impl Write) -> io::Result<()> {
     to_metrics_text(profile, TextFormat::OpenMetrics, w)
 }
 
-/// Writes `profile` in the Prometheus 0.0.4 text format ([`to_metrics_text`]).
+/// Writes `profile` in the Prometheus 0.0.4 text format: the series of [`to_openmetrics`],
+/// in the older format.
 pub fn to_prometheus_text(profile: &Profile, w: impl Write) -> io::Result<()> {
     to_metrics_text(profile, TextFormat::Prometheus, w)
 }
@@ -395,7 +396,11 @@ pub fn to_prometheus_text(profile: &Profile, w: impl Write) -> io::Result<()> {
 /// has no escape in either format and line readers (Python's among them) split lines at it,
 /// so it is written as an escaped backslash and `r`: the value reads back as the two
 /// characters `\r`.
-pub fn to_metrics_text(profile: &Profile, format: TextFormat, w: impl Write) -> io::Result<()> {
+pub(crate) fn to_metrics_text(
+    profile: &Profile,
+    format: TextFormat,
+    w: impl Write,
+) -> io::Result<()> {
     let fams = families(profile)?;
     let mut w = io::BufWriter::new(w);
     for (name, f) in &fams.0 {

@@ -39,10 +39,10 @@ pub(crate) struct Bucket {
 
 /// The most sub-bucket bits a log2 histogram takes (`2^5 = 32` sub-buckets per power of two,
 /// as bpftrace's `hist(x, k)` with `k <= 5`).
-pub const MAX_LOG2_SUB_BITS: u8 = 5;
+pub(crate) const MAX_LOG2_SUB_BITS: u8 = 5;
 
 /// The most buckets a linear histogram may have (without under- and overflow).
-pub const MAX_LINEAR_BUCKETS: u64 = 4096;
+pub(crate) const MAX_LINEAR_BUCKETS: u64 = 4096;
 
 /// How samples are bucketed: log2 buckets with `2^k` sub-buckets per power of two
 /// (bpftrace `hist`), or linear buckets with under- and overflow (bpftrace `lhist`).
@@ -65,13 +65,13 @@ enum Shape {
 /// Why a [`BucketSpec`] is invalid.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BucketError {
-    /// `sub_bits` above [`MAX_LOG2_SUB_BITS`].
+    /// `sub_bits` above 5.
     SubBitsTooLarge(u8),
     /// `step` is zero.
     ZeroStep,
     /// `min >= max`.
     EmptyRange,
-    /// More than [`MAX_LINEAR_BUCKETS`] regular buckets.
+    /// More than 4096 regular buckets.
     TooManyBuckets(u64),
 }
 
@@ -142,7 +142,7 @@ impl BucketSpec {
     pub const LOG2: BucketSpec = BucketSpec(Shape::Log2 { sub_bits: 0 });
 
     /// Log2 buckets with `2^sub_bits` sub-buckets per power of two (`sub_bits` at most
-    /// [`MAX_LOG2_SUB_BITS`]).
+    /// 5).
     pub const fn log2(sub_bits: u8) -> Result<Self, BucketError> {
         if sub_bits > MAX_LOG2_SUB_BITS {
             return Err(BucketError::SubBitsTooLarge(sub_bits));
@@ -151,7 +151,7 @@ impl BucketSpec {
     }
 
     /// Linear buckets `lhist(min, max, step)`: `step > 0`, `min < max`, at most
-    /// [`MAX_LINEAR_BUCKETS`] buckets.
+    /// 4096 buckets.
     pub const fn linear(min: u64, max: u64, step: u64) -> Result<Self, BucketError> {
         if step == 0 {
             return Err(BucketError::ZeroStep);

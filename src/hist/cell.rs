@@ -35,7 +35,7 @@
 //! - `min` is stored inverted (`!min`), so the zero of a fresh cell means "none yet".
 //! - A log2-bucketed cell's *deferred-bucket* word holds 0 or one more than a bucket whose
 //!   count its owner has yet to add: the owner's latency path ([`apply_timing_one`] on a
-//!   [`OneKeyTiming`] cell) counts each sample's bucket at the entry's next sample (see
+//!   [`ConstTiming`] cell) counts each sample's bucket at the entry's next sample (see
 //!   [`count_deferred`] for why), and every reader adds the named bucket to its copy, so a
 //!   copy always holds one bucket count per hit. The word changes inside the
 //!   `pending`/`hits` bracket like the others; other update paths leave it alone.
@@ -177,17 +177,18 @@ pub(crate) fn apply<W: Writer>(e: EntryRef<'_>, w: &Words, vals: &[u64]) {
 }
 
 /// Where a latency cell's words are (see [`apply_timing_one`]): read from a [`Words`], or
-/// the constants of the usual one-key cell ([`OneKeyTiming`]), which spare the hot record
-/// path a load per word.
+/// the constants of a [`ConstTiming`] cell, which spare the hot record path a load per
+/// word.
 pub(crate) trait TimingWords: Copy {
     /// `(pending, hits, vals_at, vals_hi, min, max, sum_sq, buckets)`.
     fn at(self) -> [usize; 8];
 
-    /// Whether the owner counts a sample's bucket at its next sample
-    /// ([`count_deferred`]), in the deferred-bucket word just before the buckets.
+    /// Counts sample `x`'s bucket (log2 buckets of `sub_bits` from word `buckets`): at once,
+    /// or, in a [`ConstTiming`] cell, at the entry's next sample ([`count_deferred`]).
     #[inline(always)]
-    fn defers(self) -> bool {
-        false
+    fn count_bucket(self, e: EntryRef<'_>, buckets: usize, sub_bits: u8, x: u64) {
+        let bucket = super::buckets::log2_index(x, sub_bits);
+        Owned::add(e.word(buckets + bucket), 1, Ordering::Relaxed);
     }
 }
 
@@ -207,45 +208,44 @@ impl TimingWords for &Words {
     }
 }
 
-/// The function profiler's hit counter: a one-field key and `hits`, two words an entry.
-/// [`Words::is_one_key_count`] says whether a layout is this one.
-#[derive(Clone, Copy)]
-pub(crate) struct OneKeyCount;
-
-impl OneKeyCount {
+/// A counter cell (`single`) whose words sit at constant offsets, for a writer that knows
+/// its layout at compile time (a provider's steady-state cell): every offset a constant.
+/// [`Words::is_count_at`] says whether a layout is it.
+pub(crate) trait ConstCount {
+    /// Key fields.
+    const KEYS: usize;
     /// The offset of `hits`.
-    pub(crate) const HITS: usize = 1;
+    const HITS: usize;
     /// Words an entry.
-    pub(crate) const STRIDE: usize = 2;
+    const STRIDE: usize;
 }
 
-/// The function profiler's latency cell: a one-field key, then `pending`, `hits`, the
-/// value's low and high words, min, max, three words of the sum of squares, then log2
-/// buckets with [`SUB_BITS`](Self::SUB_BITS) sub-bucket bits: every offset and shift a
-/// constant. [`Words::is_one_key_timing`] says whether a layout is this one.
-#[derive(Clone, Copy)]
-pub(crate) struct OneKeyTiming;
-
-impl OneKeyTiming {
-    /// [`TimingWords::at`] of the one-key latency cell.
-    pub(crate) const AT: [usize; 8] = [1, 2, 3, 4, 5, 6, 7, 11];
+/// A latency cell ([`Words::is_timing_one`]) whose words sit at constant offsets and whose
+/// log2 buckets, of a constant [`SUB_BITS`](Self::SUB_BITS), are counted one sample late
+/// ([`count_deferred`]): every offset and shift a constant. [`Words::is_timing_at`] says
+/// whether a layout is it.
+pub(crate) trait ConstTiming: Copy {
+    /// Key fields.
+    const KEYS: usize;
+    /// [`TimingWords::at`] of the cell.
+    const AT: [usize; 8];
     /// Its deferred-bucket word.
-    pub(crate) const DEFERRED: usize = 10;
-    /// The sub-bucket bits of its log2 buckets (the profiler's `LATENCY_BUCKETS`).
-    pub(crate) const SUB_BITS: u8 = 2;
+    const DEFERRED: usize;
+    /// The sub-bucket bits of its log2 buckets.
+    const SUB_BITS: u8;
     /// Its number of buckets.
-    pub(crate) const BUCKETS: usize = 1 + (64 << Self::SUB_BITS);
+    const BUCKETS: usize = 1 + (64 << Self::SUB_BITS);
 }
 
-impl TimingWords for OneKeyTiming {
+impl<C: ConstTiming> TimingWords for C {
     #[inline(always)]
     fn at(self) -> [usize; 8] {
-        Self::AT
+        C::AT
     }
 
     #[inline(always)]
-    fn defers(self) -> bool {
-        true
+    fn count_bucket(self, e: EntryRef<'_>, _buckets: usize, _sub_bits: u8, x: u64) {
+        count_deferred::<C>(e, x);
     }
 }
 
@@ -254,7 +254,7 @@ impl TimingWords for OneKeyTiming {
 /// owner, its words at `w`. The same words change in the same order as under `apply`
 /// (`pending`, the value, min/max, sum of squares, the bucket, `hits`), so readers'
 /// protocol is untouched; only the tests of which parts the layout has, and the generic
-/// loop, are gone. On a [`OneKeyTiming`] cell the bucket is counted one sample late
+/// loop, are gone. On a [`ConstTiming`] cell the bucket is counted one sample late
 /// ([`count_deferred`]).
 #[inline(always)]
 pub(crate) fn apply_timing_one(e: EntryRef<'_>, w: impl TimingWords, sub_bits: u8, x: u64) {
@@ -266,16 +266,11 @@ pub(crate) fn apply_timing_one(e: EntryRef<'_>, w: impl TimingWords, sub_bits: u
     W::max(e.word(min), !x);
     W::max(e.word(max), x);
     add_square::<W>(e, sum_sq, x);
-    if w.defers() {
-        count_deferred(e, x);
-    } else {
-        let bucket = super::buckets::log2_index(x, sub_bits);
-        W::add(e.word(buckets + bucket), 1, Ordering::Relaxed);
-    }
+    w.count_bucket(e, buckets, sub_bits, x);
     W::add(e.word(hits), 1, Ordering::Release);
 }
 
-/// The bucket count of sample `x` in a [`OneKeyTiming`] cell, one sample late: adds one to
+/// The bucket count of sample `x` in a [`ConstTiming`] cell `C`, one sample late: adds one to
 /// the bucket that the deferred-bucket word names (if any), then stores `x`'s bucket there.
 /// Readers add the named bucket to their copy ([`read`]), so every copy still has a bucket
 /// per hit; a reset zeroes the word with the rest.
@@ -289,8 +284,7 @@ pub(crate) fn apply_timing_one(e: EntryRef<'_>, w: impl TimingWords, sub_bits: u
 /// stored value. Samples outside the bucket formula's range (zero, or 2^62 ns and over)
 /// are counted at once.
 #[inline(always)]
-fn count_deferred(e: EntryRef<'_>, x: u64) {
-    type C = OneKeyTiming;
+fn count_deferred<C: ConstTiming>(e: EntryRef<'_>, x: u64) {
     // Every bucket of the formula's range fits the word's low byte, one more than itself.
     const {
         let k = C::SUB_BITS as usize;
@@ -300,7 +294,7 @@ fn count_deferred(e: EntryRef<'_>, x: u64) {
         );
     }
     let Some(bucket) = super::buckets::log2_index_formula(x, C::SUB_BITS) else {
-        return count_now(e, x);
+        return count_now::<C>(e, x);
     };
     let word = e.word(C::DEFERRED);
     // The low byte: what this function stored (bucket + 1), or 0, the word itself (`0`
@@ -314,8 +308,7 @@ fn count_deferred(e: EntryRef<'_>, x: u64) {
 /// [`count_deferred`] of a sample outside the bucket formula's range: counted at once.
 #[cold]
 #[inline(never)]
-fn count_now(e: EntryRef<'_>, x: u64) {
-    type C = OneKeyTiming;
+fn count_now<C: ConstTiming>(e: EntryRef<'_>, x: u64) {
     let bucket = super::buckets::log2_index(x, C::SUB_BITS);
     Owned::add(e.word(C::AT[7] + bucket), 1, Ordering::Relaxed);
 }

@@ -4,7 +4,7 @@
 //! # Design
 //!
 //! When the keys of a table are known in advance and numbered densely (the sites of a
-//! hook layer instance: [`Site::index`](crate::profile::Site::index)), finding a key's
+//! hook layer instance: [`Site::index`](crate::hook::Site::index)), finding a key's
 //! entry needs no hashing and no probing: entry `i` is at a fixed place. A [`DenseTable`]
 //! holds one entry per index in chunks of [`CHUNK`] entries, allocated on first use by the
 //! owner (so a thread that calls a few functions of a large program holds a few chunks) and
@@ -13,7 +13,10 @@
 //! update protocol of every other table (`cell.rs`): the same `pending`/`hits` bracket, the
 //! same exact `u128` sums and 192-bit sums of squares, the same buckets, written by the
 //! owner with a relaxed load and a store per word (no read-modify-write). Each entry's key
-//! words are written once, when its chunk is allocated, from the caller's `key_of`.
+//! words are written once, when its chunk is allocated, from the caller's `key_of`. A
+//! writer that knows its cell at compile time ([`ConstCount`], [`ConstTiming`]: a
+//! provider's steady-state layout) writes it at constant offsets (`try_count_at`,
+//! `timing_slot_at`), after testing the layout once (`is_count_at`, `is_timing_at`).
 //!
 //! **Reset** works as for shards: a reader cannot clear the owner's words under it, so a
 //! reset is a request ([`DenseTable::request_reset`] bumps `requested`, a generation word);
@@ -37,7 +40,7 @@ use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use crate::primitive::zeroed_slice;
 
 use super::arena::{EntryRef, LINE_WORDS, Line};
-use super::cell::{self, Owned};
+use super::cell::{self, ConstCount, ConstTiming, Owned};
 use super::key::Key;
 use super::layout::{CellLayout, Words};
 use super::snapshot::Snapshot;
@@ -53,12 +56,6 @@ pub(crate) struct DenseTable {
     /// `Some(sub_bits)` for a latency cell (`Words::is_timing_one`): its one-sample updates
     /// take the straight-line `cell::apply_timing_one`.
     timing_one: Option<u8>,
-    /// A latency cell with a one-field key (`Words::is_one_key_timing`): its words are at
-    /// constant offsets.
-    one_key_timing: bool,
-    /// A hit counter with a one-field key (`Words::is_one_key_count`): its entries are at
-    /// a constant stride.
-    one_key_count: bool,
     len: usize,
     chunks: Box<[AtomicPtr<Line>]>,
     /// Resets asked for (the generation word).
@@ -82,8 +79,6 @@ impl DenseTable {
         DenseTable {
             layout,
             timing_one: words.is_timing_one(),
-            one_key_timing: words.is_one_key_timing(),
-            one_key_count: words.is_one_key_count(),
             words,
             lines_per_chunk,
             len,
@@ -184,20 +179,20 @@ impl Drop for DenseTable {
     }
 }
 
-/// One entry of the profiler's latency cell ([`cell::OneKeyTiming`]), checked and ready
-/// for one sample ([`DenseWriter::timing_slot_one_key`]). Borrowed from the owner's writer: the
-/// owner thread's only, for one update.
-pub(crate) struct TimingSlot<'a> {
+/// One entry of a [`ConstTiming`] latency cell `C`, checked and ready for one sample
+/// ([`DenseWriter::timing_slot_at`]). Borrowed from the owner's writer: the owner thread's
+/// only, for one update.
+pub(crate) struct TimingSlot<'a, C> {
     e: EntryRef<'a>,
+    cell: C,
 }
 
-impl TimingSlot<'_> {
+impl<C: ConstTiming> TimingSlot<'_, C> {
     /// Records sample `x` (the straight-line `cell::apply_timing_one`, every offset and
     /// shift a constant).
     #[inline(always)]
     pub(crate) fn record(self, x: u64) {
-        let sub_bits = cell::OneKeyTiming::SUB_BITS;
-        cell::apply_timing_one(self.e, cell::OneKeyTiming, sub_bits, x);
+        cell::apply_timing_one(self.e, self.cell, C::SUB_BITS, x);
     }
 }
 
@@ -255,8 +250,8 @@ impl DenseWriter {
         true
     }
 
-    /// The function profiler's steady state: a hit of a counter cell (`sample` `None`) or
-    /// one sample of a latency cell; `false`, with nothing recorded, for anything
+    /// A single-writer steady state: a hit of a counter cell (`sample` `None`) or one sample
+    /// of a latency cell; `false`, with nothing recorded, for anything
     /// [`try_update`](Self::try_update) refuses and for any other layout. It calls nothing,
     /// so a caller's fast path needs no saved registers.
     #[inline(always)]
@@ -267,36 +262,26 @@ impl DenseWriter {
         self.record_entry(e, sample)
     }
 
-    /// [`try_record`](Self::try_record) of a hit, for a caller that knows `index` is the entry of the record it makes (no key test), into the profiler's counter
-    /// ([`cell::OneKeyCount`]): the entry is found at a constant stride and its count
-    /// bumped. `false`, with nothing recorded, for any other layout too (the caller's slow
-    /// path records those).
-    #[cfg(all(test, not(loom)))]
-    pub(crate) fn try_count_exact(&self, index: usize) -> bool {
-        // SAFETY: the layout is the one-key counter, just checked.
-        self.table.one_key_count && unsafe { self.try_count_one_key(index) }
+    /// Whether this table's cell is the counter cell `C`.
+    pub(crate) fn is_count_at<C: ConstCount>(&self) -> bool {
+        self.table.words.is_count_at::<C>()
     }
 
-    /// Whether this table's cell is the profiler's counter ([`cell::OneKeyCount`]).
-    pub(crate) fn is_one_key_count(&self) -> bool {
-        self.table.one_key_count
+    /// Whether this table's cell is the latency cell `C`.
+    pub(crate) fn is_timing_at<C: ConstTiming>(&self) -> bool {
+        self.table.words.is_timing_at::<C>()
     }
 
-    /// Whether this table's cell is the profiler's latency cell ([`cell::OneKeyTiming`]).
-    pub(crate) fn is_one_key_timing(&self) -> bool {
-        self.table.one_key_timing
-    }
-
-    /// A hit into the profiler's counter, as [`try_record`](Self::try_record) records it,
+    /// A hit into the counter cell `C`, as [`try_record`](Self::try_record) records it,
     /// without the key test (the caller's `index` is the record's) nor the layout test (the
     /// caller made it once for many calls).
     ///
     /// # Safety
     ///
-    /// The table's cell must be the one-key counter ([`is_one_key_count`](Self::is_one_key_count)):
-    /// the entry's words are written at that layout's constant offsets, unchecked.
+    /// The table's cell must be `C` ([`is_count_at`](Self::is_count_at)): the entry's words
+    /// are written at `C`'s constant offsets, unchecked.
     #[inline(always)]
-    pub(crate) unsafe fn try_count_one_key(&self, index: usize) -> bool {
+    pub(crate) unsafe fn try_count_at<C: ConstCount>(&self, index: usize) -> bool {
         let t = &*self.table;
         if t.requested.load(Ordering::Relaxed) != self.seen.get() {
             return false;
@@ -305,8 +290,8 @@ impl DenseWriter {
         let Some(lines) = t.chunk_of(index, Ordering::Relaxed) else {
             return false;
         };
-        let e = EntryRef::in_lines(lines, (index % CHUNK) * cell::OneKeyCount::STRIDE);
-        <Owned as cell::Writer>::add(e.word(cell::OneKeyCount::HITS), 1, Ordering::Release);
+        let e = EntryRef::in_lines(lines, (index % CHUNK) * C::STRIDE);
+        <Owned as cell::Writer>::add(e.word(C::HITS), 1, Ordering::Release);
         true
     }
 
@@ -318,7 +303,6 @@ impl DenseWriter {
             None if t.words.single => {
                 <Owned as cell::Writer>::add(e.word(t.words.hits), 1, Ordering::Release);
             }
-            Some(x) if t.one_key_timing => TimingSlot { e }.record(x),
             Some(x) => match t.timing_one {
                 Some(sub_bits) => cell::apply_timing_one(e, &t.words, sub_bits, x),
                 None => return false,
@@ -328,20 +312,24 @@ impl DenseWriter {
         true
     }
 
-    /// Entry `index` of the profiler's latency cell, ready to take one timed sample, if
+    /// Entry `index` of the latency cell `C`, ready to take one timed sample, if
     /// [`try_record`](Self::try_record) would take it now (without the key test): checked before the
     /// caller commits to recording (the dispatcher's exit pops its frame in between). The
     /// layout is not tested here: the caller tested it once for many calls.
     ///
     /// # Safety
     ///
-    /// The table's cell must be the one-key latency cell
-    /// ([`is_one_key_timing`](Self::is_one_key_timing)): the slot writes the entry's words
-    /// at that layout's constant offsets, unchecked.
+    /// The table's cell must be `C` ([`is_timing_at`](Self::is_timing_at)): the slot writes
+    /// the entry's words at `C`'s constant offsets, unchecked.
     #[inline(always)]
-    pub(crate) unsafe fn timing_slot_one_key(&self, index: usize) -> Option<TimingSlot<'_>> {
+    pub(crate) unsafe fn timing_slot_at<C: ConstTiming>(
+        &self,
+        cell: C,
+        index: usize,
+    ) -> Option<TimingSlot<'_, C>> {
         Some(TimingSlot {
             e: self.steady_entry_at(index)?,
+            cell,
         })
     }
 
@@ -435,12 +423,38 @@ mod tests {
         CellLayout::timing(BucketSpec::log2(2).ok())
     }
 
+    /// [`layout`]'s cell at constant offsets.
+    #[derive(Clone, Copy)]
+    struct Latency;
+
+    impl ConstTiming for Latency {
+        const KEYS: usize = 1;
+        const AT: [usize; 8] = [1, 2, 3, 4, 5, 6, 7, 11];
+        const DEFERRED: usize = 10;
+        const SUB_BITS: u8 = 2;
+    }
+
+    /// `CellLayout::counter()`'s cell at constant offsets.
+    struct Counter;
+
+    impl ConstCount for Counter {
+        const KEYS: usize = 1;
+        const HITS: usize = 1;
+        const STRIDE: usize = 2;
+    }
+
+    /// A hit at `Counter`'s constant stride, if `w`'s cell is `Counter`.
+    fn try_count_exact(w: &DenseWriter, index: usize) -> bool {
+        // SAFETY: the layout is `Counter`, just checked.
+        w.is_count_at::<Counter>() && unsafe { w.try_count_at::<Counter>(index) }
+    }
+
     /// The same updates give the same rows as a shard of the hash histogram, through the
-    /// generic update and through the record path, which writes this layout (the function
-    /// profiler's latency cell) at constant offsets.
+    /// generic update and through the record path, which writes this layout at constant
+    /// offsets.
     #[test]
     fn matches_a_shard() {
-        assert!(layout().words().is_one_key_timing());
+        assert!(layout().words().is_timing_at::<Latency>());
         let (w, r) = DenseWriter::new(layout(), 40).unwrap();
         // Nothing is recorded before the entry's chunk exists.
         assert!(!w.update(3, 103, &[1]));
@@ -455,8 +469,8 @@ mod tests {
                 1 => assert!(w.try_record(index, key(index), Some(v))),
                 // The timed exit's path (no key test).
                 _ => {
-                    // SAFETY: the layout is the one-key latency cell (asserted above).
-                    let slot = unsafe { w.timing_slot_one_key(index) };
+                    // SAFETY: the layout is `Latency` (asserted above).
+                    let slot = unsafe { w.timing_slot_at(Latency, index) };
                     assert!(slot.map(|s| s.record(v)).is_some());
                 }
             }
@@ -515,8 +529,8 @@ mod tests {
                     Some((i, v)) => {
                         // The slow path carries out a pending reset; the timed exit's path
                         // then takes the sample (the deferred-bucket path).
-                        // SAFETY: the layout is the one-key latency cell.
-                        let slot = unsafe { w.timing_slot_one_key(i) };
+                        // SAFETY: the layout is `Latency` (`matches_a_shard` asserts it).
+                        let slot = unsafe { w.timing_slot_at(Latency, i) };
                         if slot.map(|s| s.record(v)).is_none() {
                             proptest::prop_assert!(w.update(i, key(i), &[v]));
                         }
@@ -539,15 +553,15 @@ mod tests {
     /// refuses a pending reset, a missing chunk and any other layout.
     #[test]
     fn counted_hits_land_where_updates_do() {
-        assert!(CellLayout::counter().words().is_one_key_count());
+        assert!(CellLayout::counter().words().is_count_at::<Counter>());
         let (w, r) = DenseWriter::new(CellLayout::counter(), 40).unwrap();
         let key = |i: usize| 100 + i as u64;
-        assert!(!w.try_count_exact(17), "no chunk yet");
+        assert!(!try_count_exact(&w, 17), "no chunk yet");
         for (index, hits) in [(0usize, 1u64), (17, 3), (31, 2), (39, 5)] {
             assert!(w.alloc(index, key));
             for n in 0..hits {
                 if n % 2 == 0 {
-                    assert!(w.try_count_exact(index));
+                    assert!(try_count_exact(&w, index));
                 } else {
                     assert!(w.update(index, key(index), &[]));
                 }
@@ -563,12 +577,12 @@ mod tests {
         assert_eq!(rows, [(100, 1), (117, 3), (131, 2), (139, 5)]);
         r.request_reset();
         assert!(
-            !w.try_count_exact(17),
+            !try_count_exact(&w, 17),
             "a pending reset goes to the slow path"
         );
         let (t, _) = DenseWriter::new(layout(), 40).unwrap();
         assert!(t.alloc(3, key));
-        assert!(!t.try_count_exact(3), "not a counter");
+        assert!(!try_count_exact(&t, 3), "not a counter");
     }
 
     /// A reset asked for by a reader empties snapshots at once and the table at the

@@ -271,26 +271,22 @@ impl Words {
             .then_some(sub_bits)
     }
 
-    /// Whether this is a one-field key and a hit count, two words an entry
-    /// ([`OneKeyCount`](super::cell::OneKeyCount)).
-    pub(crate) fn is_one_key_count(&self) -> bool {
-        use super::cell::OneKeyCount;
-        self.single
-            && self.keys == 1
-            && self.hits == OneKeyCount::HITS
-            && self.stride == OneKeyCount::STRIDE
+    /// Whether this is the counter cell `C` ([`ConstCount`](super::cell::ConstCount)): its
+    /// key fields, and a hit count at `C`'s offset and stride.
+    pub(crate) fn is_count_at<C: super::cell::ConstCount>(&self) -> bool {
+        self.single && self.keys == C::KEYS && self.hits == C::HITS && self.stride == C::STRIDE
     }
 
-    /// Whether this is a latency cell ([`is_timing_one`](Self::is_timing_one)) with a
-    /// one-field key, whose words sit at [`OneKeyTiming`](super::cell::OneKeyTiming)'s
-    /// constant offsets and whose buckets have its sub-bucket bits.
-    pub(crate) fn is_one_key_timing(&self) -> bool {
-        use super::cell::{OneKeyTiming, TimingWords};
-        self.is_timing_one() == Some(OneKeyTiming::SUB_BITS)
-            && self.keys == 1
-            && self.at() == OneKeyTiming::AT
-            && self.deferred == OneKeyTiming::DEFERRED
-            && self.nbuckets == OneKeyTiming::BUCKETS
+    /// Whether this is the latency cell `C` ([`ConstTiming`](super::cell::ConstTiming)): a
+    /// latency cell ([`is_timing_one`](Self::is_timing_one)) with `C`'s key fields, whose
+    /// words sit at `C`'s offsets and whose buckets have its sub-bucket bits.
+    pub(crate) fn is_timing_at<C: super::cell::ConstTiming>(&self) -> bool {
+        use super::cell::TimingWords;
+        self.is_timing_one() == Some(C::SUB_BITS)
+            && self.keys == C::KEYS
+            && self.at() == C::AT
+            && self.deferred == C::DEFERRED
+            && self.nbuckets == C::BUCKETS
     }
 
     /// The bucket of sample `x` (only called when `nbuckets != 0`).

@@ -55,21 +55,21 @@ use super::snapshot::Snapshot;
 use super::table::{Ctx, Locate, Padded, Table};
 
 /// The smallest bounded size (as the kernel's hist triggers).
-pub const MIN_BOUNDED_SIZE: usize = 128;
+pub(crate) const MIN_BOUNDED_SIZE: usize = 128;
 /// The largest bounded size.
-pub const MAX_BOUNDED_SIZE: usize = 131_072;
+pub(crate) const MAX_BOUNDED_SIZE: usize = 131_072;
 /// The default bounded size.
-pub const DEFAULT_BOUNDED_SIZE: usize = 2048;
+pub(crate) const DEFAULT_BOUNDED_SIZE: usize = 2048;
 /// The default initial table capacity of a growing histogram.
-pub const DEFAULT_INITIAL_CAPACITY: usize = 64;
+pub(crate) const DEFAULT_INITIAL_CAPACITY: usize = 64;
 /// The largest initial table capacity (slots): 2^24, a 128 MiB slot array. A table grows
 /// past it on demand; a larger request is refused with [`HistError::Capacity`].
-pub const MAX_INITIAL_CAPACITY: usize = 1 << 24;
+pub(crate) const MAX_INITIAL_CAPACITY: usize = 1 << 24;
 /// The most retired generations of one histogram whose `reset_with` sink has not run yet
 /// (see the backpressure rule in the module docs).
-pub const MAX_PENDING_SINKS: usize = 4;
+pub(crate) const MAX_PENDING_SINKS: usize = 4;
 
-/// A [`HashHist::reset_with_in`] refused: [`MAX_PENDING_SINKS`] old generations still wait
+/// A [`HashHist::reset_with_in`] refused: 4 old generations still wait
 /// for their sinks. Nothing was reset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SinkBacklog {
@@ -96,7 +96,7 @@ pub enum HistError {
     Layout(LayoutError),
     /// A bounded size that is not a power of two in 128..=131072.
     Size(usize),
-    /// An initial capacity above [`MAX_INITIAL_CAPACITY`].
+    /// An initial capacity above 2^24.
     Capacity(usize),
     /// A bounded table whose cells would take more memory than the budget allows (see
     /// [`TableBudget`]): nothing was allocated.
@@ -262,7 +262,7 @@ impl HistBuilder {
     }
 
     /// The first table's slot count (growing mode; rounded up to a power of two, at least
-    /// 4). [`build`](Self::build) refuses one above [`MAX_INITIAL_CAPACITY`] with
+    /// 4). [`build`](Self::build) refuses one above 2^24 with
     /// [`HistError::Capacity`].
     pub fn initial_capacity(mut self, slots: usize) -> Self {
         self.initial = slots;
@@ -515,7 +515,7 @@ impl HashHist {
 
     /// Resets, and once the old generation is quiescent (no update can still land in it)
     /// passes its exact final snapshot to `sink` (on whichever thread runs the epoch's
-    /// deferred work). With [`MAX_PENDING_SINKS`] snapshots already waiting for their sinks,
+    /// deferred work). With 4 snapshots already waiting for their sinks,
     /// it first helps the epoch until one has finished (the backpressure rule in the module docs):
     /// like [`take`](Self::take), it must not be called while this thread holds a guard of
     /// the histogram's collector.
@@ -533,13 +533,13 @@ impl HashHist {
     }
 
     /// Old generations whose `reset_with` sink has not finished yet (at most
-    /// [`MAX_PENDING_SINKS`]).
+    /// 4).
     pub fn pending_sinks(&self) -> usize {
         self.pending_sinks.load(Ordering::Acquire)
     }
 
     /// [`reset_with`](Self::reset_with) under a caller-held guard. Refuses (nothing is reset,
-    /// `sink` is dropped) while [`MAX_PENDING_SINKS`] snapshots wait for their sinks, since
+    /// `sink` is dropped) while 4 snapshots wait for their sinks, since
     /// waiting under a guard could wait for itself.
     pub fn reset_with_in(
         &self,

@@ -43,7 +43,7 @@ mod trigger;
 
 #[cfg(not(loom))]
 pub(crate) use spec::table_error;
-pub use trigger::filter::{Filter, MAX_FILTER_DEPTH, MAX_FILTER_LEN, MAX_FILTER_PREDS};
+pub use trigger::filter::Filter;
 #[cfg(not(loom))]
 pub(crate) use trigger::filter::{FilterInput, Source, Undecided, Value, common_source, decimal};
 pub(crate) use trigger::render;
@@ -53,24 +53,23 @@ pub(crate) use trigger::write_bucket_block;
 
 #[cfg(all(feature = "json", not(loom)))]
 pub(crate) use buckets::Bucket;
-pub use buckets::{BucketError, BucketSpec, MAX_LINEAR_BUCKETS, MAX_LOG2_SUB_BITS};
+pub use buckets::{BucketError, BucketSpec};
 pub use budget::{MAX_PROCESS_TABLE_BYTES, MAX_TABLE_BYTES};
+pub(crate) use cell::{ConstCount, ConstTiming};
 pub(crate) use dense::{DenseTable, DenseWriter, TimingSlot};
 pub use key::{Key, MAX_KEYS};
 pub use layout::{CellLayout, LayoutError, MAX_VALS};
 pub use map::{
-    ArityError, BudgetError, DEFAULT_BOUNDED_SIZE, DEFAULT_INITIAL_CAPACITY, HashHist, HistBuilder,
-    HistError, MAX_BOUNDED_SIZE, MAX_INITIAL_CAPACITY, MAX_PENDING_SINKS, MIN_BOUNDED_SIZE,
-    SinkBacklog, TableBudget,
+    ArityError, BudgetError, HashHist, HistBuilder, HistError, SinkBacklog, TableBudget,
 };
-pub use shard::{DEFAULT_SHARD_CAPACITY, Shard, ShardReader};
+pub use shard::{Shard, ShardReader};
 pub use snapshot::{LayoutMismatch, Row, Snapshot, SortField, SortKey};
 pub use spec::{
-    CARET_CONTEXT, Command, FieldRef, HistDef, HistSpec, KeyModifier, KeySpec, MAX_SPEC_LEN,
-    SortSpec, SpecError, SpecErrorKind,
+    Command, FieldRef, HistDef, HistSpec, KeyModifier, KeySpec, SortSpec, SpecError, SpecErrorKind,
 };
+pub(crate) use stats::PERCENTILES;
+pub use stats::Stats;
 pub(crate) use stats::variance;
-pub use stats::{PERCENTILES, Stats};
 pub use trigger::{EventSource, HistStat, HistTrigger, MAX_TRIGGERS_PER_EVENT, NameTable};
 
 /// crossbeam-epoch's collector and guard, for the `*_in` methods and custom collectors.

@@ -142,7 +142,7 @@ impl Drop for ShardInner {
 /// costs its owner only a copy.
 ///
 /// [`HashHist`]: super::HashHist
-pub const DEFAULT_SHARD_CAPACITY: usize = 16;
+pub(crate) const DEFAULT_SHARD_CAPACITY: usize = 16;
 
 /// Number of slots of the owner's recent-entry cache (a power of two). 128 (4 KiB): replaying
 /// a trace with ≈ 140 functions per CPU, 32 slots missed often enough to cost 35
@@ -238,7 +238,7 @@ impl core::fmt::Debug for ShardReader {
 
 impl Shard {
     /// A growing shard on the global epoch collector, with a first table of
-    /// [`DEFAULT_SHARD_CAPACITY`] slots.
+    /// 16 slots.
     pub fn new(layout: CellLayout) -> Result<Self, HistError> {
         Self::build(layout, DEFAULT_SHARD_CAPACITY, None)
     }

@@ -33,7 +33,7 @@ pub struct Stats {
 }
 
 /// The four percentiles the hist output shows.
-pub const PERCENTILES: [(f64, &str); 4] =
+pub(crate) const PERCENTILES: [(f64, &str); 4] =
     [(0.5, "p50"), (0.9, "p90"), (0.99, "p99"), (0.999, "p999")];
 
 /// The kernel's sample variance of `n` samples with sum `sum` and sum of squares

@@ -122,7 +122,7 @@ impl CpuClock {
     /// errs. On error nothing is chosen by this call.
     ///
     /// ```
-    /// use tracestat::profile::{CpuClock, CpuClockError};
+    /// use tracestat::hook::{CpuClock, CpuClockError};
     ///
     /// CpuClock::ThreadCputime.require()?; // always available
     /// assert_eq!(CpuClock::current(), CpuClock::ThreadCputime);

@@ -230,7 +230,7 @@ impl<'a, F: Future> TracedFuture<'a, F> {
 
 #[cfg(not(loom))]
 impl<F: Future> TracedFuture<'static, F> {
-    /// `inner` as a call of the static site `site` (one of [`SITES`](super::SITES), as
+    /// `inner` as a call of the static site `site` (one of the link-time slice of sites, as
     /// `#[traced]` and [`traced_future!`](crate::traced_future) make them).
     pub fn new(site: &'static Site, inner: F) -> Self {
         Self::with_target(Target::Static(site), inner)
@@ -249,7 +249,7 @@ impl Ftrace {
 #[cfg(not(loom))]
 pub trait TracedFutureExt: Future + Sized {
     /// This future as one call of `site` (see the module docs). `site` must be listed in
-    /// [`SITES`](super::SITES) to be known to the global instance;
+    /// the link-time slice of sites to be known to the global instance;
     /// [`traced_future!`](crate::traced_future) makes such a site.
     fn traced(self, site: &'static Site) -> TracedFuture<'static, Self> {
         TracedFuture::new(site, self)

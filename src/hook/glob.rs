@@ -88,7 +88,7 @@ impl Glob {
     /// Parses `pattern`.
     ///
     /// ```
-    /// use tracestat::profile::Glob;
+    /// use tracestat::hook::Glob;
     /// assert!(Glob::parse("vfs_*").unwrap().matches("vfs_read"));
     /// assert!(Glob::parse("*read*").unwrap().matches("vfs_read_iter"));
     /// assert!(Glob::parse("a*b").unwrap().matches("a_to_b"));

@@ -35,7 +35,7 @@
 use core::cell::Cell;
 
 /// The most graph ops registered at once in one [`Ftrace`](super::Ftrace).
-pub const GRAPH_SLOTS: usize = 16;
+pub(crate) const GRAPH_SLOTS: usize = 16;
 
 /// The deepest a shadow stack gets; deeper calls are counted as overruns.
 pub const SHADOW_STACK_DEPTH: usize = 128;
@@ -56,17 +56,28 @@ pub struct GraphEntry {
     pub depth: usize,
     /// Entry timestamp (ns, see [`now_ns`]).
     pub calltime: u64,
+    /// The site's dense index in the instance (out of every instance's range for an ip that
+    /// is not a site; [`site_index`](Self::site_index)).
+    pub(crate) index: usize,
 }
 
 impl GraphEntry {
     /// An overrun call's entry: seen by the hooks, never returned (see the type's docs).
-    pub(crate) fn overrun(func: usize, parent: usize) -> Self {
+    pub(crate) fn overrun(func: usize, parent: usize, index: usize) -> Self {
         GraphEntry {
             func,
             parent,
             depth: SHADOW_STACK_DEPTH,
             calltime: 0,
+            index,
         }
+    }
+
+    /// The site's index in the instance that dispatched the call
+    /// ([`Ftrace::site`](super::Ftrace::site)), `None` for an ip that is not one of its sites
+    /// (replay's interned names).
+    pub fn site_index(&self) -> Option<usize> {
+        (self.index < u32::MAX as usize).then_some(self.index)
     }
 
     /// Whether this call is an overrun: no frame, no return, its time unknown.
@@ -95,6 +106,9 @@ pub struct GraphReturn {
     /// [`TracedFuture`](super::TracedFuture)): its running time and whether it was cancelled. `None` for
     /// a synchronous call.
     pub task: Option<TaskTimes>,
+    /// The site's dense index in the instance (out of every instance's range for an ip that
+    /// is not a site; [`site_index`](Self::site_index)).
+    pub(crate) index: usize,
 }
 
 /// The return of a task call (an instrumented future; see [`TracedFuture`](super::TracedFuture)).
@@ -123,6 +137,13 @@ impl GraphReturn {
     /// Duration minus child time.
     pub fn self_time(&self) -> u64 {
         self.duration().saturating_sub(self.child_time)
+    }
+
+    /// The site's index in the instance that dispatched the call
+    /// ([`Ftrace::site`](super::Ftrace::site)), `None` for an ip that is not one of its sites
+    /// (replay's interned names).
+    pub fn site_index(&self) -> Option<usize> {
+        (self.index < u32::MAX as usize).then_some(self.index)
     }
 }
 
@@ -194,6 +215,7 @@ impl Frame {
             child_time: self.child_time,
             overrun,
             task: None,
+            index: self.index(),
         }
     }
 

@@ -28,7 +28,7 @@ use super::thread;
 ///
 /// ```compile_fail
 /// fn send<T: Send>(_: T) {}
-/// send(tracestat::profile::ScopeGuard::none());
+/// send(tracestat::hook::ScopeGuard::none());
 /// ```
 ///
 /// For the same reason an instrumented future does not hold one across polls (a future

@@ -244,7 +244,7 @@ impl Ftrace {
         let ip = site.ip();
         let parent = hot.current_ip.replace(ip);
         if let Callback::Func(func) = &entry.ops.callback {
-            call_plain(hot, ip, parent, site.index(), entry, func);
+            call_plain(hot, ip, parent, entry, func);
         }
         drop(section);
         ScopeGuard::traced(self, parent, false)
@@ -293,7 +293,7 @@ impl Ftrace {
     ) -> ScopeGuard<'a> {
         match &entry.ops.callback {
             Callback::Func(func) => {
-                run_func(hot, call, &entry.ops, func);
+                run_func(hot, call, entry, func);
                 hot.current_ip.set(call.ip);
                 ScopeGuard::traced(self, call.parent, false)
             }
@@ -317,7 +317,6 @@ impl Ftrace {
             };
             pid_allows(call, &entry.ops) && {
                 let (room, depth) = hot.stack.room();
-                hot.site_index.set(call.index);
                 if room {
                     let calltime = now_ns();
                     let record = GraphEntry {
@@ -325,6 +324,7 @@ impl Ftrace {
                         parent: call.parent,
                         depth,
                         calltime,
+                        index: call.index,
                     };
                     // Nothing of the stack is borrowed while the hook runs; calls it makes
                     // push and pop above `depth`, so the push below lands at `depth`.
@@ -339,7 +339,10 @@ impl Ftrace {
                 } else {
                     self.count_overrun(hot);
                     // Seen, so it can be counted; never pushed, never returned.
-                    hook(&GraphEntry::overrun(call.ip, call.parent), &entry.ops);
+                    hook(
+                        &GraphEntry::overrun(call.ip, call.parent, call.index),
+                        &entry.ops,
+                    );
                     false
                 }
             }

@@ -1,4 +1,29 @@
-//! The hook layer: ftrace's function-hook machinery for user space.
+//! The hook layer: ftrace's function-hook machinery for user space, what a provider is
+//! written against (call sites, ops and their callbacks, filters, shadow stacks, the trace
+//! clock, instrumented futures). The providers of this crate are in [`crate::profile`].
+//!
+//! An ops of your own, counting the calls its filter lets through:
+//!
+//! ```
+//! use std::sync::atomic::{AtomicU64, Ordering};
+//! use tracestat::hook::{Ftrace, FtraceOps, SiteDef};
+//! use tracestat::stat::WriteMode;
+//!
+//! let ftrace = Ftrace::new([SiteDef::new("read", "io"), SiteDef::new("write", "io")]);
+//! let ops = FtraceOps::builder(|_ip, _parent, ops, _regs| {
+//!     ops.private::<AtomicU64>().unwrap().fetch_add(1, Ordering::Relaxed);
+//! })
+//! .private(AtomicU64::new(0))
+//! .build();
+//! ftrace.set_filter(&ops, "wr*", WriteMode::Truncate)?;
+//! ftrace.register(&ops)?;
+//! let (read, write) = (ftrace.site(0).unwrap(), ftrace.site(1).unwrap());
+//! drop(ftrace.call(read));
+//! drop(ftrace.call(write));
+//! ftrace.unregister(&ops)?;
+//! assert_eq!(ops.private::<AtomicU64>().unwrap().load(Ordering::Relaxed), 1);
+//! # Ok::<(), tracestat::Error>(())
+//! ```
 //!
 //! # Design
 //!
@@ -6,11 +31,12 @@
 //! concurrent function-tracing users, each with its own hash list of functions and a refcount
 //! per call site. A one-way stack, each file using only the ones above it:
 //!
-//! - `site`: call sites (`Site`, the `dyn_ftrace` analog). `#[tracestat::traced]` on a
+//! - `site`: call sites ([`Site`], the `dyn_ftrace` analog; [`SiteDef`] names an owned one). `#[tracestat::traced]` on a
 //!   function, or `traced_block!` on a block, creates one; all are listed in `SITES` at link
 //!   time. A site no ops covers costs one relaxed load and a predicted branch.
-//! - `ops`: `FtraceOps`, a function callback `(ip, parent_ip, &ops, Option<&Regs>)` or a
-//!   graph entry/return pair, with `OpsFlags` and private data.
+//! - `ops`: [`FtraceOps`], a function callback `(ip, parent_ip, &ops, Option<&Regs>)` or a
+//!   graph entry/return pair ([`GraphEntry`], [`GraphReturn`]), with [`OpsFlags`] and
+//!   private data.
 //! - `glob` and `filter`: per-ops filter and notrace hashes written with the
 //!   `set_ftrace_filter` syntax.
 //! - `pid`: thread ids and `set_ftrace_pid`; `recursion`: the per-thread recursion guard.
@@ -25,21 +51,21 @@
 //! - `thread`: the per-thread state every enabled call touches.
 //! - `published`: the immutable dispatch state writers publish (`Published`, one `OpsEntry`
 //!   per registered ops with what the direct path precomputes).
-//! - `ftrace`: `Ftrace`, one instance of the layer (the global one over every static site,
+//! - `ftrace`: [`Ftrace`], one instance of the layer (the global one over every static site,
 //!   or one over owned sites): register / unregister with the kernel's promises, refcounts,
 //!   atomic filter changes, the `IPMODIFY` rule, the published state dispatchers read.
 //! - dispatch, one file per concern: `walk` (one call's context and the list walk),
-//!   `guard` (`ScopeGuard`, the two words that end a scope), `live` (an enabled site's
+//!   `guard` ([`ScopeGuard`], the two words that end a scope), `live` (an enabled site's
 //!   entry: direct call or list walk), `static_entry` (the static sites' own entries for
 //!   the sink cases), `returns` (graph exits), `foreign` (replay's entries for arbitrary
 //!   ips) and `task` (the entry points of `future`).
-//! - `future`: instrumented futures (`TracedFuture`, `#[traced]` on `async fn`): one call per
+//! - `future`: instrumented futures ([`TracedFuture`], `#[traced]` on `async fn`): one call per
 //!   future, whose frame moves with the task between polls.
 //! - `control`: the control files (`available_filter_functions`, `enabled_functions`,
 //!   `set_ftrace_filter`, `set_ftrace_notrace`, `set_ftrace_pid`, `trace_clock`).
 //!
-//! The providers live above this layer and this module never names them; users reach its
-//! public items through their re-exports, and this module is private.
+//! The providers live above this layer and this module never names them; its public items
+//! are re-exported here, the one path users name them by.
 //!
 //! # Invariants
 //!
@@ -66,7 +92,7 @@ pub(crate) mod rcu;
 mod recursion;
 mod returns;
 mod sink;
-mod site;
+pub(crate) mod site;
 #[cfg(not(loom))]
 mod static_entry;
 mod table;
@@ -87,16 +113,16 @@ pub use glob::{Glob, GlobError};
 #[cfg(not(loom))]
 pub(crate) use graph::LiveStack;
 pub use graph::{
-    Frame, GRAPH_SLOTS, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, TaskTimes, now_ns,
+    Frame, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, TaskTimes, now_ns,
 };
 pub use guard::ScopeGuard;
 pub use ops::{
     FtraceFunc, FtraceOps, FtraceOpsBuilder, GraphEntryFunc, GraphReturnFunc, OpsFlags, Regs,
 };
-pub use pid::{PID_MAX, PidError, current_tid};
+pub use pid::{PidError, current_tid};
 pub use recursion::{RecursionContext, RecursionLock, trylock};
 pub(crate) use sink::{SINK_WORDS, Sink, SinkOps, SinkPath, SinkWords};
-pub use site::{SITES, Site, SiteDef};
+pub use site::{Site, SiteDef};
 
 /// The calling thread's innermost dispatched traced scope: the ip of the innermost `#[traced]`
 /// call an ops covers, or of the instrumented future whose poll runs now (0 at top level);

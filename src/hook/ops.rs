@@ -184,7 +184,7 @@ impl FtraceOps {
     /// ```
     /// use std::sync::atomic::{AtomicU64, Ordering};
     /// use std::sync::Arc;
-    /// use tracestat::profile::{Ftrace, FtraceOps, SiteDef};
+    /// use tracestat::hook::{Ftrace, FtraceOps, SiteDef};
     ///
     /// let ftrace = Ftrace::new([SiteDef::new("work", "demo")]);
     /// let total = Arc::new(AtomicU64::new(0));

@@ -21,7 +21,7 @@ use core::fmt;
 use crate::stat::WriteMode;
 
 /// The largest id `set_ftrace_pid` accepts (the kernel's `PID_MAX_LIMIT`, 2^22).
-pub const PID_MAX: u32 = 1 << 22;
+pub(crate) const PID_MAX: u32 = 1 << 22;
 
 /// Why a `set_ftrace_pid` write was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]

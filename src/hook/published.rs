@@ -33,6 +33,10 @@ pub(crate) struct OpsEntry {
     /// registers wanted, and no pid list applies (no `PID` flag, or an empty list when
     /// published). Precomputed with the state it is published in.
     pub(crate) plain: bool,
+    /// `plain` and without a sink: the list walk calls the callback as it is (an ops with a
+    /// sink goes through [`run_func`](super::walk::run_func), which gives the sink's path the
+    /// site's index first).
+    pub(crate) plain_callback: bool,
     /// The ops has `RECURSION` (its callbacks run under the `Func` recursion bit).
     pub(crate) recursion: bool,
     /// What a call reaching this entry through a site's `direct` pointer does.
@@ -108,6 +112,7 @@ impl OpsEntry {
             slot_bit,
             slot_gen,
             plain,
+            plain_callback: plain && sink.is_none(),
         }
     }
 }

@@ -47,7 +47,7 @@ pub struct RecursionLock {
 /// Takes `context` for this thread: `None` if it is already held (the caller is recursing).
 ///
 /// ```
-/// use tracestat::profile::{RecursionContext, trylock};
+/// use tracestat::hook::{RecursionContext, trylock};
 /// let outer = trylock(RecursionContext::User).expect("free");
 /// assert!(trylock(RecursionContext::User).is_none());
 /// drop(outer);

@@ -97,14 +97,13 @@ impl Ftrace {
                     // always gets its return); holding it keeps traced calls made by the
                     // hooks from recursing.
                     let _list = lock_bit(&hot.recursion, Context::List);
-                    hot.site_index.set(frame.index());
                     hook(&ret(), &entry.ops);
                     return;
                 }
             }
         }
         let _list = lock_bit(&hot.recursion, Context::List);
-        self.returns_in(hot, self.published(&section), &frame, &ret());
+        self.returns_in(self.published(&section), &frame, &ret());
     }
 
     pub(super) fn run_returns(&self, hot: &Hot, frame: &Frame, ret: &GraphReturn) {
@@ -116,25 +115,18 @@ impl Ftrace {
         // Return hooks run whether or not the bit is free (an accepted entry always gets its
         // return); holding it keeps traced calls made by the hooks from recursing.
         let _list = lock_bit(&hot.recursion, Context::List);
-        self.returns_in(hot, published, frame, ret);
+        self.returns_in(published, frame, ret);
     }
 
     /// The list walk of a return: every graph ops that accepted `frame` and still holds the
     /// slot it accepted with. The caller holds the read-side section of `published` and
     /// the `List` bit (or found it taken).
-    pub(super) fn returns_in(
-        &self,
-        hot: &Hot,
-        published: &Published,
-        frame: &Frame,
-        ret: &GraphReturn,
-    ) {
+    pub(super) fn returns_in(&self, published: &Published, frame: &Frame, ret: &GraphReturn) {
         for entry in published.entries.iter() {
             if entry.slot_bit & frame.tag.accepted != 0
                 && entry.slot_gen <= frame.generation
                 && let Callback::Graph { ret: hook, .. } = &entry.ops.callback
             {
-                hot.site_index.set(frame.index());
                 hook(ret, &entry.ops);
             }
         }

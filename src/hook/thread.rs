@@ -57,10 +57,6 @@ pub(crate) struct Hot {
     pub(crate) recursion: Cell<u32>,
     /// The ip of the innermost enabled traced scope of this thread (0 at top level).
     pub(crate) current_ip: Cell<usize>,
-    /// The dense index of the site whose callbacks run now, as the dispatcher last set it
-    /// (`usize::MAX`: none). A hint only: a reader checks it against the ip it was given
-    /// (a sink's record), so a stale value is never trusted.
-    pub(crate) site_index: Cell<usize>,
     /// Domain id of `slot` (0: none; ids start at 1).
     domain: Cell<u64>,
     /// This thread's reader slot for `domain` (see the module invariants; dangling while
@@ -78,7 +74,6 @@ impl Hot {
         Self {
             recursion: Cell::new(0),
             current_ip: Cell::new(0),
-            site_index: Cell::new(usize::MAX),
             domain: Cell::new(0),
             slot: Cell::new(NonNull::dangling()),
             sink: SinkWords::new(),

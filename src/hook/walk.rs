@@ -140,10 +140,10 @@ pub(super) fn run_one(hot: &Hot, call: &Call<'_>, entry: &OpsEntry, graph: &mut 
     match &ops.callback {
         Callback::Func(func) => {
             if call.funcs {
-                if entry.plain {
-                    call_plain(hot, call.ip, call.parent, call.index, entry, func);
+                if entry.plain_callback {
+                    call_plain(hot, call.ip, call.parent, entry, func);
                 } else {
-                    run_func(hot, call, ops, func);
+                    run_func(hot, call, entry, func);
                 }
             }
             0
@@ -154,10 +154,9 @@ pub(super) fn run_one(hot: &Hot, call: &Call<'_>, entry: &OpsEntry, graph: &mut 
             }
             graph.wanted = true;
             graph.read_stack(hot);
-            hot.site_index.set(call.index);
             if !graph.room {
                 // Seen, so it can be counted; never pushed, never returned.
-                hook(&GraphEntry::overrun(call.ip, call.parent), ops);
+                hook(&GraphEntry::overrun(call.ip, call.parent, call.index), ops);
                 return 0;
             }
             let record = GraphEntry {
@@ -165,6 +164,7 @@ pub(super) fn run_one(hot: &Hot, call: &Call<'_>, entry: &OpsEntry, graph: &mut 
                 parent: call.parent,
                 depth: graph.depth,
                 calltime: graph.calltime(),
+                index: call.index,
             };
             if hook(&record, ops) {
                 entry.slot_bit
@@ -178,25 +178,28 @@ pub(super) fn run_one(hot: &Hot, call: &Call<'_>, entry: &OpsEntry, graph: &mut 
 /// Calls a function ops whose entry is `plain` (no pid list, no registers): under the
 /// `Func` recursion bit if it has `RECURSION`, counting a miss if the bit is taken.
 #[inline(always)]
-pub(super) fn call_plain(
-    hot: &Hot,
-    ip: usize,
-    parent: usize,
-    index: usize,
-    entry: &OpsEntry,
-    func: &FtraceFunc,
-) {
+pub(super) fn call_plain(hot: &Hot, ip: usize, parent: usize, entry: &OpsEntry, func: &FtraceFunc) {
     if entry.recursion {
         if let Some(_func) = lock_bit(&hot.recursion, Context::Func) {
-            hot.site_index.set(index);
             func(ip, parent, &entry.ops, None);
         } else {
             entry.ops.count_recursion_miss();
         }
     } else {
-        hot.site_index.set(index);
         func(ip, parent, &entry.ops, None);
     }
+}
+
+/// A function ops with a counting sink, called for a site of the instance (`index` in
+/// range): the hit goes through the sink's path, given the site's index, as the callback
+/// would record it (`sink.rs`). `false` when there is no sink or its path cannot take the
+/// hit: the callback is called then.
+#[inline(always)]
+fn sink_counted(hot: &Hot, index: usize, entry: &OpsEntry) -> bool {
+    index < u32::MAX as usize
+        && entry
+            .sink_path
+            .is_some_and(|path| (path.count)(&hot.sink, entry.sink_id, index))
 }
 
 /// Whether `set_ftrace_pid` lets `ops` see this call (always, unless `ops` has `PID`, the
@@ -210,9 +213,10 @@ pub(super) fn pid_allows(call: &Call<'_>, ops: &FtraceOps) -> bool {
 }
 
 /// Calls a function ops' callback for `call` (pid list, recursion bit and registers as its
-/// flags ask).
+/// flags ask), or its counting sink's path.
 #[inline(always)]
-pub(super) fn run_func(hot: &Hot, call: &Call<'_>, ops: &FtraceOps, func: &FtraceFunc) {
+pub(super) fn run_func(hot: &Hot, call: &Call<'_>, entry: &OpsEntry, func: &FtraceFunc) {
+    let ops = &*entry.ops;
     if !pid_allows(call, ops) {
         return;
     }
@@ -228,7 +232,9 @@ pub(super) fn run_func(hot: &Hot, call: &Call<'_>, ops: &FtraceOps, func: &Ftrac
     } else {
         None
     };
-    hot.site_index.set(call.index);
+    if sink_counted(hot, call.index, entry) {
+        return;
+    }
     if flags.wants_regs() {
         let marker = Cell::new(0u8);
         let regs = Regs {

@@ -39,8 +39,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub use elf::{Function, demangle, functions};
 
 use crate::Error;
+use crate::hook::{Ftrace, SiteDef};
 use crate::primitive::unmodeled::RwLock;
-use crate::profile::{Ftrace, SiteDef};
 
 /// A loaded object as `dl_iterate_phdr` reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -316,7 +316,7 @@ impl NativeSites {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::FtraceOps;
+    use crate::hook::FtraceOps;
     use crate::stat::WriteMode::Truncate;
 
     #[inline(never)]

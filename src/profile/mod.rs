@@ -1,10 +1,7 @@
-//! The ftrace-compatible hook interface and the providers on it.
+//! The providers on the hook layer ([`crate::hook`]).
 //!
 //! # Map
 //!
-//! - The hook layer (private, `src/hook/`; its map and invariants are that module's docs):
-//!   its public items — [`Site`], [`FtraceOps`], [`Ftrace`], filters, shadow stacks, the
-//!   trace clock, [`TracedFuture`] — are re-exported here, the one path users name them by.
 //! - [`FunctionProfiler`] (`function/`): the kernel's function profiler — Hit, Time, Avg,
 //!   s^2 per function, per thread and merged, with latency histograms and call paths.
 //! - `branch`: the branch profiler, `likely!` / `unlikely!` / `branch!` outcomes as the
@@ -21,29 +18,6 @@
 //!   source of calls into the hook layer, which every registered ops sees; the branch
 //!   profiler counts at link-time sites of its own.
 //! - Every file a provider adds keeps the kernel's format byte for byte.
-//!
-//! An ops of your own, counting the calls its filter lets through:
-//!
-//! ```
-//! use std::sync::atomic::{AtomicU64, Ordering};
-//! use tracestat::profile::{Ftrace, FtraceOps, SiteDef};
-//! use tracestat::stat::WriteMode;
-//!
-//! let ftrace = Ftrace::new([SiteDef::new("read", "io"), SiteDef::new("write", "io")]);
-//! let ops = FtraceOps::builder(|_ip, _parent, ops, _regs| {
-//!     ops.private::<AtomicU64>().unwrap().fetch_add(1, Ordering::Relaxed);
-//! })
-//! .private(AtomicU64::new(0))
-//! .build();
-//! ftrace.set_filter(&ops, "wr*", WriteMode::Truncate)?;
-//! ftrace.register(&ops)?;
-//! let (read, write) = (ftrace.site(0).unwrap(), ftrace.site(1).unwrap());
-//! drop(ftrace.call(read));
-//! drop(ftrace.call(write));
-//! ftrace.unregister(&ops)?;
-//! assert_eq!(ops.private::<AtomicU64>().unwrap().load(Ordering::Relaxed), 1);
-//! # Ok::<(), tracestat::Error>(())
-//! ```
 
 mod branch;
 mod diff;
@@ -52,16 +26,6 @@ mod function;
 #[cfg(feature = "tracing")]
 mod tracing_layer;
 
-#[cfg(not(loom))]
-pub use crate::hook::TracedFutureExt;
-pub use crate::hook::{
-    ClockError, FilterError, FilterHash, Frame, Ftrace, FtraceFunc, FtraceOps, FtraceOpsBuilder,
-    GRAPH_SLOTS, Glob, GlobError, GraphEntry, GraphEntryFunc, GraphReturn, GraphReturnFunc, Hashes,
-    OpsFlags, PID_MAX, PidError, ReadSideBarrier, RecursionContext, RecursionLock, Regs,
-    SHADOW_STACK_DEPTH, SITES, ScopeGuard, ShadowStack, Site, SiteDef, TaskTimes, TraceClock,
-    TracedFuture, current_tid, install, now_ns, trylock,
-};
-pub use crate::hook::{CpuClock, CpuClockError, thread_cpu_ns};
 pub use branch::{
     BranchAll, BranchAnnotated, BranchCounts, BranchEntry, BranchSite, Hint, branch_snapshot,
     register_branch_stats,
@@ -70,10 +34,9 @@ pub use diff::{
     AvgTest, DiffOptions, DiffRow, DiffSort, FunctionSnapshot, ProfileDiff, RunStats, Totals, diff,
     diff_runs,
 };
-pub use function::{
-    FunctionProfiler, FunctionRow, LATENCY_BUCKETS, PathRow, ProfileOptions, ProfilerHandle,
-    Symbolizer,
-};
+#[cfg(not(loom))]
+pub(crate) use function::LATENCY_BUCKETS;
+pub use function::{FunctionProfiler, FunctionRow, PathRow, ProfileOptions, ProfilerHandle};
 #[cfg(feature = "tracing")]
 pub use tracing_layer::{LayerStats, SpanNames, TracestatLayer, ip_of};
 

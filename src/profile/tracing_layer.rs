@@ -4,7 +4,8 @@
 //!
 //! ```
 //! use tracing_subscriber::layer::SubscriberExt;
-//! use tracestat::profile::{Ftrace, FunctionProfiler, TracestatLayer};
+//! use tracestat::hook::Ftrace;
+//! use tracestat::profile::{FunctionProfiler, TracestatLayer};
 //!
 //! let ftrace = Ftrace::new([]);
 //! let layer = TracestatLayer::new(ftrace.clone());
@@ -35,7 +36,7 @@
 //!   to hand to [`FunctionProfiler::with_symbols`].
 //! - **A span is one call**, from its **first enter** to its **close** (`on_close`: the
 //!   last handle to it dropped), exactly as an instrumented future
-//!   ([`TracedFuture`](super::TracedFuture)) is one call from its first poll to its
+//!   ([`TracedFuture`](crate::hook::TracedFuture)) is one call from its first poll to its
 //!   completion. The first enter runs the function ops ([`Ftrace::dispatch_ip`]) and the
 //!   graph entry hooks ([`Ftrace::graph_entry_at`]) on this thread's shadow stack for this
 //!   layer at [`now_ns`], with parent ip = the ip of the innermost span entered on this
@@ -44,7 +45,7 @@
 //!   back on the entering thread's shadow stack and each exit takes it off again, uncharged,
 //!   so the frame **moves with the span between threads** and child spans entered inside
 //!   any enter nest under it. The close returns the frame once (the return hooks see a
-//!   [`GraphReturn::task`](super::GraphReturn::task)), charging the call's whole wall time
+//!   [`GraphReturn::task`](crate::hook::GraphReturn::task)), charging the call's whole wall time
 //!   to the innermost span entered on the closing thread, if any: the awaiting parent, for
 //!   a child future that completes inside its parent's poll.
 //! - **Time** with `sleep-time` on (the default) is the wall time from the first enter to
@@ -77,7 +78,7 @@
 //! future, its running time (sleep-time off) the sum of its polls, and its child futures'
 //! spans (closed inside its polls, at their `.await`) subtracted with graph-time off. A
 //! future moved to another worker thread brings its frame along: the spans polled inside it
-//! there nest under it. This agrees with [`TracedFuture`](super::TracedFuture) (`#[traced]`
+//! there nest under it. This agrees with [`TracedFuture`](crate::hook::TracedFuture) (`#[traced]`
 //! on an `async fn`); both may be used at once (they are separate rows).
 //!
 //! **Cancellation** is not visible here: `tracing` closes the span of a future dropped
@@ -149,9 +150,10 @@ use tracing::{Metadata, Subscriber, span};
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::{LookupSpan, SpanRef};
 
-use super::{Frame, SHADOW_STACK_DEPTH, ShadowStack, current_tid, now_ns};
-use super::{Ftrace, FunctionProfiler};
+use super::FunctionProfiler;
 use crate::error::Error;
+use crate::hook::Ftrace;
+use crate::hook::{Frame, SHADOW_STACK_DEPTH, ShadowStack, current_tid, now_ns};
 use crate::primitive::sync::Arc as HookArc;
 use crate::stat::Tracefs;
 

@@ -24,10 +24,7 @@ mod replayer;
 mod tasks;
 
 #[cfg(not(loom))]
-pub use replayer::{
-    DEFAULT_MAX_FUNCTIONS, EVENTS_HEADER, MAX_CPUS, MAX_OPEN, MAX_OPEN_CALLS, MAX_TASKS,
-    OPEN_LISTED, Replay, ReplayOptions, ReplayRow, ReplaySummary, Sort, TraceMode, Unmatched,
-};
+pub use replayer::{Replay, ReplayOptions, ReplayRow, ReplaySummary, Sort, TraceMode, Unmatched};
 
 /// The row that function names beyond [`ReplayOptions::max_functions`] are folded into.
 pub const OTHER: &str = "[other]";

@@ -442,7 +442,7 @@ enum Target {
 }
 
 /// A boolean control file (`0644`): reads `"0\n"` or `"1\n"`, accepts what
-/// [`parse_bool`](parse::parse_bool) accepts. An optional hook runs on every accepted write
+/// [`UlongControl`] accepts, stored as `!!val` (`"0"` is false, `"1"`, `"7"` are true). An optional hook runs on every accepted write
 /// (with the new value) before it is stored, and may refuse it.
 pub struct BoolControl {
     value: crate::primitive::sync::atomic::AtomicBool,
@@ -510,7 +510,8 @@ impl ControlFile for BoolControl {
 }
 
 /// An unsigned numeric control file (`0644`), such as `tracing_thresh`: reads the value and
-/// a newline, accepts what [`parse_ulong`](parse::parse_ulong) accepts within `min..=max`.
+/// a newline, accepts what the kernel's `kstrtoul` accepts (decimal, `0x` hex, `0` octal, one
+/// trailing newline) within `min..=max`.
 #[derive(Debug)]
 pub struct UlongControl {
     value: AtomicU64,

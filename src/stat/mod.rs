@@ -12,8 +12,8 @@
 //!   refused atomically.
 //! - [`Tracefs`] (in `control.rs`) is the tracefs-like tree: `trace_stat/<name>` plus the
 //!   control files providers add, read and written as bytes, with typed errors.
-//! - [`parse_ulong`] / [`parse_bool`] (in `parse.rs`) are the kernel's `kstrtoul` rules that
-//!   every numeric control file shares.
+//! - `parse.rs`: the kernel's `kstrtoul` rules that every numeric control
+//!   file shares ([`UlongControl`], [`BoolControl`]).
 //! - `TypedStat` (in `typed.rs`, feature `json`): a read as typed data, for the exporters.
 //!
 //! # Invariants
@@ -37,7 +37,7 @@ pub(crate) use control::STAT_DIR;
 pub use control::{
     BoolControl, ControlFile, DirEntry, Mode, ReadOnlyFile, Tracefs, UlongControl, WriteMode,
 };
-pub use parse::{as_text, is_kernel_space, kernel_words, parse_bool, parse_option, parse_ulong};
+pub(crate) use parse::{as_text, is_kernel_space, kernel_words, parse_bool, parse_option};
 pub use registry::StatRegistry;
 #[cfg(feature = "json")]
 pub(crate) use snapshot::render_each;

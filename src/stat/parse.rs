@@ -17,25 +17,14 @@ use crate::error::InputError;
 const MAX_NUMBER_WRITE: usize = 64;
 
 /// The written bytes as text, or [`InputError::NotUtf8`].
-pub fn as_text(bytes: &[u8]) -> Result<&str, InputError> {
+pub(crate) fn as_text(bytes: &[u8]) -> Result<&str, InputError> {
     core::str::from_utf8(bytes).map_err(|e| InputError::NotUtf8 {
         valid_up_to: e.valid_up_to(),
     })
 }
 
 /// Parses an unsigned decimal number with the kernel's `kstrtoul` rules (base 10).
-///
-/// ```
-/// use tracestat::stat::parse_ulong;
-/// assert_eq!(parse_ulong(b"7").unwrap(), 7);
-/// assert_eq!(parse_ulong(b"1\n").unwrap(), 1);
-/// assert_eq!(parse_ulong(b"+42").unwrap(), 42);
-/// assert!(parse_ulong(b"").is_err());
-/// assert!(parse_ulong(b"1x").is_err());
-/// assert!(parse_ulong(b"-1").is_err());
-/// assert!(parse_ulong(b" 1").is_err());
-/// ```
-pub fn parse_ulong(bytes: &[u8]) -> Result<u64, InputError> {
+pub(crate) fn parse_ulong(bytes: &[u8]) -> Result<u64, InputError> {
     if bytes.len() > MAX_NUMBER_WRITE {
         return Err(InputError::TooLong {
             len: bytes.len(),
@@ -78,34 +67,27 @@ pub fn parse_ulong(bytes: &[u8]) -> Result<u64, InputError> {
 
 /// Parses a boolean control write: any number [`parse_ulong`] accepts, stored as `!!val`
 /// (`"0"` is false, `"1"`, `"7"` are true).
-pub fn parse_bool(bytes: &[u8]) -> Result<bool, InputError> {
+pub(crate) fn parse_bool(bytes: &[u8]) -> Result<bool, InputError> {
     parse_ulong(bytes).map(|v| v != 0)
 }
 
 /// Whether `c` is whitespace to the kernel's `isspace` on the ASCII range (space, `\t`,
 /// `\n`, `\v`, `\f`, `\r`): how control files split and trim writes. Unicode spaces
 /// (U+2003, U+00A0 as UTF-8) are not: a word holding one is a word, not a separator.
-pub fn is_kernel_space(c: char) -> bool {
+pub(crate) fn is_kernel_space(c: char) -> bool {
     matches!(c, ' ' | '\t' | '\n' | '\x0B' | '\x0C' | '\r')
 }
 
 /// The words of a control write, split on [`is_kernel_space`] (never on Unicode
 /// whitespace, which `str::split_whitespace` would use).
-pub fn kernel_words(text: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn kernel_words(text: &str) -> impl Iterator<Item = &str> {
     text.split(is_kernel_space).filter(|w| !w.is_empty())
 }
 
 /// Parses a write to a kernel option file (`options/graph-time`, ...): a number
 /// [`parse_ulong`] accepts that is 0 or 1, as the kernel's `trace_options_write` (any other
 /// value is EINVAL, here [`InputError::OutOfRange`]).
-///
-/// ```
-/// use tracestat::stat::parse_option;
-/// assert!(parse_option(b"1\n").unwrap());
-/// assert!(!parse_option(b"0").unwrap());
-/// assert!(parse_option(b"2").is_err());
-/// ```
-pub fn parse_option(bytes: &[u8]) -> Result<bool, InputError> {
+pub(crate) fn parse_option(bytes: &[u8]) -> Result<bool, InputError> {
     match parse_ulong(bytes)? {
         0 => Ok(false),
         1 => Ok(true),
@@ -120,6 +102,20 @@ pub fn parse_option(bytes: &[u8]) -> Result<bool, InputError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ulong_and_option_forms() {
+        assert_eq!(parse_ulong(b"7").unwrap(), 7);
+        assert_eq!(parse_ulong(b"1\n").unwrap(), 1);
+        assert_eq!(parse_ulong(b"+42").unwrap(), 42);
+        assert!(parse_ulong(b"").is_err());
+        assert!(parse_ulong(b"1x").is_err());
+        assert!(parse_ulong(b"-1").is_err());
+        assert!(parse_ulong(b" 1").is_err());
+        assert!(parse_option(b"1\n").unwrap());
+        assert!(!parse_option(b"0").unwrap());
+        assert!(parse_option(b"2").is_err());
+    }
 
     #[test]
     fn accepts_kernel_forms() {

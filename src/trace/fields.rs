@@ -301,6 +301,8 @@ impl Fields {
 
 /// Field names that hold addresses: their values are hexadecimal even without `0x` and
 /// without a letter (`call_site=811223c5`, `ptr=00000000a1b2c3d4`).
+// The offline hist triggers' parser (`trace::hist`), which loom builds leave out.
+#[cfg_attr(loom, allow(dead_code))]
 const HEX_FIELDS: &[&str] = &[
     "call_site",
     "ptr",
@@ -318,7 +320,8 @@ const HEX_FIELDS: &[&str] = &[
 /// A field value as a number, or `None` for a string: decimal (`-` allowed, stored as
 /// two's complement as the kernel stores signed fields), `0x` hexadecimal, and plain
 /// hexadecimal where the name is an address field or the digits hold a letter `a`-`f`.
-pub fn number(name: &str, v: &str) -> Option<u64> {
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) fn number(name: &str, v: &str) -> Option<u64> {
     if let Some(h) = v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
         return hex(h);
     }
@@ -338,6 +341,7 @@ pub fn number(name: &str, v: &str) -> Option<u64> {
     })
 }
 
+#[cfg_attr(loom, allow(dead_code))]
 fn hex(h: &str) -> Option<u64> {
     if h.is_empty() || h.len() > 16 || !h.bytes().all(|c| c.is_ascii_hexdigit()) {
         return None;

@@ -46,17 +46,9 @@ pub(super) const MAX_SPLIT_TRIES: usize = 3;
 /// events, printk, stack traces, `trace-cmd report`; the normal or the latency layout) into
 /// the head's [`Context`] and the payload after the `": "`, leading spaces removed. `None`
 /// when none of the line's first `": "` is preceded by such a head.
-///
-/// ```
-/// use tracestat::trace::split_head;
-///
-/// let (ctx, payload) = split_head("  bash-1977  [003] d..1. 17284.993652: sched_waking: comm=ls pid=9").unwrap();
-/// assert_eq!((ctx.task, ctx.pid, ctx.cpu, ctx.ts_ns), (Some("bash"), Some(1977), Some(3), Some(17_284_993_652_000)));
-/// assert_eq!(payload, "sched_waking: comm=ls pid=9");
-/// assert!(split_head(" 0)   0.651 us    |  kfree();").is_none());
-/// ```
 #[inline]
-pub fn split_head(line: &str) -> Option<(Context<'_>, &str)> {
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) fn split_head(line: &str) -> Option<(Context<'_>, &str)> {
     let mut from = 0;
     for _ in 0..MAX_SPLIT_TRIES {
         let p = find2(line, from, *b": ")?;
@@ -164,4 +156,22 @@ pub(super) fn fast_head(head: &str) -> Option<Context<'_>> {
         pid: Some(pid),
         ts_ns: Some(ts_ns),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_head_splits_from_its_payload() {
+        let (ctx, payload) =
+            split_head("  bash-1977  [003] d..1. 17284.993652: sched_waking: comm=ls pid=9")
+                .unwrap();
+        assert_eq!(
+            (ctx.task, ctx.pid, ctx.cpu, ctx.ts_ns),
+            (Some("bash"), Some(1977), Some(3), Some(17_284_993_652_000))
+        );
+        assert_eq!(payload, "sched_waking: comm=ls pid=9");
+        assert!(split_head(" 0)   0.651 us    |  kfree();").is_none());
+    }
 }

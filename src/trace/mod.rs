@@ -7,8 +7,8 @@
 //! - `lines.rs`: [`Lines`], the bounded line reader (one reused buffer, lines over the limit
 //!   and lines that are not UTF-8 skipped and reported).
 //! - `head.rs`: [`Context`] (CPU, task, PID, timestamp: their types once) and the line head
-//!   `task-pid [cpu] flags ts:`, [`split_head`].
-//! - `fields.rs`: an event's name and its `name=value` fields ([`Fields`], [`number`]).
+//!   `task-pid [cpu] flags ts:`.
+//! - `fields.rs`: an event's name and its `name=value` fields ([`Fields`]).
 //! - `parse.rs`, `funcgraph.rs`, `lex.rs`, `kind.rs`, `event.rs`: [`Parser`], one line in, one
 //!   typed [`Event`] out, for the function and function_graph tracers; [`Reader`] runs it
 //!   over a stream. [`Replay`](crate::replay::Replay) counts its events.
@@ -110,8 +110,12 @@ mod parse;
 mod reader;
 
 pub use event::{Event, Symbol};
-pub use fields::{Fields, number};
-pub use head::{Context, split_head};
+pub use fields::Fields;
+#[cfg(not(loom))]
+pub(crate) use fields::number;
+pub use head::Context;
+#[cfg(not(loom))]
+pub(crate) use head::split_head;
 pub use kind::{LineCounts, LineKind, Parsed};
 #[cfg(not(loom))]
 pub(crate) use lex::task_pid;

@@ -7,7 +7,7 @@ use std::hint::black_box;
 use std::sync::{Mutex, MutexGuard};
 
 use tracestat::alloc::{Kmem, TracedAlloc};
-use tracestat::profile::Ftrace;
+use tracestat::hook::Ftrace;
 use tracestat::stat::Tracefs;
 
 mod concurrency;

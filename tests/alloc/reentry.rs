@@ -6,7 +6,7 @@ use std::fmt;
 use std::hint::black_box;
 
 use tracestat::alloc::Kmem;
-use tracestat::profile::{Ftrace, FtraceOps, SiteDef};
+use tracestat::hook::{Ftrace, FtraceOps, SiteDef};
 use tracestat::stat::{StatTracer, Tracefs};
 
 use crate::{clear_all, rows};

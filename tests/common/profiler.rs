@@ -10,7 +10,8 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions, ScopeGuard, Site, SiteDef};
+use tracestat::hook::{Ftrace, ScopeGuard, Site, SiteDef};
+use tracestat::profile::{FunctionProfiler, ProfileOptions};
 
 /// Hit counting only: the profiler's plain function ops.
 pub const HITS: ProfileOptions = ProfileOptions {
@@ -59,22 +60,6 @@ pub const EVERY: [ProfileOptions; 6] = [
     },
 ];
 
-/// Runs `test` once for each entry of `options`, in order, each time on a new hook-layer
-/// instance with one site per name in `sites` (module `tests`, site `i` is `sites[i]`) and
-/// a profiler on it, set to those options and enabled. `test` gets the options (to name
-/// them in its failure messages), the instance and the profiler.
-pub fn with_profiler(
-    options: &[ProfileOptions],
-    sites: &[&str],
-    mut test: impl FnMut(ProfileOptions, Arc<Ftrace>, FunctionProfiler),
-) {
-    for &opts in options {
-        let ftrace = Ftrace::new(sites.iter().map(|n| SiteDef::new(*n, "tests")));
-        let profiler = enabled_on(&ftrace, opts);
-        test(opts, ftrace, profiler);
-    }
-}
-
 /// Which sites a run's calls go through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SiteKind {
@@ -122,8 +107,8 @@ impl Sites {
     }
 }
 
-/// [`with_profiler`] on each kind of site in `kinds`: for each kind, each entry of
-/// `options` in order gets a new profiler on the kind's instance (a fresh one with one
+/// Runs `test` on each kind of site in `kinds`: for each kind, each entry of `options` in
+/// order gets a new profiler on the kind's instance (a fresh one with one
 /// owned site per name in `sites`, or the global one, whose static sites of those names
 /// [`static_site`] lists), set to those options and enabled. `test` gets the kind and
 /// options (to name them in its failure messages), the sites and the profiler.
@@ -185,6 +170,7 @@ pub fn static_site(name: &str) -> &'static Site {
         "a" => tracestat::__tracestat_static_site!("a"),
         "b" => tracestat::__tracestat_static_site!("b"),
         "late" => tracestat::__tracestat_static_site!("late"),
+        "recurse" => tracestat::__tracestat_static_site!("recurse"),
         _ => panic!("no static site {name:?}: add it to static_site"),
     }
 }

@@ -3,9 +3,14 @@
 use std::collections::BTreeMap;
 
 use crate::common::{BAD, bad_names, labels, sample};
-use tracestat::export::{
-    Counter, ModelError, Profile, TextFormat, to_metrics_text, to_openmetrics,
-};
+use tracestat::export::{Counter, ModelError, Profile, to_openmetrics, to_prometheus_text};
+
+/// The two metrics text formats.
+#[derive(Debug, Clone, Copy)]
+enum TextFormat {
+    OpenMetrics,
+    Prometheus,
+}
 
 #[derive(Debug)]
 struct Sample {
@@ -109,7 +114,11 @@ fn parse(text: &str) -> Parsed {
 
 fn text(p: &Profile, format: TextFormat) -> String {
     let mut out = Vec::new();
-    to_metrics_text(p, format, &mut out).unwrap();
+    match format {
+        TextFormat::OpenMetrics => to_openmetrics(p, &mut out),
+        TextFormat::Prometheus => to_prometheus_text(p, &mut out),
+    }
+    .unwrap();
     String::from_utf8(out).unwrap()
 }
 

@@ -119,7 +119,8 @@ fn profiler_hits(name: &str) -> u64 {
 fn a_static_site_counts_exactly_through_every_kind_of_entry() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
-    use tracestat::profile::{Ftrace, FtraceOps, ProfileOptions};
+    use tracestat::hook::{Ftrace, FtraceOps};
+    use tracestat::profile::ProfileOptions;
 
     let _serial = crate::serial();
     let profiler = FunctionProfiler::global();
@@ -175,7 +176,8 @@ fn pid_leaf(x: u64) -> u64 {
 /// function called on another thread is not counted, counting or timing.
 #[test]
 fn static_sites_honour_set_ftrace_pid() {
-    use tracestat::profile::{ProfileOptions, current_tid};
+    use tracestat::hook::current_tid;
+    use tracestat::profile::ProfileOptions;
 
     let _serial = crate::serial();
     let profiler = FunctionProfiler::global();

@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use tracestat::profile::{Ftrace, FtraceOps, OpsFlags};
+use tracestat::hook::{Ftrace, FtraceOps, OpsFlags};
 use tracestat::stat::WriteMode;
 
 #[tracestat::traced]

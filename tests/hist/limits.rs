@@ -3,10 +3,12 @@
 
 use tracestat::hist::{
     BucketSpec, CellLayout, EventSource, HashHist, HistError, Key, LayoutMismatch,
-    MAX_INITIAL_CAPACITY, MAX_PROCESS_TABLE_BYTES, MAX_TABLE_BYTES, Snapshot, SpecErrorKind,
-    TableBudget,
+    MAX_PROCESS_TABLE_BYTES, MAX_TABLE_BYTES, Snapshot, SpecErrorKind, TableBudget,
 };
 use tracestat::stat::Tracefs;
+
+/// The largest initial capacity a table accepts, as `HashHist::with_capacity` documents it.
+const MAX_INITIAL_CAPACITY: usize = 1 << 24;
 
 #[test]
 fn an_initial_capacity_too_large_is_refused_not_aborted() {

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::ops::{calls, hit, recorder, refcounts};
 
 use tracestat::Error;
-use tracestat::profile::{Ftrace, FtraceOps, OpsFlags, SiteDef};
+use tracestat::hook::{Ftrace, FtraceOps, OpsFlags, SiteDef};
 use tracestat::stat::WriteMode::Truncate;
 
 #[test]
@@ -58,7 +58,7 @@ fn retired_sites_are_never_called_again_and_keep_their_record() {
     let lib = f
         .add_sites((0..40).map(|i| SiteDef::new(format!("f{i}"), "libplugin.so")))
         .unwrap();
-    let kept: &tracestat::profile::Site = f.site(lib.start + 3).unwrap();
+    let kept: &tracestat::hook::Site = f.site(lib.start + 3).unwrap();
     hit(&f, lib.start + 3);
     f.retire_sites(lib.clone()).unwrap();
     assert!(f.is_retired(lib.start) && !f.is_retired(0));

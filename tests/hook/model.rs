@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use tracestat::profile::{Ftrace, FtraceOps, Glob, OpsFlags, SiteDef};
+use tracestat::hook::{Ftrace, FtraceOps, Glob, OpsFlags, SiteDef};
 use tracestat::stat::WriteMode;
 
 /// The obvious recursive matcher for `*`, `?` and literals.
@@ -123,7 +123,7 @@ proptest! {
             SiteDef::new("c_x", "m2"),
             SiteDef::new("c_b", "m3"),
         ]);
-        let noop = |_: usize, _: usize, _: &FtraceOps, _: Option<&tracestat::profile::Regs>| {};
+        let noop = |_: usize, _: usize, _: &FtraceOps, _: Option<&tracestat::hook::Regs>| {};
         let ops = vec![
             FtraceOps::builder(noop).build(),
             FtraceOps::builder(noop).flags(OpsFlags::IPMODIFY).build(),

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tracestat::Error;
-use tracestat::profile::{
+use tracestat::hook::{
     FilterError, Ftrace, FtraceOps, GraphReturn, OpsFlags, PidError, Regs, SHADOW_STACK_DEPTH,
     ShadowStack, SiteDef,
 };
@@ -230,14 +230,14 @@ fn pid_filtering() {
     let all_ops = recorder(OpsFlags::NONE);
     f.register(&pid_ops).unwrap();
     f.register(&all_ops).unwrap();
-    let me = tracestat::profile::current_tid();
+    let me = tracestat::hook::current_tid();
     // One long-lived second thread, so its id stays the one written to set_ftrace_pid.
     let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
     let (done_tx, done_rx) = std::sync::mpsc::channel::<u32>();
     let worker = {
         let f = Arc::clone(&f);
         std::thread::spawn(move || {
-            done_tx.send(tracestat::profile::current_tid()).unwrap();
+            done_tx.send(tracestat::hook::current_tid()).unwrap();
             while go_rx.recv().is_ok() {
                 hit(&f, 0);
                 done_tx.send(0).unwrap();
@@ -346,7 +346,7 @@ fn parent_ip_and_regs() {
     assert_eq!(ips, [(o, 0), (i, o), (i, 0)]);
     assert!(
         seen.iter()
-            .all(|r| r.tid == tracestat::profile::current_tid() && r.sp != 0)
+            .all(|r| r.tid == tracestat::hook::current_tid() && r.sp != 0)
     );
     assert!(f.enabled_functions().contains("outer [m::outer] (1) R  \n"));
 }
@@ -405,8 +405,8 @@ fn graph_times_and_refusal() {
     let g = graph_recorder(Some(refused_ip));
     f.register(&g).unwrap();
     let spin = |ns: u64| {
-        let t = tracestat::profile::now_ns();
-        while tracestat::profile::now_ns() - t < ns {}
+        let t = tracestat::hook::now_ns();
+        while tracestat::hook::now_ns() - t < ns {}
     };
     {
         let _o = f.call(f.site(0).unwrap());
@@ -737,4 +737,47 @@ fn a_return_goes_to_the_registration_that_took_the_entry() {
     drop(f.call(site));
     assert_eq!(returns(&c).len(), 1);
     assert_eq!(returns(&b).len(), 0);
+}
+
+/// Graph hooks are given the site's index in the instance, on the live path and through the
+/// replay entry points; an ip that is not a site of the instance has none.
+#[test]
+fn graph_hooks_are_given_the_site_index() {
+    type Seen = Mutex<Vec<Option<usize>>>;
+    let f = Ftrace::new(["a", "b", "c"].map(|n| SiteDef::new(n, "tests")));
+    let entries = Arc::new(Seen::default());
+    let seen = Arc::clone(&entries);
+    let ops = FtraceOps::graph(
+        move |e, _| {
+            seen.lock().unwrap().push(e.site_index());
+            true
+        },
+        |r, ops| {
+            let rets = ops.private::<Seen>().unwrap();
+            rets.lock().unwrap().push(r.site_index());
+        },
+    )
+    .private(Seen::default())
+    .build();
+    f.register(&ops).unwrap();
+    drop(f.call(f.site(2).unwrap()));
+    {
+        let _outer = f.call(f.site(0).unwrap());
+        drop(f.call(f.site(1).unwrap()));
+    }
+    let mut stack = ShadowStack::new();
+    let foreign = 0x1234_5678; // an interned name, not a site of `f`
+    assert!(f.graph_entry_at(&mut stack, foreign, 0, 10));
+    let ret = f.graph_return_at(&mut stack, 20).unwrap();
+    assert_eq!((ret.func, ret.site_index()), (foreign, None));
+    assert!(f.graph_entry_at(&mut stack, f.site(1).unwrap().ip(), 0, 30));
+    assert_eq!(
+        f.graph_return_at(&mut stack, 40).unwrap().site_index(),
+        Some(1)
+    );
+    f.unregister(&ops).unwrap();
+    let entered = entries.lock().unwrap().clone();
+    assert_eq!(entered, [Some(2), Some(0), Some(1), None, Some(1)]);
+    let returned = ops.private::<Seen>().unwrap().lock().unwrap().clone();
+    assert_eq!(returned, [Some(2), Some(1), Some(0), None, Some(1)]);
 }

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use tracestat::profile::{Ftrace, FtraceOps, ReadSideBarrier, SiteDef};
+use tracestat::hook::{Ftrace, FtraceOps, ReadSideBarrier, SiteDef};
 
 /// Set in the children, so that only they run the stress body at full length.
 const CHILD: &str = "TRACESTAT_READ_SIDE_CHILD";

@@ -13,7 +13,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use tracestat::profile::{Ftrace, FtraceOps, FunctionProfiler, TraceClock, install};
+use tracestat::hook::{Ftrace, FtraceOps, TraceClock, install};
+use tracestat::profile::FunctionProfiler;
 use tracestat::stat::{Tracefs, WriteMode};
 
 const THREADS: usize = 8;
@@ -80,7 +81,7 @@ fn everything_at_once_keeps_exact_totals() {
     let f = Ftrace::new(
         NAMES
             .iter()
-            .map(|n| tracestat::profile::SiteDef::new(*n, "stress")),
+            .map(|n| tracestat::hook::SiteDef::new(*n, "stress")),
     );
     let fs = Arc::new(Tracefs::new());
     install(&f, &fs).unwrap();

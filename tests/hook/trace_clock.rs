@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tracestat::profile::{Ftrace, FtraceOps, TraceClock, install, now_ns};
+use tracestat::hook::{Ftrace, FtraceOps, TraceClock, install, now_ns};
 use tracestat::stat::Tracefs;
 use tracestat::{Error, InputError};
 
@@ -210,7 +210,7 @@ fn trace_clock_file_lists_switches_and_refuses() {
 #[test]
 fn every_clock_times_calls_of_an_accepting_graph_ops() {
     with_each_clock(|clock| {
-        let f = Ftrace::new([tracestat::profile::SiteDef::new("wait", "tests")]);
+        let f = Ftrace::new([tracestat::hook::SiteDef::new("wait", "tests")]);
         let durations = Arc::new(Mutex::new(Vec::new()));
         let overruns = Arc::new(AtomicU64::new(0));
         let (d, o) = (Arc::clone(&durations), Arc::clone(&overruns));
@@ -228,7 +228,7 @@ fn every_clock_times_calls_of_an_accepting_graph_ops() {
             std::thread::sleep(Duration::from_millis(5));
         }
         // Nested deeper than the stack: the innermost calls are overruns.
-        let depth = tracestat::profile::SHADOW_STACK_DEPTH;
+        let depth = tracestat::hook::SHADOW_STACK_DEPTH;
         let guards: Vec<_> = (0..depth + 3).map(|_| f.call(site)).collect();
         drop(guards.into_iter().rev().collect::<Vec<_>>());
         f.unregister(&ops).unwrap();

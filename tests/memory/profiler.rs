@@ -5,7 +5,8 @@
 
 use std::sync::Arc;
 
-use tracestat::profile::{Ftrace, FunctionProfiler, SiteDef};
+use tracestat::hook::{Ftrace, SiteDef};
+use tracestat::profile::FunctionProfiler;
 use tracestat::stat::Tracefs;
 
 /// The resident set, KiB (`None` where `/proc` is missing).

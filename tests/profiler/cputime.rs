@@ -7,7 +7,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use tracestat::profile::{CpuClock, CpuClockError, thread_cpu_ns};
+use tracestat::hook::{CpuClock, CpuClockError, thread_cpu_ns};
 
 /// Set in the children: what to do before the first read.
 const CHILD: &str = "TRACESTAT_CPUTIME_CHILD";

@@ -2,18 +2,18 @@
 //! graph-time off (self times add up), reset on enable while threads call, control files,
 //! per-thread files and thresholds.
 //!
-//! These tests use owned hook-layer instances (`Ftrace::new`) so they do not share state;
-//! the global profiler with `#[traced]` functions is tested in `tests/global/function_profiler.rs`.
+//! These tests use owned hook-layer instances (`Ftrace::new`) so they do not share state,
+//! or run on both owned and static sites (`with_profiler_on`); the global profiler with
+//! `#[traced]` functions is tested in `tests/global/function_profiler.rs`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::common::kernel_format;
-use crate::common::profiler::{
-    BOTH, EVERY, HITS_AND_TIMED, TIMED, with_profiler, with_profiler_on,
-};
+use crate::common::profiler::{BOTH, EVERY, HITS_AND_TIMED, Sites, TIMED, with_profiler_on};
 use kernel_format::{FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED, graph_duration};
-use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions, ShadowStack, SiteDef};
+use tracestat::hook::{Ftrace, ShadowStack, SiteDef};
+use tracestat::profile::{FunctionProfiler, ProfileOptions};
 use tracestat::stat::{Tracefs, WriteMode};
 use tracestat::{Error, InputError};
 
@@ -204,11 +204,11 @@ fn exited_threads_fold_into_exact_totals() {
 /// thread's pid change takes effect at its next call.
 #[test]
 fn the_profiler_honours_set_ftrace_pid() {
-    with_profiler(&EVERY, &["f"], |mode, ftrace, profiler| {
-        let site = ftrace.find("f").unwrap();
+    with_profiler_on(&BOTH, &EVERY, &["f"], |kind, mode, sites, profiler| {
+        let ftrace = sites.ftrace();
         let calls = |n: u64| {
             for _ in 0..n {
-                drop(ftrace.call(site));
+                drop(sites.call(0));
             }
         };
         let (go, done) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
@@ -223,7 +223,7 @@ fn the_profiler_honours_set_ftrace_pid() {
                 calls(7); // list cleared: counted
             });
             go.wait();
-            let me = tracestat::profile::current_tid();
+            let me = tracestat::hook::current_tid();
             ftrace
                 .set_pids(&me.to_string(), WriteMode::Truncate)
                 .unwrap();
@@ -235,7 +235,7 @@ fn the_profiler_honours_set_ftrace_pid() {
             other.join().unwrap();
         });
         let hits: u64 = profiler.rows(None).iter().map(|r| r.hits).sum();
-        assert_eq!(hits, 3 + 11 + 7, "{mode:?}");
+        assert_eq!(hits, 3 + 11 + 7, "{kind:?} {mode:?}");
     });
 }
 
@@ -628,7 +628,7 @@ fn option_change_while_enabled_restarts_with_the_new_option() {
 fn filters_apply_to_the_profiler() {
     let fs = &new_fs();
     let ftrace = instance(&["net_rx", "net_tx", "disk_io"]);
-    tracestat::profile::install(&ftrace, fs).unwrap();
+    tracestat::hook::install(&ftrace, fs).unwrap();
     let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
     profiler.install(fs).unwrap();
     fs.write("set_ftrace_filter", b"net_*").unwrap();
@@ -757,7 +757,7 @@ fn the_profile_export_carries_functions_paths_and_latency_histograms() {
 /// `graph_overruns`.
 #[test]
 fn recursion_deeper_than_the_shadow_stack_counts_every_call() {
-    use tracestat::profile::{SHADOW_STACK_DEPTH, install};
+    use tracestat::hook::{SHADOW_STACK_DEPTH, install};
     let wall_and_cpu = [
         TIMED,
         ProfileOptions {
@@ -765,25 +765,32 @@ fn recursion_deeper_than_the_shadow_stack_counts_every_call() {
             ..TIMED
         },
     ];
-    with_profiler(&wall_and_cpu, &["recurse"], |opts, ftrace, profiler| {
-        let fs = &new_fs();
-        install(&ftrace, fs).unwrap();
-        fn recurse(f: &Ftrace, n: usize) {
-            let _s = f.call(f.site(0).unwrap());
-            if n > 1 {
-                recurse(f, n - 1);
+    with_profiler_on(
+        &BOTH,
+        &wall_and_cpu,
+        &["recurse"],
+        |kind, opts, sites, profiler| {
+            let (fs, ftrace) = (&new_fs(), sites.ftrace());
+            install(ftrace, fs).unwrap();
+            // The global instance's count is the binary's so far: this run adds to it.
+            let before = ftrace.graph_overruns();
+            fn recurse(sites: &Sites, n: usize) {
+                let _s = sites.call(0);
+                if n > 1 {
+                    recurse(sites, n - 1);
+                }
             }
-        }
-        recurse(&ftrace, 200);
-        profiler.disable().unwrap();
-        let rows = profiler.rows(None);
-        assert_eq!(rows.len(), 1, "{opts:?}");
-        assert_eq!(rows[0].hits, 200, "{opts:?}");
-        assert!(rows[0].time_ns > 0);
-        let overruns = (200 - SHADOW_STACK_DEPTH) as u64;
-        assert_eq!(ftrace.graph_overruns(), overruns);
-        assert_eq!(fs.read("graph_overruns").unwrap(), format!("{overruns}\n"));
-    });
+            recurse(sites, 200);
+            profiler.disable().unwrap();
+            let rows = profiler.rows(None);
+            assert_eq!(rows.len(), 1, "{kind:?} {opts:?}");
+            assert_eq!(rows[0].hits, 200, "{kind:?} {opts:?}");
+            assert!(rows[0].time_ns > 0);
+            let overruns = before + (200 - SHADOW_STACK_DEPTH) as u64;
+            assert_eq!(ftrace.graph_overruns(), overruns, "{kind:?} {opts:?}");
+            assert_eq!(fs.read("graph_overruns").unwrap(), format!("{overruns}\n"));
+        },
+    );
 }
 
 /// The typed JSON document of `trace_stat/functions` lists its rows in the text file's

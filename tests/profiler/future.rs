@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use crate::common::kernel_format;
 
-use tracestat::profile::{Ftrace, FunctionProfiler, FunctionRow, ProfileOptions, SiteDef};
+use tracestat::hook::{Ftrace, SiteDef};
+use tracestat::profile::{FunctionProfiler, FunctionRow, ProfileOptions};
 use tracestat::stat::Tracefs;
 
 const OUTER: usize = 0;
@@ -53,7 +54,7 @@ struct Seen {
 }
 
 fn tid() -> u64 {
-    tracestat::profile::current_tid() as u64
+    tracestat::hook::current_tid() as u64
 }
 
 /// A synchronous traced call made inside a poll.
@@ -382,8 +383,8 @@ fn unpolled_and_untraced_futures_are_not_calls() {
 
 /// Spins until this thread has used `ns` of CPU time.
 fn burn_cpu(ns: u64) {
-    let start = tracestat::profile::thread_cpu_ns();
-    while tracestat::profile::thread_cpu_ns() - start < ns {
+    let start = tracestat::hook::thread_cpu_ns();
+    while tracestat::hook::thread_cpu_ns() - start < ns {
         std::hint::spin_loop();
     }
 }

@@ -4,10 +4,10 @@
 //! an enabled profiler unregisters its ops and frees its state (no reference cycle left).
 
 use crate::common::profiler::{
-    BOTH, EVERY, HITS_AND_TIMED, SiteKind, Sites, with_profiler, with_profiler_on,
+    BOTH, EVERY, HITS_AND_TIMED, SiteKind, Sites, static_site, with_profiler_on,
 };
 use std::sync::Arc;
-use tracestat::profile::{Ftrace, FunctionProfiler};
+use tracestat::profile::FunctionProfiler;
 
 /// `threads` threads each call site 0 with site 1 nested inside, `calls` times, and exit
 /// (joined: their thread-locals' destructors have run when this returns).
@@ -70,14 +70,17 @@ fn exact_totals_resets_and_no_leak_in_every_mode() {
     });
 }
 
-/// Makes a traced call of `ftrace`'s first site when dropped: a thread-local destructor
-/// that runs after the hook layer's own per-thread state is gone.
-struct CallsOnDrop(Option<Arc<Ftrace>>);
+/// A traced call of a run's site, which another thread can make.
+type Call = Arc<dyn Fn() + Send + Sync>;
+
+/// Makes its traced call when dropped: a thread-local destructor that runs after the hook
+/// layer's own per-thread state is gone.
+struct CallsOnDrop(Option<Call>);
 
 impl Drop for CallsOnDrop {
     fn drop(&mut self) {
-        if let Some(ftrace) = self.0.take() {
-            drop(ftrace.call(ftrace.site(0).unwrap()));
+        if let Some(call) = self.0.take() {
+            call();
         }
     }
 }
@@ -94,17 +97,31 @@ thread_local! {
 /// would be dispatched through a retired slot (and counted in the orphan table).
 #[test]
 fn a_call_from_a_late_thread_local_destructor_is_not_traced() {
-    with_profiler(&HITS_AND_TIMED, &["late"], |opts, ftrace, profiler| {
-        let timing = opts.timing;
-        let f = Arc::clone(&ftrace);
-        std::thread::spawn(move || {
-            // First use (destructor registered) before any traced call, so it runs last.
-            LATE.with(|l| l.borrow_mut().0 = Some(Arc::clone(&f)));
-            drop(f.call(f.site(0).unwrap()));
-        })
-        .join()
-        .unwrap();
-        let hits: u64 = profiler.rows(None).iter().map(|r| r.hits).sum();
-        assert_eq!(hits, 1, "timing: {timing}");
-    });
+    with_profiler_on(
+        &BOTH,
+        &HITS_AND_TIMED,
+        &["late"],
+        |kind, opts, sites, profiler| {
+            let timing = opts.timing;
+            let call: Call = match kind {
+                SiteKind::Owned => {
+                    let f = Arc::clone(sites.ftrace());
+                    Arc::new(move || drop(f.call(f.site(0).unwrap())))
+                }
+                SiteKind::Static => {
+                    let site = static_site("late");
+                    Arc::new(move || drop(site.enter()))
+                }
+            };
+            std::thread::spawn(move || {
+                // First use (destructor registered) before any traced call, so it runs last.
+                LATE.with(|l| l.borrow_mut().0 = Some(Arc::clone(&call)));
+                call();
+            })
+            .join()
+            .unwrap();
+            let hits: u64 = profiler.rows(None).iter().map(|r| r.hits).sum();
+            assert_eq!(hits, 1, "{kind:?}, timing: {timing}");
+        },
+    );
 }

@@ -405,7 +405,7 @@ fn a_dropped_replay_gives_its_memory_back() {
 #[test]
 fn replayed_hits_reach_the_ops_of_the_hook_interface() {
     use std::sync::Mutex;
-    use tracestat::profile::FtraceOps;
+    use tracestat::hook::FtraceOps;
     use tracestat::trace::Reader;
 
     for (file, mode) in [

@@ -1,5 +1,5 @@
-//! The task table's bounds: a stream of more tasks than [`MAX_TASKS`] (every exited task
-//! leaves `do_exit() {` open) and deeper stacks than [`MAX_OPEN_CALLS`] holds are replayed
+//! The task table's bounds: a stream of more tasks than `MAX_TASKS` (every exited task
+//! leaves `do_exit() {` open) and deeper stacks than `MAX_OPEN_CALLS` holds are replayed
 //! with every entry counted; the least recently seen tasks' open calls are evicted and
 //! counted as open at the end, and memory stays bounded. The soak test streams any number of
 //! task ids (`TRACESTAT_SOAK_TASKS`, default 80,000) through the parser.
@@ -7,8 +7,14 @@
 use std::io::{self, Read};
 use std::time::{Duration, Instant};
 
-use tracestat::replay::{MAX_OPEN, MAX_OPEN_CALLS, MAX_TASKS, Replay, ReplayOptions, Sort};
+use tracestat::replay::{Replay, ReplayOptions, Sort};
 use tracestat::trace::{Context, Event, Symbol};
+
+/// The replay's documented bounds: tasks with open calls, open calls in all, open calls of
+/// one task.
+const MAX_TASKS: usize = 1 << 16;
+const MAX_OPEN_CALLS: usize = 1 << 18;
+const MAX_OPEN: usize = 4096;
 
 fn rows(replay: &Replay) -> std::collections::BTreeMap<String, (u64, u64, u128)> {
     replay

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use crate::common::kernel_format;
 use kernel_format::graph_duration;
 use tracestat::hist::{CellLayout, HashHist, Row, Shard, Stats};
-use tracestat::profile::{Ftrace, FunctionProfiler, ShadowStack, SiteDef};
+use tracestat::hook::{Ftrace, ShadowStack, SiteDef};
+use tracestat::profile::FunctionProfiler;
 
 const M: u64 = u64::MAX;
 

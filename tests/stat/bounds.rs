@@ -7,10 +7,13 @@ use std::time::Duration;
 
 use tracestat::Error;
 use tracestat::hist::{
-    CellLayout, EventSource, HashHist, MAX_PENDING_SINKS, MAX_TRIGGERS_PER_EVENT, SinkBacklog,
-    SpecError, SpecErrorKind,
+    CellLayout, EventSource, HashHist, MAX_TRIGGERS_PER_EVENT, SinkBacklog, SpecError,
+    SpecErrorKind,
 };
 use tracestat::stat::Tracefs;
+
+/// The most snapshots that wait for a table's sink at once, as `SinkBacklog` documents it.
+const MAX_PENDING_SINKS: usize = 4;
 
 /// A slow sink used to let retired generations pile up in the epoch's bags (5.56 GB in
 /// 20 s); now a reset waits until a sink has finished once the backlog is full, and every

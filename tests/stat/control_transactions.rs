@@ -14,9 +14,16 @@ use crate::common::kernel_format;
 use kernel_format::{FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED};
 use proptest::prelude::*;
 use tracestat::Error;
-use tracestat::profile::GRAPH_SLOTS;
-use tracestat::profile::{Ftrace, FtraceOps, FunctionProfiler, ProfileOptions, SiteDef};
+use tracestat::hook::{Ftrace, FtraceOps, SiteDef};
+use tracestat::profile::{FunctionProfiler, ProfileOptions};
 use tracestat::stat::{Tracefs, WriteMode};
+
+/// The graph ops an instance holds at once, as `Ftrace::register` documents it (its
+/// refusal's message names the count).
+const GRAPH_SLOTS: usize = 16;
+
+/// The largest thread id `set_ftrace_pid` takes, as the control file documents it.
+const PID_MAX: u32 = 1 << 22;
 
 /// The sites of every test instance: two profiled functions, the site whose callback makes
 /// a write, and one only the slot-holding graph ops cover.
@@ -47,7 +54,7 @@ impl Rig {
     fn new() -> Self {
         let fs = Arc::new(Tracefs::new());
         let ftrace = Ftrace::new(SITES.iter().map(|n| SiteDef::new(*n, "tests")));
-        tracestat::profile::install(&ftrace, &fs).unwrap();
+        tracestat::hook::install(&ftrace, &fs).unwrap();
         let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
         profiler.install(&fs).unwrap();
         // A function ops on `writer` whose callback makes the pending write.
@@ -337,7 +344,7 @@ fn replace_is_one_commit() {
     let mut rig = Rig::new();
     let count = |n: &Arc<AtomicU64>| {
         let n = Arc::clone(n);
-        move |_: &tracestat::profile::GraphEntry, _: &FtraceOps| {
+        move |_: &tracestat::hook::GraphEntry, _: &FtraceOps| {
             n.fetch_add(1, Ordering::Relaxed);
             true
         }
@@ -420,7 +427,7 @@ impl Model {
     fn covers(&self, site: usize) -> bool {
         (self.filter.is_empty() || self.filter.contains(&site))
             && !self.notrace.contains(&site)
-            && (self.pids.is_empty() || self.pids.contains(&tracestat::profile::current_tid()))
+            && (self.pids.is_empty() || self.pids.contains(&tracestat::hook::current_tid()))
     }
 
     fn listing(sites: &[usize]) -> String {
@@ -599,7 +606,7 @@ fn model_write(
             let mut pids: Vec<u32> = if append { m.pids.clone() } else { Vec::new() };
             for t in data.split_ascii_whitespace() {
                 let p: u32 = t.parse().map_err(|_| ())?;
-                if p == 0 || p > tracestat::profile::PID_MAX {
+                if p == 0 || p > PID_MAX {
                     return Err(());
                 }
                 pids.push(p);

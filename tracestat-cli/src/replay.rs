@@ -31,9 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tracestat::export::{self, Format, Profile};
-use tracestat::replay::{
-    DEFAULT_MAX_FUNCTIONS, Replay, ReplayOptions, ReplaySummary, Sort, TraceMode,
-};
+use tracestat::replay::{Replay, ReplayOptions, ReplaySummary, Sort, TraceMode};
 use tracestat::trace::Reader;
 
 /// Replay an ftrace function or function_graph trace and print trace_stat/functions
@@ -60,7 +58,7 @@ pub struct ReplayArgs {
     #[arg(long)]
     events: bool,
     /// Keep at most N distinct functions; further names are counted in one [other] row.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_FUNCTIONS as u64,
+    #[arg(long, value_name = "N", default_value_t = ReplayOptions::default().max_functions as u64,
           value_parser = clap::value_parser!(u64).range(1..=(u32::MAX as u64)))]
     max_functions: u64,
     /// tracing_thresh: hide functions whose average time is below this many microseconds.

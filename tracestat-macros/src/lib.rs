@@ -7,8 +7,8 @@
 //!   `Type::Trait::f`, `Trait::f`, `m::f`), and `#[notrace]`, which excludes one item.
 //!
 //! Use it through the re-export, `#[tracestat::traced]`. It gives the function a static
-//! call-site record (`tracestat::profile::Site`, the kernel's `dyn_ftrace`) placed in the
-//! `tracestat::profile::SITES` distributed slice, so every site of the binary is known before
+//! call-site record (`tracestat::hook::Site`, the kernel's `dyn_ftrace`) placed in the
+//! `tracestat::hook::SITES` distributed slice, so every site of the binary is known before
 //! any is called, and makes the function's first statement `SITE.enter()`, whose guard lives
 //! to the end of the body (the function-graph return hook runs when it drops, including
 //! during unwinding).
@@ -29,7 +29,7 @@
 //! On an `async fn` the body becomes an `async move` block wrapped in
 //! `TracedFuture` and awaited: the call is entered at the future's first
 //! poll and returns when it completes (or is dropped), its frame moving with the task
-//! between polls (see `tracestat::profile::TracedFuture`). `return` and `?` in the body keep
+//! between polls (see `tracestat::hook::TracedFuture`). `return` and `?` in the body keep
 //! their meaning (they leave the block, which is the whole body).
 //!
 //! The expansion names only `::tracestat::__private` (the hidden module of macro support:

@@ -69,8 +69,9 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::io::Write as _;
 use std::sync::OnceLock;
 
+use tracestat::hook::{Ftrace, ScopeGuard, Site};
 use tracestat::native::NativeSites;
-use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions, ScopeGuard, Site};
+use tracestat::profile::{FunctionProfiler, ProfileOptions};
 use tracestat::stat::WriteMode;
 
 #[cfg(target_arch = "x86_64")]

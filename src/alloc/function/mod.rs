@@ -724,4 +724,4 @@ impl FunctionAlloc {
 }
 
 /// Header of `trace_stat/function_alloc`: the kernel's `Function` column, then five counts.
-pub const FUNCTION_ALLOC_HEADER: &str = "  Function                            Allocs       Bytes       Frees       Freed   Avg bytes\n  --------                            ------       -----       -----       -----   ---------\n";
+pub(crate) const FUNCTION_ALLOC_HEADER: &str = "  Function                            Allocs       Bytes       Frees       Freed   Avg bytes\n  --------                            ------       -----       -----       -----   ---------\n";

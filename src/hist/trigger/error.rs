@@ -4,14 +4,14 @@
 use core::fmt;
 
 /// Characters of the spec that [`SpecError::caret`] shows on each side of the error.
-pub const CARET_CONTEXT: usize = 60;
+pub(crate) const CARET_CONTEXT: usize = 60;
 
 /// What is wrong with a spec.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SpecErrorKind {
     /// Nothing but `hist:` or whitespace.
     Empty,
-    /// Longer than [`MAX_SPEC_LEN`](crate::hist::MAX_SPEC_LEN).
+    /// Longer than 4096 bytes.
     TooLong,
     /// Not UTF-8.
     NotUtf8,
@@ -69,10 +69,10 @@ pub enum SpecErrorKind {
     FilterOp,
     /// A filter value missing, unterminated, or not a number where a number is needed.
     FilterValue,
-    /// A filter nested deeper than [`MAX_FILTER_DEPTH`](crate::hist::MAX_FILTER_DEPTH).
+    /// A filter nested deeper than 32.
     FilterTooDeep,
-    /// A filter longer than [`MAX_FILTER_LEN`](crate::hist::MAX_FILTER_LEN) bytes, or with more
-    /// predicates than [`MAX_FILTER_PREDS`](crate::hist::MAX_FILTER_PREDS).
+    /// A filter longer than 4096 bytes, or with more
+    /// predicates than 256.
     FilterTooLong,
 }
 
@@ -149,7 +149,7 @@ impl SpecError {
     }
 
     /// The kernel `error_log` rendering: the spec, then a caret under the error. A spec
-    /// longer than [`CARET_CONTEXT`] characters on either side of the error is cut there,
+    /// longer than 60 characters on either side of the error is cut there,
     /// each cut shown as `...`, so the echo stays two short lines however long the input.
     pub fn caret(&self, spec: &str) -> String {
         let spec = spec.trim_end_matches('\n');

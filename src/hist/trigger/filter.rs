@@ -107,13 +107,13 @@ pub(crate) trait FilterInput<'a> {
 }
 
 /// The deepest nesting of `(` and `!` a filter may have.
-pub const MAX_FILTER_DEPTH: usize = 32;
+pub(crate) const MAX_FILTER_DEPTH: usize = 32;
 
 /// The most predicates one filter may have.
-pub const MAX_FILTER_PREDS: usize = 256;
+pub(crate) const MAX_FILTER_PREDS: usize = 256;
 
 /// The longest filter text, in bytes.
-pub const MAX_FILTER_LEN: usize = 4096;
+pub(crate) const MAX_FILTER_LEN: usize = 4096;
 
 /// Why an event was neither passed nor filtered out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -33,11 +33,11 @@ use crate::hist::map::{DEFAULT_BOUNDED_SIZE, MAX_BOUNDED_SIZE, MIN_BOUNDED_SIZE}
 use crate::hist::snapshot::{SortField, SortKey};
 
 pub(crate) use super::error::table_error;
-pub use super::error::{CARET_CONTEXT, SpecError, SpecErrorKind};
+pub use super::error::{SpecError, SpecErrorKind};
 use super::filter::Filter;
 
 /// The longest spec accepted, in bytes.
-pub const MAX_SPEC_LEN: usize = 4096;
+pub(crate) const MAX_SPEC_LEN: usize = 4096;
 
 /// What a key field's value is turned into before it is used as a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

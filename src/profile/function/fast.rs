@@ -6,12 +6,13 @@
 //! The thread's sink words (`hook::SinkWords`, in the hook layer's `Hot` block) are this
 //! file's [`SinkCache`]: the profiler state the thread used last (its boxed `Local`, erased), that
 //! state's active hash shards and dense records, and the dense records again where their
-//! cell is the one-key layout the steady state writes (`hist::DenseWriter::is_one_key_*`),
-//! so the counting entry and the timed exit each test one pointer. [`Fast`] is the sink:
-//! `count` adds one hit to the site's one-key counter, `time` applies the graph-time rule
-//! (total time with `graph-time` on, the sink's flag; self time, less the traced
-//! children, with it off) and records the sample in the site's one-key latency cell. The
-//! callbacks (`record.rs`) try [`try_record`] first, which does the same for any layout.
+//! cell is the one-key layout the steady state writes ([`OneKeyCount`], [`OneKeyTiming`]:
+//! the histogram core's constant-offset cells, `hist::DenseWriter::is_*_at`), so the
+//! counting entry and the timed exit each test one pointer. [`Fast`] is the sink: `count`
+//! adds one hit to the site's one-key counter, `time` applies the graph-time rule (total
+//! time with `graph-time` on, the sink's flag; self time, less the traced children, with
+//! it off) and records the sample in the site's one-key latency cell. The callbacks
+//! (`record.rs`) try [`try_record`] first, which does the same for any layout.
 //!
 //! # Invariants
 //!
@@ -22,8 +23,31 @@
 //! - Nothing here records while the cache is busy (a `&mut` into the thread's states
 //!   exists), and no reference into a state lives past one update.
 
-use crate::hist::{DenseWriter, Shard, TimingSlot};
+use crate::hist::{ConstCount, ConstTiming, DenseWriter, Shard, TimingSlot};
 use crate::hook::{SINK_WORDS, SinkOps, SinkPath, SinkWords};
+
+/// The profiler's hit counter (`CellLayout::counter()`): a one-field key and `hits`, two
+/// words an entry.
+pub(super) struct OneKeyCount;
+
+impl ConstCount for OneKeyCount {
+    const KEYS: usize = 1;
+    const HITS: usize = 1;
+    const STRIDE: usize = 2;
+}
+
+/// The profiler's latency cell (`CellLayout::timing` of `LATENCY_BUCKETS`): a one-field key,
+/// then `pending`, `hits`, the value's low and high words, min, max, three words of the sum
+/// of squares, the deferred-bucket word, then log2 buckets with 2 sub-bucket bits.
+#[derive(Clone, Copy)]
+pub(super) struct OneKeyTiming;
+
+impl ConstTiming for OneKeyTiming {
+    const KEYS: usize = 1;
+    const AT: [usize; 8] = [1, 2, 3, 4, 5, 6, 7, 11];
+    const DEFERRED: usize = 10;
+    const SUB_BITS: u8 = 2;
+}
 
 /// The word of the cached `Local`.
 const LOCAL: usize = 0;
@@ -111,10 +135,10 @@ impl SinkCache {
                 },
             )
         };
-        let (all, one) = dense(dense_counted, DenseWriter::is_one_key_count);
+        let (all, one) = dense(dense_counted, DenseWriter::is_count_at::<OneKeyCount>);
         self.0.set_word(DENSE_COUNTED, all);
         self.0.set_word(ONE_KEY_COUNTED, one);
-        let (all, one) = dense(dense_timed, DenseWriter::is_one_key_timing);
+        let (all, one) = dense(dense_timed, DenseWriter::is_timing_at::<OneKeyTiming>);
         self.0.set_word(DENSE_TIMED, all);
         self.0.set_word(ONE_KEY_TIMED, one);
     }
@@ -182,16 +206,16 @@ unsafe impl SinkOps for Fast {
             .writer(id, ONE_KEY_COUNTED)
             // SAFETY: the one-key word is set only to a writer whose cell is the one-key
             // counter (module invariants).
-            .is_some_and(|dense| unsafe { dense.try_count_one_key(index) })
+            .is_some_and(|dense| unsafe { dense.try_count_at::<OneKeyCount>(index) })
     }
 
-    type Timed<'w> = TimingSlot<'w>;
+    type Timed<'w> = TimingSlot<'w, OneKeyTiming>;
 
     #[inline(always)]
-    fn timed(words: &SinkWords, id: u64, index: usize) -> Option<TimingSlot<'_>> {
+    fn timed(words: &SinkWords, id: u64, index: usize) -> Option<Self::Timed<'_>> {
         let dense = SinkCache::of(words).writer(id, ONE_KEY_TIMED)?;
         // SAFETY: as in `count`, for the one-key latency cell.
-        unsafe { dense.timing_slot_one_key(index) }
+        unsafe { dense.timing_slot_at(OneKeyTiming, index) }
     }
 
     #[inline(always)]
@@ -205,7 +229,7 @@ unsafe impl SinkOps for Fast {
     }
 
     #[inline(always)]
-    fn record_time(slot: TimingSlot<'_>, sample: u64) {
+    fn record_time(slot: Self::Timed<'_>, sample: u64) {
         slot.record(sample);
     }
 }

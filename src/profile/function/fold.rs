@@ -5,9 +5,7 @@
 //! # Design
 //!
 //! When a thread exits, its profiler state ([`Local`]) is dropped on that thread, after its
-//! last record. The drop folds the thread's own slots (the shards it was given, not the
-//! explicit ones of [`FunctionProfiler::record_into`], which its caller numbered and reads)
-//! into [`Folded`]: under the slots lock it copies each table through the slot's reader (a
+//! last record. The drop folds the thread's slot into [`Folded`]: under the slots lock it copies each table through the slot's reader (a
 //! reset requested and not yet applied reads as empty, as for any reader), adds the rows
 //! into the retained tables by key — hits, the exact `u128` sums, the 192-bit sums of
 //! squares, min, max and buckets, so totals and variances are those of the calls — and
@@ -118,7 +116,7 @@ impl core::ops::DerefMut for Slots {
     }
 }
 
-/// Folds the slots whose `alive` flags are `exiting` (an exiting thread's own shards) into
+/// Folds the slots whose `alive` flags are `exiting` (an exiting thread's shards) into
 /// the retained tables and unregisters their files. Called on the exiting thread, after
 /// its last record.
 pub(super) fn fold_exited(inner: &Arc<Inner>, exiting: &[&Arc<AtomicBool>]) {
@@ -137,8 +135,6 @@ pub(super) fn fold_exited(inner: &Arc<Inner>, exiting: &[&Arc<AtomicBool>]) {
             gone.push(s.index);
             false
         });
-        // A number another slot still uses (an explicit one) keeps its file.
-        gone.retain(|i| live.iter().all(|s| s.index != *i));
     }
     if let Some(fs) = tracefs_of(inner) {
         for index in gone {

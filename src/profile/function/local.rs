@@ -1,6 +1,6 @@
 //! Per-thread state of the function profiler: each thread's records for each profiler
-//! (`Local`: shards of the hash histogram and dense records, parked shards of
-//! `record_into`, the CPU-time and call-path stacks), the one-entry cache that reaches the
+//! (`Local`: shards of the hash histogram and dense records, the CPU-time and call-path
+//! stacks), the one-entry cache that reaches the
 //! current profiler's state without a lookup (`Last`), and the `busy` flag that turns a
 //! call made from inside a borrow of that state into an orphan record instead of an
 //! aliasing borrow.
@@ -23,8 +23,7 @@ pub(super) struct Local {
     pub(super) weak: Weak<Inner>,
     pub(super) index: usize,
     pub(super) alive: Arc<AtomicBool>,
-    /// Boxed, so that `record_into` moves pointers, not shards (a shard with its recent-key
-    /// cache is 4 KiB), and the addresses `Last` caches survive the move.
+    /// Boxed, so that the addresses `Last` caches stay put.
     pub(super) counted: Option<Box<Shard>>,
     pub(super) timed: Option<Box<Shard>>,
     pub(super) paths: Option<Box<Shard>>,
@@ -37,46 +36,17 @@ pub(super) struct Local {
     pub(super) path_stack: Vec<(usize, u64)>,
     /// Path hashes this thread has already published in `Inner::path_frames`.
     pub(super) known_paths: hashbrown::HashSet<u64>,
-    /// Shards this thread recorded into before a [`FunctionProfiler::record_into`] switched
-    /// it to another one (empty unless `record_into` is used).
-    pub(super) parked: Vec<Parked>,
-    /// The active shard was numbered by `record_into`, not given to the thread: it stays
-    /// listed when the thread exits (`fold`).
-    pub(super) explicit: bool,
-}
-
-/// A shard a thread is not recording into right now (see `record_into`), with the call-path
-/// stack that goes with it (replay keeps one per trace CPU).
-pub(super) struct Parked {
-    pub(super) index: usize,
-    /// Numbered by `record_into` (see `Local::explicit`).
-    pub(super) explicit: bool,
-    pub(super) alive: Arc<AtomicBool>,
-    pub(super) counted: Option<Box<Shard>>,
-    pub(super) timed: Option<Box<Shard>>,
-    pub(super) path_stack: Vec<(usize, u64)>,
-    pub(super) paths: Option<Box<Shard>>,
-    pub(super) dense_counted: Option<Box<DenseWriter>>,
-    pub(super) dense_timed: Option<Box<DenseWriter>>,
 }
 
 impl Drop for Local {
     /// The thread is done with this profiler (it exits, or the profiler is gone): its own
-    /// shards are folded into the profiler's retained records (`fold`); explicit ones stay.
+    /// shards are folded into the profiler's retained records (`fold`).
     fn drop(&mut self) {
         self.alive.store(false, Ordering::Release);
-        for p in &self.parked {
-            p.alive.store(false, Ordering::Release);
-        }
         let Some(inner) = self.weak.upgrade() else {
             return;
         };
-        let exiting: Vec<&Arc<AtomicBool>> = (!self.explicit)
-            .then_some(&self.alive)
-            .into_iter()
-            .chain(self.parked.iter().filter(|p| !p.explicit).map(|p| &p.alive))
-            .collect();
-        fold_exited(&inner, &exiting);
+        fold_exited(&inner, &[&self.alive]);
     }
 }
 
@@ -104,8 +74,7 @@ impl Drop for Locals {
 /// allocator, say) is refused and goes to the orphan tables instead of aliasing the state.
 ///
 /// Invariant: `local` points at the boxed state of profiler `id` in this thread's
-/// [`Locals`], and the shard and dense pointers at that state's active ones (`switch_shard`,
-/// which swaps them, refreshes the cache); whoever removes states from the list (only
+/// [`Locals`], and the shard and dense pointers at that state's shards and dense records; whoever removes states from the list (only
 /// [`borrow_locals`]' callers, with `busy` set) or drops the list forgets the cache first.
 pub(super) type Last = super::fast::SinkCache;
 
@@ -245,33 +214,6 @@ pub(super) fn borrow_locals<R>(f: impl FnOnce(&mut Vec<Box<Local>>, &Last) -> R)
 
 pub(super) fn new_local(inner: &Arc<Inner>) -> Local {
     let index = inner.next_index.fetch_add(1, Ordering::Relaxed);
-    new_local_at(inner, index, false)
-}
-
-/// This thread's state for `inner`, recording into shard `index` (listed now; `explicit`:
-/// numbered by `record_into`).
-pub(super) fn new_local_at(inner: &Arc<Inner>, index: usize, explicit: bool) -> Local {
-    let p = new_parked(inner, index, explicit);
-    Local {
-        explicit,
-        id: inner.id,
-        weak: Arc::downgrade(inner),
-        index: p.index,
-        alive: Arc::clone(&p.alive),
-        counted: None,
-        timed: None,
-        paths: None,
-        dense_counted: None,
-        dense_timed: None,
-        cpu_stack: Vec::with_capacity(crate::profile::SHADOW_STACK_DEPTH),
-        path_stack: Vec::with_capacity(crate::profile::SHADOW_STACK_DEPTH),
-        known_paths: hashbrown::HashSet::new(),
-        parked: Vec::new(),
-    }
-}
-
-/// Lists a new slot numbered `index` (its shards are created on first record).
-pub(super) fn new_parked(inner: &Arc<Inner>, index: usize, explicit: bool) -> Parked {
     let alive = Arc::new(AtomicBool::new(true));
     inner.lock_slots().push(Slot {
         index,
@@ -283,76 +225,20 @@ pub(super) fn new_parked(inner: &Arc<Inner>, index: usize, explicit: bool) -> Pa
         dense_timed: None,
     });
     register_thread_file(inner, index);
-    Parked {
+    Local {
+        id: inner.id,
+        weak: Arc::downgrade(inner),
         index,
-        explicit,
         alive,
         counted: None,
         timed: None,
         paths: None,
-        path_stack: Vec::new(),
         dense_counted: None,
         dense_timed: None,
+        cpu_stack: Vec::with_capacity(crate::hook::SHADOW_STACK_DEPTH),
+        path_stack: Vec::with_capacity(crate::hook::SHADOW_STACK_DEPTH),
+        known_paths: hashbrown::HashSet::new(),
     }
-}
-
-/// Makes shard `index` the calling thread's active shard for `inner` (see `record_into`).
-pub(super) fn switch_shard(inner: &Arc<Inner>, index: usize) -> bool {
-    // Replay switches at every change of trace CPU: staying put costs a few loads.
-    let current = with_last(|last| {
-        last.holds(inner.id)
-            // SAFETY: `local` is this thread's live state of `inner` (`Last`'s
-            // invariant) and `busy` is clear: no `&mut` to it exists while we read.
-            && unsafe { (*cached_local(last)).index } == index
-    })
-    .unwrap_or(false);
-    if current {
-        return true;
-    }
-    // Thread numbers handed out from now on skip `index` (a load first: the read-modify-
-    // write is needed once per new index, not per switch).
-    if inner.next_index.load(Ordering::Relaxed) <= index {
-        inner
-            .next_index
-            .fetch_max(index.saturating_add(1), Ordering::Relaxed);
-    }
-    borrow_locals(|locals, last| {
-        let Some(pos) = locals.iter().position(|l| l.id == inner.id) else {
-            // States may be dropped below.
-            last.forget();
-            locals.retain(|l| l.weak.strong_count() > 0);
-            locals.push(Box::new(new_local_at(inner, index, true)));
-            return;
-        };
-        let local: &mut Local = &mut locals[pos];
-        if local.index != index {
-            let mut next = match local.parked.iter().position(|p| p.index == index) {
-                Some(i) => local.parked.swap_remove(i),
-                None => new_parked(inner, index, true),
-            };
-            let current = Parked {
-                index: std::mem::replace(&mut local.index, next.index),
-                explicit: std::mem::replace(&mut local.explicit, next.explicit),
-                alive: std::mem::replace(&mut local.alive, Arc::clone(&next.alive)),
-                counted: local.counted.take(),
-                timed: local.timed.take(),
-                paths: local.paths.take(),
-                path_stack: std::mem::take(&mut local.path_stack),
-                dense_counted: local.dense_counted.take(),
-                dense_timed: local.dense_timed.take(),
-            };
-            local.counted = next.counted.take();
-            local.timed = next.timed.take();
-            local.paths = next.paths.take();
-            local.dense_counted = next.dense_counted.take();
-            local.dense_timed = next.dense_timed.take();
-            local.path_stack = std::mem::take(&mut next.path_stack);
-            local.parked.push(current);
-        }
-        // The active shards changed: point the cache at them.
-        remember(last, inner.id, local);
-    })
-    .is_some()
 }
 
 /// Which of a thread's tables.

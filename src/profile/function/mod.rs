@@ -62,32 +62,20 @@
 //! - `trace_stat/function<N>`: live thread `N` (numbered in the order threads first called
 //!   a profiled function) — the kernel's per-CPU files, per thread here; an exited thread's
 //!   records are in `functions` only;
-//! - `trace_stat/function<N>` with an explicit `N`: records a thread made after
-//!   [`FunctionProfiler::record_into`]`(N)` (replay records each trace CPU's calls into shard
-//!   `N` = that CPU, so these are the kernel's per-CPU files again);
 //! - `trace_stat/function_latency`: per function, the count, average, p50/p90/p99/p999 and
 //!   the log2 latency histogram in bpftrace's layout.
 //! - `trace_stat/function_cancelled`: per function, the instrumented futures dropped before
-//!   completion (all threads; see [`TracedFuture`](crate::profile::TracedFuture)); empty when
+//!   completion (all threads; see [`TracedFuture`](crate::hook::TracedFuture)); empty when
 //!   none was, so the `functions` files keep the kernel's format byte for byte. The JSON of
 //!   the `functions` files has a `cancelled` field on the rows that have some.
 //!
 //! An instrumented future (`#[traced]` on an `async fn`) is one call from its first poll to
 //! its completion: its Time is wall time with `sleep-time` on, the sum of its polls' thread
-//! CPU time with it off (see [`TracedFuture`](crate::profile::TracedFuture)).
+//! CPU time with it off (see [`TracedFuture`](crate::hook::TracedFuture)).
 //!
 //! Rows are the kernel's (`format` module); they are sorted by time when timed and by hits
 //! otherwise, descending, ties by name; functions with no hit are not shown.
 //!
-//! # Explicit shards (replay)
-//!
-//! [`FunctionProfiler::record_into`] makes the calling thread's records go to shard `N`
-//! instead of its own, until the next `record_into`: the thread's state swaps the active
-//! shard with one of its *parked* shards (created and listed on first use, one lock then).
-//! The record path itself is unchanged — it always writes the thread's active shard — so
-//! live profiling pays nothing for this. Explicit numbers share the `function<N>` name space
-//! with thread numbers: thread numbers handed out later skip every explicit number used, and
-//! a number used both ways shows the records of both (use a profiler of its own for replay).
 //! [`FunctionProfiler::to_profile`] converts the rows into the exporters' [`Profile`].
 
 use crate::primitive::unmodeled::atomic::AtomicU64 as StdAtomicU64;
@@ -103,13 +91,13 @@ use crate::primitive::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::primitive::sync::{Mutex, MutexGuard};
 
 use super::format::{self, FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED, RowTiming};
-use super::{Ftrace, FtraceOps, GraphEntry, GraphReturn};
 use crate::error::{Error, InputError};
 use crate::export::{BucketHistogram, FunctionStats, PathStats, Profile};
 use crate::hist::{
     BucketSpec, CellLayout, DenseTable, DenseWriter, HashHist, Key, PERCENTILES, Row, Shard,
     ShardReader, Snapshot,
 };
+use crate::hook::{Ftrace, FtraceOps, GraphEntry, GraphReturn};
 use crate::stat::{ControlFile, Mode, StatTracer, Tracefs, UlongControl, WriteMode, parse_bool};
 
 mod control;
@@ -132,7 +120,7 @@ pub(crate) use local::exit_now;
 
 /// The latency buckets of every timed function: log2, 4 sub-buckets per power of two
 /// (relative error of a percentile at most 25%).
-pub const LATENCY_BUCKETS: BucketSpec = match BucketSpec::log2(2) {
+pub(crate) const LATENCY_BUCKETS: BucketSpec = match BucketSpec::log2(2) {
     Ok(spec) => spec,
     Err(_) => panic!("2 sub-bucket bits are valid"),
 };
@@ -140,8 +128,8 @@ pub const LATENCY_BUCKETS: BucketSpec = match BucketSpec::log2(2) {
 const TIMED: CellLayout = CellLayout::timing(Some(LATENCY_BUCKETS));
 const COUNTED: CellLayout = CellLayout::counter();
 
-/// Names for ips: the hook layer's site names by default, interned names for replay.
-pub type Symbolizer = dyn Fn(usize) -> Option<String> + Send + Sync;
+/// Names for ips: the hook layer's site names by default, or the caller's (`with_symbols`).
+type Symbolizer = dyn Fn(usize) -> Option<String> + Send + Sync;
 
 /// How the current (or last) profiling run measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -251,7 +239,8 @@ impl Inner {
 /// The function profiler (see the module docs).
 ///
 /// ```
-/// use tracestat::profile::{Ftrace, FunctionProfiler, SiteDef};
+/// use tracestat::hook::{Ftrace, SiteDef};
+/// use tracestat::profile::FunctionProfiler;
 ///
 /// let ftrace = Ftrace::new([SiteDef::new("work", "demo")]);
 /// let profiler = FunctionProfiler::new(ftrace.clone());
@@ -295,10 +284,11 @@ pub struct FunctionRow {
     pub time_sq: u128,
     /// Bits 128..192 of the sum of squared call times (0 unless calls took near `2^64` ns).
     pub time_sq_hi: u64,
-    /// Latency histogram counts, indexed by [`LATENCY_BUCKETS`] (empty when not timed).
+    /// Latency histogram counts, indexed by the log2 buckets with 2 sub-bits
+    /// ([`BucketSpec::log2`]`(2)`; empty when not timed).
     pub buckets: Vec<u64>,
     /// Of `hits`, the calls of an instrumented future dropped before completion (see
-    /// [`TracedFuture`](crate::profile::TracedFuture)); always 0 for a synchronous function.
+    /// [`TracedFuture`](crate::hook::TracedFuture)); always 0 for a synchronous function.
     /// All threads together: per-thread rows show 0.
     pub cancelled: u64,
 }
@@ -332,7 +322,8 @@ impl FunctionProfiler {
         })
     }
 
-    /// A profiler on `ftrace` with its own names for ips (replay's interned names).
+    /// A profiler on `ftrace` with its own names for ips (for ips that are not sites, such
+    /// as a trace's interned names dispatched with [`Ftrace::dispatch_ip`]).
     pub fn with_symbols(
         ftrace: HookArc<Ftrace>,
         symbols: impl Fn(usize) -> Option<String> + Send + Sync + 'static,
@@ -481,38 +472,6 @@ impl FunctionProfiler {
     /// (see the module docs).
     pub fn folded_threads(&self) -> u64 {
         self.inner.lock_slots().folded.threads
-    }
-
-    /// From now on, the calling thread's records for this profiler go to shard `index`
-    /// (`trace_stat/function<index>`, [`rows`](Self::rows)`(Some(index))`) instead of the
-    /// thread's own, until the next call; the shard is created and listed on first use.
-    /// Replay uses it to keep the per-CPU files of a trace: one shard per trace CPU.
-    ///
-    /// Thread numbers handed out later skip `index`; see the module docs. Returns `false`
-    /// (and changes nothing) when the thread's local storage is gone or in use by a
-    /// callback of this thread.
-    ///
-    /// ```
-    /// use tracestat::profile::{Ftrace, FunctionProfiler, ProfileOptions};
-    ///
-    /// let ftrace = Ftrace::new([]);
-    /// let p = FunctionProfiler::with_symbols(ftrace.clone(), |ip| Some(format!("f{ip}")));
-    /// p.set_options(ProfileOptions { timing: false, ..Default::default() })?;
-    /// p.enable()?;
-    /// assert!(p.record_into(3));
-    /// ftrace.dispatch_ip(7, 0);
-    /// assert!(p.record_into(1));
-    /// ftrace.dispatch_ip(7, 0);
-    /// ftrace.dispatch_ip(8, 0);
-    /// p.disable()?;
-    /// assert_eq!(p.threads(), [1, 3]);
-    /// assert_eq!(p.rows(Some(3)).len(), 1);
-    /// assert_eq!(p.rows(Some(1)).len(), 2);
-    /// assert_eq!(p.rows(None).iter().map(|r| r.hits).sum::<u64>(), 3);
-    /// # Ok::<(), tracestat::Error>(())
-    /// ```
-    pub fn record_into(&self, index: usize) -> bool {
-        switch_shard(&self.inner, index)
     }
 
     /// The rows of all threads (`None`) or of one, as the stat file shows them (threshold

@@ -1,19 +1,21 @@
 //! The record path: the ops callbacks of a profiling run and where each call lands.
 //!
 //! A call of a site of the profiler's instance is recorded in the thread's dense records
-//! (`hist::DenseWriter`), at the site's dense index, which the dispatcher leaves in the
-//! thread's `Hot` words; the entry's key (the site's ip) confirms it, so a stale hint only
-//! costs the slow path. Any other ip (replay's interned names) goes to the thread's hash
+//! (`hist::DenseWriter`), at the site's dense index, which the hook layer gives the sink's
+//! path and the graph hooks ([`GraphReturn::site_index`](crate::hook::GraphReturn::site_index));
+//! the function callback, called only when the sink's path could not take the hit, looks
+//! it up. The entry's key (the site's ip) confirms it, so a wrong index only costs the slow
+//! path. Any other ip (replay's interned names) goes to the thread's hash
 //! shard, and a call made while the thread's state is unreachable to the shared orphan
 //! tables. Timed runs with thread CPU time or call paths keep their own frames here too.
 
 use super::*;
+use crate::hook::OpsFlags;
 use crate::hook::Sink;
-use crate::profile::OpsFlags;
 
-/// The dense index of `ip` in the profiler's instance, if the dispatcher's hint names it:
-/// the hint is trusted only once the site at that index is checked to have this very ip,
-/// so a stale or foreign hint (replay's interned ips, another instance's call) is `None`.
+/// The dense index of `ip` in the profiler's instance, if `hint` names it: the hint is
+/// trusted only once the site at that index is checked to have this very ip, so a foreign
+/// one (replay's interned ips, another instance's call) is `None`.
 pub(super) fn dense_index(inner: &Inner, ip: usize, hint: usize) -> Option<usize> {
     inner
         .ftrace
@@ -30,18 +32,18 @@ pub(super) fn site_key(inner: &Inner, index: usize) -> u64 {
 /// Records one hit of `ip` (with its duration when timed) in this thread's records: by
 /// dense index for a site of the instance, else in the thread's hash shard.
 ///
-/// The dispatcher leaves the site's dense index in the thread's `Hot` words; the cached
-/// dense writer (the `Hot` block's sink cache, one thread-local for both) checks it against
-/// the entry's key (the site's ip), so a stale hint costs a trip through the slow path,
+/// `index` is the site's dense index as the hook layer gave it (out of range for an ip that
+/// is not a site); the cached dense writer (the `Hot` block's sink cache) checks it against
+/// the entry's key (the site's ip), so a wrong index costs a trip through the slow path,
 /// never a wrong record.
 #[inline(always)]
-pub(super) fn record(inner: &Arc<Inner>, ip: usize, duration: Option<u64>) {
+pub(super) fn record(inner: &Arc<Inner>, ip: usize, index: usize, duration: Option<u64>) {
     let steady = |hot: &crate::hook::thread::Hot| {
-        super::fast::try_record(&hot.sink, inner.id, hot.site_index.get(), ip, duration)
+        super::fast::try_record(&hot.sink, inner.id, index, ip, duration)
     };
     let recorded = crate::hook::thread::with_hot(steady, || false);
     if !recorded {
-        record_miss(inner, ip, duration);
+        record_miss(inner, ip, index, duration);
     }
 }
 
@@ -50,8 +52,7 @@ pub(super) fn record(inner: &Arc<Inner>, ip: usize, duration: Option<u64>) {
 /// hash shard), or a call from inside a borrow (which the orphan tables take).
 #[cold]
 #[inline(never)]
-pub(super) fn record_miss(inner: &Arc<Inner>, ip: usize, duration: Option<u64>) {
-    let hint = crate::hook::thread::hot(|hot| hot.site_index.get()).unwrap_or(usize::MAX);
+pub(super) fn record_miss(inner: &Arc<Inner>, ip: usize, hint: usize, duration: Option<u64>) {
     let Some(index) = dense_index(inner, ip, hint) else {
         record_hashed(inner, ip, duration);
         return;
@@ -144,7 +145,9 @@ pub(super) fn build_ops(inner: &Arc<Inner>, opts: ProfileOptions) -> HookArc<Ftr
     if !opts.timing {
         let sink = Sink::new(inner.id, false, &super::fast::PATH);
         return FtraceOps::builder(move |ip, _parent, _ops, _regs| {
-            record(&inner, ip, None);
+            // The sink's path could not take this hit (`sink.rs`): a cold case.
+            let index = inner.ftrace.index_of_ip(ip).unwrap_or(usize::MAX);
+            record_miss(&inner, ip, index, None);
         })
         .global_filter()
         .flags(OpsFlags::PID)
@@ -158,7 +161,7 @@ pub(super) fn build_ops(inner: &Arc<Inner>, opts: ProfileOptions) -> HookArc<Ftr
         let inner_entry = Arc::clone(&inner);
         return FtraceOps::graph_returns(
             // Deeper than the shadow stack: a hit whose time is unknown.
-            move |e: &GraphEntry, _ops| record(&inner_entry, e.func, None),
+            move |e: &GraphEntry, _ops| record(&inner_entry, e.func, e.index, None),
             move |r: &GraphReturn, _ops| {
                 if r.task.is_some() {
                     return record_task(&inner, opts, r);
@@ -168,7 +171,7 @@ pub(super) fn build_ops(inner: &Arc<Inner>, opts: ProfileOptions) -> HookArc<Ftr
                 } else {
                     r.self_time()
                 };
-                record(&inner, r.func, Some(d));
+                record(&inner, r.func, r.index, Some(d));
             },
         )
         .global_filter()
@@ -184,7 +187,7 @@ pub(super) fn build_ops(inner: &Arc<Inner>, opts: ProfileOptions) -> HookArc<Ftr
         move |e: &GraphEntry, _ops| {
             if e.is_overrun() {
                 // Deeper than the shadow stack: a hit whose time is unknown.
-                record(&inner_entry, e.func, None);
+                record(&inner_entry, e.func, e.index, None);
                 return false;
             }
             with_local(&inner_entry, |l| {
@@ -241,7 +244,7 @@ pub(super) fn build_ops(inner: &Arc<Inner>, opts: ProfileOptions) -> HookArc<Ftr
                 } else {
                     r.self_time()
                 };
-                record(&inner, r.func, Some(d));
+                record(&inner, r.func, r.index, Some(d));
             }
         },
     )
@@ -266,6 +269,7 @@ fn record_task(inner: &Arc<Inner>, opts: ProfileOptions, r: &GraphReturn) {
     record(
         inner,
         r.func,
+        r.index,
         Some(if opts.graph_time { total } else { own }),
     );
     if t.cancelled {

@@ -1,12 +1,16 @@
 use super::*;
-use crate::profile::{ShadowStack, SiteDef};
+use crate::hook::{ShadowStack, SiteDef};
+
+/// The index a call of an ip that is not one of the instance's sites is given: its record
+/// goes to the hash shard.
+const NO_INDEX: usize = usize::MAX;
 
 /// The records take the dense table's constant-offset record paths (a change of the
 /// latency buckets or either cell would silently take the generic ones).
 #[test]
 fn the_cells_are_the_record_paths_constant_ones() {
-    assert!(TIMED.words().is_one_key_timing());
-    assert!(COUNTED.words().is_one_key_count());
+    assert!(TIMED.words().is_timing_at::<super::fast::OneKeyTiming>());
+    assert!(COUNTED.words().is_count_at::<super::fast::OneKeyCount>());
 }
 
 /// Total hits of `ip` over all threads and the orphan table.
@@ -42,12 +46,12 @@ fn a_record_from_inside_a_record_goes_to_the_orphans() {
         let inner = &profiler.inner;
         let ip = ftrace.find("f").unwrap().ip();
         let d = timing.then_some(5);
-        record(inner, ip, d); // creates the state and its shard, fills the cache
-        record(inner, ip, d); // through the cache
+        record(inner, ip, NO_INDEX, d); // creates the state and its shard, fills the cache
+        record(inner, ip, NO_INDEX, d); // through the cache
         // Nested inside a borrow of the state (the cache's and the list's).
-        with_local(inner, |_| record(inner, ip, d)).unwrap();
+        with_local(inner, |_| record(inner, ip, NO_INDEX, d)).unwrap();
         with_last(Last::forget);
-        with_local(inner, |_| record(inner, ip, d)).unwrap();
+        with_local(inner, |_| record(inner, ip, NO_INDEX, d)).unwrap();
         let orphans = if timing {
             inner.orphans_timed.snapshot()
         } else {
@@ -56,7 +60,7 @@ fn a_record_from_inside_a_record_goes_to_the_orphans() {
         assert_eq!(orphans.get(ip as u64).map(|r| r.hits), Some(2));
         assert_eq!(hits_of(&profiler, ip), 4, "timing: {timing}");
         // After the nested calls, the cache serves records again.
-        record(inner, ip, d);
+        record(inner, ip, NO_INDEX, d);
         assert_eq!(hits_of(&profiler, ip), 5);
     }
 }
@@ -158,38 +162,6 @@ fn sites_are_recorded_densely_and_foreign_ips_by_hash() {
         assert_eq!(slot_hits(inner, dense), [(ia, 1)]);
         assert_eq!(profiler.rows(None).len(), 1);
     }
-}
-
-/// `record_into` swaps the active shards of a thread's state with parked ones: the cache
-/// must follow the swap, not keep feeding the shard that was active. Each shard gets
-/// exactly its own records.
-#[test]
-fn switching_shards_keeps_each_shards_records() {
-    let ftrace = Ftrace::new([SiteDef::new("f", "tests")]);
-    let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
-    profiler
-        .set_options(ProfileOptions {
-            timing: false,
-            ..Default::default()
-        })
-        .unwrap();
-    profiler.enable().unwrap();
-    let ip = ftrace.find("f").unwrap().ip();
-    let site = ftrace.site(0).unwrap();
-    let calls = |n| {
-        for _ in 0..n {
-            drop(ftrace.call(site));
-        }
-    };
-    assert!(profiler.record_into(10));
-    calls(3);
-    assert!(profiler.record_into(11));
-    calls(5);
-    assert!(profiler.record_into(10));
-    calls(7);
-    let hits = |t| profiler.rows(Some(t)).iter().map(|r| r.hits).sum::<u64>();
-    assert_eq!((hits(10), hits(11)), (10, 5));
-    assert_eq!(hits_of(&profiler, ip), 15);
 }
 
 /// Frames the hook layer drops without a return (replay does, for entries whose exit is

@@ -61,7 +61,7 @@
 //! thread-locals or epoch-reclaimed memory) and bounded whatever the input:
 //!
 //! - functions: [`ReplayOptions::max_functions`] distinct names (default
-//!   [`DEFAULT_MAX_FUNCTIONS`]); names beyond it are folded into one [`OTHER`](crate::replay::OTHER) row. A
+//!   [`DEFAULT_MAX_FUNCTIONS`](options::DEFAULT_MAX_FUNCTIONS)); names beyond it are folded into one [`OTHER`](crate::replay::OTHER) row. A
 //!   function costs one 64-byte row plus its interned name (see BENCHMARKS.md for measured
 //!   figures); the latency histogram (2 KiB a function) only with
 //!   [`ReplayOptions::latency`], per-CPU tables only with [`ReplayOptions::per_cpu`];
@@ -91,17 +91,15 @@ use std::io::{self, BufRead};
 use super::interner::Interner;
 use super::table::{Events, PathTrie, Table};
 use super::tasks::{TaskKey, Tasks};
+use crate::hook::Ftrace;
 use crate::primitive::sync::Arc;
-use crate::profile::Ftrace;
 use crate::trace::LineCounts;
 use crate::trace::Reader;
 use calls::open_at_end;
 
-pub use options::{
-    DEFAULT_MAX_FUNCTIONS, MAX_CPUS, MAX_OPEN, MAX_OPEN_CALLS, MAX_TASKS, OPEN_LISTED,
-    ReplayOptions, Sort, TraceMode,
-};
-pub use output::{EVENTS_HEADER, ReplayRow};
+pub(crate) use options::{MAX_CPUS, MAX_OPEN, MAX_OPEN_CALLS, MAX_TASKS, OPEN_LISTED};
+pub use options::{ReplayOptions, Sort, TraceMode};
+pub use output::ReplayRow;
 pub use summary::{ReplaySummary, Unmatched};
 
 /// Replays parsed events into the replay's own tables (see the module docs).

@@ -217,7 +217,7 @@ impl Replay {
 }
 
 /// The header of the events table ([`Replay::render_events`]).
-pub const EVENTS_HEADER: &str = concat!(
+pub(crate) const EVENTS_HEADER: &str = concat!(
     "  Event                                Count\n",
     "  -----                                -----\n"
 );

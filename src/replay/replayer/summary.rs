@@ -23,13 +23,13 @@ pub struct Unmatched {
     /// Open entries given up because a later line of their task was at their depth or
     /// shallower: hits without time.
     pub abandoned: u64,
-    /// Entries deeper than a stack holds ([`MAX_OPEN`](super::MAX_OPEN)): hits without time.
+    /// Entries deeper than a stack holds (4096): hits without time.
     pub overruns: u64,
     /// Events not replayed: the other tracer's lines than the trace's mode, or a CPU number
-    /// of [`MAX_CPUS`](super::MAX_CPUS) or more.
+    /// of 4096 or more.
     pub ignored: u64,
     /// Of [`open_at_eof`](Self::open_at_eof), the open entries evicted before the end to
-    /// keep the task table within [`MAX_TASKS`] tasks and [`MAX_OPEN_CALLS`] open calls (the
+    /// keep the task table within 65,536 tasks and 262,144 open calls (the
     /// least recently seen tasks' first): hits without time, counted as open at the end
     /// when evicted.
     pub evicted: u64,
@@ -56,7 +56,7 @@ pub struct ReplaySummary {
     /// Whether any line was recognisably ftrace output (see [`ReplaySummary::is_trace`]).
     pub recognised: bool,
     /// The functions with calls still open at the end, most first (at most
-    /// [`OPEN_LISTED`](super::OPEN_LISTED)), with how many; every function's count is in its row.
+    /// 8), with how many; every function's count is in its row.
     pub open_functions: Vec<(String, u64)>,
     /// The CPUs that recorded calls, ascending (empty unless per-CPU tables are kept).
     pub cpus: Vec<u32>,

@@ -25,7 +25,7 @@ use crate::export::SCHEMA_VERSION;
 use crate::hist::Bucket;
 
 /// `"schema"` of the document [`write_json`] writes.
-pub const HIST_SCHEMA: &str = "tracestat.hist";
+pub(crate) const HIST_SCHEMA: &str = "tracestat.hist";
 
 #[derive(Serialize)]
 #[serde(untagged)]

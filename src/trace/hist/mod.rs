@@ -17,7 +17,7 @@
 //! - Nothing panics on any input; every line is counted in exactly one of
 //!   [`LineStats`]' `comments`, `events`, `other`, `too_long`, `not_utf8`.
 //! - Memory is bounded by the specs' `size=` (tables, their strings and the latency
-//!   specs' waiting starts) and by [`MAX_LINE`] (one line buffer); what a full table
+//!   specs' waiting starts) and by 64 KiB (one line buffer); what a full table
 //!   refused is its exact `Dropped`.
 //! - Every event of a table's event is either counted, dropped (a full table), or skipped
 //!   and counted in that table's [`Skipped`] (`filtered` for one its `if` filter did not
@@ -46,15 +46,15 @@ use super::{Fields, Line, Lines};
 
 pub use latency::{Latency, LatencyCounts, LatencySpecError};
 pub use line::{Head, LineClass, classify};
-pub use table::{KeyText, MAX_KEY_STR, Skipped, Table, TableRow};
+pub use table::{KeyText, Skipped, Table, TableRow};
 
 use crate::hist::{SpecError, SpecErrorKind};
 
 /// The longest line read, in bytes; longer lines are skipped and counted in `too_long`.
-pub const MAX_LINE: usize = 64 * 1024;
+pub(crate) const MAX_LINE: usize = 64 * 1024;
 
 /// The most tables plus latency specs one [`OfflineHist`] takes.
-pub const MAX_TABLES: usize = 64;
+pub(crate) const MAX_TABLES: usize = 64;
 
 /// How the lines of the input were classified.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -67,7 +67,7 @@ pub struct LineStats {
     pub events: u64,
     /// Lines that are neither (function tracer lines, graph lines, unparsable text).
     pub other: u64,
-    /// Lines longer than [`MAX_LINE`], skipped.
+    /// Lines longer than 64 KiB, skipped.
     pub too_long: u64,
     /// Lines that are not UTF-8, skipped.
     pub not_utf8: u64,
@@ -80,7 +80,7 @@ pub enum OfflineSpecError {
     NoEvent(String),
     /// The spec itself; positions are byte offsets in the whole `EVENT:spec` text.
     Spec(SpecError),
-    /// More than [`MAX_TABLES`] specs.
+    /// More than 64 specs.
     TooMany,
 }
 
@@ -227,7 +227,7 @@ impl OfflineHist {
         }
     }
 
-    /// Reads every line of `input` (bytes; lines over [`MAX_LINE`] and lines that are not
+    /// Reads every line of `input` (bytes; lines over 64 KiB and lines that are not
     /// UTF-8 are counted and skipped). `stop` is asked before each line; `true` ends the
     /// read early (Ctrl-C).
     pub fn read(&mut self, input: impl BufRead, stop: impl Fn() -> bool) -> io::Result<()> {
@@ -330,7 +330,7 @@ impl OfflineHist {
 #[cfg(feature = "json")]
 mod json;
 #[cfg(feature = "json")]
-pub use json::{HIST_SCHEMA, write_json};
+pub use json::write_json;
 
 #[cfg(test)]
 mod tests {

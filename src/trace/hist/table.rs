@@ -32,7 +32,7 @@ use crate::hist::{Source, Undecided, Value, common_source, decimal};
 use crate::trace::{Fields, number};
 
 /// The longest string key kept, in bytes (longer ones are cut at a character boundary).
-pub const MAX_KEY_STR: usize = 256;
+pub(crate) const MAX_KEY_STR: usize = 256;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
