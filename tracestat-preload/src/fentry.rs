@@ -66,8 +66,8 @@ use core::arch::naked_asm;
 use core::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
+use tracestat::hook::{Ftrace, Site};
 use tracestat::native::{NativeSites, functions};
-use tracestat::profile::{Ftrace, Site};
 
 use crate::{
     DEPTH, Frame, GENERATION, NATIVE, OVERRUNS, counted, entering, next_symbol, pop_dead, site_of,
