@@ -147,6 +147,18 @@ fn the_default_build_serves_and_a_stopped_demo_prints_its_table() {
         // Call paths, so that a live pprof has stacks with self times.
         let (status, body) = served.request("GET", "/options/function-profile-callpath", "");
         assert_eq!((status, body.as_slice()), (200, &b"1\n"[..]));
+        // A loaded machine may not have run a round yet: the table printed at the stop must
+        // hold what the live file showed, so wait until the live file shows a sender.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let (status, body) = served.request("GET", "/trace_stat/functions", "");
+            assert_eq!(status, 200);
+            if String::from_utf8_lossy(&body).contains("sender_main") {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "no round ran in 60 s");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         let (code, out, err) = served.stop(sig);
         assert_eq!(code, 0, "{err}");
         assert!(
