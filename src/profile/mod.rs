@@ -52,6 +52,7 @@ mod function;
 #[cfg(feature = "tracing")]
 mod tracing_layer;
 
+pub use crate::hook::SiteSwitch;
 #[cfg(not(loom))]
 pub use crate::hook::TracedFutureExt;
 pub use crate::hook::{
