@@ -6,8 +6,10 @@
 //! # Design
 //!
 //! A [`SiteSwitch`] is given with the sites it switches
-//! ([`Ftrace::add_switched_sites`](super::Ftrace::add_switched_sites)); the instance keeps
-//! `(indices, switch)` pairs ([`Switches`]) under its update lock. Every commit computes each
+//! ([`Ftrace::add_switched_sites`](super::Ftrace::add_switched_sites)) and is told about
+//! them by **position** in that call (0 for the first site given), which it knows before
+//! the sites have indices; the instance keeps `(indices, switch)` pairs ([`Switches`])
+//! under its update lock. Every commit computes each
 //! switched site's new word before storing anything, and:
 //!
 //! 1. calls [`enable`](SiteSwitch::enable) with the sites going from 0 to some covering ops,
@@ -39,17 +41,17 @@ use crate::Error;
 /// (see the module doc). Called under the instance's update lock: it must not call back
 /// into the instance's writers.
 pub trait SiteSwitch: Send + Sync {
-    /// The sites at `indices` (ascending) are now covered by some ops: make their calls
-    /// reach the hook layer. All or nothing: an error leaves every one of them as it was,
+    /// The sites at `positions` (ascending; positions in the `add_switched_sites` call that
+    /// gave this switch) are now covered by some ops: make their calls reach the hook layer. All or nothing: an error leaves every one of them as it was,
     /// and the change that would have covered them is refused with that error.
-    fn enable(&self, indices: &[usize]) -> Result<(), Error>;
+    fn enable(&self, positions: &[usize]) -> Result<(), Error>;
 
-    /// The sites at `indices` (ascending) are covered by no ops any more (also when they
+    /// The sites at `positions` (ascending) are covered by no ops any more (also when they
     /// are retired, or the instance drops): their calls need not reach the hook layer. It
     /// cannot refuse: a site left enabled only costs its calls a dispatch that finds it
     /// uncovered; an owner reports such a failure through its own means. An owner whose
     /// code is gone (an unloaded object) forgets its sites before they are retired.
-    fn disable(&self, indices: &[usize]);
+    fn disable(&self, positions: &[usize]);
 }
 
 /// The switched sites of one instance: ranges of indices and their switches.
@@ -58,7 +60,8 @@ pub(crate) struct Switches {
     ranges: Vec<(Range<usize>, Arc<dyn SiteSwitch>)>,
 }
 
-/// One commit's changes, per switch: (switch, sites to enable, sites to disable).
+/// One commit's changes, per switched range: (switch, positions to enable, positions to
+/// disable).
 pub(crate) type Changes = Vec<(Arc<dyn SiteSwitch>, Vec<usize>, Vec<usize>)>;
 
 impl Switches {
@@ -82,8 +85,8 @@ impl Switches {
             let (mut on, mut off) = (Vec::new(), Vec::new());
             for i in range.clone() {
                 match covered(i) {
-                    (false, true) => on.push(i),
-                    (true, false) => off.push(i),
+                    (false, true) => on.push(i - range.start),
+                    (true, false) => off.push(i - range.start),
                     _ => {}
                 }
             }
@@ -134,12 +137,15 @@ mod tests {
     /// `refuse`.
     struct Log {
         ftrace: Mutex<Weak<Ftrace>>,
+        /// The index of position 0: events are logged by index.
+        base: usize,
         events: Mutex<Vec<Event>>,
         refuse: Option<usize>,
     }
 
     impl Log {
-        fn record(&self, on: bool, indices: &[usize]) {
+        fn record(&self, on: bool, positions: &[usize]) {
+            let indices: Vec<usize> = positions.iter().map(|p| p + self.base).collect();
             let ftrace = self.ftrace.lock().unwrap().upgrade();
             let counts = indices
                 .iter()
@@ -150,10 +156,7 @@ mod tests {
                     site.unwrap_or(u32::MAX)
                 })
                 .collect();
-            self.events
-                .lock()
-                .unwrap()
-                .push((on, indices.to_vec(), counts));
+            self.events.lock().unwrap().push((on, indices, counts));
         }
         fn take(&self) -> Vec<Event> {
             std::mem::take(&mut self.events.lock().unwrap())
@@ -161,24 +164,28 @@ mod tests {
     }
 
     impl SiteSwitch for Log {
-        fn enable(&self, indices: &[usize]) -> Result<(), Error> {
-            if self.refuse.is_some_and(|r| indices.contains(&r)) {
+        fn enable(&self, positions: &[usize]) -> Result<(), Error> {
+            if self
+                .refuse
+                .is_some_and(|r| positions.iter().any(|p| p + self.base == r))
+            {
                 return Err(Error::Refused {
                     path: "test".into(),
                     source: "refused".into(),
                 });
             }
-            self.record(true, indices);
+            self.record(true, positions);
             Ok(())
         }
-        fn disable(&self, indices: &[usize]) {
-            self.record(false, indices);
+        fn disable(&self, positions: &[usize]) {
+            self.record(false, positions);
         }
     }
 
-    fn log(refuse: Option<usize>) -> Arc<Log> {
+    fn log(base: usize, refuse: Option<usize>) -> Arc<Log> {
         Arc::new(Log {
             ftrace: Mutex::new(Weak::new()),
+            base,
             events: Mutex::new(Vec::new()),
             refuse,
         })
@@ -187,7 +194,7 @@ mod tests {
     #[test]
     fn enables_before_publication_and_disables_after() {
         let ftrace = Ftrace::new([SiteDef::new("plain", "m")]);
-        let sw = log(None);
+        let sw = log(1, None);
         *sw.ftrace.lock().unwrap() = Arc::downgrade(&ftrace);
         let defs = (0..4).map(|i| SiteDef::new(format!("n{i}"), "m"));
         assert_eq!(ftrace.add_switched_sites(defs, sw.clone()).unwrap(), 1..5);
@@ -215,13 +222,16 @@ mod tests {
         let all = FtraceOps::builder(|_, _, _, _| {}).build();
         ftrace.register(&all).unwrap();
         assert_eq!(sw.take(), vec![(true, vec![2, 3, 4], vec![0, 0, 0])]);
+        let late = log(5, None);
+        *late.ftrace.lock().unwrap() = Arc::downgrade(&ftrace);
         let at = ftrace
-            .add_switched_sites([SiteDef::new("late", "m")], sw.clone())
+            .add_switched_sites([SiteDef::new("late", "m")], late.clone())
             .unwrap();
         assert_eq!(at, 5..6);
-        assert_eq!(sw.take(), vec![(true, vec![5], vec![u32::MAX])]);
+        assert_eq!(late.take(), vec![(true, vec![5], vec![u32::MAX])]);
         ftrace.retire_sites(5..6).unwrap();
-        assert_eq!(sw.take(), vec![(false, vec![5], vec![0])]);
+        assert_eq!(late.take(), vec![(false, vec![5], vec![0])]);
+        assert!(sw.take().is_empty());
         // Dropping the instance disables what is still enabled.
         drop(ftrace);
         assert_eq!(
@@ -233,8 +243,8 @@ mod tests {
     #[test]
     fn a_refused_enable_refuses_the_change() {
         let ftrace = Ftrace::new([]);
-        let ok = log(None);
-        let no = log(Some(3));
+        let ok = log(0, None);
+        let no = log(2, Some(3));
         ftrace
             .add_switched_sites(
                 (0..2).map(|i| SiteDef::new(format!("a{i}"), "m")),
@@ -268,7 +278,7 @@ mod tests {
         let all = FtraceOps::builder(|_, _, _, _| {}).build();
         empty.register(&all).unwrap();
         let err = empty
-            .add_switched_sites([SiteDef::new("x", "m")], log(Some(0)))
+            .add_switched_sites([SiteDef::new("x", "m")], log(0, Some(0)))
             .unwrap_err();
         assert!(matches!(err, Error::Refused { .. }), "{err}");
         assert_eq!(empty.site_count(), 0);

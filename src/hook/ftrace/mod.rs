@@ -646,7 +646,7 @@ impl Ftrace {
             words.push(site_word(&published.entries, start + k, &def.name, false)?);
         }
         if let Some(switch) = &switch {
-            let covered: Vec<usize> = (start..)
+            let covered: Vec<usize> = (0..)
                 .zip(&words)
                 .filter(|(_, w)| w.0 != 0)
                 .map(|(i, _)| i)
