@@ -1,0 +1,417 @@
+//! Live patching of nop'd native sites (x86-64 Linux): functions of this test binary whose
+//! entries are 5-byte nops listed in `__patchable_function_entries` (written below in
+//! assembly, half as one 5-byte nop, half as five one-byte nops as gcc writes them), and a
+//! fentry-compatible stub that counts a call of the site it was called from.
+#![cfg(all(target_arch = "x86_64", target_os = "linux"))]
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use tracestat::Error;
+use tracestat::native::{NativeSites, PatchError, Patches, Table, nop_entries};
+use tracestat::profile::{Ftrace, FtraceOps, SiteDef, SiteSwitch};
+use tracestat::stat::WriteMode::Truncate;
+
+/// Functions `nop_f0..nop_f7`: `f_k(x) = x + k + 1`.
+macro_rules! nop_functions {
+    ($($name:literal $k:literal $entry:literal),*) => {
+        core::arch::global_asm!(
+            $(
+                concat!(".globl ", $name),
+                concat!(".type ", $name, ",@function"),
+                ".p2align 4",
+                concat!($name, ":"),
+                $entry,
+                concat!("lea rax, [rdi + ", $k, " + 1]"),
+                "ret",
+                concat!(".size ", $name, ", . - ", $name),
+            )*
+            ".pushsection __patchable_function_entries,\"aw\",@progbits",
+            ".p2align 3",
+            ".globl tracestat_test_table",
+            "tracestat_test_table:",
+            $(concat!(".quad ", $name),)*
+            ".popsection",
+        );
+    };
+}
+
+nop_functions!(
+    "tracestat_nop_f0" 0 ".byte 0x0f, 0x1f, 0x44, 0x00, 0x00",
+    "tracestat_nop_f1" 1 ".byte 0x90, 0x90, 0x90, 0x90, 0x90",
+    "tracestat_nop_f2" 2 ".byte 0x0f, 0x1f, 0x44, 0x00, 0x00",
+    "tracestat_nop_f3" 3 ".byte 0x90, 0x90, 0x90, 0x90, 0x90",
+    "tracestat_nop_f4" 4 ".byte 0x0f, 0x1f, 0x44, 0x00, 0x00",
+    "tracestat_nop_f5" 5 ".byte 0x90, 0x90, 0x90, 0x90, 0x90",
+    "tracestat_nop_f6" 6 ".byte 0x0f, 0x1f, 0x44, 0x00, 0x00",
+    "tracestat_nop_f7" 7 ".byte 0x90, 0x90, 0x90, 0x90, 0x90"
+);
+
+// The fentry-compatible stub: saves the integer argument registers (and rax, the vector
+// count of a variadic call), passes the return address into the function, restores.
+core::arch::global_asm!(
+    ".globl tracestat_test_fentry",
+    "tracestat_test_fentry:",
+    "push rbp",
+    "mov rbp, rsp",
+    "push rdi",
+    "push rsi",
+    "push rdx",
+    "push rcx",
+    "push r8",
+    "push r9",
+    "push rax",
+    "push r10",
+    "push r11",
+    "and rsp, -16",
+    "mov rdi, [rbp + 8]",
+    "call {hit}",
+    "lea rsp, [rbp - 72]",
+    "pop r11",
+    "pop r10",
+    "pop rax",
+    "pop r9",
+    "pop r8",
+    "pop rcx",
+    "pop rdx",
+    "pop rsi",
+    "pop rdi",
+    "pop rbp",
+    "ret",
+    hit = sym hit,
+);
+
+unsafe extern "C" {
+    fn tracestat_nop_f0(x: u64) -> u64;
+    fn tracestat_nop_f1(x: u64) -> u64;
+    fn tracestat_nop_f2(x: u64) -> u64;
+    fn tracestat_nop_f3(x: u64) -> u64;
+    fn tracestat_nop_f4(x: u64) -> u64;
+    fn tracestat_nop_f5(x: u64) -> u64;
+    fn tracestat_nop_f6(x: u64) -> u64;
+    fn tracestat_nop_f7(x: u64) -> u64;
+    fn tracestat_test_fentry();
+    static tracestat_test_table: [usize; 8];
+}
+
+const FNS: [unsafe extern "C" fn(u64) -> u64; 8] = [
+    tracestat_nop_f0,
+    tracestat_nop_f1,
+    tracestat_nop_f2,
+    tracestat_nop_f3,
+    tracestat_nop_f4,
+    tracestat_nop_f5,
+    tracestat_nop_f6,
+    tracestat_nop_f7,
+];
+
+const NOP5: [u8; 5] = [0x0f, 0x1f, 0x44, 0x00, 0x00];
+
+/// The patched sites' instance and map, made once (two maps over one binary would patch
+/// the same bytes); tests that use it hold `SERIAL`.
+static NATIVE: OnceLock<NativeSites> = OnceLock::new();
+static SERIAL: Mutex<()> = Mutex::new(());
+/// Stub calls whose site was not found (must stay 0).
+static MISSES: AtomicU64 = AtomicU64::new(0);
+
+/// Where the stub dispatches: the patched map's instance, or (set) the small instance of
+/// the under-fire test.
+static SMALL: AtomicBool = AtomicBool::new(false);
+static SMALL_FTRACE: OnceLock<Arc<Ftrace>> = OnceLock::new();
+
+extern "C" fn hit(ret: usize) {
+    if SMALL.load(Ordering::Acquire) {
+        let ftrace = SMALL_FTRACE.get().expect("set before SMALL");
+        match addrs().iter().position(|&a| a == ret - 5) {
+            Some(k) => drop(ftrace.call(ftrace.site(k).expect("8 sites"))),
+            None => drop(MISSES.fetch_add(1, Ordering::Relaxed)),
+        }
+        return;
+    }
+    let Some(native) = NATIVE.get() else {
+        MISSES.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    let Some(i) = native.site_of_patched(ret - 5) else {
+        MISSES.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    let ftrace = native.ftrace();
+    drop(ftrace.call(ftrace.site(i).expect("a site of the instance")));
+}
+
+fn native() -> (&'static NativeSites, std::sync::MutexGuard<'static, ()>) {
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let native = NATIVE.get_or_init(|| {
+        NativeSites::attach_patched(
+            Ftrace::new([]),
+            |o| o.path == "/proc/self/exe",
+            tracestat_test_fentry as unsafe extern "C" fn() as usize,
+        )
+        .expect("attach")
+    });
+    (native, guard)
+}
+
+fn addrs() -> [usize; 8] {
+    FNS.map(|f| f as usize)
+}
+
+fn bytes(addr: usize) -> [u8; 5] {
+    // SAFETY: the first 5 bytes of one of the functions above.
+    unsafe { core::ptr::read_volatile(addr as *const [u8; 5]) }
+}
+
+/// The protection of the page holding `addr`, from `/proc/self/maps` ("r-xp").
+fn protection(addr: usize) -> String {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    for line in maps.lines() {
+        let (range, rest) = line.split_once(' ').unwrap();
+        let (lo, hi) = range.split_once('-').unwrap();
+        let (lo, hi) = (
+            usize::from_str_radix(lo, 16).unwrap(),
+            usize::from_str_radix(hi, 16).unwrap(),
+        );
+        if (lo..hi).contains(&addr) {
+            return rest[..4].to_owned();
+        }
+    }
+    panic!("{addr:#x} is not mapped")
+}
+
+thread_local! {
+    /// Calls the counting ops saw on this thread.
+    static HITS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// An ops counting its calls, in total and per thread (`HITS`).
+fn counting() -> (Arc<FtraceOps>, Arc<AtomicU64>) {
+    let total = Arc::new(AtomicU64::new(0));
+    let t = Arc::clone(&total);
+    let ops = FtraceOps::builder(move |_, _, _, _| {
+        HITS.with(|h| h.set(h.get() + 1));
+        t.fetch_add(1, Ordering::Relaxed);
+    })
+    .build();
+    (ops, total)
+}
+
+fn call_all(times: u64) {
+    for _ in 0..times {
+        for (k, f) in FNS.iter().enumerate() {
+            // SAFETY: the functions above take and return a u64.
+            assert_eq!(unsafe { f(40) }, 41 + k as u64);
+        }
+    }
+}
+
+#[test]
+fn the_tables_list_the_nop_entries() {
+    let data = std::fs::read("/proc/self/exe").unwrap();
+    let (native, _serial) = native();
+    let (exe, _) = &native.objects()[0];
+    let entries = nop_entries(&data, Some(exe)).unwrap();
+    // SAFETY: the table above, relocated by the loader.
+    let table = unsafe { tracestat_test_table };
+    let got: Vec<usize> = entries.iter().map(|e| e.addr as usize + exe.bias).collect();
+    assert_eq!(got, {
+        let mut t = table.to_vec();
+        t.sort();
+        t
+    });
+    assert_eq!(table, addrs());
+    assert!(entries.iter().all(|e| e.table == Table::PatchableEntries));
+    // Each is its function's site, and the one-byte nops were rewritten at attach.
+    let patches = native.patches();
+    assert_eq!(patches.len(), 1);
+    assert_eq!(patches[0].1.len(), 8);
+    for (k, addr) in addrs().into_iter().enumerate() {
+        let i = native.site_of_patched(addr).unwrap();
+        assert_eq!(
+            native.ftrace().site(i).unwrap().name(),
+            format!("tracestat_nop_f{k}")
+        );
+        assert_eq!(bytes(addr), NOP5, "f{k}");
+    }
+    assert!(native.unpatched().is_empty(), "{:?}", native.unpatched());
+    // Garbage and a file without tables: typed errors.
+    assert!(matches!(
+        nop_entries(b"not ELF", None),
+        Err(PatchError::Elf { .. })
+    ));
+}
+
+#[test]
+fn covered_sites_are_patched_and_restored() {
+    let (native, _serial) = native();
+    let ftrace = native.ftrace();
+    let patches = Arc::clone(&native.patches()[0].1);
+    let (ops, total) = counting();
+    ftrace
+        .set_filter(&ops, "tracestat_nop_f1 tracestat_nop_f2", Truncate)
+        .unwrap();
+    call_all(3);
+    assert_eq!(total.load(Ordering::Relaxed), 0, "not registered");
+    ftrace.register(&ops).unwrap();
+    let a = addrs();
+    for (k, &addr) in a.iter().enumerate() {
+        let b = bytes(addr);
+        if k == 1 || k == 2 {
+            assert_eq!(b[0], 0xe8, "f{k} is a call");
+            let rel = i32::from_le_bytes(b[1..].try_into().unwrap());
+            let stub = (addr as i64 + 5 + rel as i64) as usize;
+            // SAFETY: the stub's first 14 bytes.
+            let stub_bytes = unsafe { core::ptr::read_volatile(stub as *const [u8; 14]) };
+            assert_eq!(stub_bytes[..6], [0xff, 0x25, 0, 0, 0, 0], "jmp [rip+0]");
+            let target = u64::from_le_bytes(stub_bytes[6..].try_into().unwrap());
+            assert_eq!(
+                target as usize,
+                tracestat_test_fentry as unsafe extern "C" fn() as usize
+            );
+        } else {
+            assert_eq!(b, NOP5, "f{k} stays a nop");
+        }
+        assert_eq!(protection(addr), "r-xp", "code pages back to read-execute");
+    }
+    assert_eq!(patches.patched_count(), 2);
+    call_all(10);
+    assert_eq!(total.load(Ordering::Relaxed), 20);
+    // A filter naming nothing: refused, nothing patched or unpatched.
+    let err = ftrace
+        .set_filter(&ops, "no_such_function", Truncate)
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidInput { .. }), "{err}");
+    assert_eq!(patches.patched_count(), 2);
+    // Moving the filter patches the new site and restores the old.
+    ftrace
+        .set_filter(&ops, "tracestat_nop_f2 tracestat_nop_f7", Truncate)
+        .unwrap();
+    assert_eq!(bytes(a[1]), NOP5);
+    assert_eq!(bytes(a[7])[0], 0xe8);
+    call_all(1);
+    assert_eq!(total.load(Ordering::Relaxed), 22);
+    ftrace.unregister(&ops).unwrap();
+    assert!(a.iter().all(|&addr| bytes(addr) == NOP5));
+    assert_eq!(patches.patched_count(), 0);
+    call_all(5);
+    assert_eq!(
+        total.load(Ordering::Relaxed),
+        22,
+        "no call after unregister"
+    );
+    assert_eq!(MISSES.load(Ordering::Relaxed), 0);
+    assert_eq!(patches.failed_disables().0, 0);
+}
+
+/// Eight threads call the nop'd sites while the main thread toggles another ops' filter
+/// 10,000 times (patching and unpatching the sites the counting ops does not cover) and
+/// registers and unregisters the counting ops. The sites are those of an instance of their
+/// own (the eight functions, switched by a `Patches` of their own), so that each commit is
+/// the patch and the grace period, not a pass over every function of this binary. Inside a window (the counting ops
+/// registered: after `register` returned, before `unregister` began) every call is
+/// counted exactly once on its own thread; outside at most once; the ops' total is the sum
+/// of what the threads saw; every return value is right.
+#[test]
+fn patching_under_fire() {
+    let (native, _serial) = native();
+    let exe = native.objects()[0].0.clone();
+    let sites: Vec<(usize, usize)> = addrs().into_iter().enumerate().collect();
+    let target = tracestat_test_fentry as unsafe extern "C" fn() as usize;
+    let (patches, left_out) = Patches::new(&exe, &sites, target).unwrap();
+    assert!(left_out.is_empty(), "{left_out:?}");
+    let patches = Arc::new(patches);
+    let ftrace = Ftrace::new([]);
+    let defs = (0..8).map(|k| SiteDef::new(format!("tracestat_nop_f{k}"), exe.name.clone()));
+    ftrace
+        .add_switched_sites(defs, Arc::clone(&patches) as Arc<dyn SiteSwitch>)
+        .unwrap();
+    assert!(
+        SMALL_FTRACE.set(Arc::clone(&ftrace)).is_ok(),
+        "one under-fire test"
+    );
+    SMALL.store(true, Ordering::Release);
+    let (counter, total) = counting();
+    ftrace
+        .set_filter(&counter, "tracestat_nop_*", Truncate)
+        .unwrap();
+    let toggled = FtraceOps::builder(|_, _, _, _| {}).build();
+    ftrace
+        .set_filter(&toggled, "tracestat_nop_f[0-3]", Truncate)
+        .unwrap();
+    ftrace.register(&toggled).unwrap();
+    // Odd while the counting ops is registered.
+    static EPOCH: AtomicU64 = AtomicU64::new(0);
+    static STOP: AtomicBool = AtomicBool::new(false);
+    EPOCH.store(0, Ordering::SeqCst);
+    STOP.store(false, Ordering::SeqCst);
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let (mut seen, mut in_window, mut calls) = (0u64, 0u64, 0u64);
+                let mut x = t as u64;
+                while !STOP.load(Ordering::Relaxed) {
+                    let k = (x % 8) as usize;
+                    let e1 = EPOCH.load(Ordering::SeqCst);
+                    let h0 = HITS.with(Cell::get);
+                    // SAFETY: the functions above take and return a u64.
+                    let r = unsafe { FNS[k](x) };
+                    let h1 = HITS.with(Cell::get);
+                    let e2 = EPOCH.load(Ordering::SeqCst);
+                    assert_eq!(r, x + k as u64 + 1, "a lost or wrong return");
+                    let delta = h1 - h0;
+                    assert!(delta <= 1, "a call counted twice");
+                    if e1 == e2 && e1 % 2 == 1 {
+                        assert_eq!(delta, 1, "a call in a window not counted");
+                        in_window += 1;
+                    }
+                    seen += delta;
+                    calls += 1;
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407)
+                        >> 1;
+                }
+                (seen, in_window, calls)
+            })
+        })
+        .collect();
+    let filters = ["tracestat_nop_f[0-3]", "tracestat_nop_f[4-7]"];
+    let mut windows = 0;
+    for i in 0..10_000 {
+        ftrace
+            .set_filter(&toggled, filters[i % 2], Truncate)
+            .unwrap();
+        if i % 500 == 250 {
+            ftrace.register(&counter).unwrap();
+            EPOCH.fetch_add(1, Ordering::SeqCst);
+            windows += 1;
+        } else if i % 500 == 499 {
+            EPOCH.fetch_add(1, Ordering::SeqCst);
+            ftrace.unregister(&counter).unwrap();
+        }
+    }
+    STOP.store(true, Ordering::SeqCst);
+    let mut seen = 0;
+    let mut in_window = 0;
+    let mut calls = 0;
+    for t in threads {
+        let (s, w, c) = t.join().expect("a calling thread failed");
+        seen += s;
+        in_window += w;
+        calls += c;
+    }
+    ftrace.unregister(&toggled).unwrap();
+    SMALL.store(false, Ordering::Release);
+    assert_eq!(windows, 20);
+    assert!(in_window > 0, "no call ran inside a window ({calls} calls)");
+    assert_eq!(
+        total.load(Ordering::Relaxed),
+        seen,
+        "the ops' count is the threads' sum"
+    );
+    assert_eq!(patches.patched_count(), 0);
+    assert!(addrs().iter().all(|&a| bytes(a) == NOP5));
+    assert_eq!(MISSES.load(Ordering::Relaxed), 0);
+    eprintln!("{calls} calls, {in_window} in {windows} windows, {seen} counted");
+}
