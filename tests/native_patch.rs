@@ -119,6 +119,8 @@ static MISSES: AtomicU64 = AtomicU64::new(0);
 /// the under-fire test.
 static SMALL: AtomicBool = AtomicBool::new(false);
 static SMALL_FTRACE: OnceLock<Arc<Ftrace>> = OnceLock::new();
+/// The map of a gcc-built shared object's sites, when the stub's return is not ours.
+static LOADED: OnceLock<NativeSites> = OnceLock::new();
 
 extern "C" fn hit(ret: usize) {
     if SMALL.load(Ordering::Acquire) {
@@ -132,6 +134,10 @@ extern "C" fn hit(ret: usize) {
     let Some(native) = NATIVE.get() else {
         MISSES.fetch_add(1, Ordering::Relaxed);
         return;
+    };
+    let native = match LOADED.get() {
+        Some(loaded) if !addrs().contains(&(ret - 5)) => loaded,
+        _ => native,
     };
     let Some(i) = native.site_of_patched(ret - 5) else {
         MISSES.fetch_add(1, Ordering::Relaxed);
@@ -414,4 +420,223 @@ fn patching_under_fire() {
     assert!(addrs().iter().all(|&a| bytes(a) == NOP5));
     assert_eq!(MISSES.load(Ordering::Relaxed), 0);
     eprintln!("{calls} calls, {in_window} in {windows} windows, {seen} counted");
+}
+
+/// Denies `mprotect` with `PROT_WRITE` (`EPERM`) to the calling thread, as a seccomp
+/// policy would; lets everything else through.
+fn deny_writable_code() -> bool {
+    const LD_ABS_W: u16 = 0x20;
+    const JEQ: u16 = 0x15;
+    const JSET: u16 = 0x45;
+    const RET: u16 = 0x06;
+    let f = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    let mut prog = [
+        f(LD_ABS_W, 0, 0, 4),                           // arch
+        f(JEQ, 0, 4, 0xc000_003e),                      // x86-64, else allow
+        f(LD_ABS_W, 0, 0, 0),                           // nr
+        f(JEQ, 0, 2, libc::SYS_mprotect as u32),        // mprotect, else allow
+        f(LD_ABS_W, 0, 0, 32),                          // args[2], low half: prot
+        f(JSET, 1, 0, libc::PROT_WRITE as u32),         // writable: deny
+        f(RET, 0, 0, 0x7fff_0000),                      // SECCOMP_RET_ALLOW
+        f(RET, 0, 0, 0x0005_0000 | libc::EPERM as u32), // SECCOMP_RET_ERRNO
+    ];
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_mut_ptr(),
+    };
+    // SAFETY: prctl with a valid filter program that outlives the call.
+    unsafe {
+        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
+            && libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &fprog) == 0
+    }
+}
+
+/// In a forked child (one thread) under a seccomp filter that refuses writable code:
+/// registering an ops is refused with the typed error, and nothing changes.
+#[test]
+fn a_patch_the_system_refuses_changes_nothing() {
+    let (native, _serial) = native();
+    let ftrace = native.ftrace();
+    let patches = Arc::clone(&native.patches()[0].1);
+    let (ops, total) = counting();
+    ftrace
+        .set_filter(&ops, "tracestat_nop_f3", Truncate)
+        .unwrap();
+    let before = addrs().map(bytes);
+    // SAFETY: the child runs only this thread's code, then `_exit`s; the instance's locks
+    // are free (`SERIAL` is held here, and only its holder uses the instance).
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let checks = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            assert!(deny_writable_code(), "seccomp filter not installed");
+            let err = ftrace.register(&ops).unwrap_err();
+            let Error::Refused { source, .. } = &err else {
+                panic!("{err}")
+            };
+            let patch = source.downcast_ref::<PatchError>().expect("a PatchError");
+            assert!(
+                matches!(patch, PatchError::Protect { errno, .. } if *errno == libc::EPERM),
+                "{patch}"
+            );
+            assert!(err.to_string().contains("mprotect refused"), "{err}");
+            assert!(!ftrace.is_registered(&ops));
+            assert!(ftrace.sites().all(|s| s.refcount() == 0));
+            assert_eq!(addrs().map(bytes), before, "no byte changed");
+            assert_eq!(patches.patched_count(), 0);
+            assert!(addrs().iter().all(|&a| protection(a) == "r-xp"));
+            call_all(2);
+            assert_eq!(total.load(Ordering::Relaxed), 0);
+        }));
+        // SAFETY: ends the child without running the parent's atexit handlers.
+        unsafe { libc::_exit(if checks.is_ok() { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the child's checks failed (status {status:#x}; its panic message is above)"
+    );
+    // The parent, without the filter, patches as usual.
+    ftrace.register(&ops).unwrap();
+    call_all(1);
+    assert_eq!(total.load(Ordering::Relaxed), 1);
+    ftrace.unregister(&ops).unwrap();
+}
+
+/// A C source with two functions, `pg` called by `pf`, and a `main`.
+const C_SOURCE: &str = "
+__attribute__((noinline)) long pg(long x) { __asm__ volatile(\"\"); return x * 3 + 1; }
+__attribute__((noinline)) long pf(long x) { return pg(x) + 2; }
+int main(int argc, char **argv) { (void)argv; return (int)pf(argc); }
+";
+
+/// Builds `C_SOURCE` with gcc and `flags` into `out` in a directory of this test's.
+fn gcc(out: &str, flags: &[&str]) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("tracestat-native-patch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("prog.c");
+    std::fs::write(&src, C_SOURCE).unwrap();
+    let path = dir.join(out);
+    let status = std::process::Command::new("gcc")
+        .args(flags)
+        .arg("-o")
+        .arg(&path)
+        .arg(&src)
+        .status()
+        .expect("gcc runs");
+    assert!(status.success(), "gcc {flags:?} failed");
+    path
+}
+
+/// The functions named by an ELF file's nop'd entries, and the bytes there, read from the
+/// file (non-PIC executables: the entries are not relocated).
+fn listed(path: &std::path::Path) -> Result<Vec<(String, [u8; 5])>, PatchError> {
+    use object::{Object, ObjectSection};
+    let data = std::fs::read(path).unwrap();
+    let entries = nop_entries(&data, None)?;
+    let fns = tracestat::native::functions(&data).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    let text = file.section_by_name(".text").unwrap();
+    let code = text.data().unwrap();
+    Ok(tracestat::native::assign(&entries, &fns)
+        .into_iter()
+        .map(|(pos, e)| {
+            let off = (e.addr - text.address()) as usize;
+            (
+                fns[pos].name.clone(),
+                code[off..off + 5].try_into().unwrap(),
+            )
+        })
+        .collect())
+}
+
+#[test]
+#[ignore = "needs gcc (CI's native section installs it)"]
+fn gcc_builds_list_their_nop_entries() {
+    let mcount = gcc(
+        "mcount",
+        &[
+            "-O2",
+            "-pg",
+            "-mfentry",
+            "-mnop-mcount",
+            "-mrecord-mcount",
+            "-fno-pie",
+            "-no-pie",
+        ],
+    );
+    let names = |v: &[(String, [u8; 5])]| {
+        let mut n: Vec<String> = v.iter().map(|(n, _)| n.clone()).collect();
+        n.sort();
+        n
+    };
+    let got = listed(&mcount).unwrap();
+    assert_eq!(
+        names(&got),
+        ["main", "pf", "pg"],
+        "sorted by address: main is first at -O2"
+    );
+    assert!(got.iter().all(|(_, b)| *b == NOP5), "{got:?}");
+    let pfe = gcc(
+        "pfe",
+        &["-O2", "-fpatchable-function-entry=5", "-fno-pie", "-no-pie"],
+    );
+    let got = listed(&pfe).unwrap();
+    assert_eq!(names(&got), ["main", "pf", "pg"]);
+    assert!(got.iter().all(|(_, b)| *b == [0x90; 5]), "{got:?}");
+    let plain = gcc("plain", &["-O2", "-fno-pie", "-no-pie"]);
+    assert!(matches!(listed(&plain), Err(PatchError::NoTables)));
+    let _ = std::fs::remove_dir_all(mcount.parent().unwrap());
+}
+
+#[test]
+#[ignore = "needs gcc (CI's native section installs it)"]
+fn a_gcc_shared_object_is_patched_live() {
+    let (_native, _serial) = native();
+    let so = gcc(
+        "libtracestat_pfe.so",
+        &["-O2", "-fpatchable-function-entry=5", "-fPIC", "-shared"],
+    );
+    let cpath = std::ffi::CString::new(so.to_str().unwrap()).unwrap();
+    // SAFETY: loads a shared object built above (no constructors).
+    let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW) };
+    assert!(!handle.is_null(), "dlopen failed");
+    // SAFETY: a symbol of the object, a function of this type.
+    let pf: extern "C" fn(i64) -> i64 =
+        unsafe { core::mem::transmute(libc::dlsym(handle, c"pf".as_ptr())) };
+    let loaded = LOADED.get_or_init(|| {
+        NativeSites::attach_patched(
+            Ftrace::new([]),
+            |o| o.name == "libtracestat_pfe.so",
+            tracestat_test_fentry as unsafe extern "C" fn() as usize,
+        )
+        .unwrap()
+    });
+    let patches = loaded.patches();
+    assert_eq!(patches.len(), 1, "{:?}", loaded.unpatched());
+    let patches = &patches[0].1;
+    assert_eq!(patches.len(), 3, "main, pf and pg");
+    let ftrace = loaded.ftrace();
+    let (ops, total) = counting();
+    ftrace.set_filter(&ops, "pg", Truncate).unwrap();
+    ftrace.register(&ops).unwrap();
+    assert_eq!(patches.patched_count(), 1);
+    for x in 0..5 {
+        assert_eq!(pf(x), x * 3 + 3);
+    }
+    assert_eq!(total.load(Ordering::Relaxed), 5, "pg once per pf");
+    ftrace
+        .set_filter(&ops, ":mod:libtracestat_pfe.so", Truncate)
+        .unwrap();
+    assert_eq!(patches.patched_count(), 3);
+    pf(1);
+    assert_eq!(total.load(Ordering::Relaxed), 7, "pf and pg");
+    ftrace.unregister(&ops).unwrap();
+    assert_eq!(patches.patched_count(), 0);
+    pf(1);
+    assert_eq!(total.load(Ordering::Relaxed), 7);
+    assert_eq!(MISSES.load(Ordering::Relaxed), 0);
+    let _ = std::fs::remove_dir_all(so.parent().unwrap());
 }
