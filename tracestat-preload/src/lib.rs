@@ -1,5 +1,7 @@
 //! `libtracestat_preload.so`: the function profiler inside a program built with
-//! `-finstrument-functions`, loaded with `LD_PRELOAD` (what `tracestat record` does).
+//! `-finstrument-functions`, or with nop'd entries (`-pg -mfentry -mnop-mcount
+//! -mrecord-mcount`, `-fpatchable-function-entry=5`) patched live, loaded with
+//! `LD_PRELOAD` (what `tracestat record` does).
 //!
 //! # Design
 //!
@@ -8,7 +10,8 @@
 //! and of each loaded shared object a site of the global `Ftrace`
 //! ([`tracestat::native::NativeSites`]), writes the filters and enables the global function
 //! profiler. gcc's `__cyg_profile_func_enter` / `__cyg_profile_func_exit` then enter and end
-//! the function's site:
+//! the function's site; in objects with nop'd entries, the covered sites are patched into
+//! calls of this library's `__fentry__` (`patched.rs`: entry only for now, Hit exact):
 //!
 //! - **ip → site**: a per-thread direct-mapped cache (no lock, no hash on a hit), filled
 //!   from the native map on a miss (a function not in the symbol tables becomes a site
@@ -44,6 +47,8 @@
 //! - Only a frame whose hook entered its site is on the return stack, and each is popped at
 //!   most once: a guard is dropped exactly once, innermost first.
 //! - A hook does nothing (no allocation, no lock) on a cache hit and a stack with room.
+
+mod patched;
 
 use core::cell::Cell;
 use core::ffi::c_void;
@@ -159,6 +164,16 @@ fn new_thread_state() -> Option<&'static mut Thread> {
 /// The site of the function at `func`, through the thread's cache.
 #[inline(always)]
 fn site_of(t: &mut Thread, func: usize) -> Option<&'static Site> {
+    cached(t, func, lookup)
+}
+
+/// The site for `key` through the thread's cache, filled by `fill` on a miss.
+#[inline(always)]
+fn cached(
+    t: &mut Thread,
+    func: usize,
+    fill: fn(usize) -> Option<&'static Site>,
+) -> Option<&'static Site> {
     let generation = GENERATION.load(Ordering::Relaxed);
     if t.generation != generation {
         t.cache.fill((0, core::ptr::null()));
@@ -170,7 +185,7 @@ fn site_of(t: &mut Thread, func: usize) -> Option<&'static Site> {
         // instance's records are never freed).
         return Some(unsafe { &*slot.1 });
     }
-    let site = lookup(func)?;
+    let site = fill(func)?;
     *slot = (func, site);
     Some(site)
 }
@@ -181,6 +196,32 @@ fn lookup(func: usize) -> Option<&'static Site> {
     let native = NATIVE.get()?;
     let index = native.site_for_call(func).ok().flatten()?;
     Ftrace::global().site(index)
+}
+
+/// The site of a patched nop'd site at `addr`.
+#[cold]
+#[inline(never)]
+fn lookup_patched(addr: usize) -> Option<&'static Site> {
+    let index = NATIVE.get()?.site_of_patched(addr)?;
+    Ftrace::global().site(index)
+}
+
+/// A patched site's call of `__fentry__`: `ret` is the return into the function (the
+/// site's address plus 5). Enters the site and ends it at once (entry only, see
+/// `patched.rs`).
+extern "C" fn fentry_entry(ret: usize) {
+    if !READY.load(Ordering::Relaxed) {
+        return;
+    }
+    let Some(t) = thread_state() else { return };
+    if t.busy {
+        return;
+    }
+    t.busy = true;
+    if let Some(site) = cached(t, ret - 5, lookup_patched) {
+        drop(site.enter());
+    }
+    t.busy = false;
 }
 
 /// `__cyg_profile_func_enter` with the instrumented function's stack pointer.
@@ -357,11 +398,17 @@ fn start() -> Result<(), String> {
     };
     let output = env("TRACESTAT_OUTPUT").ok_or("TRACESTAT_OUTPUT is not set")?;
     let ftrace = Ftrace::global();
-    // This library's own functions are never instrumented: not sites.
-    let native = NativeSites::attach_only(std::sync::Arc::clone(ftrace), |o| {
-        !o.contains(init as extern "C" fn() as usize)
-    })
+    // This library's own functions are never instrumented: not sites. Nop'd sites are
+    // patched into calls of `__fentry__` (here, before `main`: one thread).
+    let keep = |o: &tracestat::native::LoadedObject| !o.contains(init as extern "C" fn() as usize);
+    let native = match patched::target() {
+        Some(target) => NativeSites::attach_patched(std::sync::Arc::clone(ftrace), keep, target),
+        None => NativeSites::attach_only(std::sync::Arc::clone(ftrace), keep),
+    }
     .map_err(|e| e.to_string())?;
+    for (path, why) in native.unpatched() {
+        eprintln!("tracestat: nop'd sites of {path} not patched: {why}");
+    }
     for (path, why) in native.skipped() {
         if !path.contains("vdso") && !path.is_empty() {
             eprintln!("tracestat: no symbols read from {path}: {why}");
