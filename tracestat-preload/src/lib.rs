@@ -213,14 +213,23 @@ extern "C" fn fentry_entry(ret: usize) {
     if !READY.load(Ordering::Relaxed) {
         return;
     }
+    in_hook(|t| {
+        if let Some(site) = cached(t, ret - 5, lookup_patched) {
+            drop(site.enter());
+        }
+    });
+}
+
+/// Runs `f` with the thread's state, marked busy, unless the thread has none or is inside
+/// a hook already (a signal handler interrupting one).
+#[inline(always)]
+fn in_hook(f: impl FnOnce(&mut Thread)) {
     let Some(t) = thread_state() else { return };
     if t.busy {
         return;
     }
     t.busy = true;
-    if let Some(site) = cached(t, ret - 5, lookup_patched) {
-        drop(site.enter());
-    }
+    f(t);
     t.busy = false;
 }
 
@@ -229,44 +238,37 @@ extern "C" fn enter(func: usize, _call_site: usize, sp: usize) {
     if !READY.load(Ordering::Relaxed) {
         return;
     }
-    let Some(t) = thread_state() else { return };
-    if t.busy {
-        return;
-    }
-    t.busy = true;
-    // Frames at or below this one's stack pointer were left without their exit (longjmp,
-    // an exception): a live caller's frame is always above its callee's.
-    while t.stack.last().is_some_and(|f| f.sp <= sp) {
-        drop(t.stack.pop());
-    }
-    if t.stack.len() == DEPTH {
-        OVERRUNS.fetch_add(1, Ordering::Relaxed);
-    } else if let Some(site) = site_of(t, func) {
-        let guard = site.enter();
-        t.stack.push(Frame {
-            func,
-            sp,
-            _guard: guard,
-        });
-    }
-    t.busy = false;
+    in_hook(|t| {
+        // Frames at or below this one's stack pointer were left without their exit
+        // (longjmp, an exception): a live caller's frame is always above its callee's.
+        while t.stack.last().is_some_and(|f| f.sp <= sp) {
+            drop(t.stack.pop());
+        }
+        if t.stack.len() == DEPTH {
+            OVERRUNS.fetch_add(1, Ordering::Relaxed);
+        } else if let Some(site) = site_of(t, func) {
+            let guard = site.enter();
+            t.stack.push(Frame {
+                func,
+                sp,
+                _guard: guard,
+            });
+        }
+    });
 }
 
 /// `__cyg_profile_func_exit` with the instrumented function's stack pointer.
 extern "C" fn exit(func: usize, _call_site: usize, sp: usize) {
-    let Some(t) = thread_state() else { return };
-    if t.busy {
-        return;
-    }
-    t.busy = true;
-    // Frames deeper than this one were left without their exit (longjmp, an exception).
-    while t.stack.last().is_some_and(|f| f.sp < sp) {
-        drop(t.stack.pop());
-    }
-    if t.stack.last().is_some_and(|f| f.func == func && f.sp == sp) {
-        drop(t.stack.pop());
-    }
-    t.busy = false;
+    in_hook(|t| {
+        // Frames deeper than this one were left without their exit (longjmp, an
+        // exception).
+        while t.stack.last().is_some_and(|f| f.sp < sp) {
+            drop(t.stack.pop());
+        }
+        if t.stack.last().is_some_and(|f| f.func == func && f.sp == sp) {
+            drop(t.stack.pop());
+        }
+    });
 }
 
 /// The hooks' entry points: naked, so that they pass the caller's stack pointer as it was
