@@ -640,3 +640,84 @@ fn a_gcc_shared_object_is_patched_live() {
     assert_eq!(MISSES.load(Ordering::Relaxed), 0);
     let _ = std::fs::remove_dir_all(so.parent().unwrap());
 }
+
+/// Figures, not a check of speed: the time to patch N sites of a gcc-built shared object
+/// into calls (one batch: registering an ops that covers them all) and back, beside the
+/// same register and unregister on an instance of N sites with no code to patch. Run with
+/// `cargo test --release --features native --test native_patch patch_cost -- --ignored
+/// --nocapture`.
+#[test]
+#[ignore = "a measurement (needs gcc); prints figures"]
+fn patch_cost() {
+    let (_native, _serial) = native();
+    let target = tracestat_test_fentry as unsafe extern "C" fn() as usize;
+    for n in [100usize, 1000, 10_000] {
+        let dir = std::env::temp_dir().join(format!("tracestat-patch-cost-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = dir.join(format!("cost{n}.c"));
+        let body: String = (0..n)
+            .map(|k| format!("__attribute__((noinline)) long f{k}(long x) {{ return x + {k}; }}\n"))
+            .collect();
+        std::fs::write(&src, body).unwrap();
+        let so = dir.join(format!("libtracestat_cost{n}.so"));
+        let ok = std::process::Command::new("gcc")
+            .args([
+                "-O2",
+                "-fpatchable-function-entry=5",
+                "-fPIC",
+                "-shared",
+                "-o",
+            ])
+            .arg(&so)
+            .arg(&src)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        let cpath = std::ffi::CString::new(so.to_str().unwrap()).unwrap();
+        // SAFETY: a shared object built above (no constructors).
+        let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW) };
+        assert!(!handle.is_null());
+        let t = std::time::Instant::now();
+        let native = NativeSites::attach_patched(
+            Ftrace::new([]),
+            |o| o.name.starts_with("libtracestat_cost"),
+            target,
+        )
+        .unwrap();
+        let attach = t.elapsed();
+        let patches = Arc::clone(&native.patches()[0].1);
+        assert_eq!(patches.len(), n);
+        let ops = FtraceOps::builder(|_, _, _, _| {}).build();
+        let (mut on, mut off) = (Vec::new(), Vec::new());
+        for _ in 0..5 {
+            let t = std::time::Instant::now();
+            native.ftrace().register(&ops).unwrap();
+            on.push(t.elapsed());
+            assert_eq!(patches.patched_count(), n);
+            let t = std::time::Instant::now();
+            native.ftrace().unregister(&ops).unwrap();
+            off.push(t.elapsed());
+            assert_eq!(patches.patched_count(), 0);
+        }
+        let plain = Ftrace::new((0..n).map(|k| SiteDef::new(format!("f{k}"), "m")));
+        let mut base = Vec::new();
+        for _ in 0..5 {
+            let t = std::time::Instant::now();
+            plain.register(&ops).unwrap();
+            plain.unregister(&ops).unwrap();
+            base.push(t.elapsed());
+        }
+        on.sort();
+        off.sort();
+        base.sort();
+        eprintln!(
+            "N={n}: attach {attach:?} (with the one-byte nops' rewrite); register (patch N) \
+             median {:?}, unregister (unpatch N) median {:?}; register+unregister with no \
+             code median {:?}",
+            on[2], off[2], base[2]
+        );
+        native.patches()[0].1.forget();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

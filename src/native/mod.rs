@@ -20,6 +20,12 @@
 //! that caches drop what they hold. A function the symbol tables do not list (a stripped
 //! object) becomes a site at its first call, named by its offset in its object (`0x1139`).
 //!
+//! With [`attach_patched`](NativeSites::attach_patched), an object built for dynamic
+//! tracing (nop'd entries listed in `__mcount_loc` or `__patchable_function_entries`) has
+//! its functions added as switched sites ([`Ftrace::add_switched_sites`]) whose switch is the
+//! object's [`Patches`] (`patch.rs`: finding the entries, the breakpoint-first protocol):
+//! a function's nop becomes a call of the given target while an ops covers it.
+//!
 //! # Invariants
 //!
 //! - Every address in the map is a function's entry in a loaded object, and maps to a live
