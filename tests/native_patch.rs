@@ -496,7 +496,7 @@ fn a_patch_the_system_refuses_changes_nothing() {
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "the child's checks failed (status {status:#x}; its panic message is above)"
+        "the child's checks failed (status {status:#x}; --nocapture shows its panic)"
     );
     // The parent, without the filter, patches as usual.
     ftrace.register(&ops).unwrap();
