@@ -372,7 +372,7 @@ impl Patches {
         let positions = sites.iter().map(|s| s.0 + 1).max().unwrap_or(0);
         let mut table: Vec<Option<PatchSite>> = (0..positions).map(|_| None).collect();
         if ok.is_empty() {
-            let known = imp::register_known(Vec::new());
+            let known = imp::register_known(Vec::new())?;
             return Ok((Self::build(object, table, known), left_out));
         }
         let lo = ok.iter().map(|s| s.1).min().expect("non-empty");
@@ -385,7 +385,7 @@ impl Patches {
             .filter(|s| s.2 == NOP1X5)
             .map(|s| (s.1, NOP5))
             .collect();
-        let known = imp::register_known(ok.iter().map(|s| s.1).collect());
+        let known = imp::register_known(ok.iter().map(|s| s.1).collect())?;
         if let Err(e) = imp::rewrite(&one_byte) {
             known.dead.store(true, Ordering::Release);
             return Err(e);
@@ -511,11 +511,6 @@ struct Known {
     dead: AtomicBool,
 }
 
-/// The handler's sets: a fixed array of slots, each set once.
-const KNOWN_SLOTS: usize = 4096;
-static KNOWN: [AtomicPtr<Known>; KNOWN_SLOTS] =
-    [const { AtomicPtr::new(core::ptr::null_mut()) }; KNOWN_SLOTS];
-
 /// The pages the edits' bytes are on, each once.
 fn pages(edits: &[(usize, [u8; 5])], page: usize) -> Vec<Range<usize>> {
     let mut set = BTreeSet::new();
@@ -549,11 +544,11 @@ mod imp {
         Err(unsupported())
     }
 
-    pub(super) fn register_known(addrs: Vec<usize>) -> &'static Known {
-        Box::leak(Box::new(Known {
+    pub(super) fn register_known(addrs: Vec<usize>) -> Result<&'static Known, PatchError> {
+        Ok(Box::leak(Box::new(Known {
             addrs: addrs.into_boxed_slice(),
             dead: AtomicBool::new(false),
-        }))
+        })))
     }
 
     pub(super) fn map_stub(_: Range<usize>, _: usize) -> Option<usize> {

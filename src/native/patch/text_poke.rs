@@ -12,6 +12,12 @@
 use super::*;
 use std::sync::OnceLock;
 
+/// The handler's sets: a fixed array of slots, filled in order and never emptied (a dead
+/// object's slot is reused).
+const KNOWN_SLOTS: usize = 4096;
+static KNOWN: [AtomicPtr<Known>; KNOWN_SLOTS] =
+    [const { AtomicPtr::new(core::ptr::null_mut()) }; KNOWN_SLOTS];
+
 const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_int = 1 << 3;
 const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
 const MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE: libc::c_int = 1 << 5;
@@ -121,19 +127,18 @@ pub(super) fn rewrite(edits: &[(usize, [u8; 5])]) -> Result<(), PatchError> {
 }
 
 /// Adds `addrs` to the handler's known sites.
-pub(super) fn register_known(mut addrs: Vec<usize>) -> &'static Known {
+pub(super) fn register_known(mut addrs: Vec<usize>) -> Result<&'static Known, PatchError> {
     addrs.sort_unstable();
     let known: &'static Known = Box::leak(Box::new(Known {
         addrs: addrs.into_boxed_slice(),
         dead: AtomicBool::new(false),
     }));
     if known.addrs.is_empty() {
-        return known;
+        return Ok(known);
     }
     let p = known as *const Known as *mut Known;
-    // Slots of dead objects are reused only by an object with no live set there; a
-    // process that attaches more than `KNOWN_SLOTS` objects with nop'd sites would
-    // need more (none of ours does): the handler then misses the newest.
+    // A slot of a dead object (unloaded) is reused; its set stays leaked (a few words per
+    // site of an object unloaded, never read again).
     for slot in &KNOWN {
         let cur = slot.load(Ordering::Acquire);
         // SAFETY: a non-null slot holds a leaked `Known`, never freed.
@@ -143,10 +148,13 @@ pub(super) fn register_known(mut addrs: Vec<usize>) -> &'static Known {
                 .compare_exchange(cur, p, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
         {
-            break;
+            return Ok(known);
         }
     }
-    known
+    known.dead.store(true, Ordering::Release);
+    Err(PatchError::Unsupported {
+        what: format!("more than {KNOWN_SLOTS} loaded objects with patchable sites"),
+    })
 }
 
 /// Whether `addr` is a live known site.
