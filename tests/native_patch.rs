@@ -721,3 +721,47 @@ fn patch_cost() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// A trap that is not at a patched site is not swallowed by the patcher's handler: it goes
+/// to the action before it (here the default: the process ends by `SIGTRAP`), both from an
+/// `int3` elsewhere and from `raise`.
+#[test]
+fn other_traps_reach_the_previous_action() {
+    let (native, _serial) = native();
+    // Install the handler (a batch), as any patch does.
+    let (ops, _) = counting();
+    native
+        .ftrace()
+        .set_filter(&ops, "tracestat_nop_f0", Truncate)
+        .unwrap();
+    native.ftrace().register(&ops).unwrap();
+    native.ftrace().unregister(&ops).unwrap();
+    for how in ["int3", "raise"] {
+        // SAFETY: the child only sets a limit and traps.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let no_core = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: plain system calls; `int3` traps into the handler.
+            unsafe {
+                libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+                if how == "int3" {
+                    core::arch::asm!("int3");
+                } else {
+                    libc::raise(libc::SIGTRAP);
+                }
+                libc::_exit(0)
+            }
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child forked above.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(
+            libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGTRAP,
+            "{how}: status {status:#x}"
+        );
+    }
+}
