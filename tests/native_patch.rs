@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use tracestat::Error;
-use tracestat::native::{NativeSites, PatchError, Patches, Table, nop_entries};
+use tracestat::native::{NativeSites, PatchError, Patches, Table, nop_entries, trap_counts};
 use tracestat::profile::{Ftrace, FtraceOps, SiteDef, SiteSwitch};
 use tracestat::stat::WriteMode::Truncate;
 
@@ -419,7 +419,11 @@ fn patching_under_fire() {
     assert_eq!(patches.patched_count(), 0);
     assert!(addrs().iter().all(|&a| bytes(a) == NOP5));
     assert_eq!(MISSES.load(Ordering::Relaxed), 0);
-    eprintln!("{calls} calls, {in_window} in {windows} windows, {seen} counted");
+    let (stepped, retried) = trap_counts();
+    eprintln!(
+        "{calls} calls, {in_window} in {windows} windows, {seen} counted; \
+         {stepped} stepped over a site being patched, {retried} re-executed"
+    );
 }
 
 /// Denies `mprotect` with `PROT_WRITE` (`EPERM`) to the calling thread, as a seccomp

@@ -44,7 +44,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use elf::{Function, demangle, functions};
-pub use patch::{MAX_ENTRY_OFFSET, NopEntry, PatchError, Patches, Table, assign, nop_entries};
+pub use patch::{
+    MAX_ENTRY_OFFSET, NopEntry, PatchError, Patches, Table, assign, nop_entries, trap_counts,
+};
 
 use crate::Error;
 use crate::primitive::unmodeled::RwLock;

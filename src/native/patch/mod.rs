@@ -504,6 +504,13 @@ impl SiteSwitch for Patches {
     }
 }
 
+/// Threads that reached a site while it was being patched, over the process's life:
+/// (stepped over it, the call not taken; re-executed it, the batch having finished first).
+/// Always `(0, 0)` where patching is unsupported.
+pub fn trap_counts() -> (u64, u64) {
+    imp::trap_counts()
+}
+
 /// One object's site addresses as the trap handler reads them (sorted, leaked: read
 /// without a lock by a handler that may run at any time).
 struct Known {
@@ -553,5 +560,9 @@ mod imp {
 
     pub(super) fn map_stub(_: Range<usize>, _: usize) -> Option<usize> {
         None
+    }
+
+    pub(super) fn trap_counts() -> (u64, u64) {
+        (0, 0)
     }
 }

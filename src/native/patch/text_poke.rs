@@ -12,6 +12,19 @@
 use super::*;
 use std::sync::OnceLock;
 
+/// Traps at a site being patched: stepped over it (the call not taken), and re-executed
+/// (the `int3` gone by the time the handler read it).
+static STEPPED: AtomicU64 = AtomicU64::new(0);
+static RETRIED: AtomicU64 = AtomicU64::new(0);
+
+/// See [`trap_counts`](super::trap_counts).
+pub(super) fn trap_counts() -> (u64, u64) {
+    (
+        STEPPED.load(Ordering::Relaxed),
+        RETRIED.load(Ordering::Relaxed),
+    )
+}
+
 /// The handler's sets: a fixed array of slots, filled in order and never emptied (a dead
 /// object's slot is reused).
 const KNOWN_SLOTS: usize = 4096;
@@ -202,7 +215,13 @@ extern "C" fn on_trap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
         let at = rip - 1;
         // SAFETY: `at` is a known site's first byte, in a loaded object's code.
         let byte = unsafe { core::ptr::read_volatile(at as *const u8) };
-        let resume = if byte == INT3 { at + 5 } else { at };
+        let resume = if byte == INT3 {
+            STEPPED.fetch_add(1, Ordering::Relaxed);
+            at + 5
+        } else {
+            RETRIED.fetch_add(1, Ordering::Relaxed);
+            at
+        };
         uc.uc_mcontext.gregs[libc::REG_RIP as usize] = resume as i64;
         return;
     }
