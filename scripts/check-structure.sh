@@ -40,7 +40,8 @@ CYCLES=(
 )
 # The hook layer, lowest first.
 HOOK_ORDER=(
-  barrier rcu clock cputime glob filter graph sink ops published pid thread recursion site table ftrace
+  barrier rcu clock cputime glob filter graph sink ops published pid thread recursion site table switch
+  ftrace
   control walk guard live static_entry returns foreign task future mod
 )
 # Edges from a hook file up the order, each "from->to".

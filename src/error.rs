@@ -69,6 +69,14 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// The system refused what the change needed (for example making code writable to
+    /// patch a call site under a W^X policy or a seccomp filter); nothing was changed.
+    Refused {
+        /// What was being changed.
+        path: String,
+        /// The refusal, typed: downcast it to inspect the details.
+        source: Box<dyn StdError + Send + Sync>,
+    },
     /// A provider's `headers` or `show` returned a formatting error.
     Format {
         /// The stat file being read.
@@ -102,6 +110,7 @@ impl fmt::Display for Error {
             Error::InvalidName { path, reason } => write!(f, "{path:?}: invalid name: {reason}"),
             Error::InvalidInput { path, reason } => write!(f, "{path}: invalid write: {reason}"),
             Error::Busy { path, reason } => write!(f, "{path}: busy: {reason}"),
+            Error::Refused { path, source } => write!(f, "{path}: refused: {source}"),
             Error::Format { path } => write!(f, "{path}: provider failed to format its output"),
         }
     }
@@ -111,6 +120,7 @@ impl StdError for Error {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         match self {
             Error::InvalidInput { reason, .. } => Some(reason),
+            Error::Refused { source, .. } => Some(&**source),
             _ => None,
         }
     }
@@ -128,6 +138,7 @@ impl Error {
             | Error::InvalidName { path, .. }
             | Error::InvalidInput { path, .. }
             | Error::Busy { path, .. }
+            | Error::Refused { path, .. }
             | Error::Format { path } => path,
         }
     }

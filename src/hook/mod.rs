@@ -61,6 +61,8 @@
 //!   ips) and `task` (the entry points of `future`).
 //! - `future`: instrumented futures ([`TracedFuture`], `#[traced]` on `async fn`): one call per
 //!   future, whose frame moves with the task between polls.
+//! - `switch`: coverage notifications (`SiteSwitch`) to whoever owns a site's code (a
+//!   patched native call site), in the order the commit publishes coverage.
 //! - `control`: the control files (`available_filter_functions`, `enabled_functions`,
 //!   `set_ftrace_filter`, `set_ftrace_notrace`, `set_ftrace_pid`, `trace_clock`).
 //!
@@ -95,6 +97,7 @@ mod sink;
 pub(crate) mod site;
 #[cfg(not(loom))]
 mod static_entry;
+mod switch;
 mod table;
 mod task;
 pub(crate) mod thread;
@@ -123,6 +126,7 @@ pub use pid::{PidError, current_tid};
 pub use recursion::{RecursionContext, RecursionLock, trylock};
 pub(crate) use sink::{SINK_WORDS, Sink, SinkOps, SinkPath, SinkWords};
 pub use site::{Site, SiteDef};
+pub use switch::SiteSwitch;
 
 /// The calling thread's innermost dispatched traced scope: the ip of the innermost `#[traced]`
 /// call an ops covers, or of the instrumented future whose poll runs now (0 at top level);

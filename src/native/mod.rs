@@ -20,6 +20,12 @@
 //! that caches drop what they hold. A function the symbol tables do not list (a stripped
 //! object) becomes a site at its first call, named by its offset in its object (`0x1139`).
 //!
+//! With [`attach_patched`](NativeSites::attach_patched), an object built for dynamic
+//! tracing (nop'd entries listed in `__mcount_loc` or `__patchable_function_entries`) has
+//! its functions added as switched sites ([`Ftrace::add_switched_sites`]) whose switch is the
+//! object's [`Patches`] (`patch.rs`: finding the entries, the breakpoint-first protocol):
+//! a function's nop becomes a call of the given target while an ops covers it.
+//!
 //! # Invariants
 //!
 //! - Every address in the map is a function's entry in a loaded object, and maps to a live
@@ -29,6 +35,7 @@
 //!   why, never dropped silently.
 
 mod elf;
+mod patch;
 
 use std::collections::HashMap;
 use std::ffi::CStr;
@@ -37,9 +44,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use elf::{Function, demangle, functions};
+pub use patch::{
+    MAX_ENTRY_OFFSET, NopEntry, PatchError, Patches, Table, assign, nop_entries, trap_counts,
+};
 
 use crate::Error;
-use crate::hook::{Ftrace, SiteDef};
+use crate::hook::{Ftrace, SiteDef, SiteSwitch};
 use crate::primitive::unmodeled::RwLock;
 
 /// A loaded object as `dl_iterate_phdr` reports it.
@@ -126,6 +136,8 @@ struct Attached {
     object: LoadedObject,
     /// Its sites' indices.
     sites: Range<usize>,
+    /// Its nop'd sites, patched as their coverage changes.
+    patches: Option<Arc<Patches>>,
 }
 
 #[derive(Default)]
@@ -134,6 +146,8 @@ struct Map {
     /// Function address → site index.
     by_addr: HashMap<usize, usize>,
     skipped: Vec<(String, String)>,
+    /// Objects (or sites) with nop'd sites that are not patched, and why.
+    unpatched: Vec<(String, String)>,
 }
 
 /// The native functions of the process as sites of one [`Ftrace`] instance (see the module
@@ -142,6 +156,8 @@ pub struct NativeSites {
     ftrace: Arc<Ftrace>,
     /// Which objects' functions become sites.
     keep: fn(&LoadedObject) -> bool,
+    /// Where patched nop'd sites call (`attach_patched`), if anywhere.
+    target: Option<usize>,
     map: RwLock<Map>,
     generation: AtomicU64,
 }
@@ -169,9 +185,36 @@ impl NativeSites {
         ftrace: Arc<Ftrace>,
         keep: fn(&LoadedObject) -> bool,
     ) -> Result<Self, Error> {
+        Self::attach_with(ftrace, keep, None)
+    }
+
+    /// [`attach_only`](Self::attach_only), and the nop'd sites of each object built for
+    /// dynamic tracing (`__mcount_loc`, `__patchable_function_entries`: see [`Patches`])
+    /// patched into calls of `target` while an ops covers their functions, and back into
+    /// nops when none does (the kernel's dynamic ftrace). `target` is called as
+    /// `__fentry__` is: first thing in the function, `[rsp]` the return into it (the site's
+    /// address plus 5), `[rsp+8]` the parent's return address, every argument register
+    /// live; it finds the site with [`site_of_patched`](Self::site_of_patched). An object
+    /// whose sites cannot be patched (a W^X policy refuses `mprotect`) is listed in
+    /// [`unpatched`](Self::unpatched) with why, and its functions are plain sites: with
+    /// nop'd entries nothing calls them.
+    pub fn attach_patched(
+        ftrace: Arc<Ftrace>,
+        keep: fn(&LoadedObject) -> bool,
+        target: usize,
+    ) -> Result<Self, Error> {
+        Self::attach_with(ftrace, keep, Some(target))
+    }
+
+    fn attach_with(
+        ftrace: Arc<Ftrace>,
+        keep: fn(&LoadedObject) -> bool,
+        target: Option<usize>,
+    ) -> Result<Self, Error> {
         let this = NativeSites {
             ftrace,
             keep,
+            target,
             map: RwLock::new(Map::default()),
             generation: AtomicU64::new(0),
         };
@@ -252,6 +295,9 @@ impl NativeSites {
                 kept.push(attached);
                 continue;
             }
+            if let Some(patches) = &attached.patches {
+                patches.forget();
+            }
             self.ftrace.retire_sites(attached.sites.clone())?;
             map.by_addr.retain(|_, i| !attached.sites.contains(i));
             retired += 1;
@@ -267,30 +313,43 @@ impl NativeSites {
             {
                 continue;
             }
-            let fns = match std::fs::read(&object.path)
+            let read = std::fs::read(&object.path)
                 .map_err(|e| e.to_string())
-                .and_then(|data| functions(&data).map_err(|e| e.to_string()))
-            {
-                Ok(fns) => fns,
+                .and_then(|data| Ok((functions(&data).map_err(|e| e.to_string())?, data)));
+            let (fns, data) = match read {
+                Ok(read) => read,
                 Err(reason) => {
                     // The vDSO has no file; its functions become sites at a first call.
                     map.skipped.push((object.path.clone(), reason));
                     map.objects.push(Attached {
                         object,
                         sites: 0..0,
+                        patches: None,
                     });
                     continue;
                 }
             };
-            let sites = self.ftrace.add_sites(
-                fns.iter()
-                    .map(|f| SiteDef::new(f.name.clone(), object.name.clone())),
-            )?;
+            let patches = self
+                .target
+                .and_then(|target| patches_of(&object, &data, &fns, target, &mut map.unpatched));
+            let defs = fns
+                .iter()
+                .map(|f| SiteDef::new(f.name.clone(), object.name.clone()));
+            let sites = match &patches {
+                Some(p) => self
+                    .ftrace
+                    .add_switched_sites(defs, Arc::clone(p) as Arc<dyn SiteSwitch>)?,
+                None => self.ftrace.add_sites(defs)?,
+            };
             for (f, i) in fns.iter().zip(sites.clone()) {
                 map.by_addr
                     .insert(object.bias.wrapping_add(f.addr as usize), i);
             }
-            map.objects.push(Attached { object, sites });
+            map.objects.push(Attached {
+                object,
+                sites,
+                patches,
+            });
             added += 1;
         }
         Ok((added, retired))
@@ -306,10 +365,72 @@ impl NativeSites {
             .collect()
     }
 
+    /// The site index of the function whose patched nop'd site is at `site_addr` (the
+    /// return address a patched call pushes, minus 5), if it is a known function's.
+    pub fn site_of_patched(&self, site_addr: usize) -> Option<usize> {
+        let map = self.map.read();
+        (0..=MAX_ENTRY_OFFSET as usize)
+            .filter_map(|back| map.by_addr.get(&site_addr.checked_sub(back)?))
+            .next()
+            .copied()
+    }
+
+    /// The objects with nop'd sites, with their patches (see
+    /// [`attach_patched`](Self::attach_patched)).
+    pub fn patches(&self) -> Vec<(LoadedObject, Arc<Patches>)> {
+        self.map
+            .read()
+            .objects
+            .iter()
+            .filter_map(|a| Some((a.object.clone(), Arc::clone(a.patches.as_ref()?))))
+            .collect()
+    }
+
+    /// The objects (path) with nop'd sites that are not patched, or some of whose sites are
+    /// not, and why.
+    pub fn unpatched(&self) -> Vec<(String, String)> {
+        self.map.read().unpatched.clone()
+    }
+
     /// The objects whose symbol tables could not be read (path, why): their functions
     /// become sites only at a first call, named by offset.
     pub fn skipped(&self) -> Vec<(String, String)> {
         self.map.read().skipped.clone()
+    }
+}
+
+/// The patches of `object`'s nop'd sites (`data` its file, `fns` its functions), if it has
+/// any; what cannot be patched is noted in `unpatched`.
+fn patches_of(
+    object: &LoadedObject,
+    data: &[u8],
+    fns: &[Function],
+    target: usize,
+    unpatched: &mut Vec<(String, String)>,
+) -> Option<Arc<Patches>> {
+    let entries = match nop_entries(data, Some(object)) {
+        Ok(entries) => entries,
+        Err(PatchError::NoTables) => return None,
+        Err(e) => {
+            unpatched.push((object.path.clone(), e.to_string()));
+            return None;
+        }
+    };
+    let sites: Vec<(usize, usize)> = assign(&entries, fns)
+        .into_iter()
+        .map(|(pos, e)| (pos, object.bias.wrapping_add(e.addr as usize)))
+        .collect();
+    match Patches::new(object, &sites, target) {
+        Ok((patches, left_out)) => {
+            for e in left_out {
+                unpatched.push((object.path.clone(), e.to_string()));
+            }
+            Some(Arc::new(patches))
+        }
+        Err(e) => {
+            unpatched.push((object.path.clone(), e.to_string()));
+            None
+        }
     }
 }
 

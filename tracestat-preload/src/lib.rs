@@ -1,6 +1,7 @@
 //! `libtracestat_preload.so`: the function profiler inside a program built with
-//! `-finstrument-functions`, `-pg` or `-pg -mfentry` (x86-64), loaded with `LD_PRELOAD`
-//! (what `tracestat record` does).
+//! `-finstrument-functions`, `-pg` or `-pg -mfentry` (x86-64), or with nop'd entries
+//! (`-pg -mfentry -mnop-mcount -mrecord-mcount`, `-fpatchable-function-entry=5`) patched
+//! live, loaded with `LD_PRELOAD` (what `tracestat record` does).
 //!
 //! # Map
 //!
@@ -8,6 +9,7 @@
 //!   gcc's `__cyg_profile_func_enter` / `_exit` hooks;
 //! - `fentry.rs`: the `mcount` / `__fentry__` hooks, which end a call by redirecting its
 //!   return address through a trampoline; glibc's gprof kept quiet;
+//! - `patched.rs`: what nop'd entries are patched to call (`__fentry__`);
 //! - `unwind.rs`: `pthread_exit` and C++ exceptions, interposed to keep the return stack
 //!   and the redirected return addresses right.
 //!
@@ -19,7 +21,9 @@
 //! ([`tracestat::native::NativeSites`]), writes the filters and enables the global function
 //! profiler. gcc's `__cyg_profile_func_enter` / `__cyg_profile_func_exit` then enter and end
 //! the function's site; `mcount` / `__fentry__` enter it and redirect its return to end it
-//! (`fentry.rs`, whose frames share the return stack):
+//! (`fentry.rs`, whose frames share the return stack); in objects with nop'd entries, the
+//! covered sites are patched into calls of `__fentry__` and back into nops as coverage
+//! changes:
 //!
 //! - **ip → site**: a per-thread direct-mapped cache (no lock, no hash on a hit), filled
 //!   from the native map on a miss (a function not in the symbol tables becomes a site
@@ -76,6 +80,7 @@ use tracestat::stat::WriteMode;
 
 #[cfg(target_arch = "x86_64")]
 mod fentry;
+mod patched;
 mod serve;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod unwind;
@@ -462,11 +467,17 @@ fn start() -> Result<(), String> {
     };
     let output = env("TRACESTAT_OUTPUT").ok_or("TRACESTAT_OUTPUT is not set")?;
     let ftrace = Ftrace::global();
-    // This library's own functions are never instrumented: not sites.
-    let native = NativeSites::attach_only(std::sync::Arc::clone(ftrace), |o| {
-        !o.contains(init as extern "C" fn() as usize)
-    })
+    // This library's own functions are never instrumented: not sites. Nop'd sites are
+    // patched into calls of `__fentry__` (here, before `main`: one thread).
+    let keep = |o: &tracestat::native::LoadedObject| !o.contains(init as extern "C" fn() as usize);
+    let native = match patched::target() {
+        Some(target) => NativeSites::attach_patched(std::sync::Arc::clone(ftrace), keep, target),
+        None => NativeSites::attach_only(std::sync::Arc::clone(ftrace), keep),
+    }
     .map_err(|e| e.to_string())?;
+    for (path, why) in native.unpatched() {
+        eprintln!("tracestat: nop'd sites of {path} not patched: {why}");
+    }
     for (path, why) in native.skipped() {
         if !path.contains("vdso") && !path.is_empty() {
             eprintln!("tracestat: no symbols read from {path}: {why}");

@@ -42,6 +42,7 @@ use super::pid::{self, PidError};
 use super::published::{Direct, OpsEntry, Published};
 use super::rcu::Rcu;
 use super::site::{COUNT_MASK, EntryKind, FLAG_IPMODIFY, FLAG_REGS, Site, SiteDef};
+use super::switch::{self, SiteSwitch, Switches};
 use super::table::{self, SiteRef, SiteTable};
 use super::thread;
 use crate::error::{Error, InputError};
@@ -84,6 +85,8 @@ pub struct Ftrace {
     /// future at its first poll, for the whole call. A hint (unmodeled): either value is
     /// safe, and a run that changes it restarts.
     task_cpu_time: unmodeled::AtomicBool,
+    /// The switched sites (`switch.rs`), written and read under the update lock.
+    switches: crate::primitive::unmodeled::Mutex<Switches>,
     /// Loom negative control only: replaced states, freed with the instance.
     #[cfg(tracestat_loom_negative)]
     retired: crate::primitive::unmodeled::Mutex<Vec<Box<Published>>>,
@@ -168,6 +171,7 @@ impl Ftrace {
             overruns: unmodeled::AtomicU64::new(0),
             active: unmodeled::AtomicBool::new(false),
             task_cpu_time: unmodeled::AtomicBool::new(false),
+            switches: crate::primitive::unmodeled::Mutex::new(Switches::default()),
             #[cfg(tracestat_loom_negative)]
             retired: crate::primitive::unmodeled::Mutex::new(Vec::new()),
         }
@@ -533,6 +537,21 @@ impl Ftrace {
                 table::bit(&retired, i),
             )?);
         }
+        // Switched sites going from no ops to some are enabled before anything is published
+        // (a refusal refuses the change); those going to none are disabled after the grace
+        // period (`switch.rs`).
+        let changes = {
+            let switches = self.switches.lock();
+            if switches.is_empty() {
+                Vec::new()
+            } else {
+                switches.changes(|i| {
+                    let before = self.sites.get(i).is_some_and(|s| s.state() != 0);
+                    (before, words.get(i).is_some_and(|w| w.0 != 0))
+                })
+            }
+        };
+        switch::enable_all(&changes)?;
         let published = Box::new(Published {
             entries: entries.into_boxed_slice(),
             pids: next.pids.clone().into_boxed_slice(),
@@ -576,6 +595,7 @@ impl Ftrace {
         self.retired.lock().push(old);
         #[cfg(not(tracestat_loom_negative))]
         drop(old);
+        switch::disable_all(&changes);
         Ok(())
     }
 
@@ -591,6 +611,28 @@ impl Ftrace {
         &self,
         defs: impl IntoIterator<Item = SiteDef>,
     ) -> Result<core::ops::Range<usize>, Error> {
+        self.add_sites_with(defs, None)
+    }
+
+    /// [`add_sites`](Self::add_sites) for sites whose code `switch` owns: it is told when
+    /// each one's coverage goes from no ops to some ([`SiteSwitch::enable`], before the
+    /// covering state is published) and back ([`SiteSwitch::disable`], after the grace
+    /// period); a new site covered at once is enabled before it is added. Errors: those of
+    /// `add_sites`, and the switch's refusal to enable a new covered site, with nothing
+    /// added.
+    pub fn add_switched_sites(
+        &self,
+        defs: impl IntoIterator<Item = SiteDef>,
+        switch: std::sync::Arc<dyn SiteSwitch>,
+    ) -> Result<core::ops::Range<usize>, Error> {
+        self.add_sites_with(defs, Some(switch))
+    }
+
+    fn add_sites_with(
+        &self,
+        defs: impl IntoIterator<Item = SiteDef>,
+        switch: Option<std::sync::Arc<dyn SiteSwitch>>,
+    ) -> Result<core::ops::Range<usize>, Error> {
         const PATH: &str = "available_filter_functions";
         self.check_not_in_callback(PATH)?;
         let _st = self.lock();
@@ -603,12 +645,25 @@ impl Ftrace {
         for (k, def) in defs.iter().enumerate() {
             words.push(site_word(&published.entries, start + k, &def.name, false)?);
         }
+        if let Some(switch) = &switch {
+            let covered: Vec<usize> = (0..)
+                .zip(&words)
+                .filter(|(_, w)| w.0 != 0)
+                .map(|(i, _)| i)
+                .collect();
+            if !covered.is_empty() {
+                switch.enable(&covered)?;
+            }
+        }
         for (def, (word, direct)) in defs.into_iter().zip(words) {
             // The word before the site is published: a reader that finds it finds it
             // covered.
             let site = Box::new(Site::owned(def));
             store_site(&site, word, direct, &published.entries, published.enabled);
             self.sites.push(SiteRef::Owned(site));
+        }
+        if let Some(switch) = switch {
+            self.switches.lock().add(start..self.sites.len(), switch);
         }
         Ok(start..self.sites.len())
     }
@@ -718,11 +773,16 @@ impl Drop for Ftrace {
         for ops in &st.ops {
             ops.owner.store(0, Ordering::Release);
         }
+        let changes = self
+            .switches
+            .get_mut()
+            .changes(|i| (self.sites.get(i).is_some_and(|s| s.state() != 0), false));
         for site in self.sites() {
             site.direct.store(core::ptr::null_mut(), Ordering::Relaxed);
             site.set_entry(EntryKind::General);
             site.set_state(0);
         }
+        switch::disable_all(&changes);
         if !ptr.is_null() {
             // SAFETY: `&mut self` means no reader holds a borrow of this instance; the
             // pointer came from `Box::into_raw` and is freed only here.

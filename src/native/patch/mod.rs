@@ -1,0 +1,568 @@
+//! Live patching of nop'd native call sites: the kernel's dynamic ftrace, in user space
+//! (x86-64 Linux; elsewhere every operation is [`PatchError::Unsupported`]).
+//!
+//! # Design
+//!
+//! **Finding the sites.** A program built for dynamic tracing lists its call sites in a
+//! table: `__mcount_loc` (gcc `-pg -mfentry -mnop-mcount -mrecord-mcount`, non-PIC code: the
+//! kernel's own recipe) or `__patchable_function_entries` (gcc or clang
+//! `-fpatchable-function-entry=5[,0]`, PIC or not). Each entry is the address of 5 bytes of
+//! nop at a function's entry. [`nop_entries`] reads them with the `object` crate: the
+//! section headers from the file, the entries themselves from the loaded object's memory
+//! (so that a PIE's or a shared object's entries are read as the loader relocated them), or
+//! from the file for a file that is not loaded. Each entry is the site of the function it
+//! is in (the nearest function start at or below it, at most [`MAX_ENTRY_OFFSET`] bytes
+//! below: an `endbr64` may come first).
+//!
+//! **Patching.** [`Patches`] holds one object's sites. Enabling a site writes
+//! `call rel32` over its nop; the call goes to a **stub** of the object's (`jmp [rip+0]`
+//! then the 8-byte target), in a page mapped within ±2 GiB of the object (a `rel32` reaches
+//! no further, and the target, a trampoline in another object, may be anywhere). The target
+//! is called as `__fentry__` is: as the function's first instruction, with `[rsp]` the
+//! return into the function (its site's address plus 5) and `[rsp+8]` the parent's return
+//! address. Disabling writes the nop back. A site found as five one-byte nops (`90`, what
+//! gcc writes) is rewritten once, when its object is attached, into the one five-byte nop
+//! (`0f 1f 44 00 00`, what clang and the kernel use) and restored to that: afterwards every
+//! change replaces one whole instruction by another (see the safety argument for why that
+//! matters). A stub page stays mapped for the process: a thread may be inside it while its
+//! site is unpatched.
+//!
+//! **The protocol** (the kernel's `text_poke_bp`, `arch/x86/kernel/alternative.c`). The
+//! Intel SDM (vol. 3, 8.1.3, "Handling Self- and Cross-Modifying Code") allows another
+//! processor to execute a stale or torn mix of old and new bytes unless the writer
+//! synchronises; the one byte that may be changed under a running processor safely is the
+//! first byte of an instruction into `int3`. So, for a batch of sites (all the sites of
+//! one change, their pages made writable once):
+//!
+//! 1. write `int3` (`cc`) on each site's first byte; synchronise every core;
+//! 2. write the four tail bytes; synchronise;
+//! 3. write the new first byte; synchronise.
+//!
+//! Between 1 and 3 a thread reaching a site traps; the `SIGTRAP` handler finds the trap's
+//! address among the known sites and resumes the thread **past** the 5 bytes: the call is
+//! treated as not taken (the site is not yet covered, or no longer: the hook layer enables
+//! a site before publishing the ops that cover it and disables it after the grace period,
+//! so skipping the call loses nothing the ops were promised). A trap whose `int3` is gone
+//! by the time the handler reads it (a thread that trapped and was delayed) re-executes the
+//! now whole instruction. Any other trap goes to the handler installed before this one
+//! (or the default action). A thread that had executed part of the old instruction when
+//! step 1 ran would resume inside the new one: with one-instruction nops there is no such
+//! part, which is why the five one-byte nops are rewritten at attach (the one moment such a
+//! thread could exist is that first rewrite, done once per object: the preload library
+//! does it in its constructor, before the program's `main` has started a thread).
+//!
+//! **Synchronising cores**: `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE)` after
+//! registering for it (Linux 4.16): every processor running a thread of the process
+//! executes a core-serialising instruction before it returns. Fallback (older kernels):
+//! `MEMBARRIER_CMD_PRIVATE_EXPEDITED` (4.14), whose IPI returns to user mode through
+//! `iret`, itself serialising on x86; a thread not running then is serialised by its next
+//! switch in (`CR3` write). With neither, patching is refused ([`PatchError::Sync`]).
+//!
+//! **Code pages** are made read-write-execute only for a batch and return to read-execute
+//! after it; pages shared by several sites are changed once. Read-write without execute
+//! (what a W^X policy would want) is not possible while other threads run code on those
+//! pages. Where `mprotect` is refused (a W^X policy, a seccomp filter) the batch is refused
+//! with [`PatchError::Protect`] before any byte is written: the sites stay as they were.
+//!
+//! `text_poke.rs` holds the x86-64 Linux side (the rewrite, the handler, the stubs); this
+//! file the tables, the per-object [`Patches`] and the errors.
+//!
+//! # Invariants
+//!
+//! - One batch at a time in the process (a global lock); a site's bytes are always either
+//!   its nop or its call between batches.
+//! - Every site address ever patched stays in the handler's known set, read without a
+//!   lock; an object's set is dropped from it (marked dead) only when the object is gone.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::ops::Range;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+
+use object::{Object, ObjectSection};
+
+use super::LoadedObject;
+use super::elf::Function;
+use crate::Error;
+use crate::hook::SiteSwitch;
+
+/// The most bytes a table entry may be past its function's start (an `endbr64`, 4 bytes,
+/// comes first under `-fcf-protection`).
+pub const MAX_ENTRY_OFFSET: u64 = 16;
+
+/// The five-byte nop every site holds while disabled.
+const NOP5: [u8; 5] = [0x0f, 0x1f, 0x44, 0x00, 0x00];
+/// Five one-byte nops (gcc's patchable entries), rewritten into [`NOP5`] at attach.
+const NOP1X5: [u8; 5] = [0x90; 5];
+const INT3: u8 = 0xcc;
+const CALL: u8 = 0xe8;
+
+/// The table a nop'd site was listed in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Table {
+    /// `__mcount_loc` (`-pg -mfentry -mnop-mcount -mrecord-mcount`).
+    McountLoc,
+    /// `__patchable_function_entries` (`-fpatchable-function-entry=5`).
+    PatchableEntries,
+}
+
+impl Table {
+    fn section(self) -> &'static str {
+        match self {
+            Table::McountLoc => "__mcount_loc",
+            Table::PatchableEntries => "__patchable_function_entries",
+        }
+    }
+}
+
+/// One nop'd site listed in an object's tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct NopEntry {
+    /// The address of its 5 bytes, before relocation by the object's load bias.
+    pub addr: u64,
+    /// Where it was listed.
+    pub table: Table,
+}
+
+/// Why sites could not be found or patched. Every refusal changes nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PatchError {
+    /// Not x86-64 Linux (or not an x86-64 object): nothing is patched.
+    Unsupported {
+        /// What is not supported.
+        what: String,
+    },
+    /// The file is not an ELF object the `object` crate reads.
+    Elf {
+        /// The parser's message.
+        reason: String,
+    },
+    /// The object has neither table (not built for dynamic tracing).
+    NoTables,
+    /// A listed site does not hold a nop this patcher knows.
+    BadBytes {
+        /// The site's address.
+        addr: usize,
+        /// What is there.
+        found: [u8; 5],
+    },
+    /// No page for the object's stub could be mapped within reach of its sites.
+    NoStub {
+        /// The object.
+        object: String,
+    },
+    /// `mprotect` refused to make code writable (a W^X policy, a seccomp filter).
+    Protect {
+        /// The first page refused.
+        addr: usize,
+        /// The `errno`.
+        errno: i32,
+    },
+    /// No `membarrier` to synchronise the cores (Linux before 4.14).
+    Sync {
+        /// The `errno` of the last attempt.
+        errno: i32,
+    },
+}
+
+impl fmt::Display for PatchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PatchError::Unsupported { what } => write!(f, "live patching unsupported: {what}"),
+            PatchError::Elf { reason } => write!(f, "cannot read the ELF file: {reason}"),
+            PatchError::NoTables => write!(
+                f,
+                "no __mcount_loc or __patchable_function_entries table (built without \
+                 -mnop-mcount -mrecord-mcount or -fpatchable-function-entry)"
+            ),
+            PatchError::BadBytes { addr, found } => {
+                write!(f, "site {addr:#x} holds {found:02x?}, not a 5-byte nop")
+            }
+            PatchError::NoStub { object } => {
+                write!(
+                    f,
+                    "{object}: no page within 2 GiB of its code for a call stub"
+                )
+            }
+            PatchError::Protect { addr, errno } => write!(
+                f,
+                "mprotect refused to make code at {addr:#x} writable ({}): a W^X policy or \
+                 a seccomp filter forbids patching; the sites stay as they were",
+                std::io::Error::from_raw_os_error(*errno)
+            ),
+            PatchError::Sync { errno } => write!(
+                f,
+                "no membarrier to synchronise cores ({})",
+                std::io::Error::from_raw_os_error(*errno)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PatchError {}
+
+impl From<PatchError> for Error {
+    fn from(e: PatchError) -> Self {
+        Error::Refused {
+            path: "live patching".to_owned(),
+            source: Box::new(e),
+        }
+    }
+}
+
+/// The nop'd sites listed in the ELF image `data`, sorted by address. With `loaded` (the
+/// object as loaded in this process, which `data` must be the file of) the entries are
+/// read from its memory, relocated; without, from the file (right for a non-PIC executable
+/// only: elsewhere the file's entries are relocated at load). Errors:
+/// [`PatchError::Elf`], [`PatchError::Unsupported`] for another architecture,
+/// [`PatchError::NoTables`] when neither table is there.
+pub fn nop_entries(
+    data: &[u8],
+    loaded: Option<&LoadedObject>,
+) -> Result<Vec<NopEntry>, PatchError> {
+    let file = object::File::parse(data).map_err(|e| PatchError::Elf {
+        reason: e.to_string(),
+    })?;
+    if file.architecture() != object::Architecture::X86_64 {
+        return Err(PatchError::Unsupported {
+            what: format!("{:?} objects", file.architecture()),
+        });
+    }
+    let mut out = BTreeSet::new();
+    let mut found = false;
+    for table in [Table::McountLoc, Table::PatchableEntries] {
+        for section in file.sections().filter(|s| s.name() == Ok(table.section())) {
+            found = true;
+            let words = read_words(&section, loaded)?;
+            let bias = loaded.map_or(0, |o| o.bias as u64);
+            out.extend(words.into_iter().filter(|&w| w != 0).map(|w| NopEntry {
+                addr: w.wrapping_sub(bias),
+                table,
+            }));
+        }
+    }
+    if !found {
+        return Err(PatchError::NoTables);
+    }
+    let mut v: Vec<NopEntry> = out.into_iter().collect();
+    v.dedup_by_key(|e| e.addr);
+    Ok(v)
+}
+
+/// A table section's 8-byte words: from the loaded object's memory when it is allocated
+/// and inside the object's segments, else from the file.
+fn read_words(
+    section: &object::Section<'_, '_>,
+    loaded: Option<&LoadedObject>,
+) -> Result<Vec<u64>, PatchError> {
+    let alloc = matches!(section.flags(), object::SectionFlags::Elf { sh_flags }
+        if sh_flags & u64::from(object::elf::SHF_ALLOC) != 0);
+    let size = section.size() as usize;
+    if let Some(object) = loaded.filter(|_| alloc && size > 0) {
+        let start = object.bias.wrapping_add(section.address() as usize);
+        let end = start.wrapping_add(size);
+        if object
+            .segments
+            .iter()
+            .any(|r| r.start <= start && end <= r.end)
+        {
+            return Ok((start..end)
+                .step_by(8)
+                .take(size / 8)
+                // SAFETY: `start..end` is inside a loadable segment of an object loaded in
+                // this process (mapped and readable: the table is an allocated section);
+                // unaligned reads, as the section's alignment is not checked.
+                .map(|a| unsafe { core::ptr::read_unaligned(a as *const u64) })
+                .collect());
+        }
+    }
+    let data = section.data().map_err(|e| PatchError::Elf {
+        reason: e.to_string(),
+    })?;
+    Ok(data
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect())
+}
+
+/// Each entry's function: `(position in functions, entry)` for the entries at most
+/// [`MAX_ENTRY_OFFSET`] bytes past a function's start (`functions` sorted by address, as
+/// [`functions`](super::functions) gives them), one entry per function (its first).
+pub fn assign(entries: &[NopEntry], functions: &[Function]) -> Vec<(usize, NopEntry)> {
+    let mut out: Vec<(usize, NopEntry)> = Vec::new();
+    for e in entries {
+        let pos = functions.partition_point(|f| f.addr <= e.addr);
+        let Some(p) = pos.checked_sub(1) else {
+            continue;
+        };
+        if e.addr - functions[p].addr > MAX_ENTRY_OFFSET {
+            continue;
+        }
+        if out.last().is_some_and(|(q, _)| *q == p) {
+            continue;
+        }
+        out.push((p, *e));
+    }
+    out
+}
+
+/// One site of a [`Patches`].
+struct PatchSite {
+    addr: usize,
+    /// `call rel32` to the object's stub.
+    call: [u8; 5],
+    patched: bool,
+}
+
+/// One object's nop'd sites and their stub (see the module doc); the [`SiteSwitch`] of
+/// the object's sites, by position in its function list.
+pub struct Patches {
+    object: String,
+    sites: Mutex<Vec<Option<PatchSite>>>,
+    /// The handler's set of this object's site addresses.
+    known: &'static Known,
+    /// Disables that failed (a site left patched: harmless, its calls find it uncovered).
+    failed_disables: AtomicU64,
+    last_failure: Mutex<Option<PatchError>>,
+}
+
+impl fmt::Debug for Patches {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Patches")
+            .field("object", &self.object)
+            .field("patched", &self.patched_count())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Patches {
+    /// The patchable sites of `object` (loaded in this process): `sites` are (position,
+    /// run-time address of the 5 nop bytes); calls go to `target`. Checks each site's bytes,
+    /// maps the stub and rewrites five one-byte nops into one five-byte nop (see the module
+    /// doc). Sites holding anything else are left out and returned with why. Errors, with
+    /// nothing changed: [`PatchError::Unsupported`] off x86-64 Linux,
+    /// [`PatchError::NoStub`], and those of a patch batch ([`PatchError::Protect`],
+    /// [`PatchError::Sync`]).
+    pub fn new(
+        object: &LoadedObject,
+        sites: &[(usize, usize)],
+        target: usize,
+    ) -> Result<(Patches, Vec<PatchError>), PatchError> {
+        imp::supported()?;
+        let mut left_out = Vec::new();
+        let mut ok: Vec<(usize, usize, [u8; 5])> = Vec::new();
+        for &(pos, addr) in sites {
+            if !object.contains(addr) || !object.contains(addr + 4) {
+                left_out.push(PatchError::BadBytes {
+                    addr,
+                    found: [0; 5],
+                });
+                continue;
+            }
+            // SAFETY: `addr..addr + 5` is inside a loadable segment of a loaded object.
+            let found = unsafe { core::ptr::read_volatile(addr as *const [u8; 5]) };
+            if found == NOP5 || found == NOP1X5 {
+                ok.push((pos, addr, found));
+            } else {
+                left_out.push(PatchError::BadBytes { addr, found });
+            }
+        }
+        let positions = sites.iter().map(|s| s.0 + 1).max().unwrap_or(0);
+        let mut table: Vec<Option<PatchSite>> = (0..positions).map(|_| None).collect();
+        if ok.is_empty() {
+            let known = imp::register_known(Vec::new())?;
+            return Ok((Self::build(object, table, known), left_out));
+        }
+        let lo = ok.iter().map(|s| s.1).min().expect("non-empty");
+        let hi = ok.iter().map(|s| s.1 + 5).max().expect("non-empty");
+        let stub = imp::map_stub(lo..hi, target).ok_or_else(|| PatchError::NoStub {
+            object: object.name.clone(),
+        })?;
+        let one_byte: Vec<(usize, [u8; 5])> = ok
+            .iter()
+            .filter(|s| s.2 == NOP1X5)
+            .map(|s| (s.1, NOP5))
+            .collect();
+        let known = imp::register_known(ok.iter().map(|s| s.1).collect())?;
+        if let Err(e) = imp::rewrite(&one_byte) {
+            known.dead.store(true, Ordering::Release);
+            return Err(e);
+        }
+        for (pos, addr, _) in ok {
+            let rel = (stub as i64 - (addr as i64 + 5)) as i32;
+            let mut call = [CALL, 0, 0, 0, 0];
+            call[1..].copy_from_slice(&rel.to_le_bytes());
+            table[pos] = Some(PatchSite {
+                addr,
+                call,
+                patched: false,
+            });
+        }
+        Ok((Self::build(object, table, known), left_out))
+    }
+
+    fn build(object: &LoadedObject, sites: Vec<Option<PatchSite>>, known: &'static Known) -> Self {
+        Patches {
+            object: object.name.clone(),
+            sites: Mutex::new(sites),
+            known,
+            failed_disables: AtomicU64::new(0),
+            last_failure: Mutex::new(None),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Option<PatchSite>>> {
+        self.sites
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Patches the sites at `positions` into calls (`on`) or back to nops; positions with
+    /// no patchable site, or already so, are skipped. All or nothing: an error
+    /// ([`PatchError::Protect`], [`PatchError::Sync`]) changes no byte.
+    pub fn set(&self, positions: &[usize], on: bool) -> Result<(), PatchError> {
+        let mut sites = self.lock();
+        if self.known.dead.load(Ordering::Acquire) {
+            return Ok(()); // the object is gone
+        }
+        let edits: Vec<(usize, [u8; 5])> = positions
+            .iter()
+            .filter_map(|&p| sites.get(p)?.as_ref())
+            .filter(|s| s.patched != on)
+            .map(|s| (s.addr, if on { s.call } else { NOP5 }))
+            .collect();
+        imp::rewrite(&edits)?;
+        for &p in positions {
+            if let Some(Some(s)) = sites.get_mut(p) {
+                s.patched = on;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the site at `position` is patched into a call now.
+    pub fn is_patched(&self, position: usize) -> bool {
+        self.lock()
+            .get(position)
+            .is_some_and(|s| s.as_ref().is_some_and(|s| s.patched))
+    }
+
+    /// Whether `position` has a patchable site.
+    pub fn is_patchable(&self, position: usize) -> bool {
+        self.lock().get(position).is_some_and(Option::is_some)
+    }
+
+    /// Number of sites patched into calls now.
+    pub fn patched_count(&self) -> usize {
+        self.lock().iter().flatten().filter(|s| s.patched).count()
+    }
+
+    /// Number of patchable sites.
+    pub fn len(&self) -> usize {
+        self.lock().iter().flatten().count()
+    }
+
+    /// Whether no site is patchable.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Disables that failed (sites left patched, their calls finding them uncovered), and
+    /// the last failure.
+    pub fn failed_disables(&self) -> (u64, Option<PatchError>) {
+        let last = self
+            .last_failure
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        (self.failed_disables.load(Ordering::Relaxed), last)
+    }
+
+    /// The object is gone (unloaded): nothing of it is written again, and its addresses
+    /// leave the trap handler's set.
+    pub fn forget(&self) {
+        let _sites = self.lock();
+        self.known.dead.store(true, Ordering::Release);
+    }
+}
+
+impl SiteSwitch for Patches {
+    fn enable(&self, positions: &[usize]) -> Result<(), Error> {
+        self.set(positions, true).map_err(Error::from)
+    }
+
+    fn disable(&self, positions: &[usize]) {
+        if let Err(e) = self.set(positions, false) {
+            self.failed_disables.fetch_add(1, Ordering::Relaxed);
+            *self
+                .last_failure
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
+        }
+    }
+}
+
+/// Threads that reached a site while it was being patched, over the process's life:
+/// (stepped over it, the call not taken; re-executed it, the batch having finished first).
+/// Always `(0, 0)` where patching is unsupported.
+pub fn trap_counts() -> (u64, u64) {
+    imp::trap_counts()
+}
+
+/// One object's site addresses as the trap handler reads them (sorted, leaked: read
+/// without a lock by a handler that may run at any time).
+struct Known {
+    addrs: Box<[usize]>,
+    dead: AtomicBool,
+}
+
+/// The pages the edits' bytes are on, each once.
+fn pages(edits: &[(usize, [u8; 5])], page: usize) -> Vec<Range<usize>> {
+    let mut set = BTreeSet::new();
+    for &(addr, _) in edits {
+        set.insert(addr & !(page - 1));
+        set.insert((addr + 4) & !(page - 1));
+    }
+    set.into_iter().map(|p| p..p + page).collect()
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod text_poke;
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+use text_poke as imp;
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+mod imp {
+    use super::*;
+
+    fn unsupported() -> PatchError {
+        PatchError::Unsupported {
+            what: format!("{} {}", std::env::consts::ARCH, std::env::consts::OS),
+        }
+    }
+
+    pub(super) fn supported() -> Result<(), PatchError> {
+        Err(unsupported())
+    }
+
+    pub(super) fn rewrite(_: &[(usize, [u8; 5])]) -> Result<(), PatchError> {
+        Err(unsupported())
+    }
+
+    pub(super) fn register_known(addrs: Vec<usize>) -> Result<&'static Known, PatchError> {
+        Ok(Box::leak(Box::new(Known {
+            addrs: addrs.into_boxed_slice(),
+            dead: AtomicBool::new(false),
+        })))
+    }
+
+    pub(super) fn map_stub(_: Range<usize>, _: usize) -> Option<usize> {
+        None
+    }
+
+    pub(super) fn trap_counts() -> (u64, u64) {
+        (0, 0)
+    }
+}
