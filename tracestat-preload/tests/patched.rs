@@ -1,12 +1,13 @@
 //! Programs built with nop'd entries (gcc `-pg -mfentry -mnop-mcount -mrecord-mcount`, and
 //! `-fpatchable-function-entry=5`) run under the preload library: the covered sites are
-//! patched into calls before `main`, and every call of a covered function is a Hit.
+//! patched into calls before `main`, every call of a covered function is a Hit, and a
+//! timed call's return comes back through the trampoline (graph time nests).
 
 mod common;
 
 use std::process::Command;
 
-use common::{hits, record, scratch};
+use common::{hits, record, scratch, times};
 
 /// `fib` counts its own calls, printed (its sum goes through `add`, so that gcc cannot
 /// turn a recursive call into a loop); `leaf` is called 1000 times.
@@ -72,6 +73,12 @@ fn nop_entries_are_patched_and_every_call_counted() {
         assert_eq!(rows.get("add"), Some(&10945), "{name}: {profile}");
         assert_eq!(rows.get("leaf"), Some(&1000), "{name}: {profile}");
         assert_eq!(rows.get("main"), Some(&1), "{name}: {profile}");
+        // Timed: each patched call's return was redirected, so a caller's graph time holds
+        // its callees' (fib's sums its recursion's levels, so only the leaf's is in main's).
+        let t = times(&profile);
+        assert!(t["add"] > 0.0 && t["leaf"] > 0.0, "{name}: {profile}");
+        assert!(t["fib"] >= t["add"], "{name}: {profile}");
+        assert!(t["main"] >= t["leaf"], "{name}: {profile}");
         // A filter: only its function is patched and counted.
         let (out, profile) = record(
             &mut Command::new(&prog),
