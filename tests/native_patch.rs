@@ -516,9 +516,13 @@ __attribute__((noinline)) long pf(long x) { return pg(x) + 2; }
 int main(int argc, char **argv) { (void)argv; return (int)pf(argc); }
 ";
 
-/// Builds `C_SOURCE` with gcc and `flags` into `out` in a directory of this test's.
+/// Builds `C_SOURCE` with gcc and `flags` into `out` in a directory of this test's: one per
+/// output name, since the tests that build run on parallel threads and each removes its own.
 fn gcc(out: &str, flags: &[&str]) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("tracestat-native-patch-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "tracestat-native-patch-{}-{out}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let src = dir.join("prog.c");
     std::fs::write(&src, C_SOURCE).unwrap();
@@ -592,7 +596,9 @@ fn gcc_builds_list_their_nop_entries() {
     assert!(got.iter().all(|(_, b)| *b == [0x90; 5]), "{got:?}");
     let plain = gcc("plain", &["-O2", "-fno-pie", "-no-pie"]);
     assert!(matches!(listed(&plain), Err(PatchError::NoTables)));
-    let _ = std::fs::remove_dir_all(mcount.parent().unwrap());
+    for built in [&mcount, &pfe, &plain] {
+        let _ = std::fs::remove_dir_all(built.parent().unwrap());
+    }
 }
 
 #[test]
