@@ -4,15 +4,18 @@
 # Workloads, built from registry packages' sources:
 #   fib      a recursive fib(27) loop: ~1.3 M calls of one tiny function (the worst case)
 #   bzip2    bzip2's command line compressing its own sources 4 times (~1.4 MB)
-# each built twice: gcc -O2 -finstrument-functions, and gcc -O2 -pg -mfentry (compiled so,
-# linked without -pg: no gprof start-up, glibc's __fentry__ a bare `ret`).
-# Modes, each round in a rotated order (f... : the -pg -mfentry binary):
+# each built three times: gcc -O2 -finstrument-functions; gcc -O2 -pg -mfentry (compiled so,
+# linked without -pg: no gprof start-up, glibc's __fentry__ a bare `ret`); and with nop'd
+# entries (-pg -mfentry -mnop-mcount -mrecord-mcount, non-PIC), patched live.
+# Modes, each round in a rotated order (f... : the -pg -mfentry binary; n... : the nop'd one):
 #   plain    the workload built without instrumentation
 #   bare     the instrumented binary, glibc's empty __cyg_profile_func_* hooks
 #   count    LD_PRELOAD=libtracestat_preload.so, counting hits (--timing 0)
 #   timed    LD_PRELOAD=libtracestat_preload.so, timing calls (the default)
 #   uftrace  uftrace record --no-libcall (writes its data to a temporary directory)
 #   fbare fcount ftimed fuftrace   the same four with the -pg -mfentry binary
+#   nbare ncount ntimed nuftrace   the same with the nop'd binary (uftrace -P . patches it)
+#   nnone    the nop'd binary under the library with only `main` selected (the others nops)
 # Prints the median wall time per mode and each mode's overhead over its `bare` as a
 # fraction of uftrace's on the same binary (the targets: timed <= 0.3, count <= 0.1).
 #
@@ -54,6 +57,11 @@ fentry() { # OUT SOURCES...
 }
 fentry "$work/fib.fentry" "$work/fib.c"
 fentry "$work/bzip2.fentry" "${bzsrc[@]}"
+# Nop'd entries (the kernel's recipe: nop'd -mfentry calls listed in __mcount_loc; non-PIC),
+# patched into calls only where a filter selects.
+nopd=(-O2 -D_FILE_OFFSET_BITS=64 -pg -mfentry -mnop-mcount -mrecord-mcount -fno-pie -no-pie)
+gcc "${nopd[@]}" -o "$work/fib.nop" "$work/fib.c"
+gcc "${nopd[@]}" -o "$work/bzip2.nop" "${bzsrc[@]}"
 for _ in 1 2 3 4; do cat "$bz"/words* "$bz"/*.c "$bz"/manual.html; done >"$work/input"
 
 # run WORKLOAD MODE: the wall time in ms of one run.
@@ -61,7 +69,13 @@ run() {
   local w=$1 mode=$2 bin=$work/$1 args=()
   [ "$w" = bzip2 ] && args=(-zc "$work/input")
   [ "$mode" = plain ] && bin=$work/$w.plain
-  case $mode in f*) bin=$work/$w.fentry mode=${mode#f} ;; esac
+  local filter=() patch=()
+  case $mode in
+    f*) bin=$work/$w.fentry mode=${mode#f} ;;
+    n*) bin=$work/$w.nop mode=${mode#n} patch=(-P .) ;;
+  esac
+  # none: under the library with only `main` selected, every other site left a nop.
+  [ "$mode" = none ] && mode=count filter=(TRACESTAT_FILTER=main)
   local t0 t1
   t0=$(date +%s%N)
   case $mode in
@@ -69,10 +83,10 @@ run() {
     count | timed)
       # The library profiles only a child of TRACESTAT_PARENT: this (sub)shell.
       rm -f "$work/profile"
-      LD_PRELOAD=$lib TRACESTAT_PARENT=$BASHPID TRACESTAT_OUTPUT=$work/profile \
+      env "${filter[@]}" LD_PRELOAD=$lib TRACESTAT_PARENT=$BASHPID TRACESTAT_OUTPUT=$work/profile \
         TRACESTAT_TIMING=$([ "$mode" = count ] && echo 0 || echo 1) "$bin" "${args[@]}" >/dev/null
       ;;
-    uftrace) uftrace record --no-libcall -d "$work/uftrace.data" "$bin" "${args[@]}" >/dev/null 2>&1 ;;
+    uftrace) uftrace record "${patch[@]}" --no-libcall -d "$work/uftrace.data" "$bin" "${args[@]}" >/dev/null 2>&1 ;;
   esac
   t1=$(date +%s%N)
   if [ "$mode" = count ] || [ "$mode" = timed ]; then
@@ -81,7 +95,7 @@ run() {
   echo $(((t1 - t0) / 1000000))
 }
 
-modes=(plain bare count timed uftrace fbare fcount ftimed fuftrace)
+modes=(plain bare count timed uftrace fbare fcount ftimed fuftrace nbare nnone ncount ntimed nuftrace)
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "host: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; $rounds rounds"
 for w in fib bzip2; do
@@ -97,8 +111,10 @@ for w in fib bzip2; do
   printf '%-6s' "$w"
   for m in "${modes[@]}"; do printf '  %s %d ms' "$m" "${med[$m]}"; done
   echo
-  for f in "" f; do
-    awk -v k="$([ -z "$f" ] && echo cyg || echo fentry)" -v b="${med[${f}bare]}" \
+  awk -v b="${med[nbare]}" -v n="${med[nnone]}" \
+    'BEGIN { printf "  nop     no site selected: %.3fx the nop\x27d binary alone\n", n / b }'
+  for f in "" f n; do
+    awk -v k="$(case $f in "") echo cyg ;; f) echo fentry ;; n) echo nop ;; esac)" -v b="${med[${f}bare]}" \
       -v c="${med[${f}count]}" -v t="${med[${f}timed]}" -v u="${med[${f}uftrace]}" \
       'BEGIN { o = u - b; if (o <= 0) { printf "  %s: uftrace added nothing measurable\n", k; exit }
                printf "  %-6s overhead vs uftrace: count %.2fx  timed %.2fx  (uftrace +%d ms)\n",
