@@ -751,3 +751,63 @@ fn record_serve_forks_during_requests_leave_no_child_blocked() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A program built with nop'd entries, served: a filter written over HTTP leaves only the
+/// selected function's entry patched into a call, and clearing it patches every entry back
+/// in, while the program runs.
+#[test]
+#[ignore = "needs gcc and the preload library"]
+fn record_serve_repatches_a_nopd_program_as_its_filter_changes() {
+    let dir = scratch("serve-nop");
+    let kinds: [(&str, &[&str]); 2] = [
+        ("patchable", &["-fpatchable-function-entry=5"]),
+        (
+            "mcount",
+            &[
+                "-pg",
+                "-mfentry",
+                "-mnop-mcount",
+                "-mrecord-mcount",
+                "-fno-pie",
+                "-no-pie",
+            ],
+        ),
+    ];
+    for (name, flags) in kinds {
+        let prog = build_source(&dir, name, ROUNDS, flags);
+        let mut rec = Recorded::start(&["--allow-writes"], &prog, &[], Some("s3cret"));
+        rec.round(1);
+        let all = |r: u64| {
+            hits(&[
+                ("leaf", 10 * r),
+                ("other", 5 * r),
+                ("middle", r),
+                ("main", 1),
+            ])
+        };
+        assert_eq!(rec.hits(), all(1), "{name}");
+        assert_eq!(
+            rec.write("PUT", "/set_ftrace_filter", TOKEN, "leaf\n").0,
+            204,
+            "{name}"
+        );
+        rec.round(2);
+        let mut only_leaf = all(1);
+        only_leaf.insert("leaf".to_owned(), 20);
+        assert_eq!(rec.hits(), only_leaf, "{name}");
+        // An empty filter selects every function again.
+        assert_eq!(
+            rec.write("PUT", "/set_ftrace_filter", TOKEN, "\n").0,
+            204,
+            "{name}"
+        );
+        rec.round(3);
+        let mut again = all(2);
+        again.insert("leaf".to_owned(), 30);
+        assert_eq!(rec.hits(), again, "{name}");
+        rec.end();
+        let (code, _, err) = rec.output();
+        assert_eq!(code, 0, "{name}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
