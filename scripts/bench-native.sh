@@ -16,6 +16,7 @@
 #   fbare fcount ftimed fuftrace   the same four with the -pg -mfentry binary
 #   nbare ncount ntimed nuftrace   the same with the nop'd binary (uftrace -P . patches it)
 #   nnone    the nop'd binary under the library with only `main` selected (the others nops)
+#   nempty nstart   an empty nop'd program alone and under the library: its start-up
 # Prints the median wall time per mode and each mode's overhead over its `bare` as a
 # fraction of uftrace's on the same binary (the targets: timed <= 0.3, count <= 0.1).
 #
@@ -62,6 +63,9 @@ fentry "$work/bzip2.fentry" "${bzsrc[@]}"
 nopd=(-O2 -D_FILE_OFFSET_BITS=64 -pg -mfentry -mnop-mcount -mrecord-mcount -fno-pie -no-pie)
 gcc "${nopd[@]}" -o "$work/fib.nop" "$work/fib.c"
 gcc "${nopd[@]}" -o "$work/bzip2.nop" "${bzsrc[@]}"
+# The library's start-up alone (symbol tables, patching, clock calibration): an empty main.
+echo 'int main(void) { return 0; }' >"$work/empty.c"
+gcc "${nopd[@]}" -o "$work/empty.nop" "$work/empty.c"
 for _ in 1 2 3 4; do cat "$bz"/words* "$bz"/*.c "$bz"/manual.html; done >"$work/input"
 
 # run WORKLOAD MODE: the wall time in ms of one run.
@@ -74,8 +78,10 @@ run() {
     f*) bin=$work/$w.fentry mode=${mode#f} ;;
     n*) bin=$work/$w.nop mode=${mode#n} patch=(-P .) ;;
   esac
+  case $mode in empty | start) bin=$work/empty.nop args=() ;; esac
+  [ "$mode" = empty ] && mode=bare
   # none: under the library with only `main` selected, every other site left a nop.
-  [ "$mode" = none ] && mode=count filter=(TRACESTAT_FILTER=main)
+  case $mode in none | start) mode=count filter=(TRACESTAT_FILTER=main) ;; esac
   local t0 t1
   t0=$(date +%s%N)
   case $mode in
@@ -95,7 +101,8 @@ run() {
   echo $(((t1 - t0) / 1000000))
 }
 
-modes=(plain bare count timed uftrace fbare fcount ftimed fuftrace nbare nnone ncount ntimed nuftrace)
+modes=(plain bare count timed uftrace fbare fcount ftimed fuftrace nbare nnone ncount ntimed nuftrace
+  nempty nstart)
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "host: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; $rounds rounds"
 for w in fib bzip2; do
@@ -111,8 +118,8 @@ for w in fib bzip2; do
   printf '%-6s' "$w"
   for m in "${modes[@]}"; do printf '  %s %d ms' "$m" "${med[$m]}"; done
   echo
-  awk -v b="${med[nbare]}" -v n="${med[nnone]}" \
-    'BEGIN { printf "  nop     no site selected: %.3fx the nop\x27d binary alone\n", n / b }'
+  awk -v b="${med[nbare]}" -v n="${med[nnone]}" -v s="$((med[nstart] - med[nempty]))" \
+    'BEGIN { printf "  nop     no site selected: %.3fx the nop\x27d binary alone; %.3fx without the library\x27s start-up (%d ms)\n", n / b, (n - s) / b, s }'
   for f in "" f n; do
     awk -v k="$(case $f in "") echo cyg ;; f) echo fentry ;; n) echo nop ;; esac)" -v b="${med[${f}bare]}" \
       -v c="${med[${f}count]}" -v t="${med[${f}timed]}" -v u="${med[${f}uftrace]}" \
