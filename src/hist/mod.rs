@@ -72,8 +72,9 @@ pub use stats::Stats;
 pub(crate) use stats::variance;
 pub use trigger::{EventSource, HistStat, HistTrigger, MAX_TRIGGERS_PER_EVENT, NameTable};
 
-/// crossbeam-epoch's collector and guard, for the `*_in` methods and custom collectors.
-pub use crossbeam_epoch::{Collector, Guard, LocalHandle};
+/// crossbeam-epoch's guard, for the `*_in` methods (a custom collector is crossbeam-epoch's
+/// `Collector`, named from that crate).
+pub use crossbeam_epoch::Guard;
 
 /// Loom builds only: the switch behind the per-thread reservations' negative control.
 #[cfg(loom)]
