@@ -257,7 +257,7 @@ impl Table {
     }
 
     /// Counts one event line of this table's event.
-    pub fn record(&mut self, head: &Head<'_>, fields: &Fields) {
+    pub(crate) fn record(&mut self, head: &Head<'_>, fields: &Fields) {
         self.events += 1;
         if let Some(f) = &self.spec.filter {
             match f.pass(&LineEvent { head, fields }) {
