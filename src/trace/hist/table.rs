@@ -433,7 +433,7 @@ impl Table {
     }
 
     /// The key field names and modifiers, and the value field names.
-    pub fn columns(&self) -> (Vec<(&str, KeyModifier)>, Vec<&str>) {
+    pub(crate) fn columns(&self) -> (Vec<(&str, KeyModifier)>, Vec<&str>) {
         (
             self.keys
                 .iter()
