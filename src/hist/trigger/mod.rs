@@ -129,7 +129,8 @@ impl HistTrigger {
         })
     }
 
-    /// The bound definition.
+    /// The bound definition (the offline hist's JSON reads its layout).
+    #[cfg(feature = "json")]
     pub(crate) fn def(&self) -> &HistDef {
         &self.def
     }

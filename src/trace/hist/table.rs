@@ -432,7 +432,8 @@ impl Table {
         (out, (hits, entries, dropped))
     }
 
-    /// The key field names and modifiers, and the value field names.
+    /// The key field names and modifiers, and the value field names (for the JSON document).
+    #[cfg(feature = "json")]
     pub(crate) fn columns(&self) -> (Vec<(&str, KeyModifier)>, Vec<&str>) {
         (
             self.keys
