@@ -64,6 +64,7 @@ pub use map::{
 };
 pub use shard::{Shard, ShardReader};
 pub use snapshot::{LayoutMismatch, Row, Snapshot, SortField, SortKey};
+#[cfg(not(loom))]
 pub(crate) use spec::{Command, KeyModifier};
 pub use spec::{HistSpec, SpecError, SpecErrorKind};
 pub(crate) use stats::PERCENTILES;
