@@ -19,8 +19,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crossbeam_epoch::Collector;
 use loom::thread;
-use tracestat::hist::{CellLayout, Collector, HashHist, Key, Shard, ShardReader};
+use tracestat::hist::{CellLayout, HashHist, Key, Shard, ShardReader};
 
 fn hist(collector: &Collector, layout: CellLayout) -> Arc<HashHist> {
     Arc::new(

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use tracestat::Error;
 use tracestat::hook::{Ftrace, FtraceOps, SiteDef, SiteSwitch};
-use tracestat::native::{NativeSites, PatchError, Patches, Table, nop_entries, trap_counts};
+use tracestat::native::{NativeSites, PatchError, Patches, Table, functions, nop_sites};
 use tracestat::stat::WriteMode::Truncate;
 
 /// Functions `nop_f0..nop_f7`: `f_k(x) = x + k + 1`.
@@ -217,7 +217,9 @@ fn the_tables_list_the_nop_entries() {
     let data = std::fs::read("/proc/self/exe").unwrap();
     let (native, _serial) = native();
     let (exe, _) = &native.objects()[0];
-    let entries = nop_entries(&data, Some(exe)).unwrap();
+    let fns = functions(&data).unwrap();
+    let sites = nop_sites(&data, Some(exe), &fns).unwrap();
+    let entries: Vec<_> = sites.iter().map(|&(_, e)| e).collect();
     // SAFETY: the table above, relocated by the loader.
     let table = unsafe { tracestat_test_table };
     let got: Vec<usize> = entries.iter().map(|e| e.addr as usize + exe.bias).collect();
@@ -243,7 +245,7 @@ fn the_tables_list_the_nop_entries() {
     assert!(native.unpatched().is_empty(), "{:?}", native.unpatched());
     // Garbage and a file without tables: typed errors.
     assert!(matches!(
-        nop_entries(b"not ELF", None),
+        nop_sites(b"not ELF", None, &fns),
         Err(PatchError::Elf { .. })
     ));
 }
@@ -419,7 +421,7 @@ fn patching_under_fire() {
     assert_eq!(patches.patched_count(), 0);
     assert!(addrs().iter().all(|&a| bytes(a) == NOP5));
     assert_eq!(MISSES.load(Ordering::Relaxed), 0);
-    let (stepped, retried) = trap_counts();
+    let (stepped, retried) = Patches::trap_counts();
     eprintln!(
         "{calls} calls, {in_window} in {windows} windows, {seen} counted; \
          {stepped} stepped over a site being patched, {retried} re-executed"
@@ -543,12 +545,12 @@ fn gcc(out: &str, flags: &[&str]) -> std::path::PathBuf {
 fn listed(path: &std::path::Path) -> Result<Vec<(String, [u8; 5])>, PatchError> {
     use object::{Object, ObjectSection};
     let data = std::fs::read(path).unwrap();
-    let entries = nop_entries(&data, None)?;
-    let fns = tracestat::native::functions(&data).unwrap();
+    let fns = functions(&data).unwrap();
+    let sites = nop_sites(&data, None, &fns)?;
     let file = object::File::parse(&*data).unwrap();
     let text = file.section_by_name(".text").unwrap();
     let code = text.data().unwrap();
-    Ok(tracestat::native::assign(&entries, &fns)
+    Ok(sites
         .into_iter()
         .map(|(pos, e)| {
             let off = (e.addr - text.address()) as usize;

@@ -6,7 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use tracestat::trace::Fields;
-use tracestat::trace::hist::{LineClass, OfflineHist, classify};
+use tracestat::trace::hist::OfflineHist;
 
 fuzz_target!(|data: &[u8]| {
     let mut parts = data.splitn(3, |&b| b == b'\n');
@@ -40,13 +40,29 @@ fuzz_target!(|data: &[u8]| {
     let mut text = String::new();
     h.render(&mut text).unwrap();
     tracestat::trace::hist::write_json(&h, std::io::sink()).unwrap();
-    // Each line on its own through the classifier and the field parser.
+    // Each line on its own through the public entry point: counted in exactly one class,
+    // the events among the lines counted above; and the field parser over the line's text
+    // (after its first `: `, as an event's body follows its name), whose every name and value
+    // is a slice of the body it was given.
+    let mut each = OfflineHist::new();
     let mut fields = Fields::new();
     for line in String::from_utf8_lossy(trace).lines() {
-        if let LineClass::Event(head) = classify(line) {
-            fields.parse(head.event, head.body);
-            for (name, value) in fields.iter(head.body) {
-                assert!(head.body.contains(value) && head.body.contains(name));
+        let before = each.lines();
+        each.line(line);
+        let after = each.lines();
+        assert_eq!(after.lines, before.lines + 1);
+        assert_eq!(
+            (after.comments - before.comments)
+                + (after.events - before.events)
+                + (after.other - before.other),
+            1
+        );
+        let (event, body) = line.split_once(": ").unwrap_or(("", line));
+        let event = event.rsplit(' ').next().unwrap_or_default();
+        for event in [event, "sched_switch"] {
+            fields.parse(event, body);
+            for (name, value) in fields.iter(body) {
+                assert!(body.contains(value) && body.contains(name));
             }
         }
     }

@@ -38,7 +38,8 @@
 //! # Map of the module
 //!
 //! - [`TracedAlloc`] (`wrapper.rs`): the `#[global_allocator]` wrapper around [`System`] or
-//!   any [`GlobalAlloc`](core::alloc::GlobalAlloc); `bytes_alloc` from a [`UsableSize`].
+//!   any [`GlobalAlloc`](core::alloc::GlobalAlloc); `bytes_alloc` from a usable-size function
+//!   ([`TracedAlloc::with_usable_size`]).
 //! - [`Kmem`] (`kmem.rs`): the process-wide `kmem/kmalloc` (`call_site`, `ptr`,
 //!   `bytes_req`, `bytes_alloc`, `common_pid`), `kmem/kfree` (`call_site`, `ptr`,
 //!   `common_pid`) and `kmem/krealloc` (`call_site`, `ptr`, `old_ptr`, `old_bytes`,
@@ -86,7 +87,7 @@ mod wrapper;
 
 pub use function::{AllocCounts, AllocRow, FunctionAlloc};
 pub use kmem::Kmem;
-pub use wrapper::{TracedAlloc, UsableSize};
+pub use wrapper::TracedAlloc;
 
 #[cfg(doc)]
 use std::alloc::System;

@@ -17,14 +17,9 @@ use super::function;
 use super::kmem::{self, ACTIVE, Event, FUNCTION, KFREE, KMALLOC, KREALLOC};
 use crate::primitive::unmodeled::atomic::Ordering;
 
-/// The usable size of a block the inner allocator returned, for `bytes_alloc`: called with
-/// the block and the layout it was requested with, right after it was returned.
-///
-/// # Safety
-///
-/// Implementations may assume that `ptr` is non-null, was just returned by the wrapped
-/// allocator for `layout`, and has not been freed.
-pub type UsableSize = unsafe fn(ptr: *mut u8, layout: Layout) -> usize;
+/// The usable size of a block the inner allocator returned (the contract is
+/// [`TracedAlloc::with_usable_size`]'s).
+type UsableSize = unsafe fn(ptr: *mut u8, layout: Layout) -> usize;
 
 /// A [`GlobalAlloc`] that wraps another (by default [`System`]) and emits the
 /// `kmem/kmalloc`, `kmem/kfree` and `kmem/krealloc` events of [`Kmem`](super::Kmem) while
@@ -87,7 +82,11 @@ impl<A> TracedAlloc<A> {
         }
     }
 
-    /// Wraps `inner`, whose usable sizes `usable` reports (see [`UsableSize`]).
+    /// Wraps `inner`, whose usable sizes `usable` reports, for `bytes_alloc`: it is called
+    /// with a block and the layout it was requested with, right after the block was returned.
+    ///
+    /// `usable` may assume that `ptr` is non-null, was just returned by the wrapped allocator
+    /// for `layout`, and has not been freed.
     pub const fn with_usable_size(inner: A, usable: UsableSize) -> Self {
         TracedAlloc { inner, usable }
     }

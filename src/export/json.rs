@@ -211,26 +211,10 @@ pub fn registry_stat_to_json(registry: &StatRegistry, name: &str, w: impl Write)
     write_doc(STAT_FILE_SCHEMA, registry_file(registry, name)?, w)
 }
 
-/// Writes the registered stat file `name` as typed data, a [`write_typed`] document (the
-/// HTTP endpoint's `?format=json`), when its provider has typed data
+/// Writes the registered stat file `name` as typed data, a `tracestat.stat_typed` document
+/// (the HTTP endpoint's `?format=json`), when its provider has typed data
 /// ([`StatTracer::typed_json`]; every stat file the crate ships does), and as a
-/// [`stat_to_json`] document of text rows otherwise.
-pub fn registry_stat_to_json_typed(
-    registry: &StatRegistry,
-    name: &str,
-    w: impl Write,
-) -> io::Result<()> {
-    let typed = registry.read_typed(name).map_err(|e| match e {
-        Error::NotFound { .. } => io::Error::new(io::ErrorKind::NotFound, e),
-        e => io::Error::other(e),
-    })?;
-    match typed {
-        Some(t) => write_typed(name, &t, w),
-        None => registry_stat_to_json(registry, name, w),
-    }
-}
-
-/// Writes `typed`, the typed data of stat file `name`, as a `tracestat.stat_typed` document:
+/// [`stat_to_json`] document of text rows otherwise. The typed document:
 ///
 /// ```json
 /// { "schema": "tracestat.stat_typed", "version": 1, "name": "functions", "kind": "functions",
@@ -254,7 +238,24 @@ pub fn registry_stat_to_json_typed(
 ///   "buckets": [ ... ] } ], "totals": { "hits", "entries", "dropped" } } ] }`; keys are
 ///   the numbers the table holds (after `.log2` / `.buckets` rounding), `buckets` only for
 ///   bucket histograms.
-pub fn write_typed(name: &str, typed: &TypedStat, w: impl Write) -> io::Result<()> {
+pub fn registry_stat_to_json_typed(
+    registry: &StatRegistry,
+    name: &str,
+    w: impl Write,
+) -> io::Result<()> {
+    let typed = registry.read_typed(name).map_err(|e| match e {
+        Error::NotFound { .. } => io::Error::new(io::ErrorKind::NotFound, e),
+        e => io::Error::other(e),
+    })?;
+    match typed {
+        Some(t) => write_typed(name, &t, w),
+        None => registry_stat_to_json(registry, name, w),
+    }
+}
+
+/// Writes `typed`, the typed data of stat file `name`, as a `tracestat.stat_typed` document
+/// (see [`registry_stat_to_json_typed`]).
+fn write_typed(name: &str, typed: &TypedStat, w: impl Write) -> io::Result<()> {
     let body = TypedBody {
         name,
         kind: typed.kind(),

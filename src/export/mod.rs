@@ -94,7 +94,6 @@ pub use json::replay_to_json;
 pub use json::{
     SCHEMA_VERSION, histogram_to_json, profile_from_json, registry_stat_to_json,
     registry_stat_to_json_typed, registry_to_json, stat_to_json, stat_to_json_typed, to_json,
-    write_typed,
 };
 pub use model::{
     AllocStats, Bucket, BucketHistogram, Counter, FunctionStats, ModelError, PathStats, Profile,

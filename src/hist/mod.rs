@@ -19,7 +19,7 @@
 //!   count, sum, min, max, mean, variance and percentiles without overflow.
 //! - The trigger language (`trigger/`), apart from the map core above, which knows nothing of
 //!   specs: [`HistSpec`] (`trigger/spec.rs`), the hist-trigger spec language with typed,
-//!   positioned errors (`trigger/error.rs`), bound to an event's fields by [`HistSpec::bind`],
+//!   positioned errors (`trigger/error.rs`), bound to an event's fields (`HistSpec::bind`),
 //!   with the kernel's `if` event filter ([`Filter`], `trigger/filter.rs`); [`EventSource`] /
 //!   [`HistTrigger`] (`trigger/mod.rs`), histograms created from specs on an event source,
 //!   its `hist` control file, and their stat files; the kernel's text in `trigger/render.rs`.
@@ -64,16 +64,17 @@ pub use map::{
 };
 pub use shard::{Shard, ShardReader};
 pub use snapshot::{LayoutMismatch, Row, Snapshot, SortField, SortKey};
-pub use spec::{
-    Command, FieldRef, HistDef, HistSpec, KeyModifier, KeySpec, SortSpec, SpecError, SpecErrorKind,
-};
+#[cfg(not(loom))]
+pub(crate) use spec::{Command, KeyModifier};
+pub use spec::{HistSpec, SpecError, SpecErrorKind};
 pub(crate) use stats::PERCENTILES;
 pub use stats::Stats;
 pub(crate) use stats::variance;
 pub use trigger::{EventSource, HistStat, HistTrigger, MAX_TRIGGERS_PER_EVENT, NameTable};
 
-/// crossbeam-epoch's collector and guard, for the `*_in` methods and custom collectors.
-pub use crossbeam_epoch::{Collector, Guard, LocalHandle};
+/// crossbeam-epoch's guard, for the `*_in` methods (a custom collector is crossbeam-epoch's
+/// `Collector`, named from that crate).
+pub use crossbeam_epoch::Guard;
 
 /// Loom builds only: the switch behind the per-thread reservations' negative control.
 #[cfg(loom)]

@@ -44,9 +44,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use elf::{Function, demangle, functions};
-pub use patch::{
-    MAX_ENTRY_OFFSET, NopEntry, PatchError, Patches, Table, assign, nop_entries, trap_counts,
-};
+use patch::MAX_ENTRY_OFFSET;
+pub use patch::{NopEntry, PatchError, Patches, Table, nop_sites};
 
 use crate::Error;
 use crate::hook::{Ftrace, SiteDef, SiteSwitch};
@@ -408,7 +407,7 @@ fn patches_of(
     target: usize,
     unpatched: &mut Vec<(String, String)>,
 ) -> Option<Arc<Patches>> {
-    let entries = match nop_entries(data, Some(object)) {
+    let entries = match nop_sites(data, Some(object), fns) {
         Ok(entries) => entries,
         Err(PatchError::NoTables) => return None,
         Err(e) => {
@@ -416,7 +415,7 @@ fn patches_of(
             return None;
         }
     };
-    let sites: Vec<(usize, usize)> = assign(&entries, fns)
+    let sites: Vec<(usize, usize)> = entries
         .into_iter()
         .map(|(pos, e)| (pos, object.bias.wrapping_add(e.addr as usize)))
         .collect();

@@ -326,7 +326,7 @@ fn typed_rows(entries: &[BranchEntry]) -> Option<crate::stat::TypedStat> {
 pub struct BranchAnnotated;
 
 /// One row of a branch stat file: a snapshot of every site plus an index into it.
-pub type BranchEntry = (Arc<Vec<BranchCounts>>, usize);
+type BranchEntry = (Arc<Vec<BranchCounts>>, usize);
 
 fn next_matching(
     snap: &Arc<Vec<BranchCounts>>,

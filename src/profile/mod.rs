@@ -27,7 +27,7 @@ mod function;
 mod tracing_layer;
 
 pub use branch::{
-    BranchAll, BranchAnnotated, BranchCounts, BranchEntry, BranchSite, Hint, branch_snapshot,
+    BranchAll, BranchAnnotated, BranchCounts, BranchSite, Hint, branch_snapshot,
     register_branch_stats,
 };
 pub use diff::{

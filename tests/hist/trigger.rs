@@ -242,7 +242,7 @@ fn triggers_differing_only_in_sort_or_modifiers_are_distinct() {
         b"!hist:keys=call_site:vals=bytes_req:sort=hitcount.descending",
     )
     .unwrap();
-    let infos: Vec<String> = src.triggers().iter().map(|t| t.def().info()).collect();
+    let infos: Vec<String> = src.triggers().iter().map(|t| t.info()).collect();
     assert_eq!(
         infos,
         [
@@ -560,7 +560,10 @@ mod write_model {
                     .triggers()
                     .iter()
                     .map(|t| {
-                        let key = t.def().spec.keys[0].field.name.clone();
+                        // The first key, as `trigger info` names it: `hist:keys=KEY[.mod][,...]:`.
+                        let info = t.info();
+                        let keys = info.strip_prefix("hist:keys=").expect("a keys= spec");
+                        let key = keys.split([':', ',', '.']).next().unwrap().to_owned();
                         (key, t.is_paused(), t.snapshot().total_hits())
                     })
                     .collect();

@@ -129,9 +129,16 @@ impl HistTrigger {
         })
     }
 
-    /// The bound definition.
-    pub fn def(&self) -> &HistDef {
+    /// The bound definition (the offline hist's JSON reads its layout).
+    #[cfg(feature = "json")]
+    pub(crate) fn def(&self) -> &HistDef {
         &self.def
+    }
+
+    /// The trigger's `trigger info` text: its spec as the kernel shows it, with the defaults
+    /// written out (`hist:keys=call_site:vals=hitcount,bytes_req:sort=hitcount:size=2048`).
+    pub fn info(&self) -> String {
+        self.def.info()
     }
 
     /// The table.

@@ -41,7 +41,7 @@ pub(crate) const MAX_SPEC_LEN: usize = 4096;
 
 /// What a key field's value is turned into before it is used as a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum KeyModifier {
+pub(crate) enum KeyModifier {
     /// The value itself.
     None,
     /// `.log2`: the kernel's `hist_field_log2`, `ilog2(roundup_pow_of_two(value))`: the
@@ -65,7 +65,7 @@ pub enum KeyModifier {
 impl KeyModifier {
     /// Applies the modifier to a field value.
     #[inline]
-    pub fn apply(&self, v: u64) -> u64 {
+    pub(crate) fn apply(&self, v: u64) -> u64 {
         match *self {
             KeyModifier::None => v,
             KeyModifier::Log2 => log2_up(v),
@@ -80,7 +80,7 @@ impl KeyModifier {
 
     /// The modifier as the spec writes it after the field name (`.log2`, `.buckets=10`, ...;
     /// empty for none).
-    pub fn suffix(&self) -> String {
+    pub(crate) fn suffix(&self) -> String {
         match *self {
             KeyModifier::None => String::new(),
             KeyModifier::Log2 => ".log2".to_owned(),
@@ -105,34 +105,34 @@ fn log2_up(v: u64) -> u64 {
 
 /// A field named in a spec, with where it was written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldRef {
+pub(crate) struct FieldRef {
     /// The field name.
-    pub name: String,
+    pub(crate) name: String,
     /// Byte offset of the name in the spec.
-    pub pos: usize,
+    pub(crate) pos: usize,
 }
 
 /// A key of a spec.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeySpec {
+pub(crate) struct KeySpec {
     /// The event field.
-    pub field: FieldRef,
+    pub(crate) field: FieldRef,
     /// Its modifier.
-    pub modifier: KeyModifier,
+    pub(crate) modifier: KeyModifier,
 }
 
 /// A sort key of a spec.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SortSpec {
+pub(crate) struct SortSpec {
     /// `hitcount`, a key or a value.
-    pub field: FieldRef,
+    pub(crate) field: FieldRef,
     /// `.descending`.
-    pub descending: bool,
+    pub(crate) descending: bool,
 }
 
 /// `pause`, `cont` or `clear`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Command {
+pub(crate) enum Command {
     /// Stop recording (the table stays readable).
     Pause,
     /// Resume recording.
@@ -145,25 +145,25 @@ pub enum Command {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct HistSpec {
     /// The key fields (1 to 3; empty only for a pure command on a named table).
-    pub keys: Vec<KeySpec>,
+    pub(crate) keys: Vec<KeySpec>,
     /// The summed value fields (0 to 3).
-    pub vals: Vec<FieldRef>,
+    pub(crate) vals: Vec<FieldRef>,
     /// The value fields written with `.hex` (`vals=bytes_req.hex`): shown in hexadecimal,
     /// as the kernel's `%10llx`.
-    pub hex_vals: Vec<String>,
+    pub(crate) hex_vals: Vec<String>,
     /// Sort keys (0 to 2; none means `hitcount`).
-    pub sort: Vec<SortSpec>,
+    pub(crate) sort: Vec<SortSpec>,
     /// The `if` filter after the spec (`hist:keys=pid if prio < 100`), as the kernel's
     /// event filter (`filter.rs`): a live trigger passes only the events it passes.
-    pub filter: Option<Filter>,
+    pub(crate) filter: Option<Filter>,
     /// `size=`; `None` for the default.
-    pub size: Option<usize>,
+    pub(crate) size: Option<usize>,
     /// `name=`.
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     /// `hist=`: a value field and its bucket layout.
-    pub buckets: Option<(FieldRef, BucketSpec)>,
+    pub(crate) buckets: Option<(FieldRef, BucketSpec)>,
     /// `pause` / `cont` / `clear`.
-    pub command: Option<Command>,
+    pub(crate) command: Option<Command>,
 }
 
 fn is_ident(s: &str) -> bool {
@@ -480,26 +480,26 @@ impl HistSpec {
 
 /// A spec bound to an event's fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HistDef {
+pub(crate) struct HistDef {
     /// The parsed spec.
-    pub spec: HistSpec,
+    pub(crate) spec: HistSpec,
     /// Field index and modifier of each key.
-    pub keys: Vec<(usize, KeyModifier)>,
+    pub(crate) keys: Vec<(usize, KeyModifier)>,
     /// Field index of each value (the spec's, then the `hist=` field if it is not one).
-    pub vals: Vec<usize>,
+    pub(crate) vals: Vec<usize>,
     /// The sort order.
-    pub sort: Vec<SortKey>,
+    pub(crate) sort: Vec<SortKey>,
     /// The cell layout.
-    pub layout: CellLayout,
+    pub(crate) layout: CellLayout,
     /// The bounded size.
-    pub size: usize,
+    pub(crate) size: usize,
     pub(super) key_names: Vec<String>,
     pub(super) val_names: Vec<String>,
 }
 
 impl HistSpec {
     /// Binds the spec to an event with these field names.
-    pub fn bind(&self, fields: &[&str]) -> Result<HistDef, SpecError> {
+    pub(crate) fn bind(&self, fields: &[&str]) -> Result<HistDef, SpecError> {
         let find = |name: &str, pos: usize| {
             fields
                 .iter()
@@ -581,7 +581,7 @@ impl HistSpec {
 
 impl HistDef {
     /// The `trigger info` text.
-    pub fn info(&self) -> String {
+    pub(crate) fn info(&self) -> String {
         self.spec.canonical(self.size)
     }
 

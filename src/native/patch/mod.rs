@@ -7,7 +7,7 @@
 //! table: `__mcount_loc` (gcc `-pg -mfentry -mnop-mcount -mrecord-mcount`, non-PIC code: the
 //! kernel's own recipe) or `__patchable_function_entries` (gcc or clang
 //! `-fpatchable-function-entry=5[,0]`, PIC or not). Each entry is the address of 5 bytes of
-//! nop at a function's entry. [`nop_entries`] reads them with the `object` crate: the
+//! nop at a function's entry. [`nop_sites`] reads them with the `object` crate: the
 //! section headers from the file, the entries themselves from the loaded object's memory
 //! (so that a PIE's or a shared object's entries are read as the loader relocated them), or
 //! from the file for a file that is not loaded. Each entry is the site of the function it
@@ -89,7 +89,7 @@ use crate::hook::SiteSwitch;
 
 /// The most bytes a table entry may be past its function's start (an `endbr64`, 4 bytes,
 /// comes first under `-fcf-protection`).
-pub const MAX_ENTRY_OFFSET: u64 = 16;
+pub(crate) const MAX_ENTRY_OFFSET: u64 = 16;
 
 /// The five-byte nop every site holds while disabled.
 const NOP5: [u8; 5] = [0x0f, 0x1f, 0x44, 0x00, 0x00];
@@ -212,16 +212,26 @@ impl From<PatchError> for Error {
     }
 }
 
-/// The nop'd sites listed in the ELF image `data`, sorted by address. With `loaded` (the
-/// object as loaded in this process, which `data` must be the file of) the entries are
-/// read from its memory, relocated; without, from the file (right for a non-PIC executable
-/// only: elsewhere the file's entries are relocated at load). Errors:
+/// The nop'd sites listed in the ELF image `data`, each with its function: `(position in
+/// functions, entry)`, sorted by address, one per function (its first entry), the entries
+/// at most 16 bytes past a function's start (an `endbr64`, 4 bytes, comes first under
+/// `-fcf-protection`); an entry outside every function is left out. `functions` are the
+/// image's, sorted by address, as [`functions`](super::functions) gives them. With
+/// `loaded` (the object as loaded in this process, which `data` must be the file of) the
+/// entries are read from its memory, relocated; without, from the file (right for a
+/// non-PIC executable only: elsewhere the file's entries are relocated at load). Errors:
 /// [`PatchError::Elf`], [`PatchError::Unsupported`] for another architecture,
 /// [`PatchError::NoTables`] when neither table is there.
-pub fn nop_entries(
+pub fn nop_sites(
     data: &[u8],
     loaded: Option<&LoadedObject>,
-) -> Result<Vec<NopEntry>, PatchError> {
+    functions: &[Function],
+) -> Result<Vec<(usize, NopEntry)>, PatchError> {
+    Ok(assign(&table_entries(data, loaded)?, functions))
+}
+
+/// The entries of `data`'s tables, sorted by address (see [`nop_sites`]).
+fn table_entries(data: &[u8], loaded: Option<&LoadedObject>) -> Result<Vec<NopEntry>, PatchError> {
     let file = object::File::parse(data).map_err(|e| PatchError::Elf {
         reason: e.to_string(),
     })?;
@@ -290,7 +300,7 @@ fn read_words(
 /// Each entry's function: `(position in functions, entry)` for the entries at most
 /// [`MAX_ENTRY_OFFSET`] bytes past a function's start (`functions` sorted by address, as
 /// [`functions`](super::functions) gives them), one entry per function (its first).
-pub fn assign(entries: &[NopEntry], functions: &[Function]) -> Vec<(usize, NopEntry)> {
+fn assign(entries: &[NopEntry], functions: &[Function]) -> Vec<(usize, NopEntry)> {
     let mut out: Vec<(usize, NopEntry)> = Vec::new();
     for e in entries {
         let pos = functions.partition_point(|f| f.addr <= e.addr);
@@ -504,11 +514,13 @@ impl SiteSwitch for Patches {
     }
 }
 
-/// Threads that reached a site while it was being patched, over the process's life:
-/// (stepped over it, the call not taken; re-executed it, the batch having finished first).
-/// Always `(0, 0)` where patching is unsupported.
-pub fn trap_counts() -> (u64, u64) {
-    imp::trap_counts()
+impl Patches {
+    /// Threads that reached a site while it was being patched, over the process's life and
+    /// every object's patches: (stepped over it, the call not taken; re-executed it, the
+    /// batch having finished first). Always `(0, 0)` where patching is unsupported.
+    pub fn trap_counts() -> (u64, u64) {
+        imp::trap_counts()
+    }
 }
 
 /// One object's site addresses as the trap handler reads them (sorted, leaked: read

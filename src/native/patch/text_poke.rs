@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 static STEPPED: AtomicU64 = AtomicU64::new(0);
 static RETRIED: AtomicU64 = AtomicU64::new(0);
 
-/// See [`trap_counts`](super::trap_counts).
+/// See [`Patches::trap_counts`](super::Patches::trap_counts).
 pub(super) fn trap_counts() -> (u64, u64) {
     (
         STEPPED.load(Ordering::Relaxed),

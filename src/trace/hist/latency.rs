@@ -170,7 +170,7 @@ impl Latency {
     }
 
     /// Feeds one event line (of either event; others are ignored).
-    pub fn record(&mut self, head: &Head<'_>, fields: &Fields) {
+    pub(crate) fn record(&mut self, head: &Head<'_>, fields: &Fields) {
         // An event without a timestamp (a graph comment without funcgraph-abstime) can be
         // neither end.
         let Some(ts_ns) = head.ctx.ts_ns else {

@@ -41,19 +41,19 @@ use crate::trace::{Context, Event, Parser, split_head};
 /// common values; an event in a function_graph comment has those its columns show
 /// (funcgraph-proc, -cpu, -abstime), the others `None`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Head<'a> {
+pub(crate) struct Head<'a> {
     /// The task, PID, CPU and timestamp the line shows (the timestamp relative to the trace
     /// start in the latency format).
-    pub ctx: Context<'a>,
+    pub(crate) ctx: Context<'a>,
     /// The event name.
-    pub event: &'a str,
+    pub(crate) event: &'a str,
     /// The text after `event:`, leading spaces removed.
-    pub body: &'a str,
+    pub(crate) body: &'a str,
 }
 
 /// What a line is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LineClass<'a> {
+pub(crate) enum LineClass<'a> {
     /// Empty, or a `#` comment / header line.
     Comment,
     /// An event line.
@@ -82,7 +82,7 @@ fn head(line: &str) -> Option<Head<'_>> {
 }
 
 /// Classifies one line (without its newline).
-pub fn classify(line: &str) -> LineClass<'_> {
+pub(crate) fn classify(line: &str) -> LineClass<'_> {
     // ASCII spaces the quick way; other whitespace as `trim_start` does.
     let t = line.trim_ascii_start();
     let t = if t.as_bytes().first().is_some_and(|c| !c.is_ascii()) {

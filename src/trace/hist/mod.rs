@@ -45,7 +45,7 @@ use std::io::{self, BufRead};
 use super::{Fields, Line, Lines};
 
 pub use latency::{Latency, LatencyCounts, LatencySpecError};
-pub use line::{Head, LineClass, classify};
+use line::{LineClass, classify};
 pub use table::{KeyText, Skipped, Table, TableRow};
 
 use crate::hist::{SpecError, SpecErrorKind};

@@ -257,7 +257,7 @@ impl Table {
     }
 
     /// Counts one event line of this table's event.
-    pub fn record(&mut self, head: &Head<'_>, fields: &Fields) {
+    pub(crate) fn record(&mut self, head: &Head<'_>, fields: &Fields) {
         self.events += 1;
         if let Some(f) = &self.spec.filter {
             match f.pass(&LineEvent { head, fields }) {
@@ -432,8 +432,9 @@ impl Table {
         (out, (hits, entries, dropped))
     }
 
-    /// The key field names and modifiers, and the value field names.
-    pub fn columns(&self) -> (Vec<(&str, KeyModifier)>, Vec<&str>) {
+    /// The key field names and modifiers, and the value field names (for the JSON document).
+    #[cfg(feature = "json")]
+    pub(crate) fn columns(&self) -> (Vec<(&str, KeyModifier)>, Vec<&str>) {
         (
             self.keys
                 .iter()
