@@ -29,7 +29,9 @@ CYCLES=(
   "trace/event trace/head trace/lex"
   "trace/funcgraph trace/parse"
   "replay/replayer replay/tasks"
-  # The one-key cells move out of hist/ into the profiler (hist/snapshot reads the layout).
+  # The cell format in three files: a layout tells whether it is a provider's constant cell
+  # (`cell::{ConstCount, ConstTiming}`), a cell reads its layout's words and fills a snapshot's
+  # row, a snapshot reads the layout.
   "hist/cell hist/layout hist/snapshot"
   # A snapshot renders itself through its tracer's format and the tracer hands out
   # snapshots: one concept in two files.
