@@ -1,6 +1,7 @@
 //! Every function's Hit against uftrace's Calls on real C programs no one here wrote, built
-//! with each kind of instrumentation (`-finstrument-functions`, `-pg`, `-pg -mfentry`;
-//! uftrace records each natively): the Lua 5.4 interpreter (the `lua-src` package's sources,
+//! with each kind of instrumentation (`-finstrument-functions`, `-pg`, `-pg -mfentry`, and
+//! nop'd entries patched live; uftrace records the first three natively and patches the
+//! nop'd build's entries with `-P .`): the Lua 5.4 interpreter (the `lua-src` package's sources,
 //! driven by `data/lua_main.c` running `data/workload.lua`) and the bzip2 command line (the
 //! `bzip2-sys` package's sources) compressing and decompressing its own sources.
 //!
@@ -36,14 +37,21 @@ fn package_dir(name: &str) -> PathBuf {
         .to_owned()
 }
 
-/// uftrace's Calls per function (`uftrace record --no-libcall`, `uftrace report`), the
-/// kernel's pseudo functions (`linux:schedule`) left out.
-fn uftrace_calls(dir: &Path, cmd: &[&Path]) -> BTreeMap<String, u64> {
+/// uftrace's Calls per function (`uftrace record --no-libcall`, `-P .` to patch a nop'd
+/// build's every entry, `uftrace report`), the kernel's pseudo functions (`linux:schedule`)
+/// left out.
+fn uftrace_calls(dir: &Path, cmd: &[&Path], kind: Kind) -> BTreeMap<String, u64> {
     let data = dir.join("uftrace.data");
     // In `dir`: a `-pg` program writes gmon.out there under uftrace.
     let status = Command::new("uftrace")
         .current_dir(dir)
-        .args(["record", "--no-libcall", "-d"])
+        .arg("record")
+        .args(if kind == Kind::Nop {
+            &["-P", "."][..]
+        } else {
+            &[]
+        })
+        .args(["--no-libcall", "-d"])
         .arg(&data)
         .args(cmd)
         .stdout(std::process::Stdio::null())
@@ -71,8 +79,8 @@ fn uftrace_calls(dir: &Path, cmd: &[&Path]) -> BTreeMap<String, u64> {
 
 /// Runs `cmd` under both and compares; the number of functions compared and what the
 /// program wrote to its standard output under the preload library.
-fn compare(dir: &Path, cmd: &[&Path], timing: &str) -> (usize, Vec<u8>) {
-    let theirs = uftrace_calls(dir, cmd);
+fn compare(dir: &Path, cmd: &[&Path], kind: Kind, timing: &str) -> (usize, Vec<u8>) {
+    let theirs = uftrace_calls(dir, cmd, kind);
     let (out, table) = record(Command::new(cmd[0]).args(&cmd[1..]), timing, &[]);
     assert!(out.status.success(), "{cmd:?}: {out:?}");
     let ours = hits(&table);
@@ -125,10 +133,10 @@ fn lua_interpreter_hits_equal_uftrace_calls() {
     all.extend(args.iter().map(String::as_str));
     all.extend(["-lm", "-ldl"]);
     let script = data.join("workload.lua");
-    for kind in Kind::ALL {
+    for kind in Kind::ALL.into_iter().chain([Kind::Nop]) {
         let lua = build("gcc", &dir, "lua", kind, &all);
         for timing in ["0", "1"] {
-            let (n, stdout) = compare(&dir, &[&lua, &script], timing);
+            let (n, stdout) = compare(&dir, &[&lua, &script], kind, timing);
             assert_eq!(stdout, b"2584\tDNA\t125250\t-125250\t42925\t13\t2468\n");
             // -pg instruments the functions left after inlining only.
             let least = if kind == Kind::Cyg { 400 } else { 300 };
@@ -169,15 +177,15 @@ fn bzip2_hits_equal_uftrace_calls() {
     let plain = dir.join("input.txt");
     std::fs::write(&plain, &input).unwrap();
     let (zc, dc) = (PathBuf::from("-zc"), PathBuf::from("-dc"));
-    for kind in Kind::ALL {
+    for kind in Kind::ALL.into_iter().chain([Kind::Nop]) {
         let bzip2 = build("gcc", &dir, "bzip2", kind, &all);
-        let (n, packed) = compare(&dir, &[&bzip2, &zc, &plain], "0");
+        let (n, packed) = compare(&dir, &[&bzip2, &zc, &plain], kind, "0");
         let least = if kind == Kind::Cyg { 30 } else { 20 };
         assert!(n > least, "{kind:?}: only {n} functions");
         // Decompressing: other functions; the round trip checks the program still works.
         let packed_file = dir.join("input.txt.bz2");
         std::fs::write(&packed_file, packed).unwrap();
-        let (_, unpacked) = compare(&dir, &[&bzip2, &dc, &packed_file], "1");
+        let (_, unpacked) = compare(&dir, &[&bzip2, &dc, &packed_file], kind, "1");
         assert_eq!(unpacked, input, "{kind:?}");
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -37,6 +37,10 @@ pub enum Kind {
     Mcount,
     /// `-pg -mfentry`: a `__fentry__` call as the first instruction.
     Fentry,
+    /// `-pg -mfentry -mnop-mcount -mrecord-mcount`, non-PIC: a five-byte nop listed in
+    /// `__mcount_loc`, patched live into a call of `__fentry__` while covered. Not in
+    /// [`ALL`](Kind::ALL): a non-PIC build links no shared object of the cases.
+    Nop,
 }
 
 impl Kind {
@@ -49,6 +53,14 @@ impl Kind {
             Kind::Cyg => &["-finstrument-functions"],
             Kind::Mcount => &["-pg"],
             Kind::Fentry => &["-pg", "-mfentry"],
+            Kind::Nop => &[
+                "-pg",
+                "-mfentry",
+                "-mnop-mcount",
+                "-mrecord-mcount",
+                "-fno-pie",
+                "-no-pie",
+            ],
         }
     }
 
@@ -58,6 +70,7 @@ impl Kind {
             Kind::Cyg => "cyg",
             Kind::Mcount => "mcount",
             Kind::Fentry => "fentry",
+            Kind::Nop => "nop",
         }
     }
 }
