@@ -1,8 +1,9 @@
-//! Foreign entries: replay's calls of arbitrary ips with explicit timestamps.
+//! Foreign entries: calls of arbitrary ips with explicit timestamps, as a provider replaying
+//! recorded calls makes them.
 //!
 //! # Design
 //!
-//! Replay enters through [`Ftrace::dispatch_ip`], [`Ftrace::graph_entry_at`] and
+//! Such a provider enters through [`Ftrace::dispatch_ip`], [`Ftrace::graph_entry_at`] and
 //! [`Ftrace::graph_return_at`]; an ip that is a site of this instance is filtered by the
 //! hashes, any other ip (an interned name) reaches every registered ops of the right kind.
 //! `set_ftrace_pid` does not apply (the calling thread is not the traced task).
@@ -21,10 +22,10 @@ use super::thread;
 use super::walk::{Call, GraphCx};
 
 impl Ftrace {
-    /// The replay entry points' common part: on this thread, inside a read-side section and
+    /// The foreign entry points' common part: on this thread, inside a read-side section and
     /// under the `List` bit, walk the list for `ip` (hashes apply if `ip` is one of this    /// instance's sites) with function ops (`funcs`) or graph entry hooks (`graph`). `None`
     /// if tracing is off or the thread is already inside a callback.
-    pub(super) fn replay_walk(
+    pub(super) fn foreign_walk(
         &self,
         ip: usize,
         parent: usize,
@@ -56,8 +57,8 @@ impl Ftrace {
     }
 
     /// Calls every registered **function** ops for `(ip, parent_ip)` on this thread, as if
-    /// an instrumented call had happened: the entry point for replay, which dispatches
-    /// interned names. If `ip` is a site of this instance its hashes apply; otherwise every
+    /// an instrumented call had happened: the entry point for recorded calls, whose ips
+    /// may be interned names. If `ip` is a site of this instance its hashes apply; otherwise every
     /// function ops is called. `set_ftrace_pid` does not apply (the calling thread is not
     /// the traced task). Returns whether anything was dispatched.
     pub fn dispatch_ip(&self, ip: usize, parent_ip: usize) -> bool {
@@ -65,11 +66,11 @@ impl Ftrace {
             graph: false,
             ..GraphCx::given(false, 0, None)
         };
-        self.replay_walk(ip, parent_ip, true, no_graph, |_, _, _| ())
+        self.foreign_walk(ip, parent_ip, true, no_graph, |_, _, _| ())
             .is_some()
     }
 
-    /// Graph entry for replay: runs the graph ops' entry hooks for `ip` at time `calltime`
+    /// Graph entry for a recorded call: runs the graph ops' entry hooks for `ip` at time `calltime`
     /// and, if any accepts, pushes a frame on `stack`. Filtering as for
     /// [`dispatch_ip`](Self::dispatch_ip). Returns whether a frame was pushed (a full
     /// stack counts an overrun and pushes nothing).
@@ -82,7 +83,7 @@ impl Ftrace {
     ) -> bool {
         let graph = GraphCx::given(!stack.is_full(), stack.depth(), Some(calltime));
         let mut pushed = false;
-        self.replay_walk(
+        self.foreign_walk(
             ip,
             parent_ip,
             false,
@@ -108,7 +109,7 @@ impl Ftrace {
         pushed
     }
 
-    /// Graph return for replay: pops `stack`'s top frame at `rettime` and runs the return
+    /// Graph return for a recorded call: pops `stack`'s top frame at `rettime` and runs the return
     /// hooks of the ops that accepted it. Returns what the hooks received, `None` if the
     /// stack is empty.
     pub fn graph_return_at(&self, stack: &mut ShadowStack, rettime: u64) -> Option<GraphReturn> {

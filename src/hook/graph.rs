@@ -22,14 +22,15 @@
 //! counted in the stack's `overrun` and the owner's
 //! [`graph_overruns`](super::Ftrace::graph_overruns).
 //!
-//! Replay drives explicit [`ShadowStack`]s with explicit timestamps through
+//! A provider replaying recorded calls drives explicit [`ShadowStack`]s with explicit
+//! timestamps through
 //! [`Ftrace::graph_entry_at`](super::Ftrace::graph_entry_at) and
 //! [`Ftrace::graph_return_at`](super::Ftrace::graph_return_at).
 //!
 //! # Invariants
 //!
-//! - Every accepted entry gets exactly one return (normal exit, unwinding, or replay's
-//!   explicit return), unless its ops was unregistered in between.
+//! - Every accepted entry gets exactly one return (normal exit, unwinding, or a recorded
+//!   call's explicit return), unless its ops was unregistered in between.
 //! - A thread's stack is allocated once (capacity `SHADOW_STACK_DEPTH`) and never grows.
 
 use core::cell::Cell;
@@ -75,7 +76,7 @@ impl GraphEntry {
 
     /// The site's index in the instance that dispatched the call
     /// ([`Ftrace::site`](super::Ftrace::site)), `None` for an ip that is not one of its sites
-    /// (replay's interned names).
+    /// (a name a provider interned).
     pub fn site_index(&self) -> Option<usize> {
         (self.index < u32::MAX as usize).then_some(self.index)
     }
@@ -141,7 +142,7 @@ impl GraphReturn {
 
     /// The site's index in the instance that dispatched the call
     /// ([`Ftrace::site`](super::Ftrace::site)), `None` for an ip that is not one of its sites
-    /// (replay's interned names).
+    /// (a name a provider interned).
     pub fn site_index(&self) -> Option<usize> {
         (self.index < u32::MAX as usize).then_some(self.index)
     }
@@ -263,7 +264,7 @@ impl Frame {
     }
 }
 
-/// A per-thread (or, for replay, per-traced-task) stack of graph-traced calls.
+/// A per-thread (or, for recorded calls, per-traced-task) stack of graph-traced calls.
 #[derive(Debug)]
 pub struct ShadowStack {
     frames: Vec<Frame>,

@@ -1,6 +1,6 @@
 //! The hook layer: ftrace's function-hook machinery for user space, what a provider is
 //! written against (call sites, ops and their callbacks, filters, shadow stacks, the trace
-//! clock, instrumented futures). The providers of this crate are in [`crate::profile`].
+//! clock, instrumented futures). It names no provider: providers are written above it.
 //!
 //! An ops of your own, counting the calls its filter lets through:
 //!
@@ -57,12 +57,12 @@
 //! - dispatch, one file per concern: `walk` (one call's context and the list walk),
 //!   `guard` ([`ScopeGuard`], the two words that end a scope), `live` (an enabled site's
 //!   entry: direct call or list walk), `static_entry` (the static sites' own entries for
-//!   the sink cases), `returns` (graph exits), `foreign` (replay's entries for arbitrary
-//!   ips) and `task` (the entry points of `future`).
+//!   the sink cases), `returns` (graph exits), `foreign` (entries for arbitrary ips a
+//!   provider supplies) and `task` (the entry points of `future`).
 //! - `future`: instrumented futures ([`TracedFuture`], `#[traced]` on `async fn`): one call per
 //!   future, whose frame moves with the task between polls.
-//! - `switch`: coverage notifications (`SiteSwitch`) to whoever owns a site's code (a
-//!   patched native call site), in the order the commit publishes coverage.
+//! - `switch`: coverage notifications (`SiteSwitch`) to whoever owns a site's code (code
+//!   rewritten while it runs), in the order the commit publishes coverage.
 //! - `control`: the control files (`available_filter_functions`, `enabled_functions`,
 //!   `set_ftrace_filter`, `set_ftrace_notrace`, `set_ftrace_pid`, `trace_clock`).
 //!

@@ -206,7 +206,7 @@ impl FtraceOps {
         ret: impl Fn(&GraphReturn, &FtraceOps) + Send + Sync + 'static,
     ) -> FtraceOpsBuilder {
         FtraceOpsBuilder::new(Callback::Graph {
-            // What the list walk and replay call: the same behaviour, spelled as a hook.
+            // What the list walk and the foreign entries call: the same behaviour, spelled as a hook.
             entry: Box::new(move |e: &GraphEntry, ops: &FtraceOps| {
                 if e.is_overrun() {
                     overrun(e, ops);

@@ -12,7 +12,7 @@
 //! `#[traced]` and [`traced_block!`](crate::traced_block) put a `&'static Site` into the
 //! [`SITES`] distributed slice (the kernel's `__mcount_loc` table), so the global
 //! [`Ftrace`](super::Ftrace) knows every site of the binary before any is called. Tests, loom
-//! models and trace replay build their own [`Ftrace`](super::Ftrace) with owned sites from
+//! models and providers of recorded calls build their own [`Ftrace`](super::Ftrace) with owned sites from
 //! [`SiteDef`]s instead.
 //!
 //! A site's **ip** is the address of its record: stable for the life of its owner and unique.
@@ -104,7 +104,7 @@ pub struct Site {
     line: u32,
 }
 
-/// Metadata for a site that a [`Ftrace`](super::Ftrace) instance owns (tests, models, replay):
+/// Metadata for a site that a [`Ftrace`](super::Ftrace) instance owns (tests, models, recorded calls):
 /// the same fields as a static [`Site`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SiteDef {

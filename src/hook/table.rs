@@ -57,7 +57,7 @@ pub(crate) enum SiteRef {
     /// A `#[traced]` site.
     #[cfg_attr(loom, allow(dead_code))]
     Static(&'static Site),
-    /// An owned site (tests, replay, native functions).
+    /// An owned site (tests, recorded calls, functions found at run time).
     Owned(Box<Site>),
 }
 

@@ -122,7 +122,7 @@ impl Ftrace {
     }
 
     #[cfg(feature = "tracing")]
-    /// Ends a call whose frame is not on a stack (kept between enters) on the replay stack
+    /// Ends a call whose frame is not on a stack (kept between enters) on the explicit stack
     /// `stack`: charges `stack`'s top frame the call's wall time if `charge_top`, and runs
     /// the return hooks of the graph ops that accepted it, with [`GraphReturn::task`] set
     /// from `task` = (running, adjust) as in [`TaskEnd`] (`None`: a synchronous return).
@@ -142,7 +142,7 @@ impl Ftrace {
     }
 }
 
-/// The return of a task call's kept `frame` at `rettime` on the replay stack `stack` (its
+/// The return of a task call's kept `frame` at `rettime` on the explicit stack `stack` (its
 /// depth and overrun count), charging `stack`'s top frame the call's wall time if
 /// `charge_top`.
 #[cfg(feature = "tracing")]

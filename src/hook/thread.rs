@@ -27,8 +27,8 @@
 //!   (every caller does: it is inside a call on that domain's `Ftrace`). A domain's list
 //!   holds a clone of each slot's `Arc`, so a slot whose `Arc` this thread holds alone
 //!   belongs to a dropped domain, can never be reached again, and is pruned when the
-//!   thread registers its next slot: a thread that uses many short-lived instances (a
-//!   replay per input, tests) keeps memory bounded. On thread exit every slot is retired.
+//!   thread registers its next slot: a thread that uses many short-lived instances (one
+//!   per input, tests) keeps memory bounded. On thread exit every slot is retired.
 //! - No `RefCell` borrow, and no reference into the shadow stack, is held across a callback
 //!   (callbacks may re-enter the dispatcher): the stack is `Cell`s, read and written in
 //!   place by operations that call nothing.
@@ -288,7 +288,7 @@ mod tests {
         with(|ts| unsafe { (*ts.slots.get()).len() }).unwrap()
     }
 
-    /// A thread that uses many short-lived instances one after another (a replay per
+    /// A thread that uses many short-lived instances one after another (one per
     /// input) keeps one reader slot per live instance, not one per instance ever used.
     #[test]
     fn slots_of_dropped_instances_are_pruned() {

@@ -54,7 +54,7 @@ impl GraphCx {
         }
     }
 
-    /// A replayed call's context: the caller's stack has `room` at `depth`.
+    /// A foreign call's context: the caller's stack has `room` at `depth`.
     pub(super) fn given(room: bool, depth: usize, calltime: Option<u64>) -> Self {
         GraphCx {
             graph: true,

@@ -7,7 +7,7 @@
 //! the global filter/notrace hashes (`set_ftrace_filter`), the pid list, the
 //! `ftrace_enabled` switch and the graph slots. [`Ftrace::global`] is built from every
 //! `#[traced]` site of the binary and is what static sites dispatch to; [`Ftrace::new`] builds
-//! an instance over owned sites, for tests, loom models and replay.
+//! an instance over owned sites, for tests, loom models and recorded calls.
 //!
 //! Every change (register, unregister, a filter or pid write, the switch) goes through one
 //! commit: build the complete new state, **validate it** (the `IPMODIFY` rule), and only then
@@ -177,7 +177,7 @@ impl Ftrace {
         }
     }
 
-    /// An instance over owned sites, indexed in the order given (tests, models, replay).
+    /// An instance over owned sites, indexed in the order given (tests, models, recorded calls).
     pub fn new(sites: impl IntoIterator<Item = SiteDef>) -> Arc<Ftrace> {
         let sites = sites
             .into_iter()
