@@ -127,6 +127,8 @@ pub use recursion::{RecursionContext, RecursionLock, trylock};
 pub(crate) use sink::{SINK_WORDS, Sink, SinkOps, SinkPath, SinkWords};
 pub use site::{Site, SiteDef};
 pub use switch::SiteSwitch;
+#[cfg(feature = "native")]
+pub(crate) use thread::use_static_tls;
 
 /// The calling thread's innermost dispatched traced scope: the ip of the innermost `#[traced]`
 /// call an ops covers, or of the instrumented future whose poll runs now (0 at top level);

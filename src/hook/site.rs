@@ -271,6 +271,28 @@ impl Site {
         self.enter_enabled()
     }
 
+    /// Enters and at once ends a call of this **static** site: what `drop(site.enter())`
+    /// does, for hooks of code that keeps no scope open across the call (a counting-only
+    /// hook of a native function). Where a counting sink alone covers the site, the hit
+    /// goes straight through the sink's path: no guard, the thread's innermost ip untouched
+    /// (entering and ending would restore it); anything else takes [`enter`](Self::enter).
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub fn hit(&'static self) {
+        if self.state.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        self.hit_enabled();
+    }
+
+    #[cfg(not(loom))]
+    #[inline(never)]
+    fn hit_enabled(&'static self) {
+        if !super::Ftrace::try_hit(self) {
+            drop(self.enter_enabled());
+        }
+    }
+
     /// The trampoline to the site's entry: a tail jump through `entry`. Out of line, so the
     /// instrumented function's own code around a disabled site stays as it was (an
     /// indirect call there changes how the compiler lays out the whole function).

@@ -63,6 +63,29 @@ impl Ftrace {
         )
     }
 
+    /// [`Site::hit`]'s case: one covering ops, a counting sink, its path taking the hit
+    /// (through the path's function pointer, as the live dispatcher's `count_direct`);
+    /// `false`, with nothing done, for anything else.
+    #[inline(always)]
+    pub(super) fn try_hit(site: &'static Site) -> bool {
+        Self::with_direct(
+            site,
+            Hot::cached_global_slot,
+            |_| (),
+            |hot, section, entry, ()| {
+                let path = entry
+                    .sink_path
+                    .filter(|_| entry.direct == Direct::CountSink)?;
+                if !(path.count)(&hot.sink, entry.sink_id, site.index()) {
+                    return None;
+                }
+                drop(section);
+                Some(())
+            },
+        )
+        .is_some()
+    }
+
     /// A static site's entry while its one covering ops is `P`'s timing sink
     /// (`Site::enter_timed`): [`enter_hot`](Self::enter_hot)'s accepting case for a timed
     /// sink, decided beforehand, the frame pushed here. `None`, with nothing done, for

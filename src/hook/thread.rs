@@ -221,11 +221,85 @@ loom::thread_local! {
     static HOT: Hot = Hot::new();
 }
 
+/// `HOT` at a fixed offset from the thread pointer, once the crate's code is known to have a
+/// static thread-local block ([`use_static_tls`]): two instructions instead of a
+/// `__tls_get_addr` call in a shared object.
+#[cfg(all(
+    feature = "native",
+    target_arch = "x86_64",
+    target_os = "linux",
+    not(loom),
+    not(miri)
+))]
+mod static_tls {
+    use core::sync::atomic::{AtomicIsize, Ordering};
+
+    use super::Hot;
+
+    /// `HOT`'s address minus the thread pointer, the same in every thread; 0 before
+    /// [`set`].
+    static OFFSET: AtomicIsize = AtomicIsize::new(0);
+
+    /// The calling thread's thread pointer: `fs:0` holds the TCB's own address on x86-64.
+    #[inline(always)]
+    fn thread_pointer() -> usize {
+        let tp: usize;
+        // SAFETY: reads the TCB's self pointer, which glibc and musl keep at `fs:0`.
+        unsafe {
+            core::arch::asm!(
+                "mov {}, fs:0",
+                out(reg) tp,
+                options(nostack, readonly, preserves_flags, pure)
+            );
+        }
+        tp
+    }
+
+    /// Records `hot`'s offset (the calling thread's `HOT`).
+    pub(super) fn set(hot: &Hot) {
+        let offset = (hot as *const Hot as isize).wrapping_sub(thread_pointer() as isize);
+        OFFSET.store(offset, Ordering::Relaxed);
+    }
+
+    /// The calling thread's `HOT` at the recorded offset; `None` before [`set`].
+    #[inline(always)]
+    pub(super) fn hot() -> Option<&'static Hot> {
+        let offset = OFFSET.load(Ordering::Relaxed);
+        // SAFETY: a static block (`use_static_tls`'s contract) is at one offset from the
+        // thread pointer in every thread, so this is the thread's own `HOT`: valid for the
+        // thread's life, as in `hot_ref`.
+        (offset != 0)
+            .then(|| unsafe { &*(thread_pointer().wrapping_add_signed(offset) as *const Hot) })
+    }
+}
+
+/// From now on, reach `HOT` at its offset from the thread pointer. Off x86-64 Linux (or
+/// under miri, which has no `fs:0`), nothing changes.
+///
+/// # Safety
+///
+/// The crate's code is in an object whose thread-local block is static: the executable,
+/// or a shared object loaded at start-up (`native::enable_static_tls` checks it).
+#[cfg(feature = "native")]
+pub(crate) unsafe fn use_static_tls() {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux", not(loom), not(miri)))]
+    static_tls::set(hot_ref());
+}
+
 /// This thread's [`Hot`] words, by reference. Not under loom (whose thread-locals are
 /// dropped with the model's threads); there, use [`hot`].
 #[cfg(not(loom))]
 #[inline(always)]
 pub(crate) fn hot_ref() -> &'static Hot {
+    #[cfg(all(
+        feature = "native",
+        target_arch = "x86_64",
+        target_os = "linux",
+        not(miri)
+    ))]
+    if let Some(hot) = static_tls::hot() {
+        return hot;
+    }
     // SAFETY: `HOT` is `const`-initialised and has no destructor, so its storage is valid
     // from the thread's first instruction to its last and is never dropped: a reference
     // to it stays valid as long as the thread runs. `Hot` is not `Sync` (it is made of

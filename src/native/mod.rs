@@ -36,6 +36,7 @@
 
 mod elf;
 mod patch;
+mod tls;
 
 use std::collections::HashMap;
 use std::ffi::CStr;
@@ -46,6 +47,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub use elf::{Function, demangle, functions};
 use patch::MAX_ENTRY_OFFSET;
 pub use patch::{NopEntry, PatchError, Patches, Table, nop_sites};
+pub use tls::enable_static_tls;
 
 use crate::Error;
 use crate::hook::{Ftrace, SiteDef, SiteSwitch};

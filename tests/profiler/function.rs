@@ -10,9 +10,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::common::kernel_format;
-use crate::common::profiler::{BOTH, EVERY, HITS_AND_TIMED, Sites, TIMED, with_profiler_on};
+use crate::common::profiler::{
+    BOTH, EVERY, HITS_AND_TIMED, SiteKind, Sites, TIMED, static_site, with_profiler_on,
+};
 use kernel_format::{FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED, graph_duration};
-use tracestat::hook::{Ftrace, ShadowStack, SiteDef};
+use tracestat::hook::{Ftrace, FtraceOps, ShadowStack, SiteDef};
 use tracestat::profile::{FunctionProfiler, ProfileOptions};
 use tracestat::stat::{Tracefs, WriteMode};
 use tracestat::{Error, InputError};
@@ -118,6 +120,75 @@ fn exact_totals_under_concurrency_in_both_modes() {
             } else {
                 assert!(rows.iter().all(|r| r.time_ns == 0));
             }
+        },
+    );
+}
+
+/// `Site::hit` (a call that ends as it begins, what counting-only hooks of native
+/// functions make) counts exactly as `drop(site.enter())` in every mode: alone (the
+/// counting sink's own path where the profiler counts only), inside a timed scope (whose
+/// time and hits it leaves as they are), and with a second ops covering the site (the
+/// general path, whose callback sees every hit too).
+#[test]
+fn hits_count_as_calls_that_end_at_once() {
+    const THREADS: u64 = 4;
+    const CALLS: u64 = 5_000;
+    let run = |sites: &Sites| {
+        std::thread::scope(|s| {
+            for _ in 0..THREADS {
+                s.spawn(|| {
+                    for _ in 0..CALLS {
+                        let _outer = sites.call(0);
+                        static_site("inner").hit();
+                        static_site("inner").hit();
+                    }
+                });
+            }
+        });
+    };
+    let hits = |profiler: &FunctionProfiler| {
+        let mut rows: Vec<(String, u64)> = profiler
+            .rows(None)
+            .into_iter()
+            .map(|r| (r.name, r.hits))
+            .collect();
+        rows.sort();
+        rows
+    };
+    let expected = vec![
+        ("inner".to_owned(), 2 * THREADS * CALLS),
+        ("outer".to_owned(), THREADS * CALLS),
+    ];
+    with_profiler_on(
+        &[SiteKind::Static],
+        &EVERY,
+        &["outer", "inner"],
+        |_, opts, sites, profiler| {
+            run(sites);
+            assert_eq!(hits(&profiler), expected, "alone, {opts:?}");
+            if opts.timing {
+                let outer = profiler.rows(None).into_iter().find(|r| r.name == "outer");
+                assert_eq!(outer.unwrap().buckets.iter().sum::<u64>(), THREADS * CALLS);
+            }
+            // A second ops on `inner`: two cover it, so hits take the general entry.
+            let seen = FtraceOps::builder(|_, _, ops, _| {
+                ops.private::<AtomicU64>()
+                    .unwrap()
+                    .fetch_add(1, Ordering::Relaxed);
+            })
+            .private(AtomicU64::new(0))
+            .build();
+            let ftrace = sites.ftrace();
+            ftrace
+                .set_filter(&seen, "inner", WriteMode::Truncate)
+                .unwrap();
+            ftrace.register(&seen).unwrap();
+            profiler.reset();
+            run(sites);
+            ftrace.unregister(&seen).unwrap();
+            assert_eq!(hits(&profiler), expected, "with a second ops, {opts:?}");
+            let callbacks = seen.private::<AtomicU64>().unwrap().load(Ordering::Relaxed);
+            assert_eq!(callbacks, 2 * THREADS * CALLS, "{opts:?}");
         },
     );
 }

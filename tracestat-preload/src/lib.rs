@@ -78,6 +78,7 @@ use tracestat::native::NativeSites;
 use tracestat::profile::{FunctionProfiler, ProfileOptions};
 use tracestat::stat::WriteMode;
 
+mod fast_tls;
 #[cfg(target_arch = "x86_64")]
 mod fentry;
 mod patched;
@@ -132,7 +133,7 @@ struct Frame {
 /// One thread's state.
 struct Thread {
     stack: Vec<Frame>,
-    cache: Box<[(usize, *const Site)]>,
+    cache: Box<[(usize, *const Site); CACHE]>,
     generation: u64,
     busy: bool,
 }
@@ -168,7 +169,7 @@ impl Drop for Owner {
 /// This thread's state, made at its first hook; `None` after its exit began.
 #[inline(always)]
 fn thread_state() -> Option<&'static mut Thread> {
-    let p = STATE.with(Cell::get);
+    let p = fast_tls::state().unwrap_or_else(|| STATE.with(Cell::get));
     if p.is_null() {
         return new_thread_state();
     }
@@ -185,12 +186,15 @@ fn thread_state() -> Option<&'static mut Thread> {
 fn new_thread_state() -> Option<&'static mut Thread> {
     let t = Box::new(Thread {
         stack: Vec::with_capacity(DEPTH),
-        cache: vec![(0, core::ptr::null()); CACHE].into_boxed_slice(),
+        cache: Box::new([(0, core::ptr::null()); CACHE]),
         generation: GENERATION.load(Ordering::Acquire),
         busy: false,
     });
     let p = Box::into_raw(t);
-    STATE.with(|s| s.set(p));
+    STATE.with(|s| {
+        s.set(p);
+        fast_tls::check(s);
+    });
     // Registers the destructor; fails (and frees nothing) during thread teardown.
     if OWNER.try_with(|_| ()).is_err() {
         STATE.with(|s| s.set(DEAD));
@@ -277,19 +281,26 @@ fn counted(t: &mut Thread, func: usize, lookup: fn(usize) -> Option<&'static Sit
     if !COUNT_ONLY.load(Ordering::Relaxed) {
         return false;
     }
+    hit_site(t, func, lookup);
+    true
+}
+
+/// Counts a hit of the site of `func` (entered and ended at once) and clears the busy flag.
+#[inline(always)]
+fn hit_site(t: &mut Thread, func: usize, lookup: fn(usize) -> Option<&'static Site>) {
     if let Some(site) = site_of(t, func, lookup) {
-        drop(site.enter());
+        site.hit();
     }
     t.busy = false;
-    true
 }
 
 /// `__cyg_profile_func_enter` with the instrumented function's stack pointer.
 extern "C" fn enter(func: usize, _call_site: usize, sp: usize) {
-    let Some(t) = entering() else { return };
-    if counted(t, func, lookup) {
-        return;
+    #[cfg(not(target_arch = "x86_64"))] // (x86-64: the trampoline tests it)
+    if COUNT_ONLY.load(Ordering::Relaxed) {
+        return hit(func);
     }
+    let Some(t) = entering() else { return };
     // Frames at or below this one's stack pointer were left without their exit (longjmp,
     // an exception): a live caller's frame is always above its callee's.
     pop_dead(t, |f| f.sp <= sp);
@@ -308,8 +319,16 @@ extern "C" fn enter(func: usize, _call_site: usize, sp: usize) {
     t.busy = false;
 }
 
+/// [`enter`] when the profiler counts only ([`COUNT_ONLY`]): the site's hit, no frame.
+extern "C" fn hit(func: usize) {
+    if let Some(t) = entering() {
+        hit_site(t, func, lookup);
+    }
+}
+
 /// `__cyg_profile_func_exit` with the instrumented function's stack pointer.
 extern "C" fn exit(func: usize, _call_site: usize, sp: usize) {
+    #[cfg(not(target_arch = "x86_64"))] // (x86-64: the trampoline tests it)
     if COUNT_ONLY.load(Ordering::Relaxed) {
         return;
     }
@@ -326,9 +345,10 @@ extern "C" fn exit(func: usize, _call_site: usize, sp: usize) {
     t.busy = false;
 }
 
-/// The hooks' entry points: naked, so that they pass the caller's stack pointer as it was
+/// The hooks' entry points (AArch64): naked, so that they pass the caller's stack pointer as it was
 /// at the call (the third argument, `$sp` computes it) and jump (`$jump`) to the Rust
 /// functions above.
+#[cfg(target_arch = "aarch64")]
 macro_rules! trampolines {
     ($sp:literal, $jump:literal) => {
         /// gcc's entry hook.
@@ -347,8 +367,41 @@ macro_rules! trampolines {
     };
 }
 
+/// gcc's entry hook on x86-64: when the profiler counts only, straight to [`hit`] (no frame,
+/// no stack pointer needed); else to [`enter`] with the caller's stack pointer.
 #[cfg(target_arch = "x86_64")]
-trampolines!("lea rdx, [rsp + 8]", "jmp");
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub extern "C" fn __cyg_profile_func_enter(_func: *mut c_void, _site: *mut c_void) {
+    core::arch::naked_asm!(
+        "cmp byte ptr [rip + {count_only}], 0",
+        "jne {hit}",
+        "lea rdx, [rsp + 8]",
+        "jmp {enter}",
+        count_only = sym COUNT_ONLY,
+        hit = sym hit,
+        enter = sym enter,
+    )
+}
+
+/// gcc's exit hook on x86-64: nothing to do when the profiler counts only; else [`exit`]
+/// with the caller's stack pointer.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub extern "C" fn __cyg_profile_func_exit(_func: *mut c_void, _site: *mut c_void) {
+    core::arch::naked_asm!(
+        "cmp byte ptr [rip + {count_only}], 0",
+        "jne 2f",
+        "lea rdx, [rsp + 8]",
+        "jmp {exit}",
+        "2:",
+        "ret",
+        count_only = sym COUNT_ONLY,
+        exit = sym exit,
+    )
+}
+
 #[cfg(target_arch = "aarch64")]
 trampolines!("mov x2, sp", "b");
 
@@ -508,6 +561,7 @@ fn start() -> Result<(), String> {
     if unsafe { libc::atexit(finish) } != 0 {
         return Err("atexit failed".into());
     }
+    fast_tls::enable(&STATE);
     READY.store(true, Ordering::Release);
     Ok(())
 }
