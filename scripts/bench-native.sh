@@ -2,8 +2,8 @@
 # Native programs under tracestat record against uftrace, same binary, interleaved rounds.
 #
 # Workloads, built from registry packages' sources:
-#   fib      a recursive fib(27) loop: ~1.3 M calls of one tiny function (the worst case)
-#   bzip2    bzip2's command line compressing its own sources 4 times (~1.4 MB)
+#   fib      a recursive fib(30) loop: 8.1 M calls of one tiny function (the worst case)
+#   bzip2    bzip2's command line compressing its own sources 16 times (~5.6 MB)
 # each built three times: gcc -O2 -finstrument-functions; gcc -O2 -pg -mfentry (compiled so,
 # linked without -pg: no gprof start-up, glibc's __fentry__ a bare `ret`); and with nop'd
 # entries (-pg -mfentry -mnop-mcount -mrecord-mcount, non-PIC), patched live.
@@ -38,7 +38,7 @@ bz=$src/bzip2-1.0.8
 cat >"$work/fib.c" <<'EOF'
 #include <stdio.h>
 __attribute__((noinline)) static int fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
-int main(void) { long s = 0; for (int i = 0; i < 3; i++) s += fib(27); printf("%ld\n", s); return 0; }
+int main(void) { long s = 0; for (int i = 0; i < 3; i++) s += fib(30); printf("%ld\n", s); return 0; }
 EOF
 bzsrc=("$bz"/{bzip2,blocksort,huffman,crctable,randtable,compress,decompress,bzlib}.c)
 gcc -O2 -o "$work/fib.plain" "$work/fib.c"
@@ -66,7 +66,7 @@ gcc "${nopd[@]}" -o "$work/bzip2.nop" "${bzsrc[@]}"
 # The library's start-up alone (symbol tables, patching, clock calibration): an empty main.
 echo 'int main(void) { return 0; }' >"$work/empty.c"
 gcc "${nopd[@]}" -o "$work/empty.nop" "$work/empty.c"
-for _ in 1 2 3 4; do cat "$bz"/words* "$bz"/*.c "$bz"/manual.html; done >"$work/input"
+for _ in $(seq 16); do cat "$bz"/words* "$bz"/*.c "$bz"/manual.html; done >"$work/input"
 
 # run WORKLOAD MODE: the wall time in ms of one run.
 run() {
