@@ -9,8 +9,10 @@ fuzz_target!(|input: (u8, bool, Vec<u8>)| {
     let (which, append, data) = input;
     let fs = Tracefs::new();
     fs.add_file("enabled", BoolControl::new(false)).unwrap();
-    fs.add_file("options/graph-time", BoolControl::new(true)).unwrap();
-    fs.add_file("tracing_thresh", UlongControl::new(0, 0, 1_000_000)).unwrap();
+    fs.add_file("options/graph-time", BoolControl::new(true))
+        .unwrap();
+    fs.add_file("tracing_thresh", UlongControl::new(0, 0, 1_000_000))
+        .unwrap();
     let paths = [
         "enabled",
         "options/graph-time",

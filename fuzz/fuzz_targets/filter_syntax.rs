@@ -21,7 +21,11 @@ fuzz_target!(|input: (u8, bool, String)| {
     f.set_filter(&ops, "vfs_*", WriteMode::Truncate).unwrap();
     f.register(&ops).unwrap();
     f.register(&global).unwrap();
-    let mode = if append { WriteMode::Append } else { WriteMode::Truncate };
+    let mode = if append {
+        WriteMode::Append
+    } else {
+        WriteMode::Truncate
+    };
     let snapshot = || {
         (
             ops.hashes(),

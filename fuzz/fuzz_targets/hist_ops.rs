@@ -17,7 +17,10 @@ fuzz_target!(|input: (bool, u8, Vec<(u8, u16, u32)>)| {
     let h = if bounded {
         HashHist::bounded(layout, 128).unwrap()
     } else {
-        HashHist::builder(layout).initial_capacity(4).build().unwrap()
+        HashHist::builder(layout)
+            .initial_capacity(4)
+            .build()
+            .unwrap()
     };
     let shard = Shard::build(layout, 4, None).unwrap();
     // key -> (hits, sum, min, max, buckets)
@@ -38,10 +41,16 @@ fuzz_target!(|input: (bool, u8, Vec<(u8, u16, u32)>)| {
                 assert_eq!(s.dropped, dropped);
                 for r in &s.rows {
                     let m = &model[&r.key.0[0]];
-                    assert_eq!((r.hits, r.vals[0], r.min, r.max), (m.0, u128::from(m.1), m.2, m.3));
+                    assert_eq!(
+                        (r.hits, r.vals[0], r.min, r.max),
+                        (m.0, u128::from(m.1), m.2, m.3)
+                    );
                     assert_eq!(&r.buckets, &m.4);
                 }
-                assert_eq!(shard.snapshot().total_hits(), model.values().map(|m| m.0).sum::<u64>() + dropped);
+                assert_eq!(
+                    shard.snapshot().total_hits(),
+                    model.values().map(|m| m.0).sum::<u64>() + dropped
+                );
             }
             _ => {
                 let landed = h.update(Key::one(k), &[v]);

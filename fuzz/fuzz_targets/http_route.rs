@@ -7,8 +7,8 @@ use std::sync::{Arc, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
 use tracestat::hist::EventSource;
-use tracestat::http::{Router, Server};
 use tracestat::hook::{Ftrace, SiteDef};
+use tracestat::http::{Router, Server};
 use tracestat::profile::FunctionProfiler;
 use tracestat::stat::{BoolControl, Tracefs};
 
@@ -36,7 +36,8 @@ fn router() -> &'static Router {
         let profiler = PROFILER.get_or_init(|| FunctionProfiler::new(Arc::clone(&ftrace)));
         profiler.install(fs).unwrap();
         tracestat::hook::install(&ftrace, fs).unwrap();
-        fs.add_file("options/flag", BoolControl::new(false)).unwrap();
+        fs.add_file("options/flag", BoolControl::new(false))
+            .unwrap();
         let events = EVENTS.get_or_init(|| EventSource::new("sched/wakeup", &["pid", "prio"]));
         events.attach(fs).unwrap();
         Server::bind("127.0.0.1:0")

@@ -26,7 +26,9 @@ fuzz_target!(|input: (u8, &[u8])| {
     let mut replay = Replay::new(opts);
     // A small line limit, so the overlong path runs too.
     let mut reader = Reader::with_max_line(data, 512);
-    replay.read(&mut reader).expect("reading a slice cannot fail");
+    replay
+        .read(&mut reader)
+        .expect("reading a slice cannot fail");
     let summary = replay.finish(reader.counts());
 
     let lines = data.split(|&b| b == b'\n').count() as u64
