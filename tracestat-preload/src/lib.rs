@@ -10,6 +10,8 @@
 //! - `fentry.rs`: the `mcount` / `__fentry__` hooks, which end a call by redirecting its
 //!   return address through a trampoline; glibc's gprof kept quiet;
 //! - `patched.rs`: what nop'd entries are patched to call (`__fentry__`);
+//! - `dl.rs`: `dlopen`, `dlmopen` and `dlclose`, interposed so that an object's functions
+//!   are sites from its load (its covered nop'd entries patched) until its unload;
 //! - `unwind.rs`: `pthread_exit` and C++ exceptions, interposed to keep the return stack
 //!   and the redirected return addresses right.
 //!
@@ -28,7 +30,7 @@
 //! - **ip → site**: a per-thread direct-mapped cache (no lock, no hash on a hit), filled
 //!   from the native map on a miss (a function not in the symbol tables becomes a site
 //!   there, at its first call). The cache is dropped when shared objects are retired
-//!   (`dlclose`, interposed here).
+//!   (`dlclose`, interposed in `dl.rs`).
 //! - **Return stack**: a per-thread stack of (function, stack pointer, scope guard), the
 //!   stack pointer being the instrumented function's at its call of the hook (the hooks are
 //!   naked trampolines on x86-64 and AArch64 that pass it), or the address of the return
@@ -78,6 +80,7 @@ use tracestat::native::NativeSites;
 use tracestat::profile::{FunctionProfiler, ProfileOptions};
 use tracestat::stat::WriteMode;
 
+mod dl;
 #[cfg(target_arch = "x86_64")]
 mod fentry;
 mod patched;
@@ -392,29 +395,6 @@ impl Frame {
     }
 }
 
-/// `dlclose`, then the closed object's sites retired and every thread's cache dropped.
-///
-/// # Safety
-///
-/// As `dlclose(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> libc::c_int {
-    type Real = unsafe extern "C" fn(*mut c_void) -> libc::c_int;
-    static REAL: OnceLock<usize> = OnceLock::new();
-    let real = next_symbol(&REAL, c"dlclose");
-    if real == 0 {
-        return -1;
-    }
-    // SAFETY: `real` is the next `dlclose` in the lookup order, of this very type.
-    let rc = unsafe { core::mem::transmute::<usize, Real>(real)(handle) };
-    if let Some(native) = NATIVE.get()
-        && native.refresh().is_ok_and(|(_, retired)| retired > 0)
-    {
-        GENERATION.store(native.generation(), Ordering::Release);
-    }
-    rc
-}
-
 /// The exit status when the profiler cannot start (`tracestat record` knows it).
 const START_FAILED: i32 = 125;
 
@@ -483,16 +463,18 @@ fn start() -> Result<(), String> {
             eprintln!("tracestat: no symbols read from {path}: {why}");
         }
     }
-    if let Some(filter) = env("TRACESTAT_FILTER") {
+    let (filter, notrace) = (env("TRACESTAT_FILTER"), env("TRACESTAT_NOTRACE"));
+    if let Some(filter) = &filter {
         ftrace
-            .set_global_filter(&filter, WriteMode::Truncate)
+            .set_global_filter(filter, WriteMode::Truncate)
             .map_err(|e| format!("--filter {filter:?}: {e}"))?;
     }
-    if let Some(notrace) = env("TRACESTAT_NOTRACE") {
+    if let Some(notrace) = &notrace {
         ftrace
-            .set_global_notrace(&notrace, WriteMode::Truncate)
+            .set_global_notrace(notrace, WriteMode::Truncate)
             .map_err(|e| format!("--notrace {notrace:?}: {e}"))?;
     }
+    let _ = dl::STANDING.set(dl::Standing { filter, notrace });
     let profiler = FunctionProfiler::global();
     COUNT_ONLY.store(!opts.timing && !opts.call_paths, Ordering::Relaxed);
     profiler.set_options(opts).map_err(|e| e.to_string())?;
