@@ -3,7 +3,8 @@
 //! nop'd entries patched live; uftrace records the first three natively and patches the
 //! nop'd build's entries with `-P .`): the Lua 5.4 interpreter (the `lua-src` package's sources,
 //! driven by `data/lua_main.c` running `data/workload.lua`) and the bzip2 command line (the
-//! `bzip2-sys` package's sources) compressing and decompressing its own sources.
+//! `bzip2-sys` package's sources) compressing and decompressing its own sources; and a
+//! multi-threaded program (`data/threads.c`), its counts summed over threads by both.
 //!
 //! Ignored by default: they need gcc and uftrace (`.ci/run` installs both and runs them with
 //! `--ignored`).
@@ -187,6 +188,39 @@ fn bzip2_hits_equal_uftrace_calls() {
         std::fs::write(&packed_file, packed).unwrap();
         let (_, unpacked) = compare(&dir, &[&bzip2, &dc, &packed_file], kind, "1");
         assert_eq!(unpacked, input, "{kind:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Four threads doing different amounts of work (`data/threads.c`): each function's Hit
+/// (tracestat's table sums the threads) equals uftrace's Calls summed over the threads (its
+/// report does the same), and both equal the counts the program fixes.
+#[test]
+#[ignore = "needs gcc and uftrace"]
+fn threads_hits_equal_uftrace_calls_summed() {
+    let dir = scratch("threads");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/threads.c");
+    let src = src.display().to_string();
+    // leaf: 7 from main, 1000 k² from thread k; fib(11..=14): 2 F(n + 1) - 1 calls each.
+    let expected: BTreeMap<String, u64> = [
+        ("main", 1),
+        ("worker", 4),
+        ("middle", 1001),
+        ("leaf", 30007),
+        ("fib", 287 + 465 + 753 + 1219),
+        ("add", 143 + 232 + 376 + 609),
+    ]
+    .into_iter()
+    .map(|(n, c)| (n.to_owned(), c))
+    .collect();
+    for kind in Kind::ALL.into_iter().chain([Kind::Nop]) {
+        let prog = build("gcc", &dir, "threads", kind, &[&src, "-lpthread"]);
+        assert_eq!(uftrace_calls(&dir, &[&prog], kind), expected, "{kind:?}");
+        for timing in ["0", "1"] {
+            let (n, stdout) = compare(&dir, &[&prog], kind, timing);
+            assert_eq!(n, expected.len(), "{kind:?}");
+            assert_eq!(stdout, b"70 14589 118144 400733 952377\n", "{kind:?}");
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
