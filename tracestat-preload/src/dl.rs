@@ -30,7 +30,7 @@
 
 use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::Ordering;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use tracestat::hook::Ftrace;
 use tracestat::native::NativeSites;
@@ -45,8 +45,11 @@ pub(crate) struct Standing {
     pub(crate) notrace: Option<String>,
 }
 
-/// Set once by the start.
-pub(crate) static STANDING: OnceLock<Standing> = OnceLock::new();
+/// Written by each start.
+pub(crate) static STANDING: Mutex<Standing> = Mutex::new(Standing {
+    filter: None,
+    notrace: None,
+});
 
 /// `dlopen`, then the objects it loaded made sites (see the module doc).
 ///
@@ -140,9 +143,9 @@ fn apply_standing(
     native: &NativeSites,
     before: &[(tracestat::native::LoadedObject, core::ops::Range<usize>)],
 ) {
-    let Some(standing) = STANDING.get() else {
-        return;
-    };
+    let standing = STANDING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let ftrace = Ftrace::global();
     let mut modules: Vec<String> = native
         .objects()

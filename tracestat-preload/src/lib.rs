@@ -76,10 +76,11 @@ use std::io::Write as _;
 use std::sync::OnceLock;
 
 use tracestat::hook::{Ftrace, ScopeGuard, Site};
-use tracestat::native::NativeSites;
+use tracestat::native::{LoadedObject, NativeSites};
 use tracestat::profile::{FunctionProfiler, ProfileOptions};
 use tracestat::stat::WriteMode;
 
+mod attach;
 mod dl;
 #[cfg(target_arch = "x86_64")]
 mod fentry;
@@ -87,6 +88,8 @@ mod patched;
 mod serve;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod unwind;
+
+pub use attach::{AttachError, AttachOptions, Attached, attach};
 
 /// Frames a thread's return stack holds; deeper calls are overruns.
 const DEPTH: usize = 4096;
@@ -186,21 +189,19 @@ fn thread_state() -> Option<&'static mut Thread> {
 #[cold]
 #[inline(never)]
 fn new_thread_state() -> Option<&'static mut Thread> {
+    // No hook of this thread runs while its state is made: the allocator may be
+    // instrumented (a Rust program's allocator shim is built with its crate's flags).
+    STATE.with(|s| s.set(DEAD));
     let t = Box::new(Thread {
         stack: Vec::with_capacity(DEPTH),
         cache: vec![(0, core::ptr::null()); CACHE].into_boxed_slice(),
         generation: GENERATION.load(Ordering::Acquire),
         busy: false,
     });
+    // Registers the destructor; fails during thread teardown (the state stays `DEAD`).
+    OWNER.try_with(|_| ()).ok()?;
     let p = Box::into_raw(t);
     STATE.with(|s| s.set(p));
-    // Registers the destructor; fails (and frees nothing) during thread teardown.
-    if OWNER.try_with(|_| ()).is_err() {
-        STATE.with(|s| s.set(DEAD));
-        // SAFETY: made just above and never shared.
-        drop(unsafe { Box::from_raw(p) });
-        return None;
-    }
     // SAFETY: as in `thread_state`.
     Some(unsafe { &mut *p })
 }
@@ -446,41 +447,17 @@ fn start() -> Result<(), String> {
         call_paths: matches!(format.as_str(), "pprof" | "folded"),
     };
     let output = env("TRACESTAT_OUTPUT").ok_or("TRACESTAT_OUTPUT is not set")?;
-    let ftrace = Ftrace::global();
-    // This library's own functions are never instrumented: not sites. Nop'd sites are
-    // patched into calls of `__fentry__` (here, before `main`: one thread).
-    let keep = |o: &tracestat::native::LoadedObject| !o.contains(init as extern "C" fn() as usize);
-    let native = match patched::target() {
-        Some(target) => NativeSites::attach_patched(std::sync::Arc::clone(ftrace), keep, target),
-        None => NativeSites::attach_only(std::sync::Arc::clone(ftrace), keep),
-    }
-    .map_err(|e| e.to_string())?;
-    for (path, why) in native.unpatched() {
-        eprintln!("tracestat: nop'd sites of {path} not patched: {why}");
-    }
-    for (path, why) in native.skipped() {
-        if !path.contains("vdso") && !path.is_empty() {
-            eprintln!("tracestat: no symbols read from {path}: {why}");
-        }
-    }
-    let (filter, notrace) = (env("TRACESTAT_FILTER"), env("TRACESTAT_NOTRACE"));
-    if let Some(filter) = &filter {
-        ftrace
-            .set_global_filter(filter, WriteMode::Truncate)
-            .map_err(|e| format!("--filter {filter:?}: {e}"))?;
-    }
-    if let Some(notrace) = &notrace {
-        ftrace
-            .set_global_notrace(notrace, WriteMode::Truncate)
-            .map_err(|e| format!("--notrace {notrace:?}: {e}"))?;
-    }
-    let _ = dl::STANDING.set(dl::Standing { filter, notrace });
-    let profiler = FunctionProfiler::global();
-    COUNT_ONLY.store(!opts.timing && !opts.call_paths, Ordering::Relaxed);
-    profiler.set_options(opts).map_err(|e| e.to_string())?;
-    profiler.enable().map_err(|e| e.to_string())?;
+    let start = Start {
+        opts,
+        filter: env("TRACESTAT_FILTER"),
+        notrace: env("TRACESTAT_NOTRACE"),
+        options: ("--filter", "--notrace"),
+    };
+    // This library's own functions are never instrumented: not sites. (Here, before
+    // `main`: one thread.)
+    let keep = |o: &LoadedObject| !o.contains(init as extern "C" fn() as usize);
+    begin(start, keep, |_| true).map_err(|e| e.to_string())?;
     serve::start(&flag)?;
-    let _ = NATIVE.set(native);
     let _ = SETTINGS.set(Settings {
         output,
         format,
@@ -492,6 +469,83 @@ fn start() -> Result<(), String> {
     }
     READY.store(true, Ordering::Release);
     Ok(())
+}
+
+/// What a start asks for: `tracestat record`'s settings, or [`attach`]'s options.
+struct Start {
+    opts: ProfileOptions,
+    filter: Option<String>,
+    notrace: Option<String>,
+    /// The filter's and notrace's option names, for errors.
+    options: (&'static str, &'static str),
+}
+
+/// The start shared by the constructor and [`attach`]: every function of the objects `keep`
+/// accepts (those `keep_function` accepts) a site of the global `Ftrace`, nop'd entries
+/// patched into calls of `__fentry__` as they are covered, the filters written (empty when
+/// not given: every function), the profiler's options set and the profiler enabled. The
+/// hooks run once the caller sets [`READY`]. Refused when this crate's own code is
+/// instrumented (its hooks would call themselves).
+fn begin(
+    start: Start,
+    keep: fn(&LoadedObject) -> bool,
+    keep_function: fn(&str) -> bool,
+) -> Result<(), AttachError> {
+    if attach::instrumented() {
+        return Err(AttachError::Instrumented);
+    }
+    let ftrace = Ftrace::global();
+    let native = match NATIVE.get() {
+        // A start after an earlier run's end: the objects loaded since are added.
+        Some(native) => {
+            if native.refresh().map_err(AttachError::Sites)?.1 > 0 {
+                GENERATION.store(native.generation(), Ordering::Release);
+            }
+            native
+        }
+        None => {
+            let native = NativeSites::attach_filtered(
+                std::sync::Arc::clone(ftrace),
+                keep,
+                keep_function,
+                patched::target(),
+            )
+            .map_err(AttachError::Sites)?;
+            NATIVE.get_or_init(|| native)
+        }
+    };
+    for (path, why) in native.unpatched() {
+        eprintln!("tracestat: nop'd sites of {path} not patched: {why}");
+    }
+    for (path, why) in native.skipped() {
+        if !path.contains("vdso") && !path.is_empty() {
+            eprintln!("tracestat: no symbols read from {path}: {why}");
+        }
+    }
+    let written = |option: &'static str, text: &Option<String>, r: Result<(), tracestat::Error>| {
+        r.map_err(|source| AttachError::Filter {
+            option,
+            text: text.clone().unwrap_or_default(),
+            source,
+        })
+    };
+    let Start {
+        opts,
+        filter,
+        notrace,
+        options,
+    } = start;
+    let r = ftrace.set_global_filter(filter.as_deref().unwrap_or(""), WriteMode::Truncate);
+    written(options.0, &filter, r)?;
+    let r = ftrace.set_global_notrace(notrace.as_deref().unwrap_or(""), WriteMode::Truncate);
+    written(options.1, &notrace, r)?;
+    *dl::STANDING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = dl::Standing { filter, notrace };
+    let profiler = FunctionProfiler::global();
+    COUNT_ONLY.store(!opts.timing && !opts.call_paths, Ordering::Relaxed);
+    profiler.set_options(opts).map_err(AttachError::Profiler)?;
+    profiler.enable().map_err(AttachError::Profiler)
 }
 
 /// At exit: end the exiting thread's open frames, stop, write the profile.
