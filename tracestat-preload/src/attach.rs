@@ -1,5 +1,5 @@
 //! In-process attach: a Rust program built with nightly rustc's entry instrumentation calls
-//! [`attach`] at the top of its `main`, and every function of its own crate becomes a site
+//! [`attach()`] at the top of its `main`, and every function of its own crate becomes a site
 //! of `Ftrace::global()` with the global function profiler on, run by this crate's hooks
 //! (the same as under `tracestat record`, without a preloaded library).
 //!
@@ -24,20 +24,20 @@
 //! - **This runtime is never instrumented.** Built with the flag itself (`RUSTFLAGS` applies
 //!   it to every crate), its hooks would call `mcount` from inside `mcount` forever. The
 //!   trampolines return at once until the profiler runs, so nothing recurses before
-//!   [`attach`]; [`attach`] then reads the code of a function of this crate and refuses
+//!   [`attach()`]; [`attach()`] then reads the code of a function of this crate and refuses
 //!   ([`AttachError::Instrumented`]) when it calls `mcount`. The runtime's functions (the
 //!   `tracestat*` crates') are not sites, so none of their nop'd entries is ever patched.
-//! - **One start.** [`attach`] and the preload library's constructor share their start
+//! - **One start.** [`attach()`] and the preload library's constructor share their start
 //!   (`lib.rs`): sites from the loaded objects, nop'd entries patched as covered, the filters
 //!   written, the profiler's options set and the profiler enabled, the hooks switched on.
 //!   The constructor does nothing unless `tracestat record` started the process, so linking
-//!   this crate changes nothing until [`attach`] is called; [`attach`] refuses
+//!   this crate changes nothing until [`attach()`] is called; [`attach()`] refuses
 //!   ([`AttachError::Running`]) in a process `tracestat record` profiles, or while attached.
 //! - **The end.** [`Attached::finish`] (or its drop) switches the hooks off, ends the calling
 //!   thread's open calls (their redirected return addresses written back: they return
 //!   normally) and disables the profiler, which unpatches every patched entry; the records
 //!   stay, for the program to render (`FunctionProfiler::global().render(None)`) or export.
-//!   Other threads' open calls end as they return. A later [`attach`] starts a new run.
+//!   Other threads' open calls end as they return. A later [`attach()`] starts a new run.
 
 use core::sync::atomic::{AtomicBool, Ordering};
 
@@ -45,7 +45,7 @@ use tracestat::profile::{FunctionProfiler, ProfileOptions};
 
 use crate::{READY, Start, begin, end_frames, recorded};
 
-/// What [`attach`] profiles and how: `tracestat record`'s options. The default profiles
+/// What [`attach()`] profiles and how: `tracestat record`'s options. The default profiles
 /// every function, timed (graph time, sleep time), without call paths.
 #[derive(Debug, Clone)]
 pub struct AttachOptions {
@@ -115,12 +115,12 @@ impl AttachOptions {
     }
 }
 
-/// Why [`attach`] refused; nothing runs then (no hook is on, no entry patched).
+/// Why [`attach()`] refused; nothing runs then (no hook is on, no entry patched).
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum AttachError {
     /// The process is profiled already: `tracestat record` started it, or an earlier
-    /// [`attach`] has not finished.
+    /// [`attach()`] has not finished.
     Running,
     /// This runtime's own code calls `mcount`: it was built with `-Z instrument-mcount`
     /// (`RUSTFLAGS` applies it to every crate), and its hooks would call themselves. Give
@@ -211,7 +211,7 @@ pub fn attach(options: AttachOptions) -> Result<Attached, AttachError> {
     Ok(Attached { _private: () })
 }
 
-/// A running [`attach`]: profiling stops when it is finished or dropped.
+/// A running [`attach()`]: profiling stops when it is finished or dropped.
 #[derive(Debug)]
 #[must_use = "dropping it stops profiling"]
 pub struct Attached {

@@ -1,12 +1,17 @@
 //! `libtracestat_preload.so`: the function profiler inside a program built with
 //! `-finstrument-functions`, `-pg` or `-pg -mfentry` (x86-64), or with nop'd entries
 //! (`-pg -mfentry -mnop-mcount -mrecord-mcount`, `-fpatchable-function-entry=5`) patched
-//! live, loaded with `LD_PRELOAD` (what `tracestat record` does).
+//! live, loaded with `LD_PRELOAD` (what `tracestat record` does); and, linked as a Rust
+//! library, the same runtime inside a Rust program built with nightly's entry
+//! instrumentation, started by [`attach()`] in its `main`.
 //!
 //! # Map
 //!
-//! - this file: settings, start and exit, the per-thread state (cache, return stack) and
-//!   gcc's `__cyg_profile_func_enter` / `_exit` hooks;
+//! - this file: settings, the start shared by the constructor and [`attach()`], the exit, the
+//!   per-thread state (cache, return stack) and gcc's `__cyg_profile_func_enter` / `_exit`
+//!   hooks;
+//! - `attach.rs`: [`attach()`], its options, handle and errors, and the check that this
+//!   crate's own code is not instrumented;
 //! - `fentry.rs`: the `mcount` / `__fentry__` hooks, which end a call by redirecting its
 //!   return address through a trampoline; glibc's gprof kept quiet;
 //! - `patched.rs`: what nop'd entries are patched to call (`__fentry__`);
@@ -17,8 +22,9 @@
 //!
 //! # Design
 //!
-//! At load (an `.init_array` constructor) it reads its settings from the environment
-//! (`TRACESTAT_*`, written by `tracestat record`), makes every function of the executable
+//! At load (an `.init_array` constructor, which does nothing unless `tracestat record`
+//! started the process, so linking the library is harmless) it reads its settings from the
+//! environment (`TRACESTAT_*`, written by `tracestat record`), makes every function of the executable
 //! and of each loaded shared object a site of the global `Ftrace`
 //! ([`tracestat::native::NativeSites`]), writes the filters and enables the global function
 //! profiler. gcc's `__cyg_profile_func_enter` / `__cyg_profile_func_exit` then enter and end
@@ -471,7 +477,7 @@ fn start() -> Result<(), String> {
     Ok(())
 }
 
-/// What a start asks for: `tracestat record`'s settings, or [`attach`]'s options.
+/// What a start asks for: `tracestat record`'s settings, or [`attach()`]'s options.
 struct Start {
     opts: ProfileOptions,
     filter: Option<String>,
@@ -480,7 +486,7 @@ struct Start {
     options: (&'static str, &'static str),
 }
 
-/// The start shared by the constructor and [`attach`]: every function of the objects `keep`
+/// The start shared by the constructor and [`attach()`]: every function of the objects `keep`
 /// accepts (those `keep_function` accepts) a site of the global `Ftrace`, nop'd entries
 /// patched into calls of `__fentry__` as they are covered, the filters written (empty when
 /// not given: every function), the profiler's options set and the profiler enabled. The
