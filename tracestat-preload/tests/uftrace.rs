@@ -3,8 +3,9 @@
 //! nop'd entries patched live; uftrace records the first three natively and patches the
 //! nop'd build's entries with `-P .`): the Lua 5.4 interpreter (the `lua-src` package's sources,
 //! driven by `data/lua_main.c` running `data/workload.lua`) and the bzip2 command line (the
-//! `bzip2-sys` package's sources) compressing and decompressing its own sources; and a
-//! multi-threaded program (`data/threads.c`), its counts summed over threads by both.
+//! `bzip2-sys` package's sources) compressing and decompressing its own sources; and, with
+//! four threads, its counts summed over threads by both, a program of known counts
+//! (`data/threads.c`) and bzip2's library (`data/bz_threads.c`).
 //!
 //! Ignored by default: they need gcc and uftrace (`.ci/run` installs both and runs them with
 //! `--ignored`).
@@ -220,6 +221,51 @@ fn threads_hits_equal_uftrace_calls_summed() {
             let (n, stdout) = compare(&dir, &[&prog], kind, timing);
             assert_eq!(n, expected.len(), "{kind:?}");
             assert_eq!(stdout, b"70 14589 118144 400733 952377\n", "{kind:?}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// bzip2's library in four threads (`data/bz_threads.c`), each compressing and
+/// decompressing one of bzip2's own files: each function's Hit equals uftrace's Calls
+/// summed over the threads.
+#[test]
+#[ignore = "needs gcc and uftrace"]
+fn bzip2_in_four_threads_hits_equal_uftrace_calls_summed() {
+    let dir = scratch("bz-threads");
+    let src = package_dir("bzip2-sys").join("bzip2-1.0.8");
+    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/bz_threads.c");
+    let mut all = vec![format!("-I{}", src.display()), driver.display().to_string()];
+    all.extend(
+        [
+            "bzlib.c",
+            "blocksort.c",
+            "huffman.c",
+            "crctable.c",
+            "randtable.c",
+            "compress.c",
+            "decompress.c",
+        ]
+        .iter()
+        .map(|f| src.join(f).display().to_string()),
+    );
+    all.push("-lpthread".to_owned());
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    let inputs: Vec<PathBuf> = ["manual.html", "bzip2.c", "bzlib.c", "compress.c"]
+        .iter()
+        .map(|f| src.join(f))
+        .collect();
+    for kind in Kind::ALL.into_iter().chain([Kind::Nop]) {
+        let prog = build("gcc", &dir, "bz_threads", kind, &all);
+        let mut cmd: Vec<&Path> = vec![&prog];
+        cmd.extend(inputs.iter().map(PathBuf::as_path));
+        for timing in ["0", "1"] {
+            let (n, stdout) = compare(&dir, &cmd, kind, timing);
+            let least = if kind == Kind::Cyg { 25 } else { 15 };
+            assert!(n > least, "{kind:?}: only {n} functions");
+            let stdout = String::from_utf8(stdout).unwrap();
+            assert_eq!(stdout.lines().count(), 4, "{stdout}");
+            assert!(stdout.lines().all(|l| l.ends_with(" 1")), "{stdout}");
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
