@@ -253,3 +253,75 @@ fn a_nop_library_loaded_mid_run_is_patched_at_its_load() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A library found as its caller would find it: a name without a slash through the
+/// program's `DT_RUNPATH`, and `$ORIGIN` in a name, both the program's directory (the
+/// loader would take the preload library's were the call made from there as it is).
+#[test]
+#[ignore = "needs gcc"]
+fn a_library_is_found_as_its_caller_would_find_it() {
+    let dir = scratch("runpath");
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    std::fs::create_dir_all(dir.join("lib")).unwrap();
+    let prog = dir.join("loads");
+    for (out, args) in [
+        (
+            &prog,
+            vec![
+                data.join("loads.c").display().to_string(),
+                "-ldl".into(),
+                "-Wl,--enable-new-dtags,-rpath,$ORIGIN/lib".into(),
+            ],
+        ),
+        (
+            &dir.join("lib/libplug.so"),
+            vec![
+                "-shared".into(),
+                "-fPIC".into(),
+                data.join("plugin.c").display().to_string(),
+            ],
+        ),
+    ] {
+        let status = Command::new("gcc")
+            .args(["-O2", "-fpatchable-function-entry=5", "-o"])
+            .arg(out)
+            .args(args)
+            .status()
+            .expect("gcc runs");
+        assert!(status.success(), "gcc {out:?}");
+    }
+    for name in ["libplug.so", "$ORIGIN/lib/libplug.so"] {
+        for preload in [false, true] {
+            let profile = dir.join("profile.txt");
+            let mut cmd = Command::new(&prog);
+            cmd.arg(name)
+                .current_dir(&dir)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped());
+            if preload {
+                cmd.env("LD_PRELOAD", library())
+                    .env("TRACESTAT_PARENT", std::process::id().to_string())
+                    .env("TRACESTAT_OUTPUT", &profile)
+                    .env("TRACESTAT_TIMING", "0")
+                    .env("TRACESTAT_FILTER", "plug*");
+            }
+            let mut child = cmd.spawn().unwrap();
+            child.stdin.take().unwrap().write_all(b"\n\n\n").unwrap();
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success(), "{name} (preload {preload}): {out:?}");
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                "round 1\nround 2\nround 3\nplug calls 15\n"
+            );
+            if preload {
+                let rows = hits(&std::fs::read_to_string(&profile).unwrap());
+                assert_eq!(
+                    rows,
+                    [("plug".to_owned(), 15), ("plugin_round".to_owned(), 2)].into(),
+                    "{name}"
+                );
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
