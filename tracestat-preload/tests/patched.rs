@@ -185,15 +185,28 @@ impl Served {
     }
 }
 
-/// A nop'd shared object loaded with `dlopen` mid-run: nothing of it is listed before, its
-/// functions are sites from the load on, the start filter's words select among them (its
-/// covered entry patched at the load: every call counted), and `:mod:NAME` selects them all.
-#[test]
-#[ignore = "needs gcc"]
-fn a_nop_library_loaded_mid_run_is_patched_at_its_load() {
-    let dir = scratch("loads");
+/// Builds `data/loads.c` into `prog` (with `flags`) and `data/plugin.c` into the shared
+/// object `lib`, both with `-fpatchable-function-entry=5`.
+fn build_loads(prog: &Path, lib: &Path, flags: &[&str]) {
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
-    let gcc = |out: &Path, args: &[&Path]| {
+    let builds: [(&Path, Vec<String>); 2] = [
+        (
+            prog,
+            [data.join("loads.c").display().to_string(), "-ldl".into()]
+                .into_iter()
+                .chain(flags.iter().map(|f| (*f).to_owned()))
+                .collect(),
+        ),
+        (
+            lib,
+            vec![
+                "-shared".into(),
+                "-fPIC".into(),
+                data.join("plugin.c").display().to_string(),
+            ],
+        ),
+    ];
+    for (out, args) in builds {
         let status = Command::new("gcc")
             .args(["-O2", "-fpatchable-function-entry=5", "-o"])
             .arg(out)
@@ -201,17 +214,18 @@ fn a_nop_library_loaded_mid_run_is_patched_at_its_load() {
             .status()
             .expect("gcc runs");
         assert!(status.success(), "gcc {out:?}");
-    };
+    }
+}
+
+/// A nop'd shared object loaded with `dlopen` mid-run: nothing of it is listed before, its
+/// functions are sites from the load on, the start filter's words select among them (its
+/// covered entry patched at the load: every call counted), and `:mod:NAME` selects them all.
+#[test]
+#[ignore = "needs gcc"]
+fn a_nop_library_loaded_mid_run_is_patched_at_its_load() {
+    let dir = scratch("loads");
     let (prog, lib) = (dir.join("loads"), dir.join("libplug.so"));
-    gcc(&prog, &[&data.join("loads.c"), Path::new("-ldl")]);
-    gcc(
-        &lib,
-        &[
-            Path::new("-shared"),
-            Path::new("-fPIC"),
-            &data.join("plugin.c"),
-        ],
-    );
+    build_loads(&prog, &lib, &[]);
     let profile = dir.join("profile.txt");
     // `plug*` selects the program's `plugin_round` at start, the library's `plug` (not
     // `twice`) once it is loaded.
@@ -261,35 +275,13 @@ fn a_nop_library_loaded_mid_run_is_patched_at_its_load() {
 #[ignore = "needs gcc"]
 fn a_library_is_found_as_its_caller_would_find_it() {
     let dir = scratch("runpath");
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
     std::fs::create_dir_all(dir.join("lib")).unwrap();
     let prog = dir.join("loads");
-    for (out, args) in [
-        (
-            &prog,
-            vec![
-                data.join("loads.c").display().to_string(),
-                "-ldl".into(),
-                "-Wl,--enable-new-dtags,-rpath,$ORIGIN/lib".into(),
-            ],
-        ),
-        (
-            &dir.join("lib/libplug.so"),
-            vec![
-                "-shared".into(),
-                "-fPIC".into(),
-                data.join("plugin.c").display().to_string(),
-            ],
-        ),
-    ] {
-        let status = Command::new("gcc")
-            .args(["-O2", "-fpatchable-function-entry=5", "-o"])
-            .arg(out)
-            .args(args)
-            .status()
-            .expect("gcc runs");
-        assert!(status.success(), "gcc {out:?}");
-    }
+    build_loads(
+        &prog,
+        &dir.join("lib/libplug.so"),
+        &["-Wl,--enable-new-dtags,-rpath,$ORIGIN/lib"],
+    );
     for name in ["libplug.so", "$ORIGIN/lib/libplug.so"] {
         for preload in [false, true] {
             let profile = dir.join("profile.txt");
