@@ -2,7 +2,8 @@
 //! nightly rustc's `-Z instrument-mcount` or `-Z patchable-function-entry=5` calls
 //! `tracestat_preload::attach` in `main`; each of its functions' Hit equals the calls it
 //! made, counted and timed, a filter selects, and finishing stops the counts. Built with the
-//! flag on every crate (the runtime too), `attach` refuses rather than recursing.
+//! flag on every crate (the runtime too), `attach` refuses rather than recursing; under
+//! `tracestat record` it refuses too.
 //!
 //! Ignored by default: it needs a nightly toolchain (skipped, loudly, without one) and builds
 //! the runtime with it (a few minutes the first time; `target/attach-nightly` keeps it).
@@ -122,6 +123,16 @@ fn a_rust_program_attaches_to_itself() {
              \"no_such_function\" matches no traceable function\n"
         );
     }
+    // Under `tracestat record` (the preload library started): refused, the program
+    // profiled by the library instead.
+    let prog = build(&dir, &["-Zinstrument-mcount"], false);
+    let (out, _) = common::record(Command::new(&prog).arg("counted"), "0", &[]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "refused: the process is profiled already (tracestat record, or an attach not \
+         finished)\n"
+    );
     // The runtime built with the flag too: refused, not recursing.
     let prog = build(&dir, &["-Zinstrument-mcount"], true);
     let out = Command::new(&prog).arg("counted").output().unwrap();
