@@ -17,7 +17,6 @@
 //!   functions present when written.
 //! - **Unloaded** (`dlclose`): the object's sites are retired and every thread's cache
 //!   dropped ([`GENERATION`]).
-//!
 //! - **As the caller would load it.** The loader takes the object a `dlopen` is called
 //!   from as the one loading: its namespace, its directory for `$ORIGIN`, its search path
 //!   for a name without a slash. Called from here, it would see this library instead (no
