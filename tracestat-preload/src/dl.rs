@@ -30,6 +30,10 @@
 //!
 //! # Limits
 //!
+//! - Objects in a namespace of their own (`dlmopen` with `LM_ID_NEWLM`) are not seen:
+//!   `dl_iterate_phdr`, which the native map is read from, walks its caller's namespace
+//!   only. Their functions are not sites and nothing of them is profiled; `dlmopen` into
+//!   the base namespace (`LM_ID_BASE`) is as `dlopen`.
 //! - A name found in the caller's search path is opened by its path: a file there of
 //!   another architecture, which the loader would pass over, is an error instead.
 //! - A new object's five one-byte nops are rewritten into one five-byte nop when it is
@@ -90,8 +94,7 @@ with_caller! {
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 with_caller! {
     /// `dlmopen`, the file searched for as the caller's, then the objects it loaded made
-    /// sites (in every namespace: the native map lists what `dl_iterate_phdr` reports,
-    /// which is all of them).
+    /// sites when they are in the base namespace (see the module doc's limits).
     dlmopen(_namespace: libc::Lmid_t, _file: *const c_char, _flags: c_int) => dlmopen_from,
         "mov rcx, [rsp]", "mov x3, x30"
 }
