@@ -157,6 +157,8 @@ pub struct NativeSites {
     ftrace: Arc<Ftrace>,
     /// Which objects' functions become sites.
     keep: fn(&LoadedObject) -> bool,
+    /// Which functions (by demangled name) of those objects become sites.
+    keep_function: fn(&str) -> bool,
     /// Where patched nop'd sites call (`attach_patched`), if anywhere.
     target: Option<usize>,
     map: RwLock<Map>,
@@ -186,7 +188,7 @@ impl NativeSites {
         ftrace: Arc<Ftrace>,
         keep: fn(&LoadedObject) -> bool,
     ) -> Result<Self, Error> {
-        Self::attach_with(ftrace, keep, None)
+        Self::attach_filtered(ftrace, keep, |_| true, None)
     }
 
     /// [`attach_only`](Self::attach_only), and the nop'd sites of each object built for
@@ -204,17 +206,24 @@ impl NativeSites {
         keep: fn(&LoadedObject) -> bool,
         target: usize,
     ) -> Result<Self, Error> {
-        Self::attach_with(ftrace, keep, Some(target))
+        Self::attach_filtered(ftrace, keep, |_| true, Some(target))
     }
 
-    fn attach_with(
+    /// [`attach_only`](Self::attach_only) (`target`: `None`) or
+    /// [`attach_patched`](Self::attach_patched), with only the functions whose demangled
+    /// name `keep_function` accepts made sites (and their nop'd entries patched): a profiler
+    /// linked into the program it profiles leaves out its own functions, which share the
+    /// executable with the program's.
+    pub fn attach_filtered(
         ftrace: Arc<Ftrace>,
         keep: fn(&LoadedObject) -> bool,
+        keep_function: fn(&str) -> bool,
         target: Option<usize>,
     ) -> Result<Self, Error> {
         let this = NativeSites {
             ftrace,
             keep,
+            keep_function,
             target,
             map: RwLock::new(Map::default()),
             generation: AtomicU64::new(0),
@@ -330,9 +339,27 @@ impl NativeSites {
                     continue;
                 }
             };
-            let patches = self
-                .target
-                .and_then(|target| patches_of(&object, &data, &fns, target, &mut map.unpatched));
+            // Positions among the functions kept: the tables' entries are assigned to their
+            // functions among all of them, so that none lands on a neighbour of one left out.
+            let mut kept = 0;
+            let positions: Vec<Option<usize>> = fns
+                .iter()
+                .map(|f| {
+                    (self.keep_function)(&f.name).then(|| {
+                        kept += 1;
+                        kept - 1
+                    })
+                })
+                .collect();
+            let patches = self.target.and_then(|target| {
+                patches_of(&object, &data, &fns, &positions, target, &mut map.unpatched)
+            });
+            let fns: Vec<Function> = fns
+                .into_iter()
+                .zip(&positions)
+                .filter(|(_, p)| p.is_some())
+                .map(|(f, _)| f)
+                .collect();
             let defs = fns
                 .iter()
                 .map(|f| SiteDef::new(f.name.clone(), object.name.clone()));
@@ -400,12 +427,14 @@ impl NativeSites {
     }
 }
 
-/// The patches of `object`'s nop'd sites (`data` its file, `fns` its functions), if it has
-/// any; what cannot be patched is noted in `unpatched`.
+/// The patches of `object`'s nop'd sites (`data` its file, `fns` its functions, each one's
+/// position among the sites or `None` when it is left out), if it has any; what cannot be
+/// patched is noted in `unpatched`.
 fn patches_of(
     object: &LoadedObject,
     data: &[u8],
     fns: &[Function],
+    positions: &[Option<usize>],
     target: usize,
     unpatched: &mut Vec<(String, String)>,
 ) -> Option<Arc<Patches>> {
@@ -419,7 +448,7 @@ fn patches_of(
     };
     let sites: Vec<(usize, usize)> = entries
         .into_iter()
-        .map(|(pos, e)| (pos, object.bias.wrapping_add(e.addr as usize)))
+        .filter_map(|(pos, e)| Some((positions[pos]?, object.bias.wrapping_add(e.addr as usize))))
         .collect();
     match Patches::new(object, &sites, target) {
         Ok((patches, left_out)) => {

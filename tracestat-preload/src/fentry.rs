@@ -84,12 +84,18 @@ const MCOUNT: &[usize] = &[
     33, 34, 35, 36,
 ];
 
-/// The trampoline body: saves the argument registers, aligns the stack, calls `entry(rdi =
+/// The trampoline body: returns at once while the profiler is not running (so that nothing
+/// here runs, and an instrumented build of this crate cannot recurse, before a start: see
+/// `attach.rs`); else saves the argument registers, aligns the stack, calls `entry(rdi =
 /// self, rsi = slot, rdx = kind)` (the three set by `$args`, with rbp the trampoline's
 /// frame: `[rbp]` the caller's rbp, `[rbp + 8]` the return into the function), restores.
 macro_rules! hook {
     ($($args:literal),*) => {
         naked_asm!(
+            "cmp byte ptr [rip + {ready}], 0",
+            "jne 2f",
+            "ret",
+            "2:",
             "push rbp",
             "mov rbp, rsp",
             "and rsp, -16",
@@ -133,6 +139,7 @@ macro_rules! hook {
             "pop rbp",
             "ret",
             entry = sym entry,
+            ready = sym crate::READY,
         )
     };
 }

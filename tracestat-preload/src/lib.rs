@@ -1,22 +1,30 @@
 //! `libtracestat_preload.so`: the function profiler inside a program built with
 //! `-finstrument-functions`, `-pg` or `-pg -mfentry` (x86-64), or with nop'd entries
 //! (`-pg -mfentry -mnop-mcount -mrecord-mcount`, `-fpatchable-function-entry=5`) patched
-//! live, loaded with `LD_PRELOAD` (what `tracestat record` does).
+//! live, loaded with `LD_PRELOAD` (what `tracestat record` does); and, linked as a Rust
+//! library, the same runtime inside a Rust program built with nightly's entry
+//! instrumentation, started by [`attach()`] in its `main`.
 //!
 //! # Map
 //!
-//! - this file: settings, start and exit, the per-thread state (cache, return stack) and
-//!   gcc's `__cyg_profile_func_enter` / `_exit` hooks;
+//! - this file: settings, the start shared by the constructor and [`attach()`], the exit, the
+//!   per-thread state (cache, return stack) and gcc's `__cyg_profile_func_enter` / `_exit`
+//!   hooks;
+//! - `attach.rs`: [`attach()`], its options, handle and errors, and the check that this
+//!   crate's own code is not instrumented;
 //! - `fentry.rs`: the `mcount` / `__fentry__` hooks, which end a call by redirecting its
 //!   return address through a trampoline; glibc's gprof kept quiet;
 //! - `patched.rs`: what nop'd entries are patched to call (`__fentry__`);
+//! - `dl.rs`: `dlopen`, `dlmopen` and `dlclose`, interposed so that an object's functions
+//!   are sites from its load (its covered nop'd entries patched) until its unload;
 //! - `unwind.rs`: `pthread_exit` and C++ exceptions, interposed to keep the return stack
 //!   and the redirected return addresses right.
 //!
 //! # Design
 //!
-//! At load (an `.init_array` constructor) it reads its settings from the environment
-//! (`TRACESTAT_*`, written by `tracestat record`), makes every function of the executable
+//! At load (an `.init_array` constructor, which does nothing unless `tracestat record`
+//! started the process, so linking the library is harmless) it reads its settings from the
+//! environment (`TRACESTAT_*`, written by `tracestat record`), makes every function of the executable
 //! and of each loaded shared object a site of the global `Ftrace`
 //! ([`tracestat::native::NativeSites`]), writes the filters and enables the global function
 //! profiler. gcc's `__cyg_profile_func_enter` / `__cyg_profile_func_exit` then enter and end
@@ -28,7 +36,7 @@
 //! - **ip → site**: a per-thread direct-mapped cache (no lock, no hash on a hit), filled
 //!   from the native map on a miss (a function not in the symbol tables becomes a site
 //!   there, at its first call). The cache is dropped when shared objects are retired
-//!   (`dlclose`, interposed here).
+//!   (`dlclose`, interposed in `dl.rs`).
 //! - **Return stack**: a per-thread stack of (function, stack pointer, scope guard), the
 //!   stack pointer being the instrumented function's at its call of the hook (the hooks are
 //!   naked trampolines on x86-64 and AArch64 that pass it), or the address of the return
@@ -74,10 +82,12 @@ use std::io::Write as _;
 use std::sync::OnceLock;
 
 use tracestat::hook::{Ftrace, ScopeGuard, Site};
-use tracestat::native::NativeSites;
+use tracestat::native::{LoadedObject, NativeSites};
 use tracestat::profile::{FunctionProfiler, ProfileOptions};
 use tracestat::stat::WriteMode;
 
+mod attach;
+mod dl;
 mod fast_tls;
 #[cfg(target_arch = "x86_64")]
 mod fentry;
@@ -85,6 +95,8 @@ mod patched;
 mod serve;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod unwind;
+
+pub use attach::{AttachError, AttachOptions, Attached, attach};
 
 /// Frames a thread's return stack holds; deeper calls are overruns.
 const DEPTH: usize = 4096;
@@ -184,24 +196,22 @@ fn thread_state() -> Option<&'static mut Thread> {
 #[cold]
 #[inline(never)]
 fn new_thread_state() -> Option<&'static mut Thread> {
+    // No hook of this thread runs while its state is made: the allocator may be
+    // instrumented (a Rust program's allocator shim is built with its crate's flags).
+    STATE.with(|s| s.set(DEAD));
     let t = Box::new(Thread {
         stack: Vec::with_capacity(DEPTH),
         cache: Box::new([(0, core::ptr::null()); CACHE]),
         generation: GENERATION.load(Ordering::Acquire),
         busy: false,
     });
+    // Registers the destructor; fails during thread teardown (the state stays `DEAD`).
+    OWNER.try_with(|_| ()).ok()?;
     let p = Box::into_raw(t);
     STATE.with(|s| {
         s.set(p);
         fast_tls::check(s);
     });
-    // Registers the destructor; fails (and frees nothing) during thread teardown.
-    if OWNER.try_with(|_| ()).is_err() {
-        STATE.with(|s| s.set(DEAD));
-        // SAFETY: made just above and never shared.
-        drop(unsafe { Box::from_raw(p) });
-        return None;
-    }
     // SAFETY: as in `thread_state`.
     Some(unsafe { &mut *p })
 }
@@ -445,29 +455,6 @@ impl Frame {
     }
 }
 
-/// `dlclose`, then the closed object's sites retired and every thread's cache dropped.
-///
-/// # Safety
-///
-/// As `dlclose(3)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> libc::c_int {
-    type Real = unsafe extern "C" fn(*mut c_void) -> libc::c_int;
-    static REAL: OnceLock<usize> = OnceLock::new();
-    let real = next_symbol(&REAL, c"dlclose");
-    if real == 0 {
-        return -1;
-    }
-    // SAFETY: `real` is the next `dlclose` in the lookup order, of this very type.
-    let rc = unsafe { core::mem::transmute::<usize, Real>(real)(handle) };
-    if let Some(native) = NATIVE.get()
-        && native.refresh().is_ok_and(|(_, retired)| retired > 0)
-    {
-        GENERATION.store(native.generation(), Ordering::Release);
-    }
-    rc
-}
-
 /// The exit status when the profiler cannot start (`tracestat record` knows it).
 const START_FAILED: i32 = 125;
 
@@ -519,39 +506,17 @@ fn start() -> Result<(), String> {
         call_paths: matches!(format.as_str(), "pprof" | "folded"),
     };
     let output = env("TRACESTAT_OUTPUT").ok_or("TRACESTAT_OUTPUT is not set")?;
-    let ftrace = Ftrace::global();
-    // This library's own functions are never instrumented: not sites. Nop'd sites are
-    // patched into calls of `__fentry__` (here, before `main`: one thread).
-    let keep = |o: &tracestat::native::LoadedObject| !o.contains(init as extern "C" fn() as usize);
-    let native = match patched::target() {
-        Some(target) => NativeSites::attach_patched(std::sync::Arc::clone(ftrace), keep, target),
-        None => NativeSites::attach_only(std::sync::Arc::clone(ftrace), keep),
-    }
-    .map_err(|e| e.to_string())?;
-    for (path, why) in native.unpatched() {
-        eprintln!("tracestat: nop'd sites of {path} not patched: {why}");
-    }
-    for (path, why) in native.skipped() {
-        if !path.contains("vdso") && !path.is_empty() {
-            eprintln!("tracestat: no symbols read from {path}: {why}");
-        }
-    }
-    if let Some(filter) = env("TRACESTAT_FILTER") {
-        ftrace
-            .set_global_filter(&filter, WriteMode::Truncate)
-            .map_err(|e| format!("--filter {filter:?}: {e}"))?;
-    }
-    if let Some(notrace) = env("TRACESTAT_NOTRACE") {
-        ftrace
-            .set_global_notrace(&notrace, WriteMode::Truncate)
-            .map_err(|e| format!("--notrace {notrace:?}: {e}"))?;
-    }
-    let profiler = FunctionProfiler::global();
-    COUNT_ONLY.store(!opts.timing && !opts.call_paths, Ordering::Relaxed);
-    profiler.set_options(opts).map_err(|e| e.to_string())?;
-    profiler.enable().map_err(|e| e.to_string())?;
+    let start = Start {
+        opts,
+        filter: env("TRACESTAT_FILTER"),
+        notrace: env("TRACESTAT_NOTRACE"),
+        options: ("--filter", "--notrace"),
+    };
+    // This library's own functions are never instrumented: not sites. (Here, before
+    // `main`: one thread.)
+    let keep = |o: &LoadedObject| !o.contains(init as extern "C" fn() as usize);
+    begin(start, keep, |_| true).map_err(|e| e.to_string())?;
     serve::start(&flag)?;
-    let _ = NATIVE.set(native);
     let _ = SETTINGS.set(Settings {
         output,
         format,
@@ -561,8 +526,86 @@ fn start() -> Result<(), String> {
     if unsafe { libc::atexit(finish) } != 0 {
         return Err("atexit failed".into());
     }
-    fast_tls::enable(&STATE);
     READY.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// What a start asks for: `tracestat record`'s settings, or [`attach()`]'s options.
+struct Start {
+    opts: ProfileOptions,
+    filter: Option<String>,
+    notrace: Option<String>,
+    /// The filter's and notrace's option names, for errors.
+    options: (&'static str, &'static str),
+}
+
+/// The start shared by the constructor and [`attach()`]: every function of the objects `keep`
+/// accepts (those `keep_function` accepts) a site of the global `Ftrace`, nop'd entries
+/// patched into calls of `__fentry__` as they are covered, the filters written (empty when
+/// not given: every function), the profiler's options set and the profiler enabled. The
+/// hooks run once the caller sets [`READY`]. Refused when this crate's own code is
+/// instrumented (its hooks would call themselves).
+fn begin(
+    start: Start,
+    keep: fn(&LoadedObject) -> bool,
+    keep_function: fn(&str) -> bool,
+) -> Result<(), AttachError> {
+    if attach::instrumented() {
+        return Err(AttachError::Instrumented);
+    }
+    let ftrace = Ftrace::global();
+    let native = match NATIVE.get() {
+        // A start after an earlier run's end: the objects loaded since are added.
+        Some(native) => {
+            if native.refresh().map_err(AttachError::Sites)?.1 > 0 {
+                GENERATION.store(native.generation(), Ordering::Release);
+            }
+            native
+        }
+        None => {
+            let native = NativeSites::attach_filtered(
+                std::sync::Arc::clone(ftrace),
+                keep,
+                keep_function,
+                patched::target(),
+            )
+            .map_err(AttachError::Sites)?;
+            NATIVE.get_or_init(|| native)
+        }
+    };
+    for (path, why) in native.unpatched() {
+        eprintln!("tracestat: nop'd sites of {path} not patched: {why}");
+    }
+    for (path, why) in native.skipped() {
+        if !path.contains("vdso") && !path.is_empty() {
+            eprintln!("tracestat: no symbols read from {path}: {why}");
+        }
+    }
+    let written = |option: &'static str, text: &Option<String>, r: Result<(), tracestat::Error>| {
+        r.map_err(|source| AttachError::Filter {
+            option,
+            text: text.clone().unwrap_or_default(),
+            source,
+        })
+    };
+    let Start {
+        opts,
+        filter,
+        notrace,
+        options,
+    } = start;
+    let r = ftrace.set_global_filter(filter.as_deref().unwrap_or(""), WriteMode::Truncate);
+    written(options.0, &filter, r)?;
+    let r = ftrace.set_global_notrace(notrace.as_deref().unwrap_or(""), WriteMode::Truncate);
+    written(options.1, &notrace, r)?;
+    *dl::STANDING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = dl::Standing { filter, notrace };
+    let profiler = FunctionProfiler::global();
+    COUNT_ONLY.store(!opts.timing && !opts.call_paths, Ordering::Relaxed);
+    profiler.set_options(opts).map_err(AttachError::Profiler)?;
+    profiler.enable().map_err(AttachError::Profiler)?;
+    fast_tls::enable(&STATE);
     Ok(())
 }
 

@@ -3,7 +3,9 @@
 //! nop'd entries patched live; uftrace records the first three natively and patches the
 //! nop'd build's entries with `-P .`): the Lua 5.4 interpreter (the `lua-src` package's sources,
 //! driven by `data/lua_main.c` running `data/workload.lua`) and the bzip2 command line (the
-//! `bzip2-sys` package's sources) compressing and decompressing its own sources.
+//! `bzip2-sys` package's sources) compressing and decompressing its own sources; and, with
+//! four threads, its counts summed over threads by both, a program of known counts
+//! (`data/threads.c`) and bzip2's library (`data/bz_threads.c`).
 //!
 //! Ignored by default: they need gcc and uftrace (`.ci/run` installs both and runs them with
 //! `--ignored`).
@@ -146,24 +148,27 @@ fn lua_interpreter_hits_equal_uftrace_calls() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The sources of bzip2's library (`bzip2-sys`'s `bzip2-1.0.8/`).
+const BZIP2_LIBRARY: [&str; 7] = [
+    "blocksort.c",
+    "huffman.c",
+    "crctable.c",
+    "randtable.c",
+    "compress.c",
+    "decompress.c",
+    "bzlib.c",
+];
+
 #[test]
 #[ignore = "needs gcc and uftrace"]
 fn bzip2_hits_equal_uftrace_calls() {
     let dir = scratch("bzip2");
     let src = package_dir("bzip2-sys").join("bzip2-1.0.8");
-    let files: Vec<String> = [
-        "bzip2.c",
-        "blocksort.c",
-        "huffman.c",
-        "crctable.c",
-        "randtable.c",
-        "compress.c",
-        "decompress.c",
-        "bzlib.c",
-    ]
-    .iter()
-    .map(|f| src.join(f).display().to_string())
-    .collect();
+    let files: Vec<String> = ["bzip2.c"]
+        .iter()
+        .chain(&BZIP2_LIBRARY)
+        .map(|f| src.join(f).display().to_string())
+        .collect();
     let mut all = vec!["-D_FILE_OFFSET_BITS=64"];
     all.extend(files.iter().map(String::as_str));
     // Input: bzip2's own sources and manual (about 340 KB).
@@ -187,6 +192,76 @@ fn bzip2_hits_equal_uftrace_calls() {
         std::fs::write(&packed_file, packed).unwrap();
         let (_, unpacked) = compare(&dir, &[&bzip2, &dc, &packed_file], kind, "1");
         assert_eq!(unpacked, input, "{kind:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Four threads doing different amounts of work (`data/threads.c`): each function's Hit
+/// (tracestat's table sums the threads) equals uftrace's Calls summed over the threads (its
+/// report does the same), and both equal the counts the program fixes.
+#[test]
+#[ignore = "needs gcc and uftrace"]
+fn threads_hits_equal_uftrace_calls_summed() {
+    let dir = scratch("threads");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/threads.c");
+    let src = src.display().to_string();
+    // leaf: 7 from main, 1000 k² from thread k; fib(11..=14): 2 F(n + 1) - 1 calls each.
+    let expected: BTreeMap<String, u64> = [
+        ("main", 1),
+        ("worker", 4),
+        ("middle", 1001),
+        ("leaf", 30007),
+        ("fib", 287 + 465 + 753 + 1219),
+        ("add", 143 + 232 + 376 + 609),
+    ]
+    .into_iter()
+    .map(|(n, c)| (n.to_owned(), c))
+    .collect();
+    for kind in Kind::ALL.into_iter().chain([Kind::Nop]) {
+        let prog = build("gcc", &dir, "threads", kind, &[&src, "-lpthread"]);
+        assert_eq!(uftrace_calls(&dir, &[&prog], kind), expected, "{kind:?}");
+        for timing in ["0", "1"] {
+            let (n, stdout) = compare(&dir, &[&prog], kind, timing);
+            assert_eq!(n, expected.len(), "{kind:?}");
+            assert_eq!(stdout, b"70 14589 118144 400733 952377\n", "{kind:?}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// bzip2's library in four threads (`data/bz_threads.c`), each compressing and
+/// decompressing one of bzip2's own files: each function's Hit equals uftrace's Calls
+/// summed over the threads.
+#[test]
+#[ignore = "needs gcc and uftrace"]
+fn bzip2_in_four_threads_hits_equal_uftrace_calls_summed() {
+    let dir = scratch("bz-threads");
+    let src = package_dir("bzip2-sys").join("bzip2-1.0.8");
+    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/bz_threads.c");
+    let mut all = vec![format!("-I{}", src.display()), driver.display().to_string()];
+    all.extend(
+        BZIP2_LIBRARY
+            .iter()
+            .map(|f| src.join(f).display().to_string()),
+    );
+    all.push("-lpthread".to_owned());
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    let inputs: Vec<PathBuf> = ["manual.html", "bzip2.c", "bzlib.c", "compress.c"]
+        .iter()
+        .map(|f| src.join(f))
+        .collect();
+    for kind in Kind::ALL.into_iter().chain([Kind::Nop]) {
+        let prog = build("gcc", &dir, "bz_threads", kind, &all);
+        let mut cmd: Vec<&Path> = vec![&prog];
+        cmd.extend(inputs.iter().map(PathBuf::as_path));
+        for timing in ["0", "1"] {
+            let (n, stdout) = compare(&dir, &cmd, kind, timing);
+            let least = if kind == Kind::Cyg { 25 } else { 15 };
+            assert!(n > least, "{kind:?}: only {n} functions");
+            let stdout = String::from_utf8(stdout).unwrap();
+            assert_eq!(stdout.lines().count(), 4, "{stdout}");
+            assert!(stdout.lines().all(|l| l.ends_with(" 1")), "{stdout}");
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

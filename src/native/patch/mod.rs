@@ -22,9 +22,10 @@
 //! return into the function (its site's address plus 5) and `[rsp+8]` the parent's return
 //! address. Disabling writes the nop back. A site found as five one-byte nops (`90`, what
 //! gcc writes) is rewritten once, when its object is attached, into the one five-byte nop
-//! (`0f 1f 44 00 00`, what clang and the kernel use) and restored to that: afterwards every
-//! change replaces one whole instruction by another (see the safety argument for why that
-//! matters). A stub page stays mapped for the process: a thread may be inside it while its
+//! (`0f 1f 44 00 00`, what clang and the kernel use) and restored to that; one found as
+//! that nop with another displacement (`0f 1f 44 00 08`, what rustc's LLVM writes) is one
+//! instruction already and is taken as it is. Afterwards every change replaces one whole
+//! instruction by another (see the safety argument for why that matters). A stub page stays mapped for the process: a thread may be inside it while its
 //! site is unpatched.
 //!
 //! **The protocol** (the kernel's `text_poke_bp`, `arch/x86/kernel/alternative.c`). The
@@ -91,7 +92,9 @@ use crate::hook::SiteSwitch;
 /// comes first under `-fcf-protection`).
 pub(crate) const MAX_ENTRY_OFFSET: u64 = 16;
 
-/// The five-byte nop every site holds while disabled.
+/// The five-byte nop every site holds while disabled. A site found holding it with another
+/// displacement byte (LLVM's `nopl 8(%rax,%rax,1)`, rustc's `-Z patchable-function-entry`)
+/// holds one instruction as well, and is taken as it is.
 const NOP5: [u8; 5] = [0x0f, 0x1f, 0x44, 0x00, 0x00];
 /// Five one-byte nops (gcc's patchable entries), rewritten into [`NOP5`] at attach.
 const NOP1X5: [u8; 5] = [0x90; 5];
@@ -373,7 +376,7 @@ impl Patches {
             }
             // SAFETY: `addr..addr + 5` is inside a loadable segment of a loaded object.
             let found = unsafe { core::ptr::read_volatile(addr as *const [u8; 5]) };
-            if found == NOP5 || found == NOP1X5 {
+            if found[..4] == NOP5[..4] || found == NOP1X5 {
                 ok.push((pos, addr, found));
             } else {
                 left_out.push(PatchError::BadBytes { addr, found });
