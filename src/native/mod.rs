@@ -24,7 +24,12 @@
 //! tracing (nop'd entries listed in `__mcount_loc` or `__patchable_function_entries`) has
 //! its functions added as switched sites ([`Ftrace::add_switched_sites`]) whose switch is the
 //! object's [`Patches`] (`patch.rs`: finding the entries, the breakpoint-first protocol):
-//! a function's nop becomes a call of the given target while an ops covers it.
+//! a function's nop becomes a call of the given target while an ops covers it. With
+//! [`attach_patched_xray`](NativeSites::attach_patched_xray), an object's XRay sleds
+//! (`xray_instr_map`, `patch/xray.rs`) join its patches: a function's entry, exit and
+//! tail-call sleds become calls of the given trampolines while an ops covers it, each
+//! carrying the function's packed id, which [`site_of_xray`](NativeSites::site_of_xray)
+//! maps to its site.
 //!
 //! # Invariants
 //!
@@ -33,6 +38,8 @@
 //!   retired.
 //! - An object that could not be read is listed in [`skipped`](NativeSites::skipped) with
 //!   why, never dropped silently.
+//! - Every packed XRay id in the map is that of a patchable function of a live object, and
+//!   leaves the map when its object is retired.
 
 mod elf;
 mod patch;
@@ -45,7 +52,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use elf::{Function, demangle, functions};
 use patch::MAX_ENTRY_OFFSET;
-pub use patch::{NopEntry, PatchError, Patches, Table, nop_sites};
+pub use patch::{
+    NopEntry, PatchError, Patches, Sled, SledKind, Table, XrayFunction, XraySites, XrayTrampolines,
+    nop_sites, xray_functions,
+};
 
 use crate::Error;
 use crate::hook::{Ftrace, SiteDef, SiteSwitch};
@@ -147,6 +157,17 @@ struct Map {
     skipped: Vec<(String, String)>,
     /// Objects (or sites) with nop'd sites that are not patched, and why.
     unpatched: Vec<(String, String)>,
+    /// Packed XRay function id → site index.
+    by_xray: HashMap<u32, usize>,
+    /// XRay objects numbered so far (the next one's number).
+    xray_objects: u32,
+}
+
+/// Where patched sites call.
+#[derive(Clone, Copy)]
+struct Targets {
+    fentry: usize,
+    xray: Option<XrayTrampolines>,
 }
 
 /// The native functions of the process as sites of one [`Ftrace`] instance (see the module
@@ -155,8 +176,8 @@ pub struct NativeSites {
     ftrace: Arc<Ftrace>,
     /// Which objects' functions become sites.
     keep: fn(&LoadedObject) -> bool,
-    /// Where patched nop'd sites call (`attach_patched`), if anywhere.
-    target: Option<usize>,
+    /// Where patched sites call (`attach_patched`), if anywhere.
+    targets: Option<Targets>,
     map: RwLock<Map>,
     generation: AtomicU64,
 }
@@ -202,18 +223,42 @@ impl NativeSites {
         keep: fn(&LoadedObject) -> bool,
         target: usize,
     ) -> Result<Self, Error> {
-        Self::attach_with(ftrace, keep, Some(target))
+        let targets = Targets {
+            fentry: target,
+            xray: None,
+        };
+        Self::attach_with(ftrace, keep, Some(targets))
+    }
+
+    /// [`attach_patched`](Self::attach_patched), and the XRay sleds of each object built
+    /// with them (`xray_instr_map`: see [`XraySites`]) patched into calls of `xray`'s
+    /// trampolines while an ops covers their functions, back into the compiler's bytes when
+    /// none does. A trampoline finds the function's site from the packed id in `r10d`
+    /// with [`site_of_xray`](Self::site_of_xray). The objects are numbered in the order
+    /// they are attached, from 0 (at most 256 with sleds; others are
+    /// [`unpatched`](Self::unpatched)).
+    pub fn attach_patched_xray(
+        ftrace: Arc<Ftrace>,
+        keep: fn(&LoadedObject) -> bool,
+        target: usize,
+        xray: XrayTrampolines,
+    ) -> Result<Self, Error> {
+        let targets = Targets {
+            fentry: target,
+            xray: Some(xray),
+        };
+        Self::attach_with(ftrace, keep, Some(targets))
     }
 
     fn attach_with(
         ftrace: Arc<Ftrace>,
         keep: fn(&LoadedObject) -> bool,
-        target: Option<usize>,
+        targets: Option<Targets>,
     ) -> Result<Self, Error> {
         let this = NativeSites {
             ftrace,
             keep,
-            target,
+            targets,
             map: RwLock::new(Map::default()),
             generation: AtomicU64::new(0),
         };
@@ -299,6 +344,7 @@ impl NativeSites {
             }
             self.ftrace.retire_sites(attached.sites.clone())?;
             map.by_addr.retain(|_, i| !attached.sites.contains(i));
+            map.by_xray.retain(|_, i| !attached.sites.contains(i));
             retired += 1;
         }
         map.objects = kept;
@@ -328,9 +374,20 @@ impl NativeSites {
                     continue;
                 }
             };
-            let patches = self
-                .target
-                .and_then(|target| patches_of(&object, &data, &fns, target, &mut map.unpatched));
+            let xray = match self.targets.and_then(|t| t.xray) {
+                Some(trampolines) => xray_sites_of(&object, &data, &fns, trampolines, &mut map),
+                None => None,
+            };
+            let patches = self.targets.and_then(|t| {
+                patches_of(
+                    &object,
+                    &data,
+                    &fns,
+                    t.fentry,
+                    xray.as_ref(),
+                    &mut map.unpatched,
+                )
+            });
             let defs = fns
                 .iter()
                 .map(|f| SiteDef::new(f.name.clone(), object.name.clone()));
@@ -343,6 +400,11 @@ impl NativeSites {
             for (f, i) in fns.iter().zip(sites.clone()) {
                 map.by_addr
                     .insert(object.bias.wrapping_add(f.addr as usize), i);
+            }
+            if let Some(xray) = xray.as_ref().filter(|_| patches.is_some()) {
+                for (pos, f) in &xray.functions {
+                    map.by_xray.insert(xray.packed_id(f), sites.start + pos);
+                }
             }
             map.objects.push(Attached {
                 object,
@@ -374,6 +436,12 @@ impl NativeSites {
             .copied()
     }
 
+    /// The site index of the function whose XRay sleds carry the packed id `id` (see
+    /// [`attach_patched_xray`](Self::attach_patched_xray)), if it is a known one.
+    pub fn site_of_xray(&self, id: u32) -> Option<usize> {
+        self.map.read().by_xray.get(&id).copied()
+    }
+
     /// The objects with nop'd sites, with their patches (see
     /// [`attach_patched`](Self::attach_patched)).
     pub fn patches(&self) -> Vec<(LoadedObject, Arc<Patches>)> {
@@ -398,28 +466,75 @@ impl NativeSites {
     }
 }
 
-/// The patches of `object`'s nop'd sites (`data` its file, `fns` its functions), if it has
-/// any; what cannot be patched is noted in `unpatched`.
+/// The XRay functions of `object` (`data` its file, `fns` its functions) that have a
+/// symbol, numbered as the next XRay object, if it has any; what cannot be patched is noted
+/// in the map's `unpatched`.
+fn xray_sites_of(
+    object: &LoadedObject,
+    data: &[u8],
+    fns: &[Function],
+    trampolines: XrayTrampolines,
+    map: &mut Map,
+) -> Option<XraySites> {
+    let mut note = |why: String| map.unpatched.push((object.path.clone(), why));
+    let found = match xray_functions(data) {
+        Ok(found) if found.is_empty() => return None,
+        Ok(found) => found,
+        Err(e) => {
+            note(e.to_string());
+            return None;
+        }
+    };
+    let Ok(number) = u8::try_from(map.xray_objects) else {
+        note("more than 256 objects with XRay sleds".to_owned());
+        return None;
+    };
+    map.xray_objects += 1;
+    let mut functions = Vec::with_capacity(found.len());
+    let mut nameless = 0;
+    for f in found {
+        match fns.binary_search_by_key(&f.addr, |g| g.addr) {
+            Ok(pos) => functions.push((pos, f)),
+            Err(_) => nameless += 1,
+        }
+    }
+    if nameless > 0 {
+        note(format!(
+            "{nameless} XRay functions have no symbol (a stripped object): not patched"
+        ));
+    }
+    Some(XraySites {
+        functions,
+        object: number,
+        trampolines,
+    })
+}
+
+/// The patches of `object`'s nop'd sites and XRay sleds (`data` its file, `fns` its
+/// functions), if it has any; what cannot be patched is noted in `unpatched`.
 fn patches_of(
     object: &LoadedObject,
     data: &[u8],
     fns: &[Function],
     target: usize,
+    xray: Option<&XraySites>,
     unpatched: &mut Vec<(String, String)>,
 ) -> Option<Arc<Patches>> {
     let entries = match nop_sites(data, Some(object), fns) {
         Ok(entries) => entries,
+        Err(PatchError::NoTables) if xray.is_some() => Vec::new(),
         Err(PatchError::NoTables) => return None,
         Err(e) => {
             unpatched.push((object.path.clone(), e.to_string()));
-            return None;
+            xray?;
+            Vec::new()
         }
     };
     let sites: Vec<(usize, usize)> = entries
         .into_iter()
         .map(|(pos, e)| (pos, object.bias.wrapping_add(e.addr as usize)))
         .collect();
-    match Patches::new(object, &sites, target) {
+    match Patches::with_xray(object, &sites, target, xray) {
         Ok((patches, left_out)) => {
             for e in left_out {
                 unpatched.push((object.path.clone(), e.to_string()));

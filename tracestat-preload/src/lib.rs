@@ -1,7 +1,8 @@
 //! `libtracestat_preload.so`: the function profiler inside a program built with
 //! `-finstrument-functions`, `-pg` or `-pg -mfentry` (x86-64), or with nop'd entries
-//! (`-pg -mfentry -mnop-mcount -mrecord-mcount`, `-fpatchable-function-entry=5`) patched
-//! live, loaded with `LD_PRELOAD` (what `tracestat record` does).
+//! (`-pg -mfentry -mnop-mcount -mrecord-mcount`, `-fpatchable-function-entry=5`) or XRay
+//! sleds (clang `-fxray-instrument`, x86-64) patched live, loaded with `LD_PRELOAD` (what
+//! `tracestat record` does).
 //!
 //! # Map
 //!
@@ -10,6 +11,7 @@
 //! - `fentry.rs`: the `mcount` / `__fentry__` hooks, which end a call by redirecting its
 //!   return address through a trampoline; glibc's gprof kept quiet;
 //! - `patched.rs`: what nop'd entries are patched to call (`__fentry__`);
+//! - `xray.rs`: the trampolines patched XRay sleds call (entry, exit, tail exit);
 //! - `unwind.rs`: `pthread_exit` and C++ exceptions, interposed to keep the return stack
 //!   and the redirected return addresses right.
 //!
@@ -84,6 +86,8 @@ mod patched;
 mod serve;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod unwind;
+#[cfg(target_arch = "x86_64")]
+mod xray;
 
 /// Frames a thread's return stack holds; deeper calls are overruns.
 const DEPTH: usize = 4096;
@@ -471,7 +475,7 @@ fn start() -> Result<(), String> {
     // patched into calls of `__fentry__` (here, before `main`: one thread).
     let keep = |o: &tracestat::native::LoadedObject| !o.contains(init as extern "C" fn() as usize);
     let native = match patched::target() {
-        Some(target) => NativeSites::attach_patched(std::sync::Arc::clone(ftrace), keep, target),
+        Some(target) => patched::attach(std::sync::Arc::clone(ftrace), keep, target),
         None => NativeSites::attach_only(std::sync::Arc::clone(ftrace), keep),
     }
     .map_err(|e| e.to_string())?;
