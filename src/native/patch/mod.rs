@@ -146,7 +146,7 @@ pub enum PatchError {
     },
     /// The object has neither table (not built for dynamic tracing).
     NoTables,
-    /// A listed site does not hold a nop this patcher knows.
+    /// A listed site does not hold a nop (or an XRay sled) as compiled.
     BadBytes {
         /// The site's address.
         addr: usize,
@@ -189,7 +189,10 @@ impl fmt::Display for PatchError {
                  -mnop-mcount -mrecord-mcount or -fpatchable-function-entry)"
             ),
             PatchError::BadBytes { addr, found } => {
-                write!(f, "site {addr:#x} holds {found:02x?}, not a 5-byte nop")
+                write!(
+                    f,
+                    "site {addr:#x} holds {found:02x?}, not a 5-byte nop or an XRay sled as compiled"
+                )
             }
             PatchError::NoStub { object } => {
                 write!(
