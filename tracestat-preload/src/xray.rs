@@ -25,7 +25,8 @@
 //! and by the slot address, which is the same at a function's entry and at its returns;
 //! frames left without their exit (`longjmp`, an exception) are popped dead as there. An
 //! exit's lookup goes by the frame on top only, so an exit needs no site. When the
-//! profiler counts only, an entry enters and ends the site at once and exits do nothing.
+//! profiler counts only, an entry enters and ends the site at once and exits do nothing
+//! (the exit trampoline returns before saving anything).
 //!
 //! # Limits
 //!
@@ -38,7 +39,7 @@ use core::sync::atomic::Ordering;
 use tracestat::hook::{Ftrace, Site};
 use tracestat::native::XrayTrampolines;
 
-use crate::{DEPTH, Frame, NATIVE, OVERRUNS, counted, entering, pop_dead, site_of};
+use crate::{COUNT_ONLY, DEPTH, Frame, NATIVE, OVERRUNS, counted, entering, pop_dead, site_of};
 
 /// Set in every key made from an id: no user-space code address has it.
 const KEY_BIT: usize = 1 << 63;
@@ -157,6 +158,10 @@ unsafe extern "C" fn xray_tail_trampoline() {
 #[unsafe(naked)]
 unsafe extern "C" fn xray_exit_trampoline() {
     naked_asm!(
+        // Counting only, an exit has nothing to end: the function returns at once (the
+        // flags are dead at a `ret`).
+        "cmp byte ptr [rip + {count_only}], 0",
+        "jne 3f",
         "push rbp",
         "mov rbp, rsp",
         "and rsp, -16",
@@ -174,8 +179,10 @@ unsafe extern "C" fn xray_exit_trampoline() {
         "movaps xmm1, [rsp + 32]",
         "mov rsp, rbp",
         "pop rbp",
+        "3:",
         "ret",
         exit = sym exit,
+        count_only = sym COUNT_ONLY,
     )
 }
 
