@@ -2,7 +2,8 @@
 //! -fxray-instruction-threshold=1`, nightly rustc `-Z instrument-xray`) run under the
 //! preload library: the covered functions' sleds are patched before `main`, every call of
 //! a covered function is a Hit (against the program's own counts), timed calls nest, a
-//! filter patches its functions only, the return stack's hard cases hold (`data/cases.c`),
+//! filter patches its functions only, the return stack's hard cases hold (`data/cases.c`,
+//! `data/exceptions.cpp`),
 //! and a corrupt map is refused with why while the program runs unprofiled.
 //!
 //! Ignored by default: they need clang (`.ci/run` installs it); without clang (or without
@@ -110,7 +111,8 @@ fn xray_sleds_are_patched_and_every_call_counted() {
 }
 
 /// The return stack's hard cases of `return_stack.rs` on an XRay build: frames left by
-/// `longjmp` and `siglongjmp`, signal handlers running traced code mid-call, threads, fork.
+/// `longjmp` and `siglongjmp`, signal handlers running traced code mid-call, threads, fork,
+/// recursion deeper than the return stack.
 #[test]
 #[ignore = "needs clang"]
 fn xray_longjmp_signals_threads_and_fork() {
@@ -174,6 +176,61 @@ fn xray_longjmp_signals_threads_and_fork() {
                 "{mode} timing {timing}: {table}"
             );
         }
+    }
+    // Timed: main, deep and 4094 rec frames fill the 4096-frame stack, the other 5907
+    // calls overrun; counting keeps no stack and counts all 10,001.
+    let (out, table) = record(Command::new(&prog).arg("deep"), "1", &[]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        hits(&table),
+        expect(&[("main", 1), ("deep", 1), ("rec", 4094)])
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("5907 calls not traced (return stack full)"),
+        "{stderr}"
+    );
+    let (out, table) = record(Command::new(&prog).arg("deep"), "0", &[]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        hits(&table),
+        expect(&[("main", 1), ("deep", 1), ("rec", 10_001)])
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// C++ exceptions thrown through XRay frames (clang++): the frames unwound through end
+/// when a handler catches (`__cxa_begin_catch`), and every call counts, counted and timed.
+#[test]
+#[ignore = "needs clang"]
+fn xray_cpp_exceptions_through_traced_frames() {
+    if !have_clang() {
+        return;
+    }
+    let dir = scratch("xray-exceptions");
+    let prog = build(
+        "clang++",
+        &dir,
+        "exceptions",
+        Kind::Xray,
+        &[&data("exceptions.cpp")],
+    );
+    for timing in ["0", "1"] {
+        let (out, table) = record(&mut Command::new(&prog), timing, &[]);
+        assert!(out.status.success(), "timing {timing}: {out:?}");
+        assert_eq!(out.stdout, b"100\n");
+        assert_eq!(
+            hits(&table),
+            expect(&[
+                ("main", 1),
+                ("catcher(int)", 100),
+                ("thrower(int)", 1100),
+                ("Guard::~Guard()", 1100),
+                ("cleanup()", 1100),
+                ("leaf(int)", 200),
+            ]),
+            "timing {timing}: {table}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
