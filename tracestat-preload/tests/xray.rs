@@ -199,6 +199,42 @@ fn xray_longjmp_signals_threads_and_fork() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A timer's signal every 50 µs lands anywhere, in the program, in a stub or in a
+/// trampoline mid-save, and its handler runs traced code: the interrupted calls count
+/// exactly, and the handler's count unless they interrupted a hook.
+#[test]
+#[ignore = "needs clang"]
+fn xray_signals_at_arbitrary_points() {
+    if !have_clang() {
+        return;
+    }
+    let dir = scratch("xray-async");
+    let prog = build("clang", &dir, "async", Kind::Xray, &[&data("async.c")]);
+    for timing in ["0", "1"] {
+        let (out, table) = record(&mut Command::new(&prog), timing, &[]);
+        assert!(out.status.success(), "timing {timing}: {out:?}");
+        let printed = String::from_utf8(out.stdout).unwrap();
+        let [calls, signals, result] = printed
+            .split_whitespace()
+            .map(|n| n.parse::<u64>().unwrap())
+            .collect::<Vec<_>>()[..]
+        else {
+            panic!("{printed}")
+        };
+        assert_eq!((calls, result), (171_939, 53_133));
+        let h = hits(&table);
+        assert_eq!(h.get("fib"), Some(&calls), "timing {timing}");
+        assert_eq!(h.get("main"), Some(&1), "timing {timing}");
+        let handled = h.get("handled").copied().unwrap_or(0);
+        assert_eq!(h.get("on_alarm").copied().unwrap_or(0), handled);
+        assert!(
+            handled > 0 && handled <= signals,
+            "timing {timing}: {handled} of {signals} signals"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// C++ exceptions thrown through XRay frames (clang++): the frames unwound through end
 /// when a handler catches (`__cxa_begin_catch`), and every call counts, counted and timed.
 #[test]
