@@ -147,6 +147,10 @@ fn file_sleds(data: &[u8], bias: usize) -> Vec<FileSled> {
     out
 }
 
+fn ftrace_name(native: &NativeSites, site: usize) -> String {
+    native.ftrace().site(site).unwrap().name().to_owned()
+}
+
 fn memory(addr: usize) -> [u8; 11] {
     // SAFETY: a sled of the loaded object: 11 bytes of its code.
     unsafe { core::ptr::read_volatile(addr as *const [u8; 11]) }
@@ -206,7 +210,7 @@ fn xray_sleds_are_patched_live_and_restored() {
         .unwrap()
     });
     assert_eq!(native.unpatched(), []);
-    let (object, _) = native.objects().into_iter().next().expect("the object");
+    let (object, range) = native.objects().into_iter().next().expect("the object");
     let sleds = file_sleds(&std::fs::read(&so).unwrap(), object.bias);
     let id = |name: &str| sleds.iter().find(|s| s.name == name).unwrap().id;
     let kinds = |name: &str| {
@@ -236,6 +240,18 @@ fn xray_sleds_are_patched_live_and_restored() {
     );
     let patches = &native.patches()[0].1;
     assert_eq!(patches.len(), 3, "xg, xf and xt");
+    // Each function's patched instructions are its sleds, found by its packed id (object
+    // 0: the id itself).
+    for name in ["xg", "xf", "xt"] {
+        let site = native.site_of_xray(id(name)).unwrap();
+        assert_eq!(ftrace_name(native, site), name);
+        let want: Vec<usize> = sleds
+            .iter()
+            .filter(|s| s.name == name)
+            .map(|s| s.addr)
+            .collect();
+        assert_eq!(patches.addresses(site - range.start), want, "{name}");
+    }
     let ftrace = native.ftrace();
     let total = Arc::new(AtomicU64::new(0));
     let t = Arc::clone(&total);
