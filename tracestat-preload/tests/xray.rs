@@ -299,6 +299,7 @@ fn rust_program_built_with_instrument_xray() {
         .status()
         .unwrap();
     assert!(status.success(), "rustc failed");
+    fn_index_agrees(&std::fs::read(&prog).unwrap());
     for timing in ["0", "1"] {
         let (out, table) = record(&mut Command::new(&prog), timing, &[]);
         assert!(out.status.success(), "{out:?}");
@@ -319,6 +320,36 @@ fn rust_program_built_with_instrument_xray() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The functions as numbered here (in the map's order, where the function changes) are
+/// those of the image's `xray_fn_idx`, which compiler-rt numbers by when an image has one:
+/// its k-th entry (the PC-relative address of a function's first map entry, and its
+/// number of sleds) is function k + 1's.
+fn fn_index_agrees(data: &[u8]) {
+    use object::{Object, ObjectSection};
+    let elf = object::File::parse(data).unwrap();
+    let word = |bytes: &[u8], at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    let map = elf.section_by_name("xray_instr_map").expect("a map");
+    let (map_at, map_bytes) = (map.address(), map.data().unwrap());
+    let index = elf.section_by_name("xray_fn_idx").expect("an index");
+    let (index_at, index_bytes) = (index.address(), index.data().unwrap());
+    let functions = tracestat::native::xray_functions(data).unwrap();
+    assert_eq!(index_bytes.len(), 16 * functions.len());
+    for (k, f) in functions.iter().enumerate() {
+        let at = index_at + 16 * k as u64;
+        let first = at.wrapping_add(word(index_bytes, 16 * k));
+        let count = word(index_bytes, 16 * k + 8);
+        // The first map entry's sled, relative to that entry.
+        let entry = (first - map_at) as usize;
+        let sled = first.wrapping_add(word(map_bytes, entry));
+        assert_eq!(f.id as usize, k + 1);
+        assert_eq!(
+            (sled, count),
+            (f.sleds[0].addr, f.sleds.len() as u64),
+            "function {k}"
+        );
+    }
 }
 
 /// A map that is not one this reader knows (an entry's kind byte overwritten): the
