@@ -75,7 +75,10 @@
 //! # Invariants
 //!
 //! - One batch at a time in the process (a global lock); a site's bytes are always either
-//!   its nop or its call between batches.
+//!   its nop or its call between batches (an XRay sled's: the compiler's or its jump).
+//! - A stub, once mapped, stays mapped and unchanged for the process.
+//! - All of a function's instructions (its XRay sleds) are patched or unpatched in one
+//!   batch.
 //! - Every site address ever patched stays in the handler's known set, read without a
 //!   lock; an object's set is dropped from it (marked dead) only when the object is gone.
 
