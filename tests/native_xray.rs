@@ -2,12 +2,14 @@
 //! loaded into this test, its sleds patched into calls of counting trampolines written
 //! below as coverage changes: a filter patches its function's sleds only (the others keep
 //! the compiler's bytes, read back from memory against the file), unpatching writes the
-//! compiler's bytes back, and toggling while threads run the sleds breaks nothing.
+//! compiler's bytes back, and toggling while threads run the sleds loses and doubles no
+//! call.
 //!
 //! Ignored by default: it needs clang (`.ci/run` installs it); without clang it says
 //! loudly that it skipped.
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -77,8 +79,6 @@ static HITS: [[AtomicU64; 3]; 8] = [const { [const { AtomicU64::new(0) }; 3] }; 
 /// Trampoline calls whose id no site has (must stay 0).
 static MISSES: AtomicU64 = AtomicU64::new(0);
 static NATIVE: OnceLock<NativeSites> = OnceLock::new();
-/// Whether entries call the instance's ops (the counting test) or only count.
-static CALL_OPS: AtomicBool = AtomicBool::new(true);
 
 extern "C" fn xray_hit(id: u32, kind: u32) {
     let Some(native) = NATIVE.get() else {
@@ -90,10 +90,27 @@ extern "C" fn xray_hit(id: u32, kind: u32) {
         return;
     };
     HITS[(id & 0xff_ffff) as usize % 8][kind as usize].fetch_add(1, Ordering::Relaxed);
-    if kind == 0 && CALL_OPS.load(Ordering::Relaxed) {
+    if kind == 0 {
         let ftrace = native.ftrace();
         drop(ftrace.call(ftrace.site(i).expect("a site of the instance")));
     }
+}
+
+thread_local! {
+    /// Calls the counting ops saw on this thread.
+    static THREAD_HITS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// An ops counting its calls, in total and per thread (`THREAD_HITS`).
+fn counting() -> (Arc<FtraceOps>, Arc<AtomicU64>) {
+    let total = Arc::new(AtomicU64::new(0));
+    let t = Arc::clone(&total);
+    let ops = FtraceOps::builder(move |_, _, _, _| {
+        THREAD_HITS.with(|h| h.set(h.get() + 1));
+        t.fetch_add(1, Ordering::Relaxed);
+    })
+    .build();
+    (ops, total)
 }
 
 fn hits(id: u32) -> [u64; 3] {
@@ -253,12 +270,7 @@ fn xray_sleds_are_patched_live_and_restored() {
         assert_eq!(patches.addresses(site - range.start), want, "{name}");
     }
     let ftrace = native.ftrace();
-    let total = Arc::new(AtomicU64::new(0));
-    let t = Arc::clone(&total);
-    let ops = FtraceOps::builder(move |_, _, _, _| {
-        t.fetch_add(1, Ordering::Relaxed);
-    })
-    .build();
+    let (ops, total) = counting();
     // A filter: xg's sleds (and no other) are one `jmp rel32` each, their other 6 bytes
     // as compiled.
     ftrace.set_filter(&ops, "xg", Truncate).unwrap();
@@ -299,39 +311,94 @@ fn xray_sleds_are_patched_live_and_restored() {
     assert_eq!(hits(id("xg")), [8, 8, 0]);
     assert_eq!(MISSES.load(Ordering::Relaxed), 0);
 
-    // Under fire: 4 threads run every sled while the filter is toggled; each result stays
-    // right (a thread trapping at an exit sled mid-patch returns through its stub).
-    CALL_OPS.store(false, Ordering::Relaxed);
-    let stop = Arc::new(AtomicBool::new(false));
-    let workers: Vec<_> = (0..4)
-        .map(|_| {
-            let stop = Arc::clone(&stop);
+    // Under fire: 8 threads call xf, xg and xt (entering xf and xg, xg, xt and xg) while an
+    // ops's filter alternates between xg and the other two 10,000 times, and a counting
+    // ops covering all three is registered for 20 windows. Inside a window (after
+    // `register` returned, before `unregister` began) every call's entries count exactly
+    // once on the calling thread; outside at most once; the ops's total is the threads'
+    // sum; every result is right (a thread trapping at an exit sled mid-patch returns
+    // through its stub).
+    let xg = sym(c"xg");
+    let (counter, total) = counting();
+    ftrace.set_filter(&counter, "xf xg xt", Truncate).unwrap();
+    let toggled = FtraceOps::builder(|_, _, _, _| {}).build();
+    ftrace.set_filter(&toggled, "xg", Truncate).unwrap();
+    ftrace.register(&toggled).unwrap();
+    // Odd while the counting ops is registered.
+    static EPOCH: AtomicU64 = AtomicU64::new(0);
+    static STOP: AtomicBool = AtomicBool::new(false);
+    let threads: Vec<_> = (0..8u64)
+        .map(|t| {
             std::thread::spawn(move || {
-                let mut n = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    let x = (n % 100) as i64;
-                    assert_eq!(xf(x), x * 3 + 3);
-                    assert_eq!(xt(x), x * 3 + 4);
-                    n += 1;
+                let (mut seen, mut in_window, mut calls) = (0u64, 0u64, 0u64);
+                let mut x = t;
+                while !STOP.load(Ordering::Relaxed) {
+                    let v = (x % 1000) as i64;
+                    let e1 = EPOCH.load(Ordering::SeqCst);
+                    let h0 = THREAD_HITS.with(Cell::get);
+                    let (entries, ok) = match x % 3 {
+                        0 => (2, xf(v) == v * 3 + 3),
+                        1 => (1, xg(v) == v * 3 + 1),
+                        _ => (2, xt(v) == v * 3 + 4),
+                    };
+                    let h1 = THREAD_HITS.with(Cell::get);
+                    let e2 = EPOCH.load(Ordering::SeqCst);
+                    assert!(ok, "a lost or wrong return");
+                    let delta = h1 - h0;
+                    assert!(delta <= entries, "a call counted twice");
+                    if e1 == e2 && e1 % 2 == 1 {
+                        assert_eq!(delta, entries, "a call in a window not counted");
+                        in_window += 1;
+                    }
+                    seen += delta;
+                    calls += 1;
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407)
+                        >> 1;
                 }
-                n
+                (seen, in_window, calls)
             })
         })
         .collect();
-    ftrace.register(&ops).unwrap();
-    for k in 0..1000 {
-        let filter = ["xg", "xt", ":mod:libtracestat_xray.so", "xf"][k % 4];
-        ftrace.set_filter(&ops, filter, Truncate).unwrap();
+    let filters = ["xg", "xf xt"];
+    let mut windows = 0;
+    for i in 0..10_000 {
+        ftrace
+            .set_filter(&toggled, filters[i % 2], Truncate)
+            .unwrap();
+        if i % 500 == 250 {
+            ftrace.register(&counter).unwrap();
+            EPOCH.fetch_add(1, Ordering::SeqCst);
+            windows += 1;
+        } else if i % 500 == 499 {
+            EPOCH.fetch_add(1, Ordering::SeqCst);
+            ftrace.unregister(&counter).unwrap();
+        }
     }
-    ftrace.unregister(&ops).unwrap();
-    stop.store(true, Ordering::Relaxed);
-    let calls: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
-    assert!(calls > 0);
-    let (stepped, retried) = tracestat::native::Patches::trap_counts();
-    eprintln!(
-        "{calls} calls under fire; traps at sleds mid-patch: {stepped} through their stub, {retried} re-executed"
+    STOP.store(true, Ordering::SeqCst);
+    let (mut seen, mut in_window, mut calls) = (0, 0, 0);
+    for t in threads {
+        let (s, w, c) = t.join().expect("a calling thread failed");
+        seen += s;
+        in_window += w;
+        calls += c;
+    }
+    ftrace.unregister(&toggled).unwrap();
+    assert_eq!(windows, 20);
+    assert!(in_window > 0, "no call ran inside a window ({calls} calls)");
+    assert_eq!(
+        total.load(Ordering::Relaxed),
+        seen,
+        "the ops' count is the threads' sum"
     );
+    assert_eq!(patches.patched_count(), 0);
     assert_eq!(pristine(), []);
     assert_eq!(MISSES.load(Ordering::Relaxed), 0);
+    let (stepped, retried) = tracestat::native::Patches::trap_counts();
+    eprintln!(
+        "{calls} calls, {in_window} in {windows} windows, {seen} counted; traps at sleds \
+         mid-patch: {stepped} through their stub, {retried} re-executed"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
