@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use tracestat::Error;
 use tracestat::hook::{Ftrace, FtraceOps, SiteDef, SiteSwitch};
-use tracestat::native::{NativeSites, PatchError, Patches, Table, functions, nop_sites};
+use tracestat::native::{
+    NativeSites, PatchError, Patches, SiteOptions, Table, functions, nop_sites,
+};
 use tracestat::stat::WriteMode::Truncate;
 
 /// Functions `nop_f0..nop_f7`: `f_k(x) = x + k + 1`.
@@ -150,10 +152,13 @@ extern "C" fn hit(ret: usize) {
 fn native() -> (&'static NativeSites, std::sync::MutexGuard<'static, ()>) {
     let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let native = NATIVE.get_or_init(|| {
-        NativeSites::attach_patched(
+        NativeSites::attach_with(
             Ftrace::new([]),
-            |o| o.path == "/proc/self/exe",
-            tracestat_test_fentry as unsafe extern "C" fn() as usize,
+            SiteOptions {
+                keep: |o| o.path == "/proc/self/exe",
+                fentry: Some(tracestat_test_fentry as unsafe extern "C" fn() as usize),
+                ..SiteOptions::default()
+            },
         )
         .expect("attach")
     });
@@ -619,10 +624,13 @@ fn a_gcc_shared_object_is_patched_live() {
     let pf: extern "C" fn(i64) -> i64 =
         unsafe { core::mem::transmute(libc::dlsym(handle, c"pf".as_ptr())) };
     let loaded = LOADED.get_or_init(|| {
-        NativeSites::attach_patched(
+        NativeSites::attach_with(
             Ftrace::new([]),
-            |o| o.name == "libtracestat_pfe.so",
-            tracestat_test_fentry as unsafe extern "C" fn() as usize,
+            SiteOptions {
+                keep: |o| o.name == "libtracestat_pfe.so",
+                fentry: Some(tracestat_test_fentry as unsafe extern "C" fn() as usize),
+                ..SiteOptions::default()
+            },
         )
         .unwrap()
     });
@@ -691,10 +699,13 @@ fn patch_cost() {
         let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW) };
         assert!(!handle.is_null());
         let t = std::time::Instant::now();
-        let native = NativeSites::attach_patched(
+        let native = NativeSites::attach_with(
             Ftrace::new([]),
-            |o| o.name.starts_with("libtracestat_cost"),
-            target,
+            SiteOptions {
+                keep: |o| o.name.starts_with("libtracestat_cost"),
+                fentry: Some(target),
+                ..SiteOptions::default()
+            },
         )
         .unwrap();
         let attach = t.elapsed();

@@ -20,11 +20,16 @@
 //! that caches drop what they hold. A function the symbol tables do not list (a stripped
 //! object) becomes a site at its first call, named by its offset in its object (`0x1139`).
 //!
-//! With [`attach_patched`](NativeSites::attach_patched), an object built for dynamic
-//! tracing (nop'd entries listed in `__mcount_loc` or `__patchable_function_entries`) has
+//! With [`attach_with`](NativeSites::attach_with) and a target ([`SiteOptions`]`::fentry`),
+//! an object built for dynamic tracing (nop'd entries listed in `__mcount_loc` or `__patchable_function_entries`) has
 //! its functions added as switched sites ([`Ftrace::add_switched_sites`]) whose switch is the
 //! object's [`Patches`] (`patch.rs`: finding the entries, the breakpoint-first protocol):
-//! a function's nop becomes a call of the given target while an ops covers it.
+//! a function's nop becomes a call of the given target while an ops covers it. With
+//! trampolines for XRay ([`SiteOptions`]`::xray`), an object's XRay sleds
+//! (`xray_instr_map`, `patch/xray.rs`) join its patches: a function's entry, exit and
+//! tail-call sleds become calls of the given trampolines while an ops covers it, each
+//! carrying the function's packed id, which [`site_of_xray`](NativeSites::site_of_xray)
+//! maps to its site.
 //!
 //! # Invariants
 //!
@@ -33,6 +38,8 @@
 //!   retired.
 //! - An object that could not be read is listed in [`skipped`](NativeSites::skipped) with
 //!   why, never dropped silently.
+//! - Every packed XRay id in the map is that of a patchable function of a live object, and
+//!   leaves the map when its object is retired.
 
 mod elf;
 mod patch;
@@ -46,7 +53,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use elf::{Function, demangle, functions};
 use patch::MAX_ENTRY_OFFSET;
-pub use patch::{NopEntry, PatchError, Patches, Table, nop_sites};
+pub use patch::{
+    NopEntry, PatchError, Patches, Sled, SledKind, Table, XrayFunction, XraySites, XrayTrampolines,
+    nop_sites, xray_functions,
+};
 pub use tls::enable_static_tls;
 
 use crate::Error;
@@ -149,18 +159,65 @@ struct Map {
     skipped: Vec<(String, String)>,
     /// Objects (or sites) with nop'd sites that are not patched, and why.
     unpatched: Vec<(String, String)>,
+    /// Packed XRay function id → site index.
+    by_xray: HashMap<u32, usize>,
+    /// XRay objects numbered so far (the next one's number).
+    xray_objects: u32,
+}
+
+/// What [`NativeSites::attach_with`] makes sites of, and where it patches sites to call.
+/// The default: every function of every object, nothing patched (nop'd entries and XRay
+/// sleds stay as compiled, so nothing calls their sites).
+#[derive(Clone, Copy)]
+pub struct SiteOptions {
+    /// Which loaded objects' functions become sites, now and at every
+    /// [`refresh`](NativeSites::refresh): a profiler loaded into the process leaves out its
+    /// own object, whose code is never instrumented.
+    pub keep: fn(&LoadedObject) -> bool,
+    /// Which functions of those (by demangled name) become sites: a profiler linked into
+    /// the program it profiles leaves out its own functions, which share the executable
+    /// with the program's (their nop'd entries are never patched either).
+    pub keep_function: fn(&str) -> bool,
+    /// Where nop'd entries (`__mcount_loc`, `__patchable_function_entries`: see
+    /// [`Patches`]) call while an ops covers their functions: called as `__fentry__` is,
+    /// first thing in the function, `[rsp]` the return into it (the site's address plus 5),
+    /// `[rsp+8]` the parent's return address, every argument register live; it finds the
+    /// site with [`site_of_patched`](NativeSites::site_of_patched). `None`: not patched.
+    pub fentry: Option<usize>,
+    /// The trampolines XRay sleds (`xray_instr_map`: see [`XraySites`]) call while an ops
+    /// covers their functions, which find the site from the packed id in `r10d` with
+    /// [`site_of_xray`](NativeSites::site_of_xray); the objects are numbered in the order
+    /// they are attached, from 0 (at most 256 with sleds; others are
+    /// [`unpatched`](NativeSites::unpatched)). `None`: not patched.
+    pub xray: Option<XrayTrampolines>,
+}
+
+impl Default for SiteOptions {
+    fn default() -> Self {
+        SiteOptions {
+            keep: |_| true,
+            keep_function: |_| true,
+            fentry: None,
+            xray: None,
+        }
+    }
+}
+
+impl core::fmt::Debug for SiteOptions {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SiteOptions")
+            .field("fentry", &self.fentry)
+            .field("xray", &self.xray.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// The native functions of the process as sites of one [`Ftrace`] instance (see the module
 /// doc).
 pub struct NativeSites {
     ftrace: Arc<Ftrace>,
-    /// Which objects' functions become sites.
-    keep: fn(&LoadedObject) -> bool,
-    /// Which functions (by demangled name) of those objects become sites.
-    keep_function: fn(&str) -> bool,
-    /// Where patched nop'd sites call (`attach_patched`), if anywhere.
-    target: Option<usize>,
+    /// What becomes a site, and where patched sites call.
+    options: SiteOptions,
     map: RwLock<Map>,
     generation: AtomicU64,
 }
@@ -174,57 +231,23 @@ impl core::fmt::Debug for NativeSites {
 }
 
 impl NativeSites {
-    /// Adds a site to `ftrace` for every function of every object loaded now. Errors:
-    /// those of [`Ftrace::add_sites`] (an object that cannot be read is
+    /// Adds a site to `ftrace` for every function of every object loaded now, nothing
+    /// patched. Errors: those of [`Ftrace::add_sites`] (an object that cannot be read is
     /// [`skipped`](Self::skipped), not an error).
     pub fn attach(ftrace: Arc<Ftrace>) -> Result<Self, Error> {
-        Self::attach_only(ftrace, |_| true)
+        Self::attach_with(ftrace, SiteOptions::default())
     }
 
-    /// [`attach`](Self::attach) for the objects `keep` accepts, now and at every
-    /// [`refresh`](Self::refresh): a profiler loaded into the process leaves out its own
-    /// object, whose code is never instrumented.
-    pub fn attach_only(
-        ftrace: Arc<Ftrace>,
-        keep: fn(&LoadedObject) -> bool,
-    ) -> Result<Self, Error> {
-        Self::attach_filtered(ftrace, keep, |_| true, None)
-    }
-
-    /// [`attach_only`](Self::attach_only), and the nop'd sites of each object built for
-    /// dynamic tracing (`__mcount_loc`, `__patchable_function_entries`: see [`Patches`])
-    /// patched into calls of `target` while an ops covers their functions, and back into
-    /// nops when none does (the kernel's dynamic ftrace). `target` is called as
-    /// `__fentry__` is: first thing in the function, `[rsp]` the return into it (the site's
-    /// address plus 5), `[rsp+8]` the parent's return address, every argument register
-    /// live; it finds the site with [`site_of_patched`](Self::site_of_patched). An object
-    /// whose sites cannot be patched (a W^X policy refuses `mprotect`) is listed in
-    /// [`unpatched`](Self::unpatched) with why, and its functions are plain sites: with
-    /// nop'd entries nothing calls them.
-    pub fn attach_patched(
-        ftrace: Arc<Ftrace>,
-        keep: fn(&LoadedObject) -> bool,
-        target: usize,
-    ) -> Result<Self, Error> {
-        Self::attach_filtered(ftrace, keep, |_| true, Some(target))
-    }
-
-    /// [`attach_only`](Self::attach_only) (`target`: `None`) or
-    /// [`attach_patched`](Self::attach_patched), with only the functions whose demangled
-    /// name `keep_function` accepts made sites (and their nop'd entries patched): a profiler
-    /// linked into the program it profiles leaves out its own functions, which share the
-    /// executable with the program's.
-    pub fn attach_filtered(
-        ftrace: Arc<Ftrace>,
-        keep: fn(&LoadedObject) -> bool,
-        keep_function: fn(&str) -> bool,
-        target: Option<usize>,
-    ) -> Result<Self, Error> {
+    /// [`attach`](Self::attach) as `options` say: which objects and functions become
+    /// sites, and which entries are patched into calls of what while an ops covers their
+    /// functions, back into the compiler's bytes when none does (the kernel's dynamic
+    /// ftrace). An object whose sites cannot be patched (a W^X policy refuses `mprotect`)
+    /// is listed in [`unpatched`](Self::unpatched) with why, and its functions are plain
+    /// sites: with nop'd entries nothing calls them.
+    pub fn attach_with(ftrace: Arc<Ftrace>, options: SiteOptions) -> Result<Self, Error> {
         let this = NativeSites {
             ftrace,
-            keep,
-            keep_function,
-            target,
+            options,
             map: RwLock::new(Map::default()),
             generation: AtomicU64::new(0),
         };
@@ -310,6 +333,7 @@ impl NativeSites {
             }
             self.ftrace.retire_sites(attached.sites.clone())?;
             map.by_addr.retain(|_, i| !attached.sites.contains(i));
+            map.by_xray.retain(|_, i| !attached.sites.contains(i));
             retired += 1;
         }
         map.objects = kept;
@@ -317,7 +341,7 @@ impl NativeSites {
             self.generation.fetch_add(1, Ordering::AcqRel);
         }
         let mut added = 0;
-        for object in now.into_iter().filter(|o| (self.keep)(o)) {
+        for object in now.into_iter().filter(|o| (self.options.keep)(o)) {
             if map.objects.iter().any(|a| same(&a.object, &object))
                 || map.skipped.iter().any(|(p, _)| *p == object.path)
             {
@@ -345,15 +369,30 @@ impl NativeSites {
             let positions: Vec<Option<usize>> = fns
                 .iter()
                 .map(|f| {
-                    (self.keep_function)(&f.name).then(|| {
+                    (self.options.keep_function)(&f.name).then(|| {
                         kept += 1;
                         kept - 1
                     })
                 })
                 .collect();
-            let patches = self.target.and_then(|target| {
-                patches_of(&object, &data, &fns, &positions, target, &mut map.unpatched)
+            let xray = self.options.xray.and_then(|trampolines| {
+                xray_sites_of(&object, &data, &fns, &positions, trampolines, &mut map)
             });
+            let patches = (self.options.fentry.is_some() || xray.is_some())
+                .then(|| {
+                    let fentry = self.options.fentry;
+                    let xray = xray.as_ref();
+                    patches_of(
+                        &object,
+                        &data,
+                        &fns,
+                        &positions,
+                        fentry,
+                        xray,
+                        &mut map.unpatched,
+                    )
+                })
+                .flatten();
             let fns: Vec<Function> = fns
                 .into_iter()
                 .zip(&positions)
@@ -372,6 +411,11 @@ impl NativeSites {
             for (f, i) in fns.iter().zip(sites.clone()) {
                 map.by_addr
                     .insert(object.bias.wrapping_add(f.addr as usize), i);
+            }
+            if let Some(xray) = xray.as_ref().filter(|_| patches.is_some()) {
+                for (pos, f) in &xray.functions {
+                    map.by_xray.insert(xray.packed_id(f), sites.start + pos);
+                }
             }
             map.objects.push(Attached {
                 object,
@@ -403,8 +447,13 @@ impl NativeSites {
             .copied()
     }
 
-    /// The objects with nop'd sites, with their patches (see
-    /// [`attach_patched`](Self::attach_patched)).
+    /// The site index of the function whose XRay sleds carry the packed id `id` (see
+    /// [`SiteOptions::xray`]), if it is a known one.
+    pub fn site_of_xray(&self, id: u32) -> Option<usize> {
+        self.map.read().by_xray.get(&id).copied()
+    }
+
+    /// The objects with patched sites, with their patches (see [`SiteOptions`]).
     pub fn patches(&self) -> Vec<(LoadedObject, Arc<Patches>)> {
         self.map
             .read()
@@ -427,30 +476,81 @@ impl NativeSites {
     }
 }
 
-/// The patches of `object`'s nop'd sites (`data` its file, `fns` its functions, each one's
-/// position among the sites or `None` when it is left out), if it has any; what cannot be
-/// patched is noted in `unpatched`.
+/// The XRay functions of `object` (`data` its file, `fns` its functions, each one's
+/// position among the sites or `None` when it is left out) that have a symbol and are kept,
+/// numbered as the next XRay object, if it has any; what cannot be patched is noted in the
+/// map's `unpatched`.
+fn xray_sites_of(
+    object: &LoadedObject,
+    data: &[u8],
+    fns: &[Function],
+    positions: &[Option<usize>],
+    trampolines: XrayTrampolines,
+    map: &mut Map,
+) -> Option<XraySites> {
+    let mut note = |why: String| map.unpatched.push((object.path.clone(), why));
+    let found = match xray_functions(data) {
+        Ok(found) if found.is_empty() => return None,
+        Ok(found) => found,
+        Err(e) => {
+            note(e.to_string());
+            return None;
+        }
+    };
+    let Ok(number) = u8::try_from(map.xray_objects) else {
+        note("more than 256 objects with XRay sleds".to_owned());
+        return None;
+    };
+    map.xray_objects += 1;
+    let mut functions = Vec::with_capacity(found.len());
+    let mut nameless = 0;
+    for f in found {
+        match fns.binary_search_by_key(&f.addr, |g| g.addr) {
+            Ok(pos) => functions.extend(positions[pos].map(|p| (p, f))),
+            Err(_) => nameless += 1,
+        }
+    }
+    if nameless > 0 {
+        note(format!(
+            "{nameless} XRay functions have no symbol (a stripped object): not patched"
+        ));
+    }
+    Some(XraySites {
+        functions,
+        object: number,
+        trampolines,
+    })
+}
+
+/// The patches of `object`'s nop'd sites (when `fentry` is where they call) and XRay sleds
+/// (`data` its file, `fns` its functions, each one's position among the sites or `None`
+/// when it is left out), if it has any; what cannot be patched is noted in `unpatched`.
 fn patches_of(
     object: &LoadedObject,
     data: &[u8],
     fns: &[Function],
     positions: &[Option<usize>],
-    target: usize,
+    fentry: Option<usize>,
+    xray: Option<&XraySites>,
     unpatched: &mut Vec<(String, String)>,
 ) -> Option<Arc<Patches>> {
-    let entries = match nop_sites(data, Some(object), fns) {
-        Ok(entries) => entries,
-        Err(PatchError::NoTables) => return None,
-        Err(e) => {
+    let entries = match fentry.map(|_| nop_sites(data, Some(object), fns)) {
+        None => Vec::new(),
+        Some(Ok(entries)) => entries,
+        Some(Err(PatchError::NoTables)) if xray.is_some() => Vec::new(),
+        Some(Err(PatchError::NoTables)) => return None,
+        Some(Err(e)) => {
             unpatched.push((object.path.clone(), e.to_string()));
-            return None;
+            xray?;
+            Vec::new()
         }
     };
     let sites: Vec<(usize, usize)> = entries
         .into_iter()
         .filter_map(|(pos, e)| Some((positions[pos]?, object.bias.wrapping_add(e.addr as usize))))
         .collect();
-    match Patches::new(object, &sites, target) {
+    // Without a target no nop'd entry is listed, so none calls it.
+    match Patches::with_xray(object, &sites, fentry.unwrap_or(0), xray) {
         Ok((patches, left_out)) => {
             for e in left_out {
                 unpatched.push((object.path.clone(), e.to_string()));

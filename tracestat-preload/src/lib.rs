@@ -1,9 +1,9 @@
 //! `libtracestat_preload.so`: the function profiler inside a program built with
 //! `-finstrument-functions`, `-pg` or `-pg -mfentry` (x86-64), or with nop'd entries
-//! (`-pg -mfentry -mnop-mcount -mrecord-mcount`, `-fpatchable-function-entry=5`) patched
-//! live, loaded with `LD_PRELOAD` (what `tracestat record` does); and, linked as a Rust
-//! library, the same runtime inside a Rust program built with nightly's entry
-//! instrumentation, started by [`attach()`] in its `main`.
+//! (`-pg -mfentry -mnop-mcount -mrecord-mcount`, `-fpatchable-function-entry=5`) or XRay
+//! sleds (clang `-fxray-instrument`, x86-64) patched live, loaded with `LD_PRELOAD` (what
+//! `tracestat record` does); and, linked as a Rust library, the same runtime inside a Rust
+//! program built with nightly's entry instrumentation, started by [`attach()`] in its `main`.
 //!
 //! # Map
 //!
@@ -17,6 +17,7 @@
 //! - `patched.rs`: what nop'd entries are patched to call (`__fentry__`);
 //! - `dl.rs`: `dlopen`, `dlmopen` and `dlclose`, interposed so that an object's functions
 //!   are sites from its load (its covered nop'd entries patched) until its unload;
+//! - `xray.rs`: the trampolines patched XRay sleds call (entry, exit, tail exit);
 //! - `unwind.rs`: `pthread_exit` and C++ exceptions, interposed to keep the return stack
 //!   and the redirected return addresses right.
 //!
@@ -95,6 +96,8 @@ mod patched;
 mod serve;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod unwind;
+#[cfg(target_arch = "x86_64")]
+mod xray;
 
 pub use attach::{AttachError, AttachOptions, Attached, attach};
 
@@ -563,13 +566,8 @@ fn begin(
             native
         }
         None => {
-            let native = NativeSites::attach_filtered(
-                std::sync::Arc::clone(ftrace),
-                keep,
-                keep_function,
-                patched::target(),
-            )
-            .map_err(AttachError::Sites)?;
+            let native = patched::attach(std::sync::Arc::clone(ftrace), keep, keep_function)
+                .map_err(AttachError::Sites)?;
             NATIVE.get_or_init(|| native)
         }
     };

@@ -1,6 +1,7 @@
 //! Nop'd call sites (`-pg -mfentry -mnop-mcount -mrecord-mcount`,
 //! `-fpatchable-function-entry=5`), patched live into calls of this library's `__fentry__`
-//! while the profiler covers their functions ([`tracestat::native::Patches`]).
+//! while the profiler covers their functions ([`tracestat::native::Patches`]); XRay sleds
+//! alike, into calls of `xray.rs`'s trampolines ([`attach`]).
 //!
 //! # Design
 //!
@@ -18,4 +19,24 @@ pub(crate) fn target() -> Option<usize> {
     return Some(crate::fentry::__fentry__ as unsafe extern "C" fn() as usize);
     #[cfg(not(target_arch = "x86_64"))]
     None
+}
+
+/// The native sites of the objects `keep` accepts (their functions `keep_function`
+/// accepts), with their nop'd entries, and on x86-64 their XRay sleds (`xray.rs`), patched
+/// into calls of this library's hooks as coverage changes.
+pub(crate) fn attach(
+    ftrace: std::sync::Arc<tracestat::hook::Ftrace>,
+    keep: fn(&tracestat::native::LoadedObject) -> bool,
+    keep_function: fn(&str) -> bool,
+) -> Result<tracestat::native::NativeSites, tracestat::Error> {
+    let options = tracestat::native::SiteOptions {
+        keep,
+        keep_function,
+        fentry: target(),
+        #[cfg(target_arch = "x86_64")]
+        xray: Some(crate::xray::trampolines()),
+        #[cfg(not(target_arch = "x86_64"))]
+        xray: None,
+    };
+    tracestat::native::NativeSites::attach_with(ftrace, options)
 }

@@ -3,9 +3,10 @@
 //! nop'd entries patched live; uftrace records the first three natively and patches the
 //! nop'd build's entries with `-P .`): the Lua 5.4 interpreter (the `lua-src` package's sources,
 //! driven by `data/lua_main.c` running `data/workload.lua`) and the bzip2 command line (the
-//! `bzip2-sys` package's sources) compressing and decompressing its own sources; and, with
-//! four threads, its counts summed over threads by both, a program of known counts
-//! (`data/threads.c`) and bzip2's library (`data/bz_threads.c`).
+//! `bzip2-sys` package's sources) compressing and decompressing its own sources; with four
+//! threads, its counts summed over threads by both, a program of known counts
+//! (`data/threads.c`) and bzip2's library (`data/bz_threads.c`); and Lua built with XRay
+//! sleds (clang), against uftrace on clang's `-pg` build.
 //!
 //! Ignored by default: they need gcc and uftrace (`.ci/run` installs both and runs them with
 //! `--ignored`).
@@ -158,6 +159,54 @@ const BZIP2_LIBRARY: [&str; 7] = [
     "decompress.c",
     "bzlib.c",
 ];
+
+/// An XRay build (clang `-fxray-instrument`), whose sleds uftrace does not patch: every
+/// function's Hit equals uftrace's Calls on clang's `-pg` build of the same sources (the
+/// same compiler, so the same functions are left after inlining), counted and timed.
+#[test]
+#[ignore = "needs clang and uftrace"]
+fn lua_xray_hits_equal_uftrace_calls_on_clang_pg() {
+    let clang = Command::new("clang").arg("--version").output();
+    if !clang.is_ok_and(|o| o.status.success()) {
+        eprintln!("!!!!!!!! SKIPPED: no clang (apt-get install clang) !!!!!!!!");
+        return;
+    }
+    let dir = scratch("lua-xray");
+    let src = package_dir("lua-src").join("lua-5.4.7");
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let mut args: Vec<String> = std::fs::read_dir(&src)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "c"))
+        .map(|p| p.display().to_string())
+        .collect();
+    args.sort();
+    args.push(data.join("lua_main.c").display().to_string());
+    let include = format!("-I{}", src.display());
+    // The same defines as the gcc builds above, for the same reasons.
+    let mut all = vec![
+        "-std=gnu99",
+        "-DLUA_USE_LINUX",
+        "-Dluai_makeseed(L)=0u",
+        "-DSTRCACHE_N=1",
+        "-DSTRCACHE_M=2",
+        &include,
+    ];
+    all.extend(args.iter().map(String::as_str));
+    all.extend(["-lm", "-ldl"]);
+    let script = data.join("workload.lua");
+    let pg = build("clang", &dir, "lua", Kind::Mcount, &all);
+    let theirs = uftrace_calls(&dir, &[&pg, &script], Kind::Mcount);
+    assert!(theirs.len() > 300, "only {} functions", theirs.len());
+    let xray = build("clang", &dir, "lua", Kind::Xray, &all);
+    for timing in ["0", "1"] {
+        let (out, table) = record(Command::new(&xray).arg(&script), timing, &[]);
+        assert!(out.status.success(), "timing {timing}: {out:?}");
+        assert_eq!(out.stdout, b"2584\tDNA\t125250\t-125250\t42925\t13\t2468\n");
+        assert_eq!(hits(&table), theirs, "timing {timing}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
 
 #[test]
 #[ignore = "needs gcc and uftrace"]

@@ -12,7 +12,10 @@
 //! (so that a PIE's or a shared object's entries are read as the loader relocated them), or
 //! from the file for a file that is not loaded. Each entry is the site of the function it
 //! is in (the nearest function start at or below it, at most [`MAX_ENTRY_OFFSET`] bytes
-//! below: an `endbr64` may come first).
+//! below: an `endbr64` may come first). XRay sleds (clang `-fxray-instrument`, nightly rustc
+//! `-Z instrument-xray`) are listed in `xray_instr_map` instead: `xray.rs` reads them and
+//! makes their patches, several per function (entry, exits, tail calls), each one
+//! instruction over a sled's first 5 bytes, so that all of the below holds for them too.
 //!
 //! **Patching.** [`Patches`] holds one object's sites. Enabling a site writes
 //! `call rel32` over its nop; the call goes to a **stub** of the object's (`jmp [rip+0]`
@@ -43,7 +46,8 @@
 //! address among the known sites and resumes the thread **past** the 5 bytes: the call is
 //! treated as not taken (the site is not yet covered, or no longer: the hook layer enables
 //! a site before publishing the ops that cover it and disables it after the grace period,
-//! so skipping the call loses nothing the ops were promised). A trap whose `int3` is gone
+//! so skipping the call loses nothing the ops were promised); at an XRay sled it resumes
+//! at the sled's stub instead, the call taken (`xray.rs`). A trap whose `int3` is gone
 //! by the time the handler reads it (a thread that trapped and was delayed) re-executes the
 //! now whole instruction. Any other trap goes to the handler installed before this one
 //! (or the default action). A thread that had executed part of the old instruction when
@@ -65,13 +69,17 @@
 //! pages. Where `mprotect` is refused (a W^X policy, a seccomp filter) the batch is refused
 //! with [`PatchError::Protect`] before any byte is written: the sites stay as they were.
 //!
-//! `text_poke.rs` holds the x86-64 Linux side (the rewrite, the handler, the stubs); this
-//! file the tables, the per-object [`Patches`] and the errors.
+//! `text_poke.rs` holds the x86-64 Linux side (the rewrite, the handler, the stubs);
+//! `xray.rs` the XRay map and sleds; this file the tables, the per-object [`Patches`] and
+//! the errors.
 //!
 //! # Invariants
 //!
 //! - One batch at a time in the process (a global lock); a site's bytes are always either
-//!   its nop or its call between batches.
+//!   its nop or its call between batches (an XRay sled's: the compiler's or its jump).
+//! - A stub, once mapped, stays mapped and unchanged for the process.
+//! - All of a function's instructions (its XRay sleds) are patched or unpatched in one
+//!   batch.
 //! - Every site address ever patched stays in the handler's known set, read without a
 //!   lock; an object's set is dropped from it (marked dead) only when the object is gone.
 
@@ -144,7 +152,7 @@ pub enum PatchError {
     },
     /// The object has neither table (not built for dynamic tracing).
     NoTables,
-    /// A listed site does not hold a nop this patcher knows.
+    /// A listed site does not hold a nop (or an XRay sled) as compiled.
     BadBytes {
         /// The site's address.
         addr: usize,
@@ -155,6 +163,12 @@ pub enum PatchError {
     NoStub {
         /// The object.
         object: String,
+    },
+    /// The `xray_instr_map` section is not a map of XRay sleds this reader knows
+    /// (truncated, another version, an unknown sled kind): nothing of it is patched.
+    XrayMap {
+        /// What is wrong, and where.
+        reason: String,
     },
     /// `mprotect` refused to make code writable (a W^X policy, a seccomp filter).
     Protect {
@@ -181,7 +195,10 @@ impl fmt::Display for PatchError {
                  -mnop-mcount -mrecord-mcount or -fpatchable-function-entry)"
             ),
             PatchError::BadBytes { addr, found } => {
-                write!(f, "site {addr:#x} holds {found:02x?}, not a 5-byte nop")
+                write!(
+                    f,
+                    "site {addr:#x} holds {found:02x?}, not a 5-byte nop or an XRay sled as compiled"
+                )
             }
             PatchError::NoStub { object } => {
                 write!(
@@ -189,6 +206,7 @@ impl fmt::Display for PatchError {
                     "{object}: no page within 2 GiB of its code for a call stub"
                 )
             }
+            PatchError::XrayMap { reason } => write!(f, "bad xray_instr_map: {reason}"),
             PatchError::Protect { addr, errno } => write!(
                 f,
                 "mprotect refused to make code at {addr:#x} writable ({}): a W^X policy or \
@@ -321,11 +339,13 @@ fn assign(entries: &[NopEntry], functions: &[Function]) -> Vec<(usize, NopEntry)
     out
 }
 
-/// One site of a [`Patches`].
+/// One patchable instruction of a [`Patches`]: its first 5 bytes while disabled and while
+/// enabled (a nop'd entry: the nop and `call rel32` to the object's stub; an XRay sled:
+/// the compiler's bytes and `jmp rel32` to the sled's stub, `xray.rs`).
 struct PatchSite {
     addr: usize,
-    /// `call rel32` to the object's stub.
-    call: [u8; 5],
+    off: [u8; 5],
+    on: [u8; 5],
     patched: bool,
 }
 
@@ -333,7 +353,9 @@ struct PatchSite {
 /// the object's sites, by position in its function list.
 pub struct Patches {
     object: String,
-    sites: Mutex<Vec<Option<PatchSite>>>,
+    /// By position: the function's instructions to patch (one nop'd entry; or its XRay
+    /// sleds: entry, exits, tail exits), none for a function with nothing to patch.
+    sites: Mutex<Vec<Vec<PatchSite>>>,
     /// The handler's set of this object's site addresses.
     known: &'static Known,
     /// Disables that failed (a site left patched: harmless, its calls find it uncovered).
@@ -363,6 +385,17 @@ impl Patches {
         sites: &[(usize, usize)],
         target: usize,
     ) -> Result<(Patches, Vec<PatchError>), PatchError> {
+        Self::with_xray(object, sites, target, None)
+    }
+
+    /// [`new`](Self::new), and the XRay sleds of `xray` (see [`XraySites`]) patched with
+    /// them: a function's sleds are enabled and disabled together, as one position.
+    pub fn with_xray(
+        object: &LoadedObject,
+        sites: &[(usize, usize)],
+        target: usize,
+        xray: Option<&XraySites>,
+    ) -> Result<(Patches, Vec<PatchError>), PatchError> {
         imp::supported()?;
         let mut left_out = Vec::new();
         let mut ok: Vec<(usize, usize, [u8; 5])> = Vec::new();
@@ -382,41 +415,46 @@ impl Patches {
                 left_out.push(PatchError::BadBytes { addr, found });
             }
         }
-        let positions = sites.iter().map(|s| s.0 + 1).max().unwrap_or(0);
-        let mut table: Vec<Option<PatchSite>> = (0..positions).map(|_| None).collect();
-        if ok.is_empty() {
-            let known = imp::register_known(Vec::new())?;
-            return Ok((Self::build(object, table, known), left_out));
+        let mut edits: Vec<(usize, PatchSite, usize)> = Vec::new();
+        if !ok.is_empty() {
+            let lo = ok.iter().map(|s| s.1).min().expect("non-empty");
+            let hi = ok.iter().map(|s| s.1 + 5).max().expect("non-empty");
+            let stub = imp::map_stub(lo..hi, target).ok_or_else(|| PatchError::NoStub {
+                object: object.name.clone(),
+            })?;
+            for &(pos, addr, _) in &ok {
+                let site = PatchSite {
+                    addr,
+                    off: NOP5,
+                    on: rel32(CALL, addr, stub),
+                    patched: false,
+                };
+                edits.push((pos, site, addr + 5));
+            }
         }
-        let lo = ok.iter().map(|s| s.1).min().expect("non-empty");
-        let hi = ok.iter().map(|s| s.1 + 5).max().expect("non-empty");
-        let stub = imp::map_stub(lo..hi, target).ok_or_else(|| PatchError::NoStub {
-            object: object.name.clone(),
-        })?;
+        if let Some(xray) = xray {
+            edits.extend(xray::edits(object, xray, &mut left_out)?);
+        }
+        let positions = edits.iter().map(|e| e.0 + 1).max().unwrap_or(0);
+        let mut table: Vec<Vec<PatchSite>> = (0..positions).map(|_| Vec::new()).collect();
+        let known = imp::register_known(edits.iter().map(|e| (e.1.addr, e.2)).collect())?;
+        // Five one-byte nops become one instruction, once (module doc).
         let one_byte: Vec<(usize, [u8; 5])> = ok
             .iter()
             .filter(|s| s.2 == NOP1X5)
             .map(|s| (s.1, NOP5))
             .collect();
-        let known = imp::register_known(ok.iter().map(|s| s.1).collect())?;
         if let Err(e) = imp::rewrite(&one_byte) {
             known.dead.store(true, Ordering::Release);
             return Err(e);
         }
-        for (pos, addr, _) in ok {
-            let rel = (stub as i64 - (addr as i64 + 5)) as i32;
-            let mut call = [CALL, 0, 0, 0, 0];
-            call[1..].copy_from_slice(&rel.to_le_bytes());
-            table[pos] = Some(PatchSite {
-                addr,
-                call,
-                patched: false,
-            });
+        for (pos, site, _) in edits {
+            table[pos].push(site);
         }
         Ok((Self::build(object, table, known), left_out))
     }
 
-    fn build(object: &LoadedObject, sites: Vec<Option<PatchSite>>, known: &'static Known) -> Self {
+    fn build(object: &LoadedObject, sites: Vec<Vec<PatchSite>>, known: &'static Known) -> Self {
         Patches {
             object: object.name.clone(),
             sites: Mutex::new(sites),
@@ -426,7 +464,7 @@ impl Patches {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Option<PatchSite>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Vec<PatchSite>>> {
         self.sites
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -442,13 +480,14 @@ impl Patches {
         }
         let edits: Vec<(usize, [u8; 5])> = positions
             .iter()
-            .filter_map(|&p| sites.get(p)?.as_ref())
+            .filter_map(|&p| sites.get(p))
+            .flatten()
             .filter(|s| s.patched != on)
-            .map(|s| (s.addr, if on { s.call } else { NOP5 }))
+            .map(|s| (s.addr, if on { s.on } else { s.off }))
             .collect();
         imp::rewrite(&edits)?;
         for &p in positions {
-            if let Some(Some(s)) = sites.get_mut(p) {
+            for s in sites.get_mut(p).into_iter().flatten() {
                 s.patched = on;
             }
         }
@@ -459,22 +498,34 @@ impl Patches {
     pub fn is_patched(&self, position: usize) -> bool {
         self.lock()
             .get(position)
-            .is_some_and(|s| s.as_ref().is_some_and(|s| s.patched))
+            .is_some_and(|s| s.first().is_some_and(|s| s.patched))
     }
 
     /// Whether `position` has a patchable site.
     pub fn is_patchable(&self, position: usize) -> bool {
-        self.lock().get(position).is_some_and(Option::is_some)
+        self.lock().get(position).is_some_and(|s| !s.is_empty())
     }
 
-    /// Number of sites patched into calls now.
+    /// Number of functions whose sites are patched into calls now.
     pub fn patched_count(&self) -> usize {
-        self.lock().iter().flatten().filter(|s| s.patched).count()
+        self.lock()
+            .iter()
+            .filter(|s| s.first().is_some_and(|s| s.patched))
+            .count()
     }
 
-    /// Number of patchable sites.
+    /// Number of functions with patchable sites.
     pub fn len(&self) -> usize {
-        self.lock().iter().flatten().count()
+        self.lock().iter().filter(|s| !s.is_empty()).count()
+    }
+
+    /// The addresses of the instructions patched for the function at `position` (its nop'd
+    /// entry, or its XRay sleds in the map's order).
+    pub fn addresses(&self, position: usize) -> Vec<usize> {
+        self.lock()
+            .get(position)
+            .map(|s| s.iter().map(|s| s.addr).collect())
+            .unwrap_or_default()
     }
 
     /// Whether no site is patchable.
@@ -527,10 +578,19 @@ impl Patches {
 }
 
 /// One object's site addresses as the trap handler reads them (sorted, leaked: read
-/// without a lock by a handler that may run at any time).
+/// without a lock by a handler that may run at any time), each with where a thread that
+/// traps there resumes (module doc): past a nop'd entry; at an XRay sled's stub.
 struct Known {
-    addrs: Box<[usize]>,
+    addrs: Box<[(usize, usize)]>,
     dead: AtomicBool,
+}
+
+/// `opcode rel32` (a `call` or `jmp`) at `at` to `to` (within ±2 GiB).
+fn rel32(opcode: u8, at: usize, to: usize) -> [u8; 5] {
+    let rel = (to as i64).wrapping_sub(at as i64 + 5) as i32;
+    let mut code = [opcode, 0, 0, 0, 0];
+    code[1..].copy_from_slice(&rel.to_le_bytes());
+    code
 }
 
 /// The pages the edits' bytes are on, each once.
@@ -545,8 +605,11 @@ fn pages(edits: &[(usize, [u8; 5])], page: usize) -> Vec<Range<usize>> {
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod text_poke;
+mod xray;
+
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 use text_poke as imp;
+pub use xray::{Sled, SledKind, XrayFunction, XraySites, XrayTrampolines, xray_functions};
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 mod imp {
@@ -566,7 +629,7 @@ mod imp {
         Err(unsupported())
     }
 
-    pub(super) fn register_known(addrs: Vec<usize>) -> Result<&'static Known, PatchError> {
+    pub(super) fn register_known(addrs: Vec<(usize, usize)>) -> Result<&'static Known, PatchError> {
         Ok(Box::leak(Box::new(Known {
             addrs: addrs.into_boxed_slice(),
             dead: AtomicBool::new(false),
@@ -574,6 +637,10 @@ mod imp {
     }
 
     pub(super) fn map_stub(_: Range<usize>, _: usize) -> Option<usize> {
+        None
+    }
+
+    pub(super) fn map_near(_: Range<usize>, _: &mut dyn FnMut(usize) -> Vec<u8>) -> Option<usize> {
         None
     }
 

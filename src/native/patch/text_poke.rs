@@ -139,8 +139,8 @@ pub(super) fn rewrite(edits: &[(usize, [u8; 5])]) -> Result<(), PatchError> {
     Ok(())
 }
 
-/// Adds `addrs` to the handler's known sites.
-pub(super) fn register_known(mut addrs: Vec<usize>) -> Result<&'static Known, PatchError> {
+/// Adds `addrs` (each site with where a trap there resumes) to the handler's known sites.
+pub(super) fn register_known(mut addrs: Vec<(usize, usize)>) -> Result<&'static Known, PatchError> {
     addrs.sort_unstable();
     let known: &'static Known = Box::leak(Box::new(Known {
         addrs: addrs.into_boxed_slice(),
@@ -170,20 +170,23 @@ pub(super) fn register_known(mut addrs: Vec<usize>) -> Result<&'static Known, Pa
     })
 }
 
-/// Whether `addr` is a live known site.
-fn is_known(addr: usize) -> bool {
+/// Where a trap at `addr` resumes while the `int3` is there, if `addr` is a live known site.
+fn known_resume(addr: usize) -> Option<usize> {
     for slot in &KNOWN {
         let p = slot.load(Ordering::Acquire);
         if p.is_null() {
-            return false;
+            return None;
         }
         // SAFETY: a non-null slot holds a leaked `Known`, never freed.
         let known = unsafe { &*p };
-        if !known.dead.load(Ordering::Acquire) && known.addrs.binary_search(&addr).is_ok() {
-            return true;
+        if known.dead.load(Ordering::Acquire) {
+            continue;
+        }
+        if let Ok(i) = known.addrs.binary_search_by_key(&addr, |a| a.0) {
+            return Some(known.addrs[i].1);
         }
     }
-    false
+    None
 }
 
 fn install_handler() {
@@ -211,13 +214,16 @@ extern "C" fn on_trap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     // SAFETY: the kernel passes a valid siginfo and ucontext to an SA_SIGINFO handler.
     let (code, uc) = unsafe { ((*info).si_code, &mut *ctx.cast::<libc::ucontext_t>()) };
     let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize;
-    if code == SI_KERNEL && rip != 0 && is_known(rip - 1) {
+    if code == SI_KERNEL
+        && rip != 0
+        && let Some(past) = known_resume(rip - 1)
+    {
         let at = rip - 1;
         // SAFETY: `at` is a known site's first byte, in a loaded object's code.
         let byte = unsafe { core::ptr::read_volatile(at as *const u8) };
         let resume = if byte == INT3 {
             STEPPED.fetch_add(1, Ordering::Relaxed);
-            at + 5
+            past
         } else {
             RETRIED.fetch_add(1, Ordering::Relaxed);
             at
@@ -261,15 +267,34 @@ fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
 /// A page for a stub `jmp [rip+0]; .quad target` within reach of `code` (every
 /// `call rel32` from it reaches it): its address.
 pub(super) fn map_stub(code: Range<usize>, target: usize) -> Option<usize> {
+    map_near(code, &mut |_| {
+        let mut bytes = vec![0xff, 0x25, 0, 0, 0, 0];
+        bytes.extend_from_slice(&(target as u64).to_le_bytes());
+        bytes
+    })
+}
+
+/// Pages within reach of `code` (a `rel32` from any byte of it reaches any byte of them,
+/// and back), filled with what `fill` gives for their address, then made read-execute:
+/// their address. `fill` is called again for each place tried (its bytes may depend on
+/// the address); its length must not change.
+pub(super) fn map_near(
+    code: Range<usize>,
+    fill: &mut dyn FnMut(usize) -> Vec<u8>,
+) -> Option<usize> {
     let page = page_size();
+    let len = fill(0).len().max(1).next_multiple_of(page);
     const STEP: usize = 1 << 20;
     const REACH: usize = (1 << 31) - (1 << 21);
-    let reaches =
-        |stub: usize| code.end.abs_diff(stub) < REACH && code.start.abs_diff(stub) < REACH;
+    let reaches = |at: usize| {
+        [at, at + len]
+            .iter()
+            .all(|&a| code.end.abs_diff(a) < REACH && code.start.abs_diff(a) < REACH)
+    };
     let lo = code.start & !(page - 1);
     let hi = (code.end + page - 1) & !(page - 1);
     for k in 1..(REACH / STEP) {
-        for hint in [hi.checked_add(k * STEP), lo.checked_sub(k * STEP)]
+        for hint in [hi.checked_add(k * STEP), lo.checked_sub(k * STEP + len)]
             .into_iter()
             .flatten()
         {
@@ -278,7 +303,7 @@ pub(super) fn map_stub(code: Range<usize>, target: usize) -> Option<usize> {
             let p = unsafe {
                 libc::mmap(
                     hint as *mut libc::c_void,
-                    page,
+                    len,
                     libc::PROT_READ | libc::PROT_WRITE,
                     libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
                     -1,
@@ -288,23 +313,24 @@ pub(super) fn map_stub(code: Range<usize>, target: usize) -> Option<usize> {
             if p == libc::MAP_FAILED {
                 continue;
             }
-            let stub = p as usize;
-            if !reaches(stub) {
+            let at = p as usize;
+            if !reaches(at) {
                 // SAFETY: the mapping just made, unused.
-                unsafe { libc::munmap(p, page) };
+                unsafe { libc::munmap(p, len) };
                 continue;
             }
-            let mut bytes = [0u8; 14];
-            bytes[..6].copy_from_slice(&[0xff, 0x25, 0, 0, 0, 0]);
-            bytes[6..].copy_from_slice(&(target as u64).to_le_bytes());
-            // SAFETY: the fresh read-write page, larger than 14 bytes.
-            unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), p.cast::<u8>(), 14) };
-            if protect(&(stub..stub + page), RX).is_err() {
+            let bytes = fill(at);
+            debug_assert!(bytes.len() <= len);
+            // SAFETY: the fresh read-write mapping, `len` bytes, at least `bytes.len()`.
+            unsafe {
+                core::ptr::copy_nonoverlapping(bytes.as_ptr(), p.cast::<u8>(), bytes.len().min(len))
+            };
+            if protect(&(at..at + len), RX).is_err() {
                 // SAFETY: as above.
-                unsafe { libc::munmap(p, page) };
+                unsafe { libc::munmap(p, len) };
                 return None;
             }
-            return Some(stub);
+            return Some(at);
         }
     }
     None

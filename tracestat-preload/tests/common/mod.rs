@@ -1,4 +1,4 @@
-//! Building C programs with each kind of gcc instrumentation and running them with the
+//! Building C programs with each kind of gcc (and clang) instrumentation and running them with the
 //! preload library, as `tracestat record` does.
 
 #![allow(dead_code)]
@@ -41,6 +41,10 @@ pub enum Kind {
     /// `__mcount_loc`, patched live into a call of `__fentry__` while covered. Not in
     /// [`ALL`](Kind::ALL): a non-PIC build links no shared object of the cases.
     Nop,
+    /// clang's `-fxray-instrument -fxray-instruction-threshold=1`: XRay sleds listed in
+    /// `xray_instr_map`, patched live into calls of the library's trampolines while covered.
+    /// Not in [`ALL`](Kind::ALL): clang builds it.
+    Xray,
 }
 
 impl Kind {
@@ -61,6 +65,7 @@ impl Kind {
                 "-fno-pie",
                 "-no-pie",
             ],
+            Kind::Xray => &["-fxray-instrument", "-fxray-instruction-threshold=1"],
         }
     }
 
@@ -71,6 +76,7 @@ impl Kind {
             Kind::Mcount => "mcount",
             Kind::Fentry => "fentry",
             Kind::Nop => "nop",
+            Kind::Xray => "xray",
         }
     }
 }

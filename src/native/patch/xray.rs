@@ -1,0 +1,411 @@
+//! XRay sleds (clang `-fxray-instrument`, nightly rustc `-Z instrument-xray`): their map
+//! read from the object's file, and the patches that turn a function's sleds into calls of
+//! the caller's trampolines.
+//!
+//! # The map
+//!
+//! `xray_instr_map` holds one 32-byte entry per sled (LLVM's `XRaySledEntry`, version 2):
+//! the sled's address and its function's, each relative to the field holding it (so the
+//! linker resolved them and the file's bytes are what a loaded object holds), then the
+//! kind (`0` entry, `1` exit, `2` tail call, `3` entry logging an argument, `4` custom
+//! event, `5` typed event), whether the function is always instrumented, the version and
+//! padding. A function's sleds are consecutive; its **id** is its ordinal in the map,
+//! from 1, counted where the function address changes, as compiler-rt's `__xray_init`
+//! numbers them (its `xray_fn_idx` lists the same functions in the same order, and is not
+//! needed). Versions 0 and 1 held absolute addresses, relocated at load (LLVM before 11):
+//! they are refused ([`PatchError::XrayMap`]), as is a truncated map or an unknown kind.
+//!
+//! # The sleds and their patches
+//!
+//! An entry sled (and a tail-call sled, before the tail call's `jmp`) is 11 bytes: `jmp
+//! +9` (`eb 09`) over 9 bytes of nop; an exit sled is the `ret` (`c3`) then 10 bytes of
+//! nop. compiler-rt writes `mov r10d, <id>; call <trampoline>` over the whole sled (`jmp`
+//! for an exit), the tail first and then the first two bytes in one store. Here every
+//! change is one whole instruction over the first 5 bytes, so that the breakpoint-first
+//! protocol of the parent module applies unchanged: enabled, a sled starts with `jmp
+//! rel32` to a **stub** of its own, in pages mapped within reach of the object; disabled,
+//! it holds the compiler's bytes again. Bytes 2 to 4 of an entry sled and 1 to 4 of an
+//! exit sled are never executed in either state (the `jmp +9` skips them, the `ret` ends
+//! the function), and no instruction ever returns into a sled, so no thread can be inside
+//! the 5 bytes being changed. The stubs (the trampolines' addresses first, read by
+//! `rip`-relative indirect calls: a trampoline in another object may be out of `rel32`
+//! reach):
+//!
+//! - entry (and argument-logging entry) sled: `mov r10d, <id>; call [entry]; jmp <sled +
+//!   11>`;
+//! - tail-call sled: `mov r10d, <id>; call [tail]; jmp <sled + 11>`;
+//! - exit sled: `mov r10d, <id>; jmp [exit]` (the exit trampoline returns to the
+//!   function's caller, as its `ret` would have).
+//!
+//! So the entry and tail trampolines are called as compiler-rt's `__xray_FunctionEntry`
+//! and `__xray_FunctionTailExit` are (`[rsp]` a return address, `[rsp + 8]` the
+//! instrumented function's return address, `r10d` the id), and the exit trampoline
+//! entered as `__xray_FunctionExit` is (`[rsp]` the function's return address). The id is
+//! packed as compiler-rt packs it for objects other than the executable: the object's
+//! number (given by the caller) in the top 8 bits, the function's id in the low 24.
+//! Custom and typed event sleds are not patched.
+//!
+//! A thread that reaches a sled while its `int3` is there resumes at the sled's stub:
+//! taking the trampoline is always right (it finds the function covered or not), and an
+//! exit sled must not be skipped (the `ret` is in it). Stub pages stay mapped for the
+//! process, as the nop'd entries' stubs do.
+
+use object::{Object, ObjectSection};
+
+use super::{LoadedObject, PatchError, PatchSite, imp, rel32};
+
+/// The size of one `xray_instr_map` entry on a 64-bit target.
+const ENTRY_SIZE: usize = 32;
+/// The size of an entry, exit or tail-call sled on x86-64.
+const SLED_LEN: usize = 11;
+/// Bits of a packed id holding the function's id (compiler-rt's `XRayFnBits`).
+const FN_BITS: u32 = 24;
+/// Each stub's space (the longest is 17 bytes); the first holds the trampolines'
+/// addresses.
+const STUB: usize = 32;
+const JMP: u8 = 0xe9;
+
+/// What a sled is for (the map entry's kind byte).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SledKind {
+    /// A function's entry (`0`).
+    Entry,
+    /// A return (`1`).
+    Exit,
+    /// A tail call, before its `jmp` (`2`).
+    Tail,
+    /// An entry that logs the first argument (`3`): patched as an entry.
+    LogArgs,
+    /// `__xray_customevent` (`4`): not patched.
+    CustomEvent,
+    /// `__xray_typedevent` (`5`): not patched.
+    TypedEvent,
+}
+
+impl SledKind {
+    fn from_byte(b: u8) -> Option<Self> {
+        Some(match b {
+            0 => SledKind::Entry,
+            1 => SledKind::Exit,
+            2 => SledKind::Tail,
+            3 => SledKind::LogArgs,
+            4 => SledKind::CustomEvent,
+            5 => SledKind::TypedEvent,
+            _ => return None,
+        })
+    }
+
+    /// The first bytes the compiler writes there (before the nops), if it is patched.
+    fn start(self) -> Option<&'static [u8]> {
+        match self {
+            SledKind::Entry | SledKind::LogArgs | SledKind::Tail => Some(&[0xeb, 0x09]),
+            SledKind::Exit => Some(&[0xc3]),
+            SledKind::CustomEvent | SledKind::TypedEvent => None,
+        }
+    }
+}
+
+/// One sled of the map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sled {
+    /// Its address, before relocation by the object's load bias.
+    pub addr: u64,
+    /// What it is for.
+    pub kind: SledKind,
+    /// Whether the function is always instrumented (`xray_always_instrument`).
+    pub always: bool,
+}
+
+/// One function of the map with its sleds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XrayFunction {
+    /// Its id: its ordinal in the map, from 1 (as compiler-rt numbers it).
+    pub id: u32,
+    /// Its address, before relocation by the object's load bias.
+    pub addr: u64,
+    /// Its sleds, in the map's order.
+    pub sleds: Vec<Sled>,
+}
+
+/// The functions of the XRay map of the ELF image `data`, in the map's order; none when it
+/// has no `xray_instr_map`. Errors: [`PatchError::Elf`], [`PatchError::Unsupported`] for
+/// another architecture, [`PatchError::XrayMap`] for a map this reader does not know (a
+/// size that is not a whole number of entries, a version other than 2, an unknown kind,
+/// more functions than an id holds).
+pub fn xray_functions(data: &[u8]) -> Result<Vec<XrayFunction>, PatchError> {
+    let file = object::File::parse(data).map_err(|e| PatchError::Elf {
+        reason: e.to_string(),
+    })?;
+    let Some(section) = file.section_by_name("xray_instr_map") else {
+        return Ok(Vec::new());
+    };
+    if file.architecture() != object::Architecture::X86_64 {
+        return Err(PatchError::Unsupported {
+            what: format!("XRay sleds of {:?} objects", file.architecture()),
+        });
+    }
+    let bytes = section.data().map_err(|e| PatchError::Elf {
+        reason: e.to_string(),
+    })?;
+    let bad = |reason: String| PatchError::XrayMap { reason };
+    if bytes.len() % ENTRY_SIZE != 0 {
+        return Err(bad(format!(
+            "{} bytes, not a whole number of {ENTRY_SIZE}-byte entries",
+            bytes.len()
+        )));
+    }
+    let mut out: Vec<XrayFunction> = Vec::new();
+    for (i, entry) in bytes.chunks_exact(ENTRY_SIZE).enumerate() {
+        let at = section.address().wrapping_add((i * ENTRY_SIZE) as u64);
+        let word = |o: usize| u64::from_le_bytes(entry[o..o + 8].try_into().expect("8 bytes"));
+        let (kind, always, version) = (entry[16], entry[17], entry[18]);
+        if version != 2 {
+            return Err(bad(format!(
+                "entry {i}: version {version} (absolute addresses, relocated at load); only \
+                 version 2 (PC-relative, LLVM 11 and later) is read"
+            )));
+        }
+        let kind = SledKind::from_byte(kind)
+            .ok_or_else(|| bad(format!("entry {i}: unknown sled kind {kind}")))?;
+        let sled = Sled {
+            addr: at.wrapping_add(word(0)),
+            kind,
+            always: always != 0,
+        };
+        let function = at.wrapping_add(8).wrapping_add(word(8));
+        match out.last_mut() {
+            Some(f) if f.addr == function => f.sleds.push(sled),
+            _ => {
+                let id = out.len() as u32 + 1;
+                if id >= 1 << FN_BITS {
+                    return Err(bad(format!("more than {} functions", (1 << FN_BITS) - 1)));
+                }
+                out.push(XrayFunction {
+                    id,
+                    addr: function,
+                    sleds: vec![sled],
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Where patched sleds go: the trampolines' addresses (see the module doc for how each is
+/// entered).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XrayTrampolines {
+    /// Called from entry sleds (and argument-logging entry sleds).
+    pub entry: usize,
+    /// Jumped to from exit sleds, in place of the function's `ret`.
+    pub exit: usize,
+    /// Called from tail-call sleds, before the tail call.
+    pub tail: usize,
+}
+
+/// One object's XRay functions to patch, as [`Patches::with_xray`](super::Patches::with_xray)
+/// takes them.
+#[derive(Debug, Clone)]
+pub struct XraySites {
+    /// `(position in the object's function list, function)`.
+    pub functions: Vec<(usize, XrayFunction)>,
+    /// The object's number, the top 8 bits of each packed id.
+    pub object: u8,
+    /// Where the sleds go.
+    pub trampolines: XrayTrampolines,
+}
+
+impl XraySites {
+    /// The packed id of `function` (see the module doc).
+    pub fn packed_id(&self, function: &XrayFunction) -> u32 {
+        (u32::from(self.object) << FN_BITS) | function.id
+    }
+}
+
+/// The edits of `xray`'s sleds in `object` (loaded): `(position, site, where a trap
+/// resumes)`, their stubs mapped. A function any of whose sleds holds bytes other than the
+/// compiler's (outside the object, or patched by another runtime) is left out whole, with
+/// why in `left_out`. Errors: [`PatchError::NoStub`].
+pub(super) fn edits(
+    object: &LoadedObject,
+    xray: &XraySites,
+    left_out: &mut Vec<PatchError>,
+) -> Result<Vec<(usize, PatchSite, usize)>, PatchError> {
+    // (position, packed id, kind, run-time address, its first 5 bytes)
+    let mut sleds: Vec<(usize, u32, SledKind, usize, [u8; 5])> = Vec::new();
+    'functions: for (pos, f) in &xray.functions {
+        let mut mine = Vec::new();
+        for sled in &f.sleds {
+            let Some(start) = sled.kind.start() else {
+                continue;
+            };
+            let addr = object.bias.wrapping_add(sled.addr as usize);
+            if !object.contains(addr) || !object.contains(addr + SLED_LEN - 1) {
+                left_out.push(PatchError::BadBytes {
+                    addr,
+                    found: [0; 5],
+                });
+                continue 'functions;
+            }
+            // SAFETY: `addr..addr + 11` is inside a loadable segment of a loaded object.
+            let found = unsafe { core::ptr::read_volatile(addr as *const [u8; 5]) };
+            if !found.starts_with(start) {
+                left_out.push(PatchError::BadBytes { addr, found });
+                continue 'functions;
+            }
+            mine.push((*pos, xray.packed_id(f), sled.kind, addr, found));
+        }
+        sleds.extend(mine);
+    }
+    if sleds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let lo = sleds.iter().map(|s| s.3).min().expect("non-empty");
+    let hi = sleds
+        .iter()
+        .map(|s| s.3 + SLED_LEN)
+        .max()
+        .expect("non-empty");
+    let t = xray.trampolines;
+    let base = imp::map_near(lo..hi, &mut |base| {
+        let mut code = Vec::with_capacity(STUB * (sleds.len() + 1));
+        for target in [t.entry, t.exit, t.tail] {
+            code.extend_from_slice(&(target as u64).to_le_bytes());
+        }
+        code.resize(STUB, 0xcc);
+        for (k, &(_, id, kind, addr, _)) in sleds.iter().enumerate() {
+            let at = base.wrapping_add(STUB * (k + 1));
+            // `mov r10d, id`
+            code.extend_from_slice(&[0x41, 0xba]);
+            code.extend_from_slice(&id.to_le_bytes());
+            // `call [rip + slot]` / `jmp [rip + slot]`, 6 bytes ending at `at + 12`
+            let (op, slot) = match kind {
+                SledKind::Exit => (0x25, 8),
+                SledKind::Tail => (0x15, 16),
+                _ => (0x15, 0),
+            };
+            let disp = (base as i64 + slot).wrapping_sub(at as i64 + 12) as i32;
+            code.extend_from_slice(&[0xff, op]);
+            code.extend_from_slice(&disp.to_le_bytes());
+            if kind != SledKind::Exit {
+                code.extend_from_slice(&rel32(JMP, at + 12, addr + SLED_LEN));
+            }
+            code.resize(STUB * (k + 2), 0xcc);
+        }
+        code
+    })
+    .ok_or_else(|| PatchError::NoStub {
+        object: object.name.clone(),
+    })?;
+    Ok(sleds
+        .into_iter()
+        .enumerate()
+        .map(|(k, (pos, _, _, addr, found))| {
+            let stub = base + STUB * (k + 1);
+            let site = PatchSite {
+                addr,
+                off: found,
+                on: rel32(JMP, addr, stub),
+                patched: false,
+            };
+            (pos, site, stub)
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A minimal x86-64 ELF relocatable object with an `xray_instr_map` of `map`.
+    fn elf_with_map(map: &[u8]) -> Vec<u8> {
+        use object::write::{Object as Out, StandardSection};
+        let mut out = Out::new(
+            object::BinaryFormat::Elf,
+            object::Architecture::X86_64,
+            object::Endianness::Little,
+        );
+        let text = out.section_id(StandardSection::Text);
+        out.append_section_data(text, &[0xc3], 16);
+        let id = out.add_section(
+            Vec::new(),
+            b"xray_instr_map".to_vec(),
+            object::SectionKind::ReadOnlyData,
+        );
+        out.append_section_data(id, map, 1);
+        out.write().unwrap()
+    }
+
+    fn entry(addr: i64, function: i64, kind: u8, version: u8) -> [u8; 32] {
+        let mut e = [0u8; 32];
+        e[..8].copy_from_slice(&addr.to_le_bytes());
+        e[8..16].copy_from_slice(&function.to_le_bytes());
+        e[16] = kind;
+        e[18] = version;
+        e
+    }
+
+    #[test]
+    fn reads_sleds_and_numbers_functions_from_one() {
+        // Entries at 0, 32, 64 (the section's address is 0 in a relocatable object): two
+        // sleds of the function at 0x100, then one of the function at 0x200.
+        let mut map = Vec::new();
+        map.extend(entry(0x100, 0x100 - 8, 0, 2));
+        map.extend(entry(0x140 - 32, 0x100 - 40, 1, 2));
+        map.extend(entry(0x200 - 64, 0x200 - 72, 2, 2));
+        let fns = xray_functions(&elf_with_map(&map)).unwrap();
+        assert_eq!(
+            fns,
+            [
+                XrayFunction {
+                    id: 1,
+                    addr: 0x100,
+                    sleds: vec![
+                        Sled {
+                            addr: 0x100,
+                            kind: SledKind::Entry,
+                            always: false
+                        },
+                        Sled {
+                            addr: 0x140,
+                            kind: SledKind::Exit,
+                            always: false
+                        },
+                    ],
+                },
+                XrayFunction {
+                    id: 2,
+                    addr: 0x200,
+                    sleds: vec![Sled {
+                        addr: 0x200,
+                        kind: SledKind::Tail,
+                        always: false
+                    }],
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_bad_map_is_a_typed_error() {
+        let good = entry(0x100, 0x100 - 8, 0, 2);
+        let reason = |map: &[u8]| match xray_functions(&elf_with_map(map)) {
+            Err(PatchError::XrayMap { reason }) => reason,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            reason(&good[..31]),
+            "31 bytes, not a whole number of 32-byte entries"
+        );
+        assert!(reason(&entry(0, 0, 0, 1)).starts_with("entry 0: version 1"));
+        let mut two = good.to_vec();
+        two.extend(entry(0, 0, 9, 2));
+        assert_eq!(reason(&two), "entry 1: unknown sled kind 9");
+        // No map: no functions; not an ELF file: the parser's error.
+        assert_eq!(xray_functions(&elf_with_map(&[])).unwrap(), []);
+        assert!(matches!(
+            xray_functions(b"not an ELF file"),
+            Err(PatchError::Elf { .. })
+        ));
+    }
+}

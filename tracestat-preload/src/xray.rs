@@ -1,0 +1,222 @@
+//! XRay sleds (clang `-fxray-instrument`, nightly rustc `-Z instrument-xray`) on x86-64:
+//! the trampolines patched sleds reach ([`tracestat::native::XraySites`] patches them, as
+//! coverage changes, into jumps to per-sled stubs that load the function's packed id into
+//! `r10d` and call or jump here).
+//!
+//! # Design
+//!
+//! - **Entry** (called, `[rsp]` a return into the stub, `[rsp + 8]` the instrumented
+//!   function's return address): saves every argument register (rdi rsi rdx rcx r8 r9
+//!   xmm0-7), rax (a variadic call's vector count), r10 and r11, as compiler-rt's
+//!   `__xray_FunctionEntry` does, and enters the function's site with the address of its
+//!   return-address slot as the frame's stack pointer (the function's own `rsp` at its
+//!   first instruction).
+//! - **Exit** (jumped to from an exit sled, in place of the function's `ret`: `[rsp]` the
+//!   function's return address): saves the return registers (rax rdx xmm0 xmm1), ends the
+//!   frame with that same slot address, restores them and returns to the function's
+//!   caller.
+//! - **Tail exit** (called from a tail-call sled, before the tail call's `jmp`): saves the
+//!   tail call's argument registers, r11 and the flags (a conditional tail call may follow)
+//!   and ends the frame as an exit does; the callee's entry sled then enters its own.
+//!
+//! The frames are those of `-finstrument-functions` (`lib.rs`): keyed by a key made from
+//! the packed id (never a code address, so no key of another hook's collides: bit 63 set,
+//! the id shifted so that consecutive ids use consecutive slots of the per-thread cache)
+//! and by the slot address, which is the same at a function's entry and at its returns;
+//! frames left without their exit (`longjmp`, an exception) are popped dead as there. An
+//! exit's lookup goes by the frame on top only, so an exit needs no site. When the
+//! profiler counts only, an entry enters and ends the site at once and exits do nothing
+//! (the exit trampoline returns before saving anything).
+//!
+//! # Limits
+//!
+//! - As for `__fentry__`: the upper halves of ymm/zmm argument registers are not saved.
+//! - An XRay function no symbol table names is not patched (its sleds stay as compiled).
+//! - A shared object with sleds loaded by `dlopen` after start is patched when the native
+//!   sites are next brought up to date (at a `dlclose`, or at a call from an unknown object
+//!   into another kind's hook): an unpatched sled calls nothing, so nothing asks sooner.
+//!   (Interposing `dlopen` would make the library, not the program, its caller, whose
+//!   `RUNPATH` and `$ORIGIN` the loader uses.)
+
+use core::arch::naked_asm;
+use core::sync::atomic::Ordering;
+
+use tracestat::hook::{Ftrace, Site};
+use tracestat::native::XrayTrampolines;
+
+use crate::{COUNT_ONLY, DEPTH, Frame, NATIVE, OVERRUNS, counted, entering, pop_dead, site_of};
+
+/// Set in every key made from an id: no user-space code address has it.
+const KEY_BIT: usize = 1 << 63;
+
+/// The trampolines' addresses, for [`tracestat::native::SiteOptions::xray`].
+pub(crate) fn trampolines() -> XrayTrampolines {
+    XrayTrampolines {
+        entry: xray_entry_trampoline as unsafe extern "C" fn() as usize,
+        exit: xray_exit_trampoline as unsafe extern "C" fn() as usize,
+        tail: xray_tail_trampoline as unsafe extern "C" fn() as usize,
+    }
+}
+
+/// The per-thread cache's key for a packed id.
+#[inline(always)]
+fn key(id: u32) -> usize {
+    KEY_BIT | ((id as usize) << 4)
+}
+
+/// The site of the function whose key is `key`.
+#[cold]
+#[inline(never)]
+fn lookup(key: usize) -> Option<&'static Site> {
+    let index = NATIVE.get()?.site_of_xray(((key & !KEY_BIT) >> 4) as u32)?;
+    Ftrace::global().site(index)
+}
+
+/// A call trampoline's body: saves the argument registers, rax, r10 and r11 (`$pre` and
+/// `$post` around them: the flags for a tail exit), calls `$func(edi = the id, rsi = the
+/// function's return-address slot, `$slot`)`, restores.
+macro_rules! saving_arguments {
+    ($func:path, $slot:literal $(, $pre:literal, $post:literal)?) => {
+        naked_asm!(
+            $($pre,)?
+            "push rbp",
+            "mov rbp, rsp",
+            "and rsp, -16",
+            "sub rsp, 208",
+            "mov [rsp], rdi",
+            "mov [rsp + 8], rsi",
+            "mov [rsp + 16], rdx",
+            "mov [rsp + 24], rcx",
+            "mov [rsp + 32], r8",
+            "mov [rsp + 40], r9",
+            "mov [rsp + 48], rax",
+            "mov [rsp + 56], r10",
+            "mov [rsp + 64], r11",
+            "movaps [rsp + 80], xmm0",
+            "movaps [rsp + 96], xmm1",
+            "movaps [rsp + 112], xmm2",
+            "movaps [rsp + 128], xmm3",
+            "movaps [rsp + 144], xmm4",
+            "movaps [rsp + 160], xmm5",
+            "movaps [rsp + 176], xmm6",
+            "movaps [rsp + 192], xmm7",
+            "mov edi, r10d",
+            $slot,
+            "call {func}",
+            "mov rdi, [rsp]",
+            "mov rsi, [rsp + 8]",
+            "mov rdx, [rsp + 16]",
+            "mov rcx, [rsp + 24]",
+            "mov r8, [rsp + 32]",
+            "mov r9, [rsp + 40]",
+            "mov rax, [rsp + 48]",
+            "mov r10, [rsp + 56]",
+            "mov r11, [rsp + 64]",
+            "movaps xmm0, [rsp + 80]",
+            "movaps xmm1, [rsp + 96]",
+            "movaps xmm2, [rsp + 112]",
+            "movaps xmm3, [rsp + 128]",
+            "movaps xmm4, [rsp + 144]",
+            "movaps xmm5, [rsp + 160]",
+            "movaps xmm6, [rsp + 176]",
+            "movaps xmm7, [rsp + 192]",
+            "mov rsp, rbp",
+            "pop rbp",
+            $($post,)?
+            "ret",
+            func = sym $func,
+        )
+    };
+}
+
+/// Entry sleds' trampoline (see the module doc). Not a C function.
+///
+/// # Safety
+///
+/// Only as a patched entry sled's stub calls it: `r10d` the packed id, `[rsp + 8]` the
+/// instrumented function's return address.
+#[unsafe(naked)]
+unsafe extern "C" fn xray_entry_trampoline() {
+    // [rbp] the saved rbp, [rbp + 8] the return into the stub, [rbp + 16] the slot.
+    saving_arguments!(entry, "lea rsi, [rbp + 16]")
+}
+
+/// Tail-call sleds' trampoline (see the module doc). Not a C function.
+///
+/// # Safety
+///
+/// Only as a patched tail-call sled's stub calls it: `r10d` the packed id, `[rsp + 8]`
+/// the instrumented function's return address.
+#[unsafe(naked)]
+unsafe extern "C" fn xray_tail_trampoline() {
+    // The flags pushed first: the slot is one word further than at an entry.
+    saving_arguments!(exit, "lea rsi, [rbp + 24]", "pushfq", "popfq")
+}
+
+/// Exit sleds' trampoline, jumped to in place of the function's `ret` (see the module
+/// doc). Not a C function.
+///
+/// # Safety
+///
+/// Only as a patched exit sled's stub jumps to it: `r10d` the packed id, `[rsp]` the
+/// instrumented function's return address.
+#[unsafe(naked)]
+unsafe extern "C" fn xray_exit_trampoline() {
+    naked_asm!(
+        // Counting only, an exit has nothing to end: the function returns at once (the
+        // flags are dead at a `ret`).
+        "cmp byte ptr [rip + {count_only}], 0",
+        "jne 3f",
+        "push rbp",
+        "mov rbp, rsp",
+        "and rsp, -16",
+        "sub rsp, 48",
+        "mov [rsp], rax",
+        "mov [rsp + 8], rdx",
+        "movaps [rsp + 16], xmm0",
+        "movaps [rsp + 32], xmm1",
+        "mov edi, r10d",
+        "lea rsi, [rbp + 8]",
+        "call {exit}",
+        "mov rax, [rsp]",
+        "mov rdx, [rsp + 8]",
+        "movaps xmm0, [rsp + 16]",
+        "movaps xmm1, [rsp + 32]",
+        "mov rsp, rbp",
+        "pop rbp",
+        "3:",
+        "ret",
+        exit = sym exit,
+        count_only = sym COUNT_ONLY,
+    )
+}
+
+/// An entry sled: enters the site of the function `id` names, its frame at `slot`.
+extern "C" fn entry(id: u32, slot: usize) {
+    let Some(t) = entering() else { return };
+    let func = key(id);
+    if counted(t, func, lookup) {
+        return;
+    }
+    // Frames at or below this one's slot were left without their exit.
+    pop_dead(t, |f| f.sp <= slot);
+    if t.stack.len() == DEPTH {
+        OVERRUNS.fetch_add(1, Ordering::Relaxed);
+    } else if let Some(site) = site_of(t, func, lookup) {
+        let guard = site.enter();
+        t.stack.push(Frame {
+            func,
+            sp: slot,
+            ret: 0,
+            hijacked: false,
+            _guard: guard,
+        });
+    }
+    t.busy = false;
+}
+
+/// An exit or tail-call sled: ends the frame of the function `id` names at `slot`, as
+/// `__cyg_profile_func_exit` does.
+extern "C" fn exit(id: u32, slot: usize) {
+    crate::exit(key(id), 0, slot);
+}
