@@ -22,7 +22,7 @@
 //! | which functions allocate most (`kmem/kmalloc` hist triggers) | [`TracedAlloc`](alloc::TracedAlloc), [`Kmem`](alloc::Kmem) | [`alloc`] |
 //! | profile a saved kernel trace (`function` / `function_graph`) | [`Replay`](replay::Replay) | [`replay`] |
 //! | read ftrace text (lines, heads, fields) or run hist triggers over a saved trace | [`Parser`](trace::Parser), [`OfflineHist`](trace::hist::OfflineHist) | [`trace`] |
-//! | get stats out as JSON, pprof, folded stacks, OpenMetrics | [`to_json`](export::to_json), [`to_pprof`](export::to_pprof), … | [`export`] |
+//! | get stats out as JSON, pprof, folded stacks, OpenMetrics | [`export::write`], [`Format`](export::Format) | [`export`] |
 //! | serve all of it over HTTP (feature `http`) | `Server` | `http` |
 //!
 //! On a hot path: `#[traced]` counts a call in 73 instructions and times it in 176 (the

@@ -119,11 +119,9 @@ pub use graph::{
     Frame, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, TaskTimes, now_ns,
 };
 pub use guard::ScopeGuard;
-pub use ops::{
-    FtraceFunc, FtraceOps, FtraceOpsBuilder, GraphEntryFunc, GraphReturnFunc, OpsFlags, Regs,
-};
+pub use ops::{FtraceOps, FtraceOpsBuilder, OpsFlags, Regs};
 pub use pid::{PidError, current_tid};
-pub use recursion::{RecursionContext, RecursionLock, trylock};
+pub use recursion::RecursionLock;
 pub(crate) use sink::{SINK_WORDS, Sink, SinkOps, SinkPath, SinkWords};
 pub use site::{Site, SiteDef};
 pub use switch::SiteSwitch;

@@ -43,7 +43,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use elf::{Function, demangle, functions};
+pub use elf::{Function, functions};
 use patch::MAX_ENTRY_OFFSET;
 pub use patch::{NopEntry, PatchError, Patches, Table, nop_sites};
 
@@ -72,7 +72,7 @@ impl LoadedObject {
 }
 
 /// The objects loaded in the process now, in load order (the executable first).
-pub fn loaded_objects() -> Vec<LoadedObject> {
+pub(crate) fn loaded_objects() -> Vec<LoadedObject> {
     unsafe extern "C" fn visit(
         info: *mut libc::dl_phdr_info,
         _size: libc::size_t,

@@ -23,7 +23,8 @@
 //! # Design
 //!
 //! - **ips.** A span's ip is the address of its callsite's `&'static Metadata`: stable for the
-//!   process' life and unique per callsite ([`ip_of`]). It is never one of an [`Ftrace`]'s
+//!   process' life and unique per callsite (`std::ptr::from_ref(metadata) as usize`, what an ops
+//!   of your own compares a span's ip with). It is never one of an [`Ftrace`]'s
 //!   sites, so it is a *foreign* ip to the hook layer: it reaches every registered ops, and
 //!   `set_ftrace_filter` / `set_ftrace_notrace` / `set_ftrace_pid` do not apply to spans.
 //! - **names.** The layer keeps a table ip → `Metadata`, filled in `register_callsite` (every
@@ -173,7 +174,7 @@ pub enum SpanNames {
 }
 
 /// The ip of a span (or event) callsite: the address of its static `Metadata`.
-pub fn ip_of(metadata: &'static Metadata<'static>) -> usize {
+fn ip_of(metadata: &'static Metadata<'static>) -> usize {
     std::ptr::from_ref(metadata) as usize
 }
 
