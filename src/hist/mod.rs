@@ -58,10 +58,8 @@ pub use budget::{MAX_PROCESS_TABLE_BYTES, MAX_TABLE_BYTES};
 pub(crate) use cell::{ConstCount, ConstTiming};
 pub(crate) use dense::{DenseTable, DenseWriter, TimingSlot};
 pub use key::{Key, MAX_KEYS};
-pub use layout::{CellLayout, LayoutError, MAX_VALS};
-pub use map::{
-    ArityError, BudgetError, HashHist, HistBuilder, HistError, SinkBacklog, TableBudget,
-};
+pub use layout::{CellLayout, MAX_VALS};
+pub use map::{HashHist, HistBuilder, HistError, TableBudget};
 pub use shard::{Shard, ShardReader};
 pub use snapshot::{LayoutMismatch, Row, Snapshot, SortField, SortKey};
 #[cfg(not(loom))]
