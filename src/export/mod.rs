@@ -100,7 +100,7 @@ pub use json::{
 pub use model::{
     AllocStats, Bucket, BucketHistogram, Counter, FunctionStats, ModelError, PathStats, Profile,
 };
-pub use openmetrics::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE};
+use openmetrics::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE};
 pub(crate) use openmetrics::{to_openmetrics, to_prometheus_text};
 #[cfg(feature = "pprof")]
 pub use pprof::allocs_to_pprof;
@@ -154,7 +154,7 @@ pub enum Format {
     /// Folded stacks, `root;caller;leaf weight` lines weighted by [`FoldedWeight::Auto`]: the
     /// lines of [`folded_lines`] (whose docs give the lines, weights and name rules).
     Folded,
-    /// OpenMetrics 1.0 text ([`OPENMETRICS_CONTENT_TYPE`]).
+    /// OpenMetrics 1.0 text.
     ///
     /// # Metric families
     ///
@@ -193,7 +193,7 @@ pub enum Format {
     /// so it is written as an escaped backslash and `r`: the value reads back as the two
     /// characters `\r`.
     OpenMetrics,
-    /// Prometheus 0.0.4 text ([`PROMETHEUS_CONTENT_TYPE`]): the series of
+    /// Prometheus 0.0.4 text: the series of
     /// [`OpenMetrics`](Self::OpenMetrics), in the older format.
     Prometheus,
 }
@@ -219,6 +219,20 @@ impl Format {
             Format::Folded => "folded",
             Format::OpenMetrics => "openmetrics",
             Format::Prometheus => "prometheus",
+        }
+    }
+
+    /// The HTTP `Content-Type` of the format's documents: `application/json`,
+    /// `application/octet-stream` (pprof), `text/plain; charset=utf-8` (folded stacks),
+    /// `application/openmetrics-text; version=1.0.0; charset=utf-8` and
+    /// `text/plain; version=0.0.4; charset=utf-8` (Prometheus).
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Json => "application/json",
+            Format::Pprof => "application/octet-stream",
+            Format::Folded => "text/plain; charset=utf-8",
+            Format::OpenMetrics => OPENMETRICS_CONTENT_TYPE,
+            Format::Prometheus => PROMETHEUS_CONTENT_TYPE,
         }
     }
 

@@ -9,11 +9,11 @@ use std::io::{self, Write};
 use super::model::{ModelError, Profile};
 
 /// HTTP `Content-Type` of [`Format::OpenMetrics`](super::Format::OpenMetrics) text.
-pub const OPENMETRICS_CONTENT_TYPE: &str =
+pub(crate) const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// HTTP `Content-Type` of [`Format::Prometheus`](super::Format::Prometheus) text.
-pub const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub(crate) const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Which text exposition format to write.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -25,7 +25,7 @@ use super::buckets::{BucketError, BucketSpec};
 use super::key::MAX_KEYS;
 
 /// The most summed values per key.
-pub const MAX_VALS: usize = 3;
+pub(crate) const MAX_VALS: usize = 3;
 
 /// The shape of every cell of one histogram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -76,9 +76,9 @@ pub(crate) const MAX_PENDING_SINKS: usize = 4;
 /// Nothing was allocated, updated or reset.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HistError {
-    /// A layout whose `keys` is outside `1..=3` ([`MAX_KEYS`]).
+    /// A layout whose `keys` is outside `1..=3`.
     Keys(u8),
-    /// A layout with more than 3 values ([`MAX_VALS`]).
+    /// A layout with more than 3 values.
     Vals(u8),
     /// A layout with a statistic on a value index that does not exist.
     StatVal(u8),

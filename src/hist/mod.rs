@@ -43,7 +43,8 @@ mod trigger;
 
 #[cfg(not(loom))]
 pub(crate) use spec::table_error;
-pub use trigger::filter::Filter;
+#[cfg(all(test, not(loom)))]
+pub(crate) use trigger::filter::Filter;
 #[cfg(not(loom))]
 pub(crate) use trigger::filter::{FilterInput, Source, Undecided, Value, common_source, decimal};
 pub(crate) use trigger::render;
@@ -57,8 +58,10 @@ pub use buckets::{BucketError, BucketSpec};
 pub use budget::{MAX_PROCESS_TABLE_BYTES, MAX_TABLE_BYTES};
 pub(crate) use cell::{ConstCount, ConstTiming};
 pub(crate) use dense::{DenseTable, DenseWriter, TimingSlot};
-pub use key::{Key, MAX_KEYS};
-pub use layout::{CellLayout, MAX_VALS};
+pub use key::Key;
+pub(crate) use key::MAX_KEYS;
+pub use layout::CellLayout;
+pub(crate) use layout::MAX_VALS;
 pub use map::{HashHist, HistBuilder, HistError, TableBudget};
 pub use shard::{Shard, ShardReader};
 pub use snapshot::{LayoutMismatch, Row, Snapshot, SortField, SortKey};
