@@ -52,15 +52,17 @@ use trigger::spec;
 #[cfg(not(loom))]
 pub(crate) use trigger::write_bucket_block;
 
-#[cfg(all(feature = "json", not(loom)))]
+#[cfg(feature = "json")]
 pub(crate) use buckets::Bucket;
 pub use buckets::{BucketError, BucketSpec};
 pub use budget::{MAX_PROCESS_TABLE_BYTES, MAX_TABLE_BYTES};
 pub(crate) use cell::{ConstCount, ConstTiming};
 pub(crate) use dense::{DenseTable, DenseWriter, TimingSlot};
 pub use key::Key;
+#[cfg(not(loom))]
 pub(crate) use key::MAX_KEYS;
 pub use layout::CellLayout;
+#[cfg(not(loom))]
 pub(crate) use layout::MAX_VALS;
 pub use map::{HashHist, HistBuilder, HistError, TableBudget};
 pub use shard::{Shard, ShardReader};

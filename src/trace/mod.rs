@@ -119,6 +119,7 @@ pub(crate) use head::split_head;
 pub use kind::{LineCounts, LineKind, Parsed};
 #[cfg(not(loom))]
 pub(crate) use lex::task_pid;
+#[cfg(not(loom))]
 pub(crate) use lines::{Line, Lines};
 pub use parse::Parser;
 pub use reader::Reader;
