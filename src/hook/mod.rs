@@ -105,7 +105,6 @@ mod walk;
 
 pub use barrier::ReadSideBarrier;
 pub use clock::{ClockError, TraceClock};
-pub use control::install;
 pub use cputime::{CpuClock, CpuClockError, thread_cpu_ns};
 pub use filter::{FilterError, FilterHash, Hashes};
 pub use ftrace::Ftrace;

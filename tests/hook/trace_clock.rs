@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tracestat::hook::{Ftrace, FtraceOps, TraceClock, install, now_ns};
+use tracestat::hook::{Ftrace, FtraceOps, TraceClock, now_ns};
 use tracestat::stat::Tracefs;
 use tracestat::{Error, InputError};
 
@@ -146,7 +146,7 @@ fn trace_clock_file_lists_switches_and_refuses() {
     let _s = super::clock_lock();
     let fs = Tracefs::new();
     let f = Ftrace::new([]);
-    install(&f, &fs).unwrap();
+    Ftrace::install(&f, &fs).unwrap();
     let before = TraceClock::current();
 
     let listing = fs.read("trace_clock").unwrap();
