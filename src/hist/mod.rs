@@ -20,7 +20,7 @@
 //! - The trigger language (`trigger/`), apart from the map core above, which knows nothing of
 //!   specs: [`HistSpec`] (`trigger/spec.rs`), the hist-trigger spec language with typed,
 //!   positioned errors (`trigger/error.rs`), bound to an event's fields (`HistSpec::bind`),
-//!   with the kernel's `if` event filter ([`Filter`], `trigger/filter.rs`); [`EventSource`] /
+//!   with the kernel's `if` event filter (`trigger/filter.rs`); [`EventSource`] /
 //!   [`HistTrigger`] (`trigger/mod.rs`), histograms created from specs on an event source,
 //!   its `hist` control file, and their stat files; the kernel's text in `trigger/render.rs`.
 //! - The same specs over the event lines of a saved trace (`tracestat hist`) are
