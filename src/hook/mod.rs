@@ -109,8 +109,6 @@ pub use cputime::{CpuClock, CpuClockError, thread_cpu_ns};
 pub use filter::{FilterError, FilterHash, Hashes};
 pub use ftrace::Ftrace;
 pub use future::TracedFuture;
-#[cfg(not(loom))]
-pub use future::TracedFutureExt;
 pub use glob::{Glob, GlobError};
 #[cfg(not(loom))]
 pub(crate) use graph::LiveStack;
