@@ -105,16 +105,15 @@ mod walk;
 
 pub use barrier::ReadSideBarrier;
 pub use clock::{ClockError, TraceClock};
-pub use cputime::{CpuClock, CpuClockError, thread_cpu_ns};
+pub(crate) use cputime::thread_cpu_ns;
+pub use cputime::{CpuClock, CpuClockError};
 pub use filter::{FilterError, FilterHash, Hashes};
 pub use ftrace::Ftrace;
 pub use future::TracedFuture;
 pub use glob::{Glob, GlobError};
 #[cfg(not(loom))]
 pub(crate) use graph::LiveStack;
-pub use graph::{
-    Frame, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, TaskTimes, now_ns,
-};
+pub use graph::{Frame, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, TaskTimes};
 pub use guard::ScopeGuard;
 pub use ops::{FtraceOps, FtraceOpsBuilder, OpsFlags, Regs};
 pub use pid::{PidError, current_tid};
