@@ -9,7 +9,7 @@
 #![allow(missing_docs)]
 
 use criterion::{Criterion, black_box, criterion_group, criterion_main};
-use tracestat::hook::{CpuClock, Ftrace, thread_cpu_ns};
+use tracestat::hook::{CpuClock, Ftrace};
 use tracestat::profile::{FunctionProfiler, ProfileOptions};
 use tracestat::stat::WriteMode::Truncate;
 
@@ -35,7 +35,7 @@ fn cputime(c: &mut Criterion) {
     g.bench_function("clock_gettime_thread_cputime", |b| {
         b.iter(clock_gettime_thread)
     });
-    g.bench_function(format!("read/{source}"), |b| b.iter(thread_cpu_ns));
+    g.bench_function(format!("read/{source}"), |b| b.iter(CpuClock::thread_ns));
 
     let ftrace = Ftrace::global();
     ftrace

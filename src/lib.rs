@@ -22,7 +22,7 @@
 //! | which functions allocate most (`kmem/kmalloc` hist triggers) | [`TracedAlloc`](alloc::TracedAlloc), [`Kmem`](alloc::Kmem) | [`alloc`] |
 //! | profile a saved kernel trace (`function` / `function_graph`) | [`Replay`](replay::Replay) | [`replay`] |
 //! | read ftrace text (lines, heads, fields) or run hist triggers over a saved trace | [`Parser`](trace::Parser), [`OfflineHist`](trace::hist::OfflineHist) | [`trace`] |
-//! | get stats out as JSON, pprof, folded stacks, OpenMetrics | [`to_json`](export::to_json), [`to_pprof`](export::to_pprof), … | [`export`] |
+//! | get stats out as JSON, pprof, folded stacks, OpenMetrics | [`export::write`], [`Format`](export::Format) | [`export`] |
 //! | serve all of it over HTTP (feature `http`) | `Server` | `http` |
 //!
 //! On a hot path: `#[traced]` counts a call in 73 instructions and times it in 176 (the
@@ -127,7 +127,7 @@
 //! let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
 //! let fs = Arc::new(Tracefs::new());
 //! profiler.install(&fs)?; // function_profile_enabled, trace_stat/functions, ...
-//! tracestat::hook::install(&ftrace, &fs)?; // set_ftrace_filter, available_filter_functions, ...
+//! Ftrace::install(&ftrace, &fs)?; // set_ftrace_filter, available_filter_functions, ...
 //!
 //! fs.write("set_ftrace_filter", b"parse")?;
 //! fs.write("function_profile_enabled", b"1")?;

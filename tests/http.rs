@@ -40,7 +40,7 @@ impl World {
         ]);
         let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
         profiler.install(&fs).unwrap();
-        tracestat::hook::install(&ftrace, &fs).unwrap();
+        tracestat::hook::Ftrace::install(&ftrace, &fs).unwrap();
         let flag = BoolControl::new(false);
         fs.add_file("options/flag", Arc::clone(&flag)).unwrap();
         let events = EventSource::new("sched/wakeup", &["pid", "prio"]);

@@ -39,7 +39,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let mut text = String::new();
     h.render(&mut text).unwrap();
-    tracestat::trace::hist::write_json(&h, std::io::sink()).unwrap();
+    h.write_json(std::io::sink()).unwrap();
     // Each line on its own through the public entry point: counted in exactly one class,
     // the events among the lines counted above; and the field parser over the line's text
     // (after its first `: `, as an event's body follows its name), whose every name and value

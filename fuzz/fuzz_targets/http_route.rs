@@ -35,7 +35,7 @@ fn router() -> &'static Router {
         let ftrace = Ftrace::new([SiteDef::new("alpha", "f"), SiteDef::new("beta", "f")]);
         let profiler = PROFILER.get_or_init(|| FunctionProfiler::new(Arc::clone(&ftrace)));
         profiler.install(fs).unwrap();
-        tracestat::hook::install(&ftrace, fs).unwrap();
+        tracestat::hook::Ftrace::install(&ftrace, fs).unwrap();
         fs.add_file("options/flag", BoolControl::new(false))
             .unwrap();
         let events = EVENTS.get_or_init(|| EventSource::new("sched/wakeup", &["pid", "prio"]));

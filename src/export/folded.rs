@@ -1,5 +1,5 @@
 //! Folded stacks: `root;caller;leaf <weight>` lines for `inferno-flamegraph` and
-//! `flamegraph.pl`; the format's lines, weights and names are on [`to_folded_weighted`].
+//! `flamegraph.pl`; the format's lines, weights and names are on [`folded_lines`].
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -21,7 +21,7 @@ pub enum FoldedWeight {
     Hits,
 }
 
-/// A frame name as folded stacks can carry it (the rules: [`to_folded_weighted`]).
+/// A frame name as folded stacks can carry it (the rules: [`folded_lines`]).
 pub fn escape_frame(name: &str) -> Cow<'_, str> {
     if name.is_empty() {
         return Cow::Borrowed("[unknown]");
@@ -57,7 +57,34 @@ fn join<'a>(frames: impl IntoIterator<Item = &'a str>) -> String {
 }
 
 /// The folded lines of `profile` as `(stack, weight)`, sorted by stack, merged, without
-/// zero weights: what [`to_folded_weighted`] writes.
+/// zero weights: what [`Format::Folded`](super::Format::Folded) writes (one
+/// `stack weight` line each, weighted by [`FoldedWeight::Auto`]); another weight's lines
+/// are written the same way.
+///
+/// # Lines
+///
+/// One line per call path of [`Profile::paths`], frames root first, joined by `;`, then one
+/// space and the weight. Without paths, one one-frame line per function of
+/// [`Profile::functions`]. Lines are sorted, identical stacks (after escaping) are merged by
+/// adding their weights, and lines of weight 0 are left out (a flame graph cannot draw
+/// them), so the sum of the weights equals [`Profile::stack_totals`].
+///
+/// # Weight
+///
+/// [`FoldedWeight::Auto`] (what [`Format::Folded`](super::Format::Folded) writes) is the self
+/// time in nanoseconds per call path when the profile is timed ([`Profile::is_timed`]) and
+/// the hit count otherwise.
+/// Without paths, a function's time includes its children when the profiler ran with
+/// graph-time on, so a one-frame flame graph then shows inclusive times.
+///
+/// # Names
+///
+/// The format has no escape syntax: consumers split frames at every `;` and take the weight
+/// after the last space, and print the rest verbatim. So a frame name is written as is
+/// except that `;` becomes `:`, a newline, carriage return or tab becomes the two characters
+/// `\n`, `\r` or `\t`, any other control character becomes `\u{XX}`, and an empty name
+/// becomes `[unknown]`. Spaces and quotes are legal in frames and kept (the SVG renderers
+/// escape them for XML).
 pub fn folded_lines(profile: &Profile, weight: FoldedWeight) -> io::Result<Vec<(String, u128)>> {
     profile.validate()?;
     let by_time = match weight {
@@ -90,38 +117,14 @@ pub fn folded_lines(profile: &Profile, weight: FoldedWeight) -> io::Result<Vec<(
     Ok(lines.into_iter().filter(|&(_, w)| w > 0).collect())
 }
 
-/// Writes `profile` as folded stacks weighted by [`FoldedWeight::Auto`] (the format:
-/// [`to_folded_weighted`]).
-pub fn to_folded(profile: &Profile, w: impl Write) -> io::Result<()> {
+/// Writes `profile` as folded stacks weighted by [`FoldedWeight::Auto`]
+/// ([`Format::Folded`](super::Format::Folded)).
+pub(crate) fn to_folded(profile: &Profile, w: impl Write) -> io::Result<()> {
     to_folded_weighted(profile, FoldedWeight::Auto, w)
 }
 
-/// Writes `profile` as folded stacks with the given weight.
-///
-/// # Lines
-///
-/// One line per call path of [`Profile::paths`], frames root first, joined by `;`, then one
-/// space and the weight. Without paths, one one-frame line per function of
-/// [`Profile::functions`]. Lines are sorted, identical stacks (after escaping) are merged by
-/// adding their weights, and lines of weight 0 are left out (a flame graph cannot draw
-/// them), so the sum of the weights equals [`Profile::stack_totals`].
-///
-/// # Weight
-///
-/// [`FoldedWeight::Auto`] (what [`to_folded`] uses) is the self time in nanoseconds per call
-/// path when the profile is timed ([`Profile::is_timed`]) and the hit count otherwise.
-/// Without paths, a function's time includes its children when the profiler ran with
-/// graph-time on, so a one-frame flame graph then shows inclusive times.
-///
-/// # Names
-///
-/// The format has no escape syntax: consumers split frames at every `;` and take the weight
-/// after the last space, and print the rest verbatim. So a frame name is written as is
-/// except that `;` becomes `:`, a newline, carriage return or tab becomes the two characters
-/// `\n`, `\r` or `\t`, any other control character becomes `\u{XX}`, and an empty name
-/// becomes `[unknown]`. Spaces and quotes are legal in frames and kept (the SVG renderers
-/// escape them for XML).
-pub fn to_folded_weighted(
+/// Writes the [`folded_lines`] of `profile` with the given weight.
+pub(crate) fn to_folded_weighted(
     profile: &Profile,
     weight: FoldedWeight,
     w: impl Write,

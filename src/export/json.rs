@@ -12,7 +12,7 @@ use std::io::{self, Read, Write};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::model::{BucketHistogram, Profile};
+use super::model::Profile;
 use crate::error::Error;
 use crate::stat::{StatRegistry, StatTracer, TypedStat, render_each};
 
@@ -22,8 +22,6 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 /// `"schema"` of a [`Profile`] document.
 const PROFILE_SCHEMA: &str = "tracestat.profile";
-/// `"schema"` of a single [`BucketHistogram`] document.
-const HISTOGRAM_SCHEMA: &str = "tracestat.histogram";
 /// `"schema"` of one stat file document.
 const STAT_FILE_SCHEMA: &str = "tracestat.stat_file";
 /// `"schema"` of a document holding every stat file of a registry.
@@ -54,23 +52,21 @@ struct Header {
 
 /// One stat file: its name, header text and sorted rows.
 #[derive(Serialize)]
-struct StatFileBody<E: Serialize> {
+struct StatFileBody {
     name: String,
     headers: String,
-    rows: Vec<Row<E>>,
+    rows: Vec<Row>,
 }
 
-/// One row: the text `show` wrote and, for providers whose entries serialize, the entry.
+/// One row: the text `show` wrote.
 #[derive(Serialize)]
-struct Row<E: Serialize> {
+struct Row {
     text: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    entry: Option<E>,
 }
 
 #[derive(Serialize)]
-struct StatFilesBody<E: Serialize> {
-    files: Vec<StatFileBody<E>>,
+struct StatFilesBody {
+    files: Vec<StatFileBody>,
 }
 
 fn write_doc<T: Serialize>(schema: &str, body: T, mut w: impl Write) -> io::Result<()> {
@@ -89,31 +85,9 @@ fn format_error(name: &str) -> io::Error {
     })
 }
 
-/// Writes `profile` as a `tracestat.profile` document, read back by [`profile_from_json`]:
-///
-/// ```json
-/// { "schema": "tracestat.profile", "version": 1,
-///   "functions": [ { "name": "vfs_read", "hits": 10, "time_ns": 5000, "time_sq_ns2": 2600000 } ],
-///   "paths": [ { "frames": ["main", "vfs_read"], "hits": 10,
-///                "self_time_ns": 4000, "total_time_ns": 5000 } ],
-///   "histograms": [ { "name": "latency_ns", "help": "", "labels": { "cpu": "0" },
-///                     "buckets": [ { "le": 1023, "count": 3 } ], "sum": 4100, "count": 4 } ],
-///   "counters": [ { "name": "events", "help": "", "labels": {}, "value": 7 } ],
-///   "dropped": 0 }
-/// ```
-///
-/// Field meanings are those of [`Profile`] and its parts: `time_ns`, `time_sq_ns2`,
-/// `self_time_ns`, `total_time_ns` are `null` when not timed; `frames` are root first;
-/// bucket counts are not cumulative and the `+Inf` bucket is `count` minus their sum;
-/// `labels` is an object.
-pub fn to_json(profile: &Profile, w: impl Write) -> io::Result<()> {
+/// Writes `profile` as a `tracestat.profile` document ([`Format::Json`](super::Format::Json)).
+pub(crate) fn to_json(profile: &Profile, w: impl Write) -> io::Result<()> {
     write_doc(PROFILE_SCHEMA, profile, w)
-}
-
-/// Writes one histogram as a `tracestat.histogram` document: one object of
-/// [`to_json`]'s `histograms`, with `schema` and `version` added.
-pub fn histogram_to_json(histogram: &BucketHistogram, w: impl Write) -> io::Result<()> {
-    write_doc(HISTOGRAM_SCHEMA, histogram, w)
 }
 
 /// Reads a `tracestat.profile` document back. Fails with [`io::ErrorKind::InvalidData`] on
@@ -142,15 +116,15 @@ pub fn profile_from_json(mut r: impl Read) -> io::Result<Profile> {
 /// ```json
 /// { "schema": "tracestat.stat_file", "version": 1, "name": "functions",
 ///   "headers": "  Function    Hit\n  --------    ---\n",
-///   "rows": [ { "text": "  vfs_read    10\n", "entry": { "...": "..." } } ] }
+///   "rows": [ { "text": "  vfs_read    10\n" } ] }
 /// ```
 ///
 /// `rows` are in the file's sorted order, and `headers` followed by every row's `text` is
-/// the stat file byte for byte. `entry` is present only when the provider opted in through
-/// [`stat_to_json_typed`].
+/// the stat file byte for byte. A provider's typed data ([`StatTracer::typed_json`]) is
+/// written by [`registry_stat_to_json_typed`].
 pub fn stat_to_json<T: StatTracer + ?Sized>(tracer: &T, w: impl Write) -> io::Result<()> {
-    let mut rows: Vec<Row<()>> = Vec::new();
-    let headers = render_each(tracer, |_, text| rows.push(Row { text, entry: None }))
+    let mut rows: Vec<Row> = Vec::new();
+    let headers = render_each(tracer, |_, text| rows.push(Row { text }))
         .map_err(|_| format_error(tracer.name()))?;
     let body = StatFileBody {
         name: tracer.name().to_owned(),
@@ -160,36 +134,7 @@ pub fn stat_to_json<T: StatTracer + ?Sized>(tracer: &T, w: impl Write) -> io::Re
     write_doc(STAT_FILE_SCHEMA, body, w)
 }
 
-/// Writes one read of `tracer` as a [`stat_to_json`] document whose rows carry the
-/// serialized entry (`entry`) beside its text: the opt-in for providers whose entries are
-/// [`Serialize`].
-pub fn stat_to_json_typed<T>(tracer: &T, w: impl Write) -> io::Result<()>
-where
-    T: StatTracer + ?Sized,
-    T::Entry: Serialize,
-{
-    let mut rows = Vec::new();
-    let mut failed = None;
-    let headers = render_each(tracer, |entry, text| match serde_json::to_value(entry) {
-        Ok(v) => rows.push(Row {
-            text,
-            entry: Some(v),
-        }),
-        Err(e) => failed = Some(e),
-    })
-    .map_err(|_| format_error(tracer.name()))?;
-    if let Some(e) = failed {
-        return Err(io::Error::from(e));
-    }
-    let body = StatFileBody {
-        name: tracer.name().to_owned(),
-        headers,
-        rows,
-    };
-    write_doc(STAT_FILE_SCHEMA, body, w)
-}
-
-fn registry_file(registry: &StatRegistry, name: &str) -> io::Result<StatFileBody<()>> {
+fn registry_file(registry: &StatRegistry, name: &str) -> io::Result<StatFileBody> {
     let parts = registry.read_rows(name).map_err(|e| match e {
         Error::NotFound { .. } => io::Error::new(io::ErrorKind::NotFound, e),
         e => io::Error::other(e),
@@ -197,17 +142,13 @@ fn registry_file(registry: &StatRegistry, name: &str) -> io::Result<StatFileBody
     Ok(StatFileBody {
         name: name.to_owned(),
         headers: parts.headers,
-        rows: parts
-            .rows
-            .into_iter()
-            .map(|text| Row { text, entry: None })
-            .collect(),
+        rows: parts.rows.into_iter().map(|text| Row { text }).collect(),
     })
 }
 
 /// Writes the registered stat file `name` as a `tracestat.stat_file` document (rows as text:
 /// a registry holds providers of any entry type).
-pub fn registry_stat_to_json(registry: &StatRegistry, name: &str, w: impl Write) -> io::Result<()> {
+fn registry_stat_to_json(registry: &StatRegistry, name: &str, w: impl Write) -> io::Result<()> {
     write_doc(STAT_FILE_SCHEMA, registry_file(registry, name)?, w)
 }
 

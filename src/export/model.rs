@@ -216,15 +216,6 @@ impl Profile {
     }
 }
 
-/// Totals of the samples a stack format (pprof, folded) writes; see [`Profile::stack_totals`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StackTotals {
-    /// Sum of hits.
-    pub calls: u128,
-    /// Sum of times in nanoseconds (self times for paths, function times otherwise).
-    pub time_ns: u128,
-}
-
 /// Why a [`Profile`] cannot be exported.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -335,22 +326,22 @@ impl Profile {
         }
     }
 
-    /// The totals of the samples pprof and folded stacks carry: over paths (hits, self time)
-    /// when present, else over functions (hits, time).
-    pub fn stack_totals(&self) -> StackTotals {
-        let mut t = StackTotals::default();
+    /// The totals of the samples pprof and folded stacks carry, `(calls, time_ns)`: over
+    /// paths (hits, self time) when present, else over functions (hits, time).
+    pub fn stack_totals(&self) -> (u128, u128) {
+        let (mut calls, mut time_ns) = (0u128, 0u128);
         if self.uses_paths() {
             for p in &self.paths {
-                t.calls += u128::from(p.hits);
-                t.time_ns += p.self_time_ns.unwrap_or(0);
+                calls += u128::from(p.hits);
+                time_ns += p.self_time_ns.unwrap_or(0);
             }
         } else {
             for f in &self.functions {
-                t.calls += u128::from(f.hits);
-                t.time_ns += f.time_ns.unwrap_or(0);
+                calls += u128::from(f.hits);
+                time_ns += f.time_ns.unwrap_or(0);
             }
         }
-        t
+        (calls, time_ns)
     }
 }
 

@@ -1,6 +1,6 @@
 //! OpenMetrics 1.0 and Prometheus 0.0.4 text: counters, per-function stats and bucket
 //! histograms, for Prometheus scrapes and `promtool`; the families, the two formats and the
-//! naming rules are on [`to_metrics_text`].
+//! naming rules are on [`Format::OpenMetrics`](super::Format::OpenMetrics).
 
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
@@ -8,12 +8,12 @@ use std::io::{self, Write};
 
 use super::model::{ModelError, Profile};
 
-/// HTTP `Content-Type` of [`to_openmetrics`]' text.
-pub const OPENMETRICS_CONTENT_TYPE: &str =
+/// HTTP `Content-Type` of [`Format::OpenMetrics`](super::Format::OpenMetrics) text.
+pub(crate) const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// HTTP `Content-Type` of [`to_prometheus_text`]' text.
-pub const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// HTTP `Content-Type` of [`Format::Prometheus`](super::Format::Prometheus) text.
+pub(crate) const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Which text exposition format to write.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -348,54 +348,18 @@ fn write_labels(
 }
 
 /// Writes `profile` in the OpenMetrics 1.0 text format.
-pub fn to_openmetrics(profile: &Profile, w: impl Write) -> io::Result<()> {
+pub(crate) fn to_openmetrics(profile: &Profile, w: impl Write) -> io::Result<()> {
     to_metrics_text(profile, TextFormat::OpenMetrics, w)
 }
 
-/// Writes `profile` in the Prometheus 0.0.4 text format: the series of [`to_openmetrics`],
+/// Writes `profile` in the Prometheus 0.0.4 text format: the series of `to_openmetrics`,
 /// in the older format.
-pub fn to_prometheus_text(profile: &Profile, w: impl Write) -> io::Result<()> {
+pub(crate) fn to_prometheus_text(profile: &Profile, w: impl Write) -> io::Result<()> {
     to_metrics_text(profile, TextFormat::Prometheus, w)
 }
 
-/// Writes `profile` in the chosen text format.
-///
-/// # Metric families
-///
-/// | family | type | series |
-/// | --- | --- | --- |
-/// | `tracestat_function_calls` | counter | `_total{function="<name>"}` = hits, every function |
-/// | `tracestat_function_time_seconds` | counter, unit `seconds` | `_total{function="<name>"}` = time, timed functions only |
-/// | `tracestat_dropped` | counter | `_total` = [`Profile::dropped`] |
-/// | `tracestat_<counter name>` | counter | `_total{<labels>}` = value, one per [`Counter`](super::model::Counter) |
-/// | `tracestat_<histogram name>` | histogram | `_bucket{<labels>,le="..."}` cumulative, ending in `le="+Inf"` (= `_count`), `_sum`, `_count` |
-///
-/// Families are written in name order, each as one block (`# TYPE`, `# UNIT` where a unit
-/// applies, `# HELP`, then its samples); an OpenMetrics exposition ends with `# EOF`.
-/// Times are in seconds (the base unit), written as exact decimals of the nanosecond counts.
-/// Histogram `le` bounds and `_sum` are in the histogram's own unit, written as integers.
-/// Counter series with equal labels (two functions of one name) are added up. A counter or
-/// histogram without help text gets one that names it (promtool requires help).
-///
-/// # The two formats
-///
-/// [`TextFormat::OpenMetrics`] (`to_openmetrics`) names a counter family without `_total`
-/// and writes `# UNIT` and `# EOF`; [`TextFormat::Prometheus`] (`to_prometheus_text`, the
-/// 0.0.4 format that `promtool check metrics` and older scrapers read) names it with `_total`
-/// and writes neither. Samples are identical.
-///
-/// # Names
-///
-/// Metric names get the `tracestat_` prefix; every character outside `[a-zA-Z0-9_]` becomes
-/// `_`, ASCII letters become lower case (snake_case, as `promtool` wants), a counter's own
-/// `_total` suffix is dropped (the format adds it back). Label names get the same character
-/// rule, a leading digit or `__` (reserved) gets a `_`/`x` prefix, and a histogram label named
-/// `le` becomes `_le`. Names that clash after this are an error ([`ModelError`]), never a
-/// silent merge. Label values and `# HELP` text are escaped per the format: `\` → `\\`,
-/// newline → `\n`, and in label values (and OpenMetrics help) `"` → `\"`. A carriage return
-/// has no escape in either format and line readers (Python's among them) split lines at it,
-/// so it is written as an escaped backslash and `r`: the value reads back as the two
-/// characters `\r`.
+/// Writes `profile` in the chosen text format (the families and names:
+/// [`Format::OpenMetrics`](super::Format::OpenMetrics)).
 pub(crate) fn to_metrics_text(
     profile: &Profile,
     format: TextFormat,

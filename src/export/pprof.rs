@@ -1,7 +1,7 @@
 //! pprof export (feature `pprof`): a gzipped `profile.proto` for `go tool pprof`, Pyroscope,
 //! Parca and other pprof viewers.
 //!
-//! What the profile holds is on [`to_pprof`] and [`allocs_to_pprof`].
+//! What the profile holds is on [`Format::Pprof`](super::Format::Pprof) and [`allocs_to_pprof`].
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -82,7 +82,7 @@ fn saturate(v: u128) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-/// Builds the `profile.proto` message for `profile`; [`to_pprof`] encodes and gzips it.
+/// Builds the `profile.proto` message for `profile`; `to_pprof` encodes and gzips it.
 pub(crate) fn pprof_profile(profile: &Profile) -> io::Result<proto::Profile> {
     pprof_message(profile, None)
 }
@@ -238,28 +238,12 @@ pub fn allocs_to_pprof(rows: &[AllocStats], w: impl Write) -> io::Result<()> {
     encode(&allocs_pprof_profile(rows), w)
 }
 
-/// Writes `profile` as a gzipped `profile.proto` (what `go tool pprof` reads).
-///
-/// # What the profile holds
-///
-/// - Sample types `calls/count` and, when the profile is timed ([`Profile::is_timed`]),
-///   `time/nanoseconds` (then the default sample type).
-/// - One `Function` and one `Location` per distinct function name (no
-///   addresses: the single `Mapping` says `has_functions`, so viewers do not try to
-///   symbolize).
-/// - With call paths: one sample per path, its stack **leaf first** as pprof wants, values
-///   `[hits, self_time_ns]`. pprof derives each function's flat and cumulative figures from
-///   these stacks, and the sample totals are the profile's hits and wall time.
-/// - Without: one one-frame sample per function, values `[hits, time_ns]` (time including
-///   children when graph-time was on, so the total then counts nested time more than once).
-///
-/// Sample values are `int64`; larger sums saturate at `i64::MAX`. Function names are
-/// stored verbatim (the proto's strings are length-delimited; nothing needs escaping).
-pub fn to_pprof(profile: &Profile, w: impl Write) -> io::Result<()> {
+/// Writes `profile` as a gzipped `profile.proto` ([`Format::Pprof`](super::Format::Pprof)).
+pub(crate) fn to_pprof(profile: &Profile, w: impl Write) -> io::Result<()> {
     encode(&pprof_profile(profile)?, w)
 }
 
-/// [`to_pprof`] with `comments` (what `go tool pprof -comments` prints) instead of the
+/// `to_pprof` with `comments` (what `go tool pprof -comments` prints) instead of the
 /// default comment.
 #[cfg(feature = "http")]
 pub(crate) fn to_pprof_commented(

@@ -12,7 +12,8 @@
 //! - at most [`MAX_TABLE_BYTES`] (256 MiB) per table;
 //! - at most [`MAX_PROCESS_TABLE_BYTES`] (1 GiB) for all bounded tables alive in the process.
 //!
-//! A table over either is refused with a [`BudgetError`] that gives both figures, before
+//! A table over either is refused with a [`HistError::Budget`](super::HistError::Budget)
+//! that gives both figures, before
 //! anything is allocated; through a spec (a trigger write, a `tracestat hist --spec`) that is
 //! [`SpecErrorKind::OverBudget`](super::SpecErrorKind::OverBudget). The cost is the worst case: cells are allocated as keys
 //! arrive, so a table usually uses far less. A table gives its share back when dropped.
@@ -35,25 +36,26 @@ pub const MAX_PROCESS_TABLE_BYTES: usize = 1 << 30;
 /// The budget every [`HashHist`](super::HashHist) reserves from.
 static GLOBAL: TableBudget = TableBudget::new(MAX_TABLE_BYTES, MAX_PROCESS_TABLE_BYTES);
 
-/// A bounded table refused for its memory: what it would need, and the limit it is over.
+/// A bounded table refused for its memory: what it would need, and the limit it is over
+/// (the fields of [`HistError::Budget`](super::HistError::Budget)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BudgetError {
+pub(crate) struct BudgetError {
     /// Bytes of one cell.
-    pub cell_bytes: usize,
+    pub(crate) cell_bytes: usize,
     /// The table's `size` (cells).
-    pub size: usize,
+    pub(crate) size: usize,
     /// Bytes already reserved by the other tables alive (0 when the table alone is over).
-    pub reserved: usize,
+    pub(crate) reserved: usize,
     /// The limit exceeded: the per-table one ([`MAX_TABLE_BYTES`]) or, when `all_tables`,
     /// the one for all tables ([`MAX_PROCESS_TABLE_BYTES`]).
-    pub limit: usize,
+    pub(crate) limit: usize,
     /// Whether the limit exceeded is the one for all tables together.
-    pub all_tables: bool,
+    pub(crate) all_tables: bool,
 }
 
 impl BudgetError {
     /// The table's cost, `cell_bytes × size`.
-    pub fn bytes(&self) -> u128 {
+    pub(crate) fn bytes(&self) -> u128 {
         self.cell_bytes as u128 * self.size as u128
     }
 }
@@ -79,8 +81,6 @@ impl fmt::Display for BudgetError {
         }
     }
 }
-
-impl std::error::Error for BudgetError {}
 
 /// An account of bounded tables' memory (see the module docs): [`TableBudget::global`] is
 /// the process's.

@@ -1,4 +1,4 @@
-//! Histogram keys: one `u64`, or a compound key of up to [`MAX_KEYS`] `u64` fields.
+//! Histogram keys: one `u64`, or a compound key of up to 3 (`MAX_KEYS`) `u64` fields.
 //!
 //! # Design
 //!
@@ -9,7 +9,7 @@
 //! start) and high bits (the slot tag) are both well mixed.
 
 /// The most fields a compound key has (the kernel's hist triggers allow three as well).
-pub const MAX_KEYS: usize = 3;
+pub(crate) const MAX_KEYS: usize = 3;
 
 /// A key: up to three `u64` fields, unused ones zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -44,7 +44,7 @@ impl Key {
     }
 
     /// Field `i` (unused fields of a shorter key are 0), or `None` past the
-    /// [`MAX_KEYS`] fields a key has.
+    /// 3 fields a key has.
     #[inline]
     pub fn field(&self, i: usize) -> Option<u64> {
         self.0.get(i).copied()

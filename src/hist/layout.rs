@@ -21,13 +21,11 @@
 //! - A cell with only `hits` as data is a *single-word* cell: updates touch one word and
 //!   the `pending` protocol is skipped (one word is always consistent).
 
-use core::fmt;
-
 use super::buckets::{BucketError, BucketSpec};
 use super::key::MAX_KEYS;
 
 /// The most summed values per key.
-pub const MAX_VALS: usize = 3;
+pub(crate) const MAX_VALS: usize = 3;
 
 /// The shape of every cell of one histogram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -46,9 +44,10 @@ pub struct CellLayout {
     pub buckets: Option<BucketSpec>,
 }
 
-/// Why a [`CellLayout`] is invalid.
+/// Why a [`CellLayout`] is invalid (a [`HistError`](super::HistError) when a table is
+/// built with it).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LayoutError {
+pub(crate) enum LayoutError {
     /// `keys` outside `1..=3`.
     Keys(u8),
     /// `vals` above 3.
@@ -58,19 +57,6 @@ pub enum LayoutError {
     /// The bucket spec is invalid.
     Buckets(BucketError),
 }
-
-impl fmt::Display for LayoutError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LayoutError::Keys(n) => write!(f, "{n} key fields, expected 1..={MAX_KEYS}"),
-            LayoutError::Vals(n) => write!(f, "{n} values, expected at most {MAX_VALS}"),
-            LayoutError::StatVal(i) => write!(f, "statistics on value {i}, which does not exist"),
-            LayoutError::Buckets(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for LayoutError {}
 
 impl Default for CellLayout {
     fn default() -> Self {
@@ -143,7 +129,7 @@ impl CellLayout {
     }
 
     /// Checks the invariants listed in the module docs.
-    pub fn validate(&self) -> Result<(), LayoutError> {
+    pub(crate) fn validate(&self) -> Result<(), LayoutError> {
         if self.keys == 0 || usize::from(self.keys) > MAX_KEYS {
             return Err(LayoutError::Keys(self.keys));
         }

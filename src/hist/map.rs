@@ -46,11 +46,13 @@ use crate::primitive::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use crate::primitive::sync::{Arc, Mutex};
 
 use super::arena::Arena;
+use super::buckets::BucketError;
+use super::budget::BudgetError;
 use super::budget::Reservation;
-pub use super::budget::{BudgetError, TableBudget};
+pub use super::budget::TableBudget;
 use super::cell::{self, Shared as SharedWriter};
-use super::key::Key;
-use super::layout::{CellLayout, LayoutError, Words};
+use super::key::{Key, MAX_KEYS};
+use super::layout::{CellLayout, LayoutError, MAX_VALS, Words};
 use super::snapshot::Snapshot;
 use super::table::{Ctx, Locate, Padded, Table};
 
@@ -69,44 +71,91 @@ pub(crate) const MAX_INITIAL_CAPACITY: usize = 1 << 24;
 /// (see the backpressure rule in the module docs).
 pub(crate) const MAX_PENDING_SINKS: usize = 4;
 
-/// A [`HashHist::reset_with_in`] refused: 4 old generations still wait
-/// for their sinks. Nothing was reset.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SinkBacklog {
-    /// Generations waiting for their sink.
-    pub pending: usize,
-}
-
-impl core::fmt::Display for SinkBacklog {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(
-            f,
-            "{} reset snapshots still wait for their sink (at most {MAX_PENDING_SINKS})",
-            self.pending
-        )
-    }
-}
-
-impl std::error::Error for SinkBacklog {}
-
-/// Why a histogram could not be built.
+/// What the histogram core refused: a cell layout or a table when a histogram is built, an
+/// update with the wrong number of values, a reset under a guard with a full backlog.
+/// Nothing was allocated, updated or reset.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HistError {
-    /// The cell layout is invalid.
-    Layout(LayoutError),
+    /// A layout whose `keys` is outside `1..=3`.
+    Keys(u8),
+    /// A layout with more than 3 values.
+    Vals(u8),
+    /// A layout with a statistic on a value index that does not exist.
+    StatVal(u8),
+    /// A layout whose bucket spec is invalid.
+    Buckets(BucketError),
     /// A bounded size that is not a power of two in 128..=131072.
     Size(usize),
     /// An initial capacity above 2^24.
     Capacity(usize),
     /// A bounded table whose cells would take more memory than the budget allows (see
-    /// [`TableBudget`]): nothing was allocated.
-    Budget(BudgetError),
+    /// [`TableBudget`]): what it would need, and the limit it is over.
+    Budget {
+        /// Bytes of one cell.
+        cell_bytes: usize,
+        /// The table's `size` (cells); its cost is `cell_bytes × size`.
+        size: usize,
+        /// Bytes already reserved by the other tables alive (0 when the table alone is over).
+        reserved: usize,
+        /// The limit exceeded: the per-table one
+        /// ([`MAX_TABLE_BYTES`](super::MAX_TABLE_BYTES)) or, when `all_tables`, the one for
+        /// all tables ([`MAX_PROCESS_TABLE_BYTES`](super::MAX_PROCESS_TABLE_BYTES)).
+        limit: usize,
+        /// Whether the limit exceeded is the one for all tables together.
+        all_tables: bool,
+    },
+    /// An update with `given` values where the layout has `expected`
+    /// ([`HashHist::try_update`]).
+    Arity {
+        /// The layout's number of values.
+        expected: usize,
+        /// The number given.
+        given: usize,
+    },
+    /// A [`HashHist::reset_with_in`] refused: `pending` (4) old generations still wait for
+    /// their sinks.
+    SinkBacklog {
+        /// Generations waiting for their sink.
+        pending: usize,
+    },
+}
+
+impl HistError {
+    /// A layout's refusal.
+    pub(crate) fn from_layout(e: LayoutError) -> Self {
+        match e {
+            LayoutError::Keys(n) => HistError::Keys(n),
+            LayoutError::Vals(n) => HistError::Vals(n),
+            LayoutError::StatVal(i) => HistError::StatVal(i),
+            LayoutError::Buckets(b) => HistError::Buckets(b),
+        }
+    }
+
+    fn from_budget(e: BudgetError) -> Self {
+        let BudgetError {
+            cell_bytes,
+            size,
+            reserved,
+            limit,
+            all_tables,
+        } = e;
+        HistError::Budget {
+            cell_bytes,
+            size,
+            reserved,
+            limit,
+            all_tables,
+        }
+    }
 }
 
 impl core::fmt::Display for HistError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            HistError::Layout(e) => write!(f, "{e}"),
+        match *self {
+            HistError::Keys(n) => write!(f, "{n} key fields, expected 1..={MAX_KEYS}"),
+            HistError::Vals(n) => write!(f, "{n} values, expected at most {MAX_VALS}"),
+            HistError::StatVal(i) => write!(f, "statistics on value {i}, which does not exist"),
+            HistError::Buckets(ref e) => write!(f, "{e}"),
             HistError::Size(n) => write!(
                 f,
                 "size {n} is not a power of two in {MIN_BOUNDED_SIZE}..={MAX_BOUNDED_SIZE}"
@@ -115,33 +164,32 @@ impl core::fmt::Display for HistError {
                 f,
                 "initial capacity {n} is above the largest, {MAX_INITIAL_CAPACITY} slots"
             ),
-            HistError::Budget(e) => write!(f, "{e}"),
+            HistError::Budget {
+                cell_bytes,
+                size,
+                reserved,
+                limit,
+                all_tables,
+            } => BudgetError {
+                cell_bytes,
+                size,
+                reserved,
+                limit,
+                all_tables,
+            }
+            .fmt(f),
+            HistError::Arity { expected, given } => {
+                write!(f, "update with {given} values, the layout has {expected}")
+            }
+            HistError::SinkBacklog { pending } => write!(
+                f,
+                "{pending} reset snapshots still wait for their sink (at most {MAX_PENDING_SINKS})"
+            ),
         }
     }
 }
 
 impl std::error::Error for HistError {}
-
-/// An update with a number of values other than the layout's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ArityError {
-    /// The layout's number of values.
-    pub expected: usize,
-    /// The number given.
-    pub given: usize,
-}
-
-impl core::fmt::Display for ArityError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(
-            f,
-            "update with {} values, the layout has {}",
-            self.given, self.expected
-        )
-    }
-}
-
-impl std::error::Error for ArityError {}
 
 /// One generation: everything a reset discards.
 pub(crate) struct Generation {
@@ -277,7 +325,7 @@ impl HistBuilder {
 
     /// Builds the histogram.
     pub fn build(self) -> Result<HashHist, HistError> {
-        self.layout.validate().map_err(HistError::Layout)?;
+        self.layout.validate().map_err(HistError::from_layout)?;
         if let Some(size) = self.bounded
             && (!size.is_power_of_two() || !(MIN_BOUNDED_SIZE..=MAX_BOUNDED_SIZE).contains(&size))
         {
@@ -293,7 +341,7 @@ impl HistBuilder {
             Some(size) => Some(
                 TableBudget::global()
                     .reserve(words.stride * 8, size)
-                    .map_err(HistError::Budget)?,
+                    .map_err(HistError::from_budget)?,
             ),
             None => None,
         };
@@ -406,13 +454,13 @@ impl HashHist {
     }
 
     /// [`update`](Self::update) that says why an update with the wrong number of values is
-    /// refused: `Ok(landed)`, or [`ArityError`] (also counted in
+    /// refused: `Ok(landed)`, or [`HistError::Arity`] (also counted in
     /// [`rejected`](Self::rejected)).
-    pub fn try_update(&self, key: impl Into<Key>, vals: &[u64]) -> Result<bool, ArityError> {
+    pub fn try_update(&self, key: impl Into<Key>, vals: &[u64]) -> Result<bool, HistError> {
         let expected = usize::from(self.layout.vals);
         if vals.len() != expected {
             self.rejected.fetch_add(1, Ordering::Relaxed);
-            return Err(ArityError {
+            return Err(HistError::Arity {
                 expected,
                 given: vals.len(),
             });
@@ -539,13 +587,13 @@ impl HashHist {
     }
 
     /// [`reset_with`](Self::reset_with) under a caller-held guard. Refuses (nothing is reset,
-    /// `sink` is dropped) while 4 snapshots wait for their sinks, since
-    /// waiting under a guard could wait for itself.
+    /// `sink` is dropped) while 4 snapshots wait for their sinks, with
+    /// [`HistError::SinkBacklog`], since waiting under a guard could wait for itself.
     pub fn reset_with_in(
         &self,
         guard: &Guard,
         sink: impl FnOnce(Snapshot) + Send + 'static,
-    ) -> Result<(), SinkBacklog> {
+    ) -> Result<(), HistError> {
         self.try_reset_with_in(guard, sink).map_err(|(e, _)| e)
     }
 
@@ -554,12 +602,12 @@ impl HashHist {
         &self,
         guard: &Guard,
         sink: F,
-    ) -> Result<(), (SinkBacklog, F)> {
+    ) -> Result<(), (HistError, F)> {
         // Take a place in the backlog first: the bound holds however many threads reset.
         let mut pending = self.pending_sinks.load(Ordering::Acquire);
         loop {
             if pending >= MAX_PENDING_SINKS {
-                return Err((SinkBacklog { pending }, sink));
+                return Err((HistError::SinkBacklog { pending }, sink));
             }
             match self.pending_sinks.compare_exchange_weak(
                 pending,

@@ -20,7 +20,7 @@
 //! - The trigger language (`trigger/`), apart from the map core above, which knows nothing of
 //!   specs: [`HistSpec`] (`trigger/spec.rs`), the hist-trigger spec language with typed,
 //!   positioned errors (`trigger/error.rs`), bound to an event's fields (`HistSpec::bind`),
-//!   with the kernel's `if` event filter ([`Filter`], `trigger/filter.rs`); [`EventSource`] /
+//!   with the kernel's `if` event filter (`trigger/filter.rs`); [`EventSource`] /
 //!   [`HistTrigger`] (`trigger/mod.rs`), histograms created from specs on an event source,
 //!   its `hist` control file, and their stat files; the kernel's text in `trigger/render.rs`.
 //! - The same specs over the event lines of a saved trace (`tracestat hist`) are
@@ -43,7 +43,8 @@ mod trigger;
 
 #[cfg(not(loom))]
 pub(crate) use spec::table_error;
-pub use trigger::filter::Filter;
+#[cfg(all(test, not(loom)))]
+pub(crate) use trigger::filter::Filter;
 #[cfg(not(loom))]
 pub(crate) use trigger::filter::{FilterInput, Source, Undecided, Value, common_source, decimal};
 pub(crate) use trigger::render;
@@ -51,17 +52,19 @@ use trigger::spec;
 #[cfg(not(loom))]
 pub(crate) use trigger::write_bucket_block;
 
-#[cfg(all(feature = "json", not(loom)))]
+#[cfg(feature = "json")]
 pub(crate) use buckets::Bucket;
 pub use buckets::{BucketError, BucketSpec};
 pub use budget::{MAX_PROCESS_TABLE_BYTES, MAX_TABLE_BYTES};
 pub(crate) use cell::{ConstCount, ConstTiming};
 pub(crate) use dense::{DenseTable, DenseWriter, TimingSlot};
-pub use key::{Key, MAX_KEYS};
-pub use layout::{CellLayout, LayoutError, MAX_VALS};
-pub use map::{
-    ArityError, BudgetError, HashHist, HistBuilder, HistError, SinkBacklog, TableBudget,
-};
+pub use key::Key;
+#[cfg(not(loom))]
+pub(crate) use key::MAX_KEYS;
+pub use layout::CellLayout;
+#[cfg(not(loom))]
+pub(crate) use layout::MAX_VALS;
+pub use map::{HashHist, HistBuilder, HistError, TableBudget};
 pub use shard::{Shard, ShardReader};
 pub use snapshot::{LayoutMismatch, Row, Snapshot, SortField, SortKey};
 #[cfg(not(loom))]

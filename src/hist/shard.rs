@@ -250,7 +250,7 @@ impl Shard {
         initial: usize,
         collector: Option<Collector>,
     ) -> Result<Self, HistError> {
-        layout.validate().map_err(HistError::Layout)?;
+        layout.validate().map_err(HistError::from_layout)?;
         let words = layout.words();
         let initial = initial.max(4).next_power_of_two();
         Ok(Shard {

@@ -2,7 +2,7 @@
 //!
 //! # Design
 //!
-//! [`install`] adds, for one [`Ftrace`] instance:
+//! [`Ftrace::install`] adds, for one [`Ftrace`] instance:
 //!
 //! | file                         | mode | content                                              |
 //! |------------------------------|------|------------------------------------------------------|
@@ -96,9 +96,20 @@ impl ControlFile for HookFile {
     }
 }
 
-/// Adds `ftrace`'s control files to `fs` (at the root, as in `/sys/kernel/tracing`).
-/// Stops at the first file that cannot be added (for example one that exists).
-pub fn install(ftrace: &Arc<Ftrace>, fs: &Tracefs) -> Result<(), Error> {
+impl Ftrace {
+    /// Adds `ftrace`'s control files to `fs` (at the root, as in `/sys/kernel/tracing`):
+    /// `set_ftrace_filter`, `set_ftrace_notrace`, `set_ftrace_pid`,
+    /// `available_filter_functions`, `enabled_functions`, `graph_overruns`, `trace_clock`.
+    /// Stops at the first file that cannot be added (for example one that exists).
+    /// [`Ftrace::global`] is installed on [`Tracefs::global`](crate::stat::Tracefs::global)
+    /// by itself.
+    pub fn install(ftrace: &Arc<Ftrace>, fs: &Tracefs) -> Result<(), Error> {
+        install(ftrace, fs)
+    }
+}
+
+/// [`Ftrace::install`].
+pub(crate) fn install(ftrace: &Arc<Ftrace>, fs: &Tracefs) -> Result<(), Error> {
     let f = Arc::clone(ftrace);
     fs.add_file(
         "available_filter_functions",

@@ -211,10 +211,18 @@ impl fmt::Display for CpuClockError {
 
 impl std::error::Error for CpuClockError {}
 
-/// The calling thread's CPU time in nanoseconds since it started, from this process's
-/// [`CpuClock`].
+impl CpuClock {
+    /// The calling thread's CPU time in nanoseconds since it started, from this process's
+    /// source ([`CpuClock::current`]).
+    #[inline]
+    pub fn thread_ns() -> u64 {
+        thread_cpu_ns()
+    }
+}
+
+/// [`CpuClock::thread_ns`].
 #[inline]
-pub fn thread_cpu_ns() -> u64 {
+pub(crate) fn thread_cpu_ns() -> u64 {
     let mut mode = MODE.load(Ordering::Relaxed);
     if mode == UNDECIDED {
         mode = decide();

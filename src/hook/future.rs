@@ -1,5 +1,5 @@
 //! Instrumented futures: `#[traced]` on `async fn`, [`traced_future!`](crate::traced_future),
-//! [`TracedFutureExt::traced`] and [`Ftrace::trace_future`].
+//! [`TracedFuture::new`] and [`Ftrace::trace_future`].
 //!
 //! # What Hit and Time mean for an async function
 //!
@@ -193,7 +193,7 @@ struct Task<'a> {
 
 /// A future instrumented as one call of a site (see the module docs). Made by
 /// `#[traced]` on an `async fn`, [`traced_future!`](crate::traced_future),
-/// [`TracedFutureExt::traced`] or [`Ftrace::trace_future`].
+/// [`TracedFuture::new`] or [`Ftrace::trace_future`].
 #[must_use = "futures do nothing unless polled"]
 pub struct TracedFuture<'a, F> {
     inner: F,
@@ -244,20 +244,6 @@ impl Ftrace {
         TracedFuture::with_target(Target::Owned(self, site), fut)
     }
 }
-
-/// Instruments any future as a call of a static site: `fut.traced(&SITE)`.
-#[cfg(not(loom))]
-pub trait TracedFutureExt: Future + Sized {
-    /// This future as one call of `site` (see the module docs). `site` must be listed in
-    /// the link-time slice of sites to be known to the global instance;
-    /// [`traced_future!`](crate::traced_future) makes such a site.
-    fn traced(self, site: &'static Site) -> TracedFuture<'static, Self> {
-        TracedFuture::new(site, self)
-    }
-}
-
-#[cfg(not(loom))]
-impl<F: Future> TracedFutureExt for F {}
 
 impl<F: Future> Future for TracedFuture<'_, F> {
     type Output = F::Output;

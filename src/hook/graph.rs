@@ -55,7 +55,7 @@ pub struct GraphEntry {
     pub parent: usize,
     /// Depth of this call on the shadow stack (0 for the outermost traced call).
     pub depth: usize,
-    /// Entry timestamp (ns, see [`now_ns`]).
+    /// Entry timestamp (ns, see [`TraceClock::now_ns`](super::TraceClock::now_ns)).
     pub calltime: u64,
     /// The site's dense index in the instance (out of every instance's range for an ip that
     /// is not a site; [`site_index`](Self::site_index)).
@@ -594,6 +594,16 @@ impl LiveStack {
 /// Not inlined into the caller's crate: the clock's state then stays private to this
 /// crate, so its own hot paths reach it directly rather than through the GOT.
 #[inline(never)]
-pub fn now_ns() -> u64 {
+pub(crate) fn now_ns() -> u64 {
     super::clock::now_ns()
+}
+
+impl super::TraceClock {
+    /// The graph clock now: nanoseconds since the process's trace-clock anchor, read from
+    /// the selected clock ([`TraceClock::current`](super::TraceClock::current)), as every
+    /// hook's timestamps are.
+    #[inline]
+    pub fn now_ns() -> u64 {
+        now_ns()
+    }
 }

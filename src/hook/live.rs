@@ -26,12 +26,12 @@
 //!   (`sink.rs`) is not called at all in the steady state: its sink path records the hit,
 //!   or at a graph return the call's time, and the callback runs only when the sink cannot
 //!   take it;
-//! - **list**: otherwise the dispatcher takes the [`List`](super::RecursionContext::List)
+//! - **list**: otherwise the dispatcher takes the [`List`](super::recursion::RecursionContext::List)
 //!   recursion bit and walks the list (`walk.rs`), calling each ops whose hashes cover the
 //!   site.
 //!
 //! Either way an ops with `PID` is skipped on threads not in `set_ftrace_pid`, an ops with
-//! `RECURSION` runs under the [`Func`](super::RecursionContext::Func) recursion bit, and graph
+//! `RECURSION` runs under the [`Func`](super::recursion::RecursionContext::Func) recursion bit, and graph
 //! entry hooks run (under the `List` bit) only when the shadow stack has room; if any
 //! accepts, a frame is pushed and the returned [`ScopeGuard`] (`guard.rs`) pops it and runs
 //! the return hooks on drop (`returns.rs`).

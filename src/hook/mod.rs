@@ -105,25 +105,19 @@ mod walk;
 
 pub use barrier::ReadSideBarrier;
 pub use clock::{ClockError, TraceClock};
-pub use control::install;
-pub use cputime::{CpuClock, CpuClockError, thread_cpu_ns};
+pub(crate) use cputime::thread_cpu_ns;
+pub use cputime::{CpuClock, CpuClockError};
 pub use filter::{FilterError, FilterHash, Hashes};
 pub use ftrace::Ftrace;
 pub use future::TracedFuture;
-#[cfg(not(loom))]
-pub use future::TracedFutureExt;
 pub use glob::{Glob, GlobError};
 #[cfg(not(loom))]
 pub(crate) use graph::LiveStack;
-pub use graph::{
-    Frame, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, TaskTimes, now_ns,
-};
+pub use graph::{Frame, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, TaskTimes};
 pub use guard::ScopeGuard;
-pub use ops::{
-    FtraceFunc, FtraceOps, FtraceOpsBuilder, GraphEntryFunc, GraphReturnFunc, OpsFlags, Regs,
-};
+pub use ops::{FtraceOps, FtraceOpsBuilder, OpsFlags, Regs};
 pub use pid::{PidError, current_tid};
-pub use recursion::{RecursionContext, RecursionLock, trylock};
+pub use recursion::RecursionLock;
 pub(crate) use sink::{SINK_WORDS, Sink, SinkOps, SinkPath, SinkWords};
 pub use site::{Site, SiteDef};
 pub use switch::SiteSwitch;

@@ -97,11 +97,11 @@ pub struct Regs {
 }
 
 /// A function callback: `(ip, parent_ip, ops, regs)`.
-pub type FtraceFunc = dyn Fn(usize, usize, &FtraceOps, Option<&Regs>) + Send + Sync;
+pub(crate) type FtraceFunc = dyn Fn(usize, usize, &FtraceOps, Option<&Regs>) + Send + Sync;
 /// A graph entry hook; returns `false` to not trace this call (no return hook for it).
-pub type GraphEntryFunc = dyn Fn(&GraphEntry, &FtraceOps) -> bool + Send + Sync;
+pub(crate) type GraphEntryFunc = dyn Fn(&GraphEntry, &FtraceOps) -> bool + Send + Sync;
 /// A graph return hook.
-pub type GraphReturnFunc = dyn Fn(&GraphReturn, &FtraceOps) + Send + Sync;
+pub(crate) type GraphReturnFunc = dyn Fn(&GraphReturn, &FtraceOps) + Send + Sync;
 
 pub(crate) enum Callback {
     Func(Box<FtraceFunc>),

@@ -4,15 +4,15 @@
 //!
 //! A callback that calls instrumented code would re-enter the dispatcher and, without a
 //! guard, recurse until the stack overflows. Each thread holds a small bit set; a context
-//! ([`RecursionContext`]) is a bit. `trylock` sets the bit and succeeds only if it was clear; the
+//! (`RecursionContext`) is a bit. Taking one sets the bit and succeeds only if it was clear; the
 //! returned [`RecursionLock`] clears it on drop, also during unwinding, so a panicking
 //! callback does not leave its thread untraceable.
 //!
-//! The dispatcher takes [`RecursionContext::List`] around a list walk and around every function-graph
-//! callback, and [`RecursionContext::Func`] around a callback of an ops with
+//! The dispatcher takes `RecursionContext::List` around a list walk and around every
+//! function-graph callback, and `RecursionContext::Func` around a callback of an ops with
 //! [`OpsFlags::RECURSION`](super::OpsFlags::RECURSION); an ops without that flag, called
-//! directly, must protect itself (as in the kernel) and can use [`trylock`] with
-//! [`RecursionContext::User`].
+//! directly, must protect itself (as in the kernel) and can take the context left for ops'
+//! own use with [`RecursionLock::try_lock`].
 //!
 //! # Invariants
 //!
@@ -28,7 +28,7 @@ use super::thread;
 /// A recursion context: one bit of the per-thread guard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
-pub enum RecursionContext {
+pub(crate) enum RecursionContext {
     /// The dispatcher's list walk and function-graph callbacks.
     List = 1,
     /// Callbacks of ops with `RECURSION`.
@@ -44,16 +44,26 @@ pub struct RecursionLock {
     _not_send: PhantomData<*const ()>,
 }
 
+impl RecursionLock {
+    /// Takes, for this thread, the recursion context left for ops' own use (the kernel's
+    /// `ftrace_test_recursion_trylock` in a callback of an ops without
+    /// [`OpsFlags::RECURSION`](super::OpsFlags::RECURSION)): `None` if it is already held,
+    /// that is if the caller is recursing. The dispatcher's own contexts are separate bits.
+    ///
+    /// ```
+    /// use tracestat::hook::RecursionLock;
+    /// let outer = RecursionLock::try_lock().expect("free");
+    /// assert!(RecursionLock::try_lock().is_none());
+    /// drop(outer);
+    /// assert!(RecursionLock::try_lock().is_some());
+    /// ```
+    pub fn try_lock() -> Option<RecursionLock> {
+        trylock(RecursionContext::User)
+    }
+}
+
 /// Takes `context` for this thread: `None` if it is already held (the caller is recursing).
-///
-/// ```
-/// use tracestat::hook::{RecursionContext, trylock};
-/// let outer = trylock(RecursionContext::User).expect("free");
-/// assert!(trylock(RecursionContext::User).is_none());
-/// drop(outer);
-/// assert!(trylock(RecursionContext::User).is_some());
-/// ```
-pub fn trylock(context: RecursionContext) -> Option<RecursionLock> {
+fn trylock(context: RecursionContext) -> Option<RecursionLock> {
     let bit = context as u32;
     thread::hot(|hot| {
         let held = hot.recursion.get();

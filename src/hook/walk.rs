@@ -13,7 +13,7 @@
 //! # Invariants
 //!
 //! - The caller holds a read-side section of the published state the `Call` names, and the
-//!   [`List`](super::RecursionContext::List) recursion bit.
+//!   [`List`](super::recursion::RecursionContext::List) recursion bit.
 //! - No borrow of per-thread state is held while a callback runs.
 
 use core::cell::Cell;

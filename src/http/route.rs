@@ -29,8 +29,7 @@ use super::window;
 use super::window::ProfileSource;
 use crate::alloc::FunctionAlloc;
 use crate::error::Error;
-use crate::export::{self, Counter, Profile};
-use crate::export::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE};
+use crate::export::{self, Counter, Format, Profile};
 use crate::stat::{DirEntry, STAT_DIR, Tracefs, WriteMode};
 
 /// `Content-Type` of plain text responses.
@@ -590,12 +589,12 @@ impl Router {
         let (written, content_type) = if open {
             (
                 export::to_openmetrics(&profile, &mut out),
-                OPENMETRICS_CONTENT_TYPE,
+                Format::OpenMetrics.content_type(),
             )
         } else {
             (
                 export::to_prometheus_text(&profile, &mut out),
-                PROMETHEUS_CONTENT_TYPE,
+                Format::Prometheus.content_type(),
             )
         };
         match written {

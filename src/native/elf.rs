@@ -57,7 +57,7 @@ fn text_symbols<'data, S: ObjectSymbol<'data>>(
 
 /// `name` demangled: Rust legacy (`_ZN…17h<hash>E`) and v0 (`_R…`) without the hash, C++
 /// (`_Z…`), anything else as it is.
-pub fn demangle(name: &str) -> String {
+pub(crate) fn demangle(name: &str) -> String {
     if let Ok(d) = rustc_demangle::try_demangle(name) {
         return format!("{d:#}");
     }

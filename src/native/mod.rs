@@ -51,7 +51,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use elf::{Function, demangle, functions};
+pub use elf::{Function, functions};
 use patch::MAX_ENTRY_OFFSET;
 pub use patch::{
     NopEntry, PatchError, Patches, Sled, SledKind, Table, XrayFunction, XraySites, XrayTrampolines,

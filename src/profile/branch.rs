@@ -323,7 +323,7 @@ fn typed_rows(entries: &[BranchEntry]) -> Option<crate::stat::TypedStat> {
 
 /// `trace_stat/branch_annotated`: every `likely!` / `unlikely!` site, most often wrong first.
 #[derive(Debug, Default)]
-pub struct BranchAnnotated;
+pub(crate) struct BranchAnnotated;
 
 /// One row of a branch stat file: a snapshot of every site plus an index into it.
 type BranchEntry = (Arc<Vec<BranchCounts>>, usize);
@@ -389,7 +389,7 @@ impl StatTracer for BranchAnnotated {
 /// `trace_stat/branch_all`: every branch site (hinted or not) in link order, with `miss` =
 /// times false and `hit` = times true.
 #[derive(Debug, Default)]
-pub struct BranchAll;
+pub(crate) struct BranchAll;
 
 impl StatTracer for BranchAll {
     type Entry = BranchEntry;

@@ -26,10 +26,7 @@ mod function;
 #[cfg(feature = "tracing")]
 mod tracing_layer;
 
-pub use branch::{
-    BranchAll, BranchAnnotated, BranchCounts, BranchSite, Hint, branch_snapshot,
-    register_branch_stats,
-};
+pub use branch::{BranchCounts, BranchSite, Hint, branch_snapshot, register_branch_stats};
 pub use diff::{
     AvgTest, DiffOptions, DiffRow, DiffSort, FunctionSnapshot, ProfileDiff, RunStats, Totals, diff,
     diff_runs,
@@ -38,7 +35,7 @@ pub use diff::{
 pub(crate) use function::LATENCY_BUCKETS;
 pub use function::{FunctionProfiler, FunctionRow, PathRow, ProfileOptions, ProfilerHandle};
 #[cfg(feature = "tracing")]
-pub use tracing_layer::{LayerStats, SpanNames, TracestatLayer, ip_of};
+pub use tracing_layer::{LayerStats, SpanNames, TracestatLayer};
 
 /// What the call-site macros (`#[traced]`, `traced_block!`, `likely!`, ...) expand to; reached
 /// through [`crate::__private`] only.

@@ -23,7 +23,8 @@
 //! # Design
 //!
 //! - **ips.** A span's ip is the address of its callsite's `&'static Metadata`: stable for the
-//!   process' life and unique per callsite ([`ip_of`]). It is never one of an [`Ftrace`]'s
+//!   process' life and unique per callsite (`std::ptr::from_ref(metadata) as usize`, what an ops
+//!   of your own compares a span's ip with). It is never one of an [`Ftrace`]'s
 //!   sites, so it is a *foreign* ip to the hook layer: it reaches every registered ops, and
 //!   `set_ftrace_filter` / `set_ftrace_notrace` / `set_ftrace_pid` do not apply to spans.
 //! - **names.** The layer keeps a table ip → `Metadata`, filled in `register_callsite` (every
@@ -39,10 +40,11 @@
 //!   ([`TracedFuture`](crate::hook::TracedFuture)) is one call from its first poll to its
 //!   completion. The first enter runs the function ops ([`Ftrace::dispatch_ip`]) and the
 //!   graph entry hooks ([`Ftrace::graph_entry_at`]) on this thread's shadow stack for this
-//!   layer at [`now_ns`], with parent ip = the ip of the innermost span entered on this
-//!   thread through this layer (0 at top level): the hit. Between enters the call's graph
-//!   frame is kept with the span (in its registry extensions); each later enter puts it
-//!   back on the entering thread's shadow stack and each exit takes it off again, uncharged,
+//!   layer at [`TraceClock::now_ns`](crate::hook::TraceClock::now_ns), with parent ip = the ip
+//!   of the innermost span entered on this thread through this layer (0 at top level): the
+//!   hit. Between enters the call's graph frame is kept with the span (in its registry
+//!   extensions); each later enter puts it back on the entering thread's shadow stack and
+//!   each exit takes it off again, uncharged,
 //!   so the frame **moves with the span between threads** and child spans entered inside
 //!   any enter nest under it. The close returns the frame once (the return hooks see a
 //!   [`GraphReturn::task`](crate::hook::GraphReturn::task)), charging the call's whole wall time
@@ -153,7 +155,7 @@ use tracing_subscriber::registry::{LookupSpan, SpanRef};
 use super::FunctionProfiler;
 use crate::error::Error;
 use crate::hook::Ftrace;
-use crate::hook::{Frame, SHADOW_STACK_DEPTH, ShadowStack, current_tid, now_ns};
+use crate::hook::{Frame, SHADOW_STACK_DEPTH, ShadowStack, TraceClock, current_tid};
 use crate::primitive::sync::Arc as HookArc;
 use crate::stat::Tracefs;
 
@@ -173,7 +175,7 @@ pub enum SpanNames {
 }
 
 /// The ip of a span (or event) callsite: the address of its static `Metadata`.
-pub fn ip_of(metadata: &'static Metadata<'static>) -> usize {
+fn ip_of(metadata: &'static Metadata<'static>) -> usize {
     std::ptr::from_ref(metadata) as usize
 }
 
@@ -571,7 +573,7 @@ impl TracestatLayer {
         let inner = &self.inner;
         let ftrace = &*inner.ftrace;
         let ip = ip_of(span.metadata());
-        let now = now_ns();
+        let now = TraceClock::now_ns();
         with_local(inner, true, |local| {
             if local.entered.len() >= MAX_ENTERED {
                 inner.untracked.fetch_add(1, Ordering::Relaxed);
@@ -618,7 +620,7 @@ impl TracestatLayer {
         S: for<'a> LookupSpan<'a>,
     {
         let inner = &self.inner;
-        let now = now_ns();
+        let now = TraceClock::now_ns();
         let key = id.into_u64();
         let found = with_local(inner, false, |local| {
             let k = local.entered.iter().rposition(|e| e.span == key)?;
@@ -658,7 +660,7 @@ impl TracestatLayer {
         let Some(task) = take_task(span, inner.id) else {
             return;
         };
-        let now = now_ns();
+        let now = TraceClock::now_ns();
         if task.active > 0 {
             inner.closed_entered.fetch_add(1, Ordering::Relaxed);
         }

@@ -6,7 +6,7 @@
 //!
 //! - [`StatTracer`] (in `tracer.rs`) is the provider trait: `start`/`next` enumerate typed
 //!   entries, `cmp` orders them, `headers`/`show` print them, `release` takes them back.
-//! - [`render`] (in `snapshot.rs`) performs one read: collect, stable sort descending, print, release. Each
+//! - `render` (in `snapshot.rs`) performs one read: collect, stable sort descending, print, release. Each
 //!   read owns its entries, unlike the kernel's single shared rbtree per file.
 //! - [`StatRegistry`] (in `registry.rs`) maps names to providers; duplicate names are
 //!   refused atomically.
@@ -39,9 +39,10 @@ pub use control::{
 };
 pub(crate) use parse::{as_text, is_kernel_space, kernel_words, parse_bool, parse_option};
 pub use registry::StatRegistry;
+pub(crate) use snapshot::render;
 #[cfg(feature = "json")]
 pub(crate) use snapshot::render_each;
-pub use snapshot::{RenderedRows, render, sorted_entries};
+pub use snapshot::sorted_entries;
 pub use tracer::StatTracer;
 #[cfg(feature = "json")]
 pub use typed::TypedStat;

@@ -12,7 +12,7 @@
 //!
 //! - A name maps to at most one provider at every instant.
 //! - A read renders exactly one provider, from one fresh snapshot (see
-//!   [`render`](super::render)); a read that started before `unregister` finishes with a
+//!   `render`); a read that started before `unregister` finishes with a
 //!   complete output, and any read that starts after `unregister` returns gets
 //!   [`Error::NotFound`].
 //!
@@ -22,6 +22,7 @@
 use crate::primitive::unmodeled::Arc;
 use std::collections::BTreeMap;
 
+#[cfg(feature = "json")]
 use super::snapshot::RenderedRows;
 use super::tracer::{DynStat, StatTracer};
 use crate::error::Error;
@@ -151,7 +152,8 @@ impl StatRegistry {
     /// Reads the stat file of `name` with its headers and each row's text kept apart (one
     /// fresh snapshot, sorted); concatenated, they are what [`read`](Self::read) returns.
     /// Exporters use it for providers that do not serialize their entries.
-    pub fn read_rows(&self, name: &str) -> Result<RenderedRows, Error> {
+    #[cfg(feature = "json")]
+    pub(crate) fn read_rows(&self, name: &str) -> Result<RenderedRows, Error> {
         let tracer = self.get(name).ok_or_else(|| Error::NotFound {
             path: format!("trace_stat/{name}"),
         })?;

@@ -61,16 +61,18 @@ impl<T: StatTracer + ?Sized> Drop for ReleaseOnDrop<'_, T> {
 
 /// One read of a stat file split into its parts, for exporters that keep rows apart
 /// (JSON). `headers` followed by every row, concatenated, is exactly what [`render`] writes.
+#[cfg(feature = "json")]
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RenderedRows {
+pub(crate) struct RenderedRows {
     /// What [`StatTracer::headers`] wrote.
-    pub headers: String,
+    pub(crate) headers: String,
     /// What [`StatTracer::show`] wrote for each entry, in sorted order.
-    pub rows: Vec<String>,
+    pub(crate) rows: Vec<String>,
 }
 
 /// One read of `tracer`, like [`render`], handing each sorted entry with its shown text to
 /// `each` before the entries are released; returns the headers' text.
+#[cfg(feature = "json")]
 pub(crate) fn render_each<T: StatTracer + ?Sized>(
     tracer: &T,
     mut each: impl FnMut(&T::Entry, String),
@@ -90,6 +92,7 @@ pub(crate) fn render_each<T: StatTracer + ?Sized>(
 }
 
 /// One read of `tracer` as [`RenderedRows`]: headers and each row's text apart.
+#[cfg(feature = "json")]
 pub(crate) fn render_rows<T: StatTracer + ?Sized>(tracer: &T) -> Result<RenderedRows, fmt::Error> {
     let mut rows = Vec::new();
     let headers = render_each(tracer, |_, row| rows.push(row))?;
@@ -98,7 +101,7 @@ pub(crate) fn render_rows<T: StatTracer + ?Sized>(tracer: &T) -> Result<Rendered
 
 /// Produces the whole stat file of `tracer` into `out`: headers once, then every entry in
 /// sorted order, then every entry released.
-pub fn render<T: StatTracer + ?Sized>(tracer: &T, out: &mut dyn fmt::Write) -> fmt::Result {
+pub(crate) fn render<T: StatTracer + ?Sized>(tracer: &T, out: &mut dyn fmt::Write) -> fmt::Result {
     let guard = ReleaseOnDrop {
         tracer,
         entries: sorted_entries(tracer),

@@ -124,6 +124,7 @@ pub(crate) trait DynStat: Send + Sync {
     fn render(&self, out: &mut dyn fmt::Write) -> fmt::Result;
 
     /// One fresh snapshot with the headers and each row's text kept apart (for exporters).
+    #[cfg(feature = "json")]
     fn render_rows(&self) -> Result<crate::stat::snapshot::RenderedRows, fmt::Error>;
 
     /// [`StatTracer::typed_json`].
@@ -136,6 +137,7 @@ impl<T: StatTracer> DynStat for T {
         crate::stat::snapshot::render(self, out)
     }
 
+    #[cfg(feature = "json")]
     fn render_rows(&self) -> Result<crate::stat::snapshot::RenderedRows, fmt::Error> {
         crate::stat::snapshot::render_rows(self)
     }

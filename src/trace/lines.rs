@@ -1,10 +1,10 @@
-//! [`Lines`]: the bounded line reader every ftrace text reader uses: one reused buffer, a line
+//! `Lines`: the bounded line reader every ftrace text reader uses: one reused buffer, a line
 //! at a time, lines over the limit and lines that are not UTF-8 reported, never stored.
 //!
 //! # Invariants
 //!
 //! - Memory is one buffer, never larger than the line limit plus one newline plus one
-//!   read-ahead chunk ([`Lines::CHUNK`]); nothing grows with the input.
+//!   read-ahead chunk (`Lines::CHUNK`); nothing grows with the input.
 //! - Every line of the input is returned exactly once, as text or as why it was skipped; a
 //!   final line without a newline is a line like any other.
 //! - Never panics on any bytes.
@@ -13,7 +13,7 @@ use std::io::{self, BufRead};
 
 /// One line of the input (without its newline).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Line<'a> {
+pub(crate) enum Line<'a> {
     /// A line of UTF-8 text.
     Text(&'a str),
     /// A line longer than the limit, skipped up to its newline without being stored.
@@ -32,19 +32,9 @@ pub enum Line<'a> {
 /// Before a read, the unfinished line is moved to the front of the buffer; the buffer is
 /// zero-filled once, when it grows, never per read.
 ///
-/// ```
-/// use tracestat::trace::{Line, Lines};
-///
-/// let mut lines = Lines::with_max_line(&b"short\nmuch too long\n\xff\nlast"[..], 8);
-/// let mut seen = Vec::new();
-/// while let Some(line) = lines.next_line()? {
-///     seen.push(line.to_owned_text());
-/// }
-/// assert_eq!(seen, [Some("short".to_owned()), None, None, Some("last".to_owned())]);
-/// # Ok::<(), std::io::Error>(())
-/// ```
+/// (`tests::every_line_once_with_its_reason` reads each kind of line.)
 #[derive(Debug)]
-pub struct Lines<R> {
+pub(crate) struct Lines<R> {
     inner: R,
     /// Bytes read and not yet returned as lines are `buf[pos..end]`; `buf[end..]` is room
     /// for the next read.
@@ -56,16 +46,6 @@ pub struct Lines<R> {
     ascii: bool,
     eof: bool,
     max_line: usize,
-}
-
-impl Line<'_> {
-    /// The text as an owned string, `None` for a skipped line.
-    pub fn to_owned_text(&self) -> Option<String> {
-        match self {
-            Line::Text(t) => Some((*t).to_owned()),
-            Line::TooLong | Line::NotUtf8 => None,
-        }
-    }
 }
 
 /// Each byte of a word.
@@ -203,7 +183,7 @@ impl<R: BufRead> Lines<R> {
         self.ascii = true;
     }
 
-    /// Reads up to [`Lines::CHUNK`] more bytes of input into the buffer, first moving the
+    /// Reads up to `Lines::CHUNK` more bytes of input into the buffer, first moving the
     /// bytes not yet returned to its front; `false` at the end of the input.
     fn fill(&mut self) -> io::Result<bool> {
         if self.pos > 0 {

@@ -4,7 +4,7 @@
 //!
 //! # Map
 //!
-//! - `lines.rs`: [`Lines`], the bounded line reader (one reused buffer, lines over the limit
+//! - `lines.rs`: `Lines`, the bounded line reader (one reused buffer, lines over the limit
 //!   and lines that are not UTF-8 skipped and reported).
 //! - `head.rs`: [`Context`] (CPU, task, PID, timestamp: their types once) and the line head
 //!   `task-pid [cpu] flags ts:`.
@@ -119,6 +119,7 @@ pub(crate) use head::split_head;
 pub use kind::{LineCounts, LineKind, Parsed};
 #[cfg(not(loom))]
 pub(crate) use lex::task_pid;
-pub use lines::{Line, Lines};
+#[cfg(not(loom))]
+pub(crate) use lines::{Line, Lines};
 pub use parse::Parser;
 pub use reader::Reader;

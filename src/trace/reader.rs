@@ -1,4 +1,4 @@
-//! [`Reader`]: the [`Parser`] over a `BufRead`, a line at a time through [`Lines`].
+//! [`Reader`]: the [`Parser`] over a `BufRead`, a line at a time through the bounded line reader (`lines.rs`).
 
 use std::io::{self, BufRead};
 
@@ -10,7 +10,7 @@ use super::parse::Parser;
 
 /// Reads a trace line by line from a [`BufRead`] and parses each line with a [`Parser`].
 ///
-/// Memory is the bounded buffer of [`Lines`]: a line longer than `max_line` is skipped up to
+/// Memory is one bounded line buffer: a line longer than `max_line` is skipped up to
 /// its newline without being stored, and counted as [`LineKind::Overlong`]. A line that is
 /// not UTF-8 is counted as [`LineKind::InvalidUtf8`]. A final line without a newline is
 /// parsed like any other.

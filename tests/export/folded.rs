@@ -1,12 +1,22 @@
 //! Folded stacks: totals, escaping, merging.
 
 use crate::common::{BAD, bad_names, function, path, sample};
-use tracestat::export::{FoldedWeight, Profile, to_folded, to_folded_weighted};
+use std::io;
 
+use tracestat::export::{self, FoldedWeight, Format, Profile, folded_lines};
+
+/// The lines of [`folded_lines`] with `weight`, one `stack weight` line each.
 fn folded(p: &Profile, weight: FoldedWeight) -> String {
-    let mut out = Vec::new();
-    to_folded_weighted(p, weight, &mut out).unwrap();
-    String::from_utf8(out).unwrap()
+    folded_lines(p, weight)
+        .unwrap()
+        .into_iter()
+        .map(|(stack, n)| format!("{stack} {n}\n"))
+        .collect()
+}
+
+/// What [`Format::Folded`] writes.
+fn to_folded(p: &Profile, w: impl io::Write) -> io::Result<()> {
+    export::write(p, Format::Folded, w)
 }
 
 /// Parses lines the way inferno and flamegraph.pl do: weight after the last space.
@@ -34,7 +44,7 @@ fn self_time_totals_round_trip() {
     );
     let lines = parse(&text);
     let total: u128 = lines.iter().map(|(_, n)| n).sum();
-    assert_eq!(total, p.stack_totals().time_ns);
+    assert_eq!(total, p.stack_totals().1);
     assert_eq!(lines.len(), p.paths.len());
 }
 
@@ -45,7 +55,7 @@ fn hits_weight_and_functions_fallback() {
         .iter()
         .map(|l| l.1)
         .sum();
-    assert_eq!(hits, p.stack_totals().calls);
+    assert_eq!(hits, p.stack_totals().0);
 
     // Without paths: one-frame lines from functions, weighted by their time.
     let f = Profile {
@@ -100,7 +110,7 @@ fn bad_names_are_escaped() {
         assert!(leaves.contains(&want), "{want:?} not in {leaves:?}");
     }
     let total: u128 = lines.iter().map(|l| l.1).sum();
-    assert_eq!(total, p.stack_totals().time_ns);
+    assert_eq!(total, p.stack_totals().1);
     // Empty names become [unknown], never an empty frame.
     let empty = Profile {
         paths: vec![path(&["", "x"], 1, 1, 1)],

@@ -6,14 +6,14 @@ use std::fmt;
 use crate::common::{BAD, bad_names, sample};
 use serde::Serialize;
 use tracestat::export::{
-    Profile, histogram_to_json, profile_from_json, registry_stat_to_json,
-    registry_stat_to_json_typed, registry_to_json, stat_to_json, stat_to_json_typed, to_json,
+    self, Format, Profile, profile_from_json, registry_stat_to_json_typed, registry_to_json,
+    stat_to_json,
 };
 use tracestat::stat::{StatRegistry, StatTracer, TypedStat};
 
 fn json(p: &Profile) -> String {
     let mut out = Vec::new();
-    to_json(p, &mut out).unwrap();
+    export::write(p, Format::Json, &mut out).unwrap();
     String::from_utf8(out).unwrap()
 }
 
@@ -76,15 +76,22 @@ fn other_schema_or_version_is_refused_unknown_fields_are_not() {
 }
 
 #[test]
-fn histogram_document() {
-    let p = sample();
-    let mut out = Vec::new();
-    histogram_to_json(&p.histograms[0], &mut out).unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
-    assert_eq!(v["schema"], "tracestat.histogram");
+fn a_histogram_alone_is_a_profile_document() {
+    let p = Profile {
+        histograms: vec![sample().histograms[0].clone()],
+        ..Profile::default()
+    };
+    let text = json(&p);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["schema"], "tracestat.profile");
     assert_eq!(v["version"], 1);
-    assert_eq!(v["count"], 9);
-    assert_eq!(v["labels"], serde_json::json!({"cpu": "0"}));
+    assert_eq!(v["histograms"].as_array().unwrap().len(), 1);
+    assert_eq!(v["histograms"][0]["count"], 9);
+    assert_eq!(
+        v["histograms"][0]["labels"],
+        serde_json::json!({"cpu": "0"})
+    );
+    assert_eq!(profile_from_json(text.as_bytes()).unwrap(), p);
 }
 
 #[derive(Clone, Serialize)]
@@ -144,7 +151,8 @@ fn stat_file_text_rows_rebuild_the_file() {
         },
         {
             let mut out = Vec::new();
-            registry_stat_to_json(&registry, "rows", &mut out).unwrap();
+            // No typed data: the text rows document.
+            registry_stat_to_json_typed(&registry, "rows", &mut out).unwrap();
             out
         },
     ] {
@@ -159,22 +167,21 @@ fn stat_file_text_rows_rebuild_the_file() {
         }
         assert_eq!(rebuilt, file);
     }
-    let err = registry_stat_to_json(&registry, "missing", Vec::new()).unwrap_err();
+    let err = registry_stat_to_json_typed(&registry, "missing", Vec::new()).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
 }
 
 #[test]
 fn typed_rows_carry_entries_in_sorted_order() {
+    let registry = StatRegistry::new();
+    registry.register(TypedRows(rows())).unwrap();
     let mut out = Vec::new();
-    stat_to_json_typed(&rows(), &mut out).unwrap();
+    registry_stat_to_json_typed(&registry, "typed_rows", &mut out).unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
-    let rows = v["rows"].as_array().unwrap();
-    assert_eq!(
-        rows[0]["entry"],
-        serde_json::json!({"name": "c;d", "hits": 5})
-    );
-    assert_eq!(rows[0]["text"], "c;d 5\n");
-    assert_eq!(rows[1]["entry"]["name"], "a \"b\"\n");
+    let rows = v["data"]["rows"].as_array().unwrap();
+    assert_eq!(rows[0], serde_json::json!({"name": "c;d", "hits": 5}));
+    assert_eq!(rows[1]["name"], "a \"b\"\n");
+    assert_eq!(rows.len(), 2);
 }
 
 #[test]
@@ -249,10 +256,10 @@ fn typed_stat_documents_and_the_text_fallback() {
     assert_eq!(v["kind"], "test_rows");
     assert_eq!(v["data"]["total"], 6);
     assert_eq!(v["data"]["rows"][0]["name"], "c;d");
-    // A provider without typed data: the text rows document, as registry_stat_to_json.
+    // A provider without typed data: the text rows document, as stat_to_json writes it.
     let (mut typed, mut text) = (Vec::new(), Vec::new());
     registry_stat_to_json_typed(&registry, "rows", &mut typed).unwrap();
-    registry_stat_to_json(&registry, "rows", &mut text).unwrap();
+    stat_to_json(&rows(), &mut text).unwrap();
     assert_eq!(typed, text);
     let err = registry_stat_to_json_typed(&registry, "missing", Vec::new()).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::NotFound);

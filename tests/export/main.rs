@@ -4,6 +4,7 @@
 mod common;
 
 mod folded;
+mod format;
 mod json;
 mod openmetrics;
 mod pprof;

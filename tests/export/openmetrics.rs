@@ -3,7 +3,19 @@
 use std::collections::BTreeMap;
 
 use crate::common::{BAD, bad_names, labels, sample};
-use tracestat::export::{Counter, ModelError, Profile, to_openmetrics, to_prometheus_text};
+use std::io;
+
+use tracestat::export::{self, Counter, Format, ModelError, Profile};
+
+/// What [`Format::OpenMetrics`] writes.
+fn to_openmetrics(p: &Profile, w: impl io::Write) -> io::Result<()> {
+    export::write(p, Format::OpenMetrics, w)
+}
+
+/// What [`Format::Prometheus`] writes.
+fn to_prometheus_text(p: &Profile, w: impl io::Write) -> io::Result<()> {
+    export::write(p, Format::Prometheus, w)
+}
 
 /// The two metrics text formats.
 #[derive(Debug, Clone, Copy)]

@@ -1,13 +1,18 @@
 //! pprof: decode our own output with prost and check totals, stacks and names.
 #![cfg(feature = "pprof")]
 
-use std::io::Read;
+use std::io::{self, Read};
 
 use crate::common::pprof_proto as proto;
 use crate::common::{BAD, bad_names, function, path, sample};
 use flate2::read::GzDecoder;
 use prost::Message;
-use tracestat::export::{Profile, to_pprof};
+use tracestat::export::{self, Format, Profile};
+
+/// What [`Format::Pprof`] writes.
+fn to_pprof(p: &Profile, w: impl io::Write) -> io::Result<()> {
+    export::write(p, Format::Pprof, w)
+}
 
 fn decode(p: &Profile) -> proto::Profile {
     let mut gz = Vec::new();
@@ -62,8 +67,8 @@ fn path_stacks_leaf_first_with_equal_totals() {
     assert_eq!(types, [("calls", "count"), ("time", "nanoseconds")]);
     assert_eq!(s(&p, p.default_sample_type), "time");
     assert_eq!(p.sample.len(), ours.paths.len());
-    let t = ours.stack_totals();
-    assert_eq!(totals(&p), [t.calls as i64, t.time_ns as i64]);
+    let (calls, time_ns) = ours.stack_totals();
+    assert_eq!(totals(&p), [calls as i64, time_ns as i64]);
     assert_eq!(stack(&p, &p.sample[2]), ["parse", "read", "main"]);
     assert_eq!(p.sample[2].value, [5, 300]);
     // One function and one location per distinct name.
@@ -80,8 +85,8 @@ fn one_frame_stacks_from_functions_and_untimed_profiles() {
     };
     let p = decode(&ours);
     assert!(p.sample.iter().all(|x| x.location_id.len() == 1));
-    let t = ours.stack_totals();
-    assert_eq!(totals(&p), [t.calls as i64, t.time_ns as i64]);
+    let (calls, time_ns) = ours.stack_totals();
+    assert_eq!(totals(&p), [calls as i64, time_ns as i64]);
 
     let untimed = Profile {
         functions: vec![function("a", 3, None), function("b", 4, None)],
@@ -117,8 +122,8 @@ fn bad_names_are_kept_verbatim() {
     for (i, name) in BAD.iter().enumerate() {
         assert_eq!(stack(&p, &p.sample[i]), [*name, "root frame"]);
     }
-    let t = ours.stack_totals();
-    assert_eq!(totals(&p), [t.calls as i64, t.time_ns as i64]);
+    let (calls, time_ns) = ours.stack_totals();
+    assert_eq!(totals(&p), [calls as i64, time_ns as i64]);
 }
 
 /// An allocation profile has Go's sample types (`alloc_objects/count`, `alloc_space/bytes`,

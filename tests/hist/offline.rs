@@ -843,7 +843,12 @@ fn bad_specs_are_typed_and_change_nothing() {
         "a.b=c.d-e",
         "a b.c=d.e",
     ] {
-        assert!(h.add_latency(bad, 2048).is_err(), "{bad}");
+        let e = h.add_latency(bad, 2048).unwrap_err();
+        assert!(
+            matches!(e, OfflineSpecError::Latency { .. }),
+            "{bad}: {e:?}"
+        );
+        assert!(e.to_string().starts_with("latency spec: "), "{e}");
     }
     assert!(h.add_latency("a.b=c.d", 100).is_err());
     assert!(h.latencies().is_empty());

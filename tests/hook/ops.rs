@@ -405,8 +405,8 @@ fn graph_times_and_refusal() {
     let g = graph_recorder(Some(refused_ip));
     f.register(&g).unwrap();
     let spin = |ns: u64| {
-        let t = tracestat::hook::now_ns();
-        while tracestat::hook::now_ns() - t < ns {}
+        let t = tracestat::hook::TraceClock::now_ns();
+        while tracestat::hook::TraceClock::now_ns() - t < ns {}
     };
     {
         let _o = f.call(f.site(0).unwrap());

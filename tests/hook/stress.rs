@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use tracestat::hook::{Ftrace, FtraceOps, TraceClock, install};
+use tracestat::hook::{Ftrace, FtraceOps, TraceClock};
 use tracestat::profile::FunctionProfiler;
 use tracestat::stat::{Tracefs, WriteMode};
 
@@ -84,7 +84,7 @@ fn everything_at_once_keeps_exact_totals() {
             .map(|n| tracestat::hook::SiteDef::new(*n, "stress")),
     );
     let fs = Arc::new(Tracefs::new());
-    install(&f, &fs).unwrap();
+    Ftrace::install(&f, &fs).unwrap();
     let profiler = FunctionProfiler::new(Arc::clone(&f));
     profiler.install(&fs).unwrap();
     let clock_before = TraceClock::current();

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tracestat::hook::{Ftrace, FtraceOps, TraceClock, install, now_ns};
+use tracestat::hook::{Ftrace, FtraceOps, TraceClock};
 use tracestat::stat::Tracefs;
 use tracestat::{Error, InputError};
 
@@ -46,7 +46,7 @@ fn paired_read() -> (u64, u64) {
     let mut best = (u64::MAX, 0, 0);
     for _ in 0..8 {
         let m0 = monotonic_ns();
-        let c = now_ns();
+        let c = TraceClock::now_ns();
         let m1 = monotonic_ns();
         if m1 - m0 < best.0 {
             best = (m1 - m0, c, m0 + (m1 - m0) / 2);
@@ -111,7 +111,7 @@ fn the_clock_is_monotonic_across_cpus() {
                             if b & 0xffff_ffff == turn & 0xffff_ffff || done.load(Ordering::Relaxed)
                             {
                                 let theirs = b >> 32;
-                                let mine = now_ns() >> 10; // µs-ish units keep it in 32 bits
+                                let mine = TraceClock::now_ns() >> 10; // µs-ish units keep it in 32 bits
                                 let mine = mine & 0xffff_ffff;
                                 if round > 0 && theirs > mine {
                                     worst.fetch_max(theirs - mine, Ordering::Relaxed);
@@ -146,7 +146,7 @@ fn trace_clock_file_lists_switches_and_refuses() {
     let _s = super::clock_lock();
     let fs = Tracefs::new();
     let f = Ftrace::new([]);
-    install(&f, &fs).unwrap();
+    Ftrace::install(&f, &fs).unwrap();
     let before = TraceClock::current();
 
     let listing = fs.read("trace_clock").unwrap();

@@ -7,7 +7,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use tracestat::hook::{CpuClock, CpuClockError, thread_cpu_ns};
+use tracestat::hook::{CpuClock, CpuClockError};
 
 /// Set in the children: what to do before the first read.
 const CHILD: &str = "TRACESTAT_CPUTIME_CHILD";
@@ -93,7 +93,7 @@ fn check_this_thread(who: &str) {
 /// window's separation.
 fn window(who: &str, apart: u64) -> Result<(), (String, u64)> {
     let s0 = steal_ns();
-    let (t0, c0, w0) = (thread_cpu_ns(), clock_thread_ns(), Instant::now());
+    let (t0, c0, w0) = (CpuClock::thread_ns(), clock_thread_ns(), Instant::now());
     assert!(
         t0.abs_diff(c0) <= bound(c0) + apart,
         "{who}: {t0} ns vs {c0} ns at start ({apart} ns apart after missed windows)"
@@ -101,7 +101,7 @@ fn window(who: &str, apart: u64) -> Result<(), (String, u64)> {
     busy(20_000_000);
     std::thread::sleep(Duration::from_millis(30));
     busy(20_000_000);
-    let (t1, c1, wall) = (thread_cpu_ns(), clock_thread_ns(), w0.elapsed());
+    let (t1, c1, wall) = (CpuClock::thread_ns(), clock_thread_ns(), w0.elapsed());
     let (dt, dc) = (t1 - t0, c1 - c0);
     let stolen = steal_ns() - s0;
     assert!(dt >= 40_000_000 - bound(40_000_000), "{who}: {dt} ns");
@@ -112,9 +112,9 @@ fn window(who: &str, apart: u64) -> Result<(), (String, u64)> {
         "{who}: {dt} ns of CPU time in {wall} ns of wall time with a 30 ms sleep"
     );
     // Never backwards.
-    let mut last = thread_cpu_ns();
+    let mut last = CpuClock::thread_ns();
     for _ in 0..10_000 {
-        let now = thread_cpu_ns();
+        let now = CpuClock::thread_ns();
         assert!(now >= last, "{who}: {now} after {last}");
         last = now;
     }
@@ -182,7 +182,7 @@ fn cpu_clock_in_this_process() {
         Some(_) => {
             let before = open_descriptors();
             let during = std::thread::spawn(|| {
-                thread_cpu_ns();
+                CpuClock::thread_ns();
                 open_descriptors()
             })
             .join()

@@ -699,7 +699,7 @@ fn option_change_while_enabled_restarts_with_the_new_option() {
 fn filters_apply_to_the_profiler() {
     let fs = &new_fs();
     let ftrace = instance(&["net_rx", "net_tx", "disk_io"]);
-    tracestat::hook::install(&ftrace, fs).unwrap();
+    tracestat::hook::Ftrace::install(&ftrace, fs).unwrap();
     let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
     profiler.install(fs).unwrap();
     fs.write("set_ftrace_filter", b"net_*").unwrap();
@@ -828,7 +828,7 @@ fn the_profile_export_carries_functions_paths_and_latency_histograms() {
 /// `graph_overruns`.
 #[test]
 fn recursion_deeper_than_the_shadow_stack_counts_every_call() {
-    use tracestat::hook::{SHADOW_STACK_DEPTH, install};
+    use tracestat::hook::{Ftrace, SHADOW_STACK_DEPTH};
     let wall_and_cpu = [
         TIMED,
         ProfileOptions {
@@ -842,7 +842,7 @@ fn recursion_deeper_than_the_shadow_stack_counts_every_call() {
         &["recurse"],
         |kind, opts, sites, profiler| {
             let (fs, ftrace) = (&new_fs(), sites.ftrace());
-            install(ftrace, fs).unwrap();
+            Ftrace::install(ftrace, fs).unwrap();
             // The global instance's count is the binary's so far: this run adds to it.
             let before = ftrace.graph_overruns();
             fn recurse(sites: &Sites, n: usize) {

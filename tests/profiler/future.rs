@@ -383,8 +383,8 @@ fn unpolled_and_untraced_futures_are_not_calls() {
 
 /// Spins until this thread has used `ns` of CPU time.
 fn burn_cpu(ns: u64) {
-    let start = tracestat::hook::thread_cpu_ns();
-    while tracestat::hook::thread_cpu_ns() - start < ns {
+    let start = tracestat::hook::CpuClock::thread_ns();
+    while tracestat::hook::CpuClock::thread_ns() - start < ns {
         std::hint::spin_loop();
     }
 }

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use tracestat::Error;
 use tracestat::hist::{
-    CellLayout, EventSource, HashHist, MAX_TRIGGERS_PER_EVENT, SinkBacklog, SpecError,
-    SpecErrorKind,
+    CellLayout, EventSource, HashHist, HistError, MAX_TRIGGERS_PER_EVENT, SpecError, SpecErrorKind,
 };
 use tracestat::stat::Tracefs;
 
-/// The most snapshots that wait for a table's sink at once, as `SinkBacklog` documents it.
+/// The most snapshots that wait for a table's sink at once, as `HistError::SinkBacklog`
+/// documents it.
 const MAX_PENDING_SINKS: usize = 4;
 
 /// A slow sink used to let retired generations pile up in the epoch's bags (5.56 GB in
@@ -72,7 +72,7 @@ fn reset_with_in_refuses_on_a_full_backlog_and_changes_nothing() {
         let err = h.reset_with_in(g, |_| {}).unwrap_err();
         assert_eq!(
             err,
-            SinkBacklog {
+            HistError::SinkBacklog {
                 pending: MAX_PENDING_SINKS
             }
         );

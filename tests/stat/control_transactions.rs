@@ -54,7 +54,7 @@ impl Rig {
     fn new() -> Self {
         let fs = Arc::new(Tracefs::new());
         let ftrace = Ftrace::new(SITES.iter().map(|n| SiteDef::new(*n, "tests")));
-        tracestat::hook::install(&ftrace, &fs).unwrap();
+        tracestat::hook::Ftrace::install(&ftrace, &fs).unwrap();
         let profiler = FunctionProfiler::new(Arc::clone(&ftrace));
         profiler.install(&fs).unwrap();
         // A function ops on `writer` whose callback makes the pending write.

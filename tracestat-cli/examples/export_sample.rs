@@ -20,7 +20,7 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use tracestat::export::{
-    self, Bucket, BucketHistogram, Counter, FunctionStats, PathStats, Profile,
+    self, Bucket, BucketHistogram, Counter, Format, FunctionStats, PathStats, Profile,
 };
 use tracestat::stat::{StatRegistry, StatTracer};
 
@@ -217,21 +217,25 @@ fn main() -> io::Result<()> {
         ..profile.clone()
     };
 
-    export::to_json(&profile, create(&dir, "profile.json")?)?;
+    export::write(&profile, Format::Json, create(&dir, "profile.json")?)?;
     let registry = StatRegistry::new();
     registry
         .register(Functions(profile.functions.clone()))
         .map_err(io::Error::other)?;
     export::registry_to_json(&registry, create(&dir, "stat_files.json")?)?;
-    export::to_pprof(&profile, create(&dir, "paths.pb.gz")?)?;
-    export::to_pprof(&functions_only, create(&dir, "functions.pb.gz")?)?;
-    export::to_folded(&profile, create(&dir, "profile.folded")?)?;
-    export::to_openmetrics(&profile, create(&dir, "metrics.om")?)?;
-    export::to_prometheus_text(&profile, create(&dir, "metrics.prom")?)?;
+    export::write(&profile, Format::Pprof, create(&dir, "paths.pb.gz")?)?;
+    export::write(
+        &functions_only,
+        Format::Pprof,
+        create(&dir, "functions.pb.gz")?,
+    )?;
+    export::write(&profile, Format::Folded, create(&dir, "profile.folded")?)?;
+    export::write(&profile, Format::OpenMetrics, create(&dir, "metrics.om")?)?;
+    export::write(&profile, Format::Prometheus, create(&dir, "metrics.prom")?)?;
 
     // The totals every consumer must report.
-    let paths = profile.stack_totals();
-    let funcs = functions_only.stack_totals();
+    let (paths_calls, paths_time_ns) = profile.stack_totals();
+    let (funcs_calls, funcs_time_ns) = functions_only.stack_totals();
     let folded: u128 = export::folded_lines(&profile, export::FoldedWeight::Auto)?
         .iter()
         .map(|(_, w)| w)
@@ -257,15 +261,15 @@ fn main() -> io::Result<()> {
          \"folded_total\":{folded},\"function_names\":{},\
          \"metrics\":{{\"function_calls\":{},\"function_time_ns\":{},\"dropped\":{},\
          \"counters\":{counters},\"histograms\":[{hist}]}}}}",
-        paths.calls,
-        paths.time_ns,
+        paths_calls,
+        paths_time_ns,
         profile.paths.len(),
-        funcs.calls,
-        funcs.time_ns,
+        funcs_calls,
+        funcs_time_ns,
         profile.functions.len(),
         profile.functions.len(),
-        funcs.calls,
-        funcs.time_ns,
+        funcs_calls,
+        funcs_time_ns,
         profile.dropped,
     )?;
     w.flush()?;

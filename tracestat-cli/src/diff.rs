@@ -475,8 +475,12 @@ fn write_pprof(dir: &Path, runs: [(PathBuf, Profile); 2]) -> Result<(), String> 
         }
         let path = dir.join(file);
         let f = File::create(&path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        tracestat::export::to_pprof(&profile, io::BufWriter::new(f))
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        tracestat::export::write(
+            &profile,
+            tracestat::export::Format::Pprof,
+            io::BufWriter::new(f),
+        )
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())
 }

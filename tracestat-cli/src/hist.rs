@@ -119,7 +119,7 @@ pub fn run(args: &HistArgs) -> Result<(), String> {
     super::output::write_stdout(|out| match args.format {
         HistFormat::Text => write_text(out, |s| hist.render(s)),
         #[cfg(feature = "json")]
-        HistFormat::Json => tracestat::trace::hist::write_json(&hist, out),
+        HistFormat::Json => hist.write_json(out),
         #[cfg(not(feature = "json"))]
         HistFormat::Json => Err(io::Error::other(
             "this build has no json output (its cargo feature is off)",

@@ -122,9 +122,11 @@ impl SpecErrorKind {
 /// for a bound spec (its size, checked when parsed, or its memory budget).
 pub(crate) fn table_error(e: &crate::hist::HistError) -> SpecError {
     match e {
-        crate::hist::HistError::Budget(b) => SpecError::new(
+        crate::hist::HistError::Budget {
+            cell_bytes, size, ..
+        } => SpecError::new(
             SpecErrorKind::OverBudget,
-            &format!("{}-byte cells x size={}", b.cell_bytes, b.size),
+            &format!("{cell_bytes}-byte cells x size={size}"),
             0,
         ),
         _ => SpecError::new(SpecErrorKind::BadSize, "", 0),

@@ -170,7 +170,7 @@ enum Node {
 /// A parsed `if` filter and its text as written (see the module docs of `filter.rs` for
 /// its syntax and typing).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Filter {
+pub(crate) struct Filter {
     text: Box<str>,
     root: Node,
     preds: usize,

@@ -130,7 +130,7 @@ impl HistTrigger {
     }
 
     /// The bound definition (the offline hist's JSON reads its layout).
-    #[cfg(feature = "json")]
+    #[cfg(all(feature = "json", not(loom)))]
     pub(crate) fn def(&self) -> &HistDef {
         &self.def
     }

@@ -24,7 +24,7 @@ use super::{KeyText, OfflineHist};
 use crate::export::SCHEMA_VERSION;
 use crate::hist::Bucket;
 
-/// `"schema"` of the document [`write_json`] writes.
+/// `"schema"` of the document [`OfflineHist::write_json`] writes.
 pub(crate) const HIST_SCHEMA: &str = "tracestat.hist";
 
 #[derive(Serialize)]
@@ -115,8 +115,16 @@ struct Doc<'a> {
     lines: Lines,
 }
 
-/// Writes `hist` as a `tracestat.hist` document (see the module docs), then a newline.
-pub fn write_json(hist: &OfflineHist, mut w: impl Write) -> io::Result<()> {
+impl OfflineHist {
+    /// Writes the histograms as a `tracestat.hist` document (see the module docs), then a
+    /// newline (feature `json`).
+    pub fn write_json(&self, w: impl Write) -> io::Result<()> {
+        write_json(self, w)
+    }
+}
+
+/// [`OfflineHist::write_json`].
+fn write_json(hist: &OfflineHist, mut w: impl Write) -> io::Result<()> {
     let rows: Vec<_> = hist.tables().iter().map(|t| t.rows()).collect();
     let tables = hist
         .tables()

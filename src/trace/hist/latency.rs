@@ -20,30 +20,10 @@ use crate::primitive::unmodeled::Arc;
 use core::fmt::{self, Write};
 use std::collections::HashMap;
 
+use super::OfflineSpecError;
 use super::line::Head;
 use crate::hist::{HistTrigger, NameTable};
 use crate::trace::{Fields, number};
-
-/// A latency spec that does not parse.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LatencySpecError {
-    /// What is wrong.
-    pub reason: &'static str,
-    /// The offending part of the spec.
-    pub token: String,
-}
-
-impl fmt::Display for LatencySpecError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "latency spec: {} '{}' (expected START_EVENT.FIELD=END_EVENT.FIELD)",
-            self.reason, self.token
-        )
-    }
-}
-
-impl std::error::Error for LatencySpecError {}
 
 fn is_ident(s: &str) -> bool {
     let b = s.as_bytes();
@@ -54,8 +34,8 @@ fn is_ident(s: &str) -> bool {
 }
 
 /// `EVENT.FIELD` (an optional `system/` or `system:` before the event is dropped).
-fn side(s: &str) -> Result<(String, String), LatencySpecError> {
-    let err = |reason| LatencySpecError {
+fn side(s: &str) -> Result<(String, String), OfflineSpecError> {
+    let err = |reason| OfflineSpecError::Latency {
         reason,
         token: s.chars().take(64).collect(),
     };
@@ -103,18 +83,20 @@ pub struct Latency {
 impl Latency {
     /// Parses `START.FIELD=END.FIELD`; `size` bounds the waiting starts and the histogram
     /// (a power of two in 128..=131072, as `size=`).
-    pub fn new(spec: &str, size: usize) -> Result<Latency, LatencySpecError> {
+    pub fn new(spec: &str, size: usize) -> Result<Latency, OfflineSpecError> {
         let spec = spec.trim();
-        let (a, b) = spec.split_once('=').ok_or_else(|| LatencySpecError {
-            reason: "no '=' in",
-            token: spec.chars().take(64).collect(),
-        })?;
+        let (a, b) = spec
+            .split_once('=')
+            .ok_or_else(|| OfflineSpecError::Latency {
+                reason: "no '=' in",
+                token: spec.chars().take(64).collect(),
+            })?;
         let start = side(a.trim())?;
         let end = side(b.trim())?;
         let fields = [end.1.as_str(), "lat_us"];
         let hist = format!("keys={}:vals=lat_us:hist=lat_us.log2:size={size}", end.1);
         let trigger = HistTrigger::new(&hist, &fields, &NameTable::default()).map_err(|e| {
-            LatencySpecError {
+            OfflineSpecError::Latency {
                 reason: if e.kind == crate::hist::SpecErrorKind::BadSize {
                     "size must be a power of two in 128..=131072:"
                 } else {

@@ -28,7 +28,7 @@
 //! A spec may end with the kernel's event filter, `EVENT:keys=...[:...] if FILTER`
 //! (`kmalloc:keys=call_site:vals=bytes_req if bytes_req > 256 && comm ~ "bash*"`), with the
 //! syntax of the kernel's `Documentation/trace/events.rst` "Event filtering" (the trigger
-//! language's [`Filter`](crate::hist::Filter) gives the grammar and typing; `event.rs` shows
+//! language's filter (`hist/trigger/filter.rs`) gives the grammar and typing; `event.rs` shows
 //! it a line's fields). A filter is checked before the event's keys and values:
 //! an event it does not pass counts only in `filtered`, an event without a field it names in
 //! `missing_field`. `# trigger info:` shows it after the spec, as the kernel does
@@ -44,7 +44,7 @@ use std::io::{self, BufRead};
 
 use super::{Fields, Line, Lines};
 
-pub use latency::{Latency, LatencyCounts, LatencySpecError};
+pub use latency::{Latency, LatencyCounts};
 use line::{LineClass, classify};
 pub use table::{KeyText, Skipped, Table, TableRow};
 
@@ -82,6 +82,14 @@ pub enum OfflineSpecError {
     Spec(SpecError),
     /// More than 64 specs.
     TooMany,
+    /// A latency spec (`START_EVENT.FIELD=END_EVENT.FIELD`) that does not parse, or one
+    /// past the 64 specs: what is wrong and the offending part.
+    Latency {
+        /// What is wrong.
+        reason: &'static str,
+        /// The offending part of the spec.
+        token: String,
+    },
 }
 
 impl fmt::Display for OfflineSpecError {
@@ -93,6 +101,10 @@ impl fmt::Display for OfflineSpecError {
             ),
             OfflineSpecError::Spec(e) => e.fmt(f),
             OfflineSpecError::TooMany => write!(f, "more than {MAX_TABLES} specs"),
+            OfflineSpecError::Latency { reason, token } => write!(
+                f,
+                "latency spec: {reason} '{token}' (expected START_EVENT.FIELD=END_EVENT.FIELD)"
+            ),
         }
     }
 }
@@ -164,9 +176,9 @@ impl OfflineHist {
     }
 
     /// Adds a latency histogram `START.FIELD=END.FIELD` bounded by `size`.
-    pub fn add_latency(&mut self, spec: &str, size: usize) -> Result<(), LatencySpecError> {
+    pub fn add_latency(&mut self, spec: &str, size: usize) -> Result<(), OfflineSpecError> {
         if self.tables.len() + self.latencies.len() >= MAX_TABLES {
-            return Err(LatencySpecError {
+            return Err(OfflineSpecError::Latency {
                 reason: "too many specs at",
                 token: spec.chars().take(64).collect(),
             });
@@ -329,8 +341,6 @@ impl OfflineHist {
 
 #[cfg(feature = "json")]
 mod json;
-#[cfg(feature = "json")]
-pub use json::write_json;
 
 #[cfg(test)]
 mod tests {
