@@ -70,7 +70,7 @@ use tracestat::hook::{Ftrace, Site};
 use tracestat::native::{NativeSites, functions};
 
 use crate::{
-    DEPTH, Frame, GENERATION, NATIVE, OVERRUNS, counted, entering, next_symbol, pop_dead, site_of,
+    DEPTH, Frame, GENERATION, NATIVE, OVERRUNS, entering, hit_site, next_symbol, pop_dead, site_of,
     thread_state,
 };
 
@@ -87,8 +87,9 @@ const MCOUNT: &[usize] = &[
 /// The trampoline body: returns at once while the profiler is not running (so that nothing
 /// here runs, and an instrumented build of this crate cannot recurse, before a start: see
 /// `attach.rs`); else saves the argument registers, aligns the stack, calls `entry(rdi =
-/// self, rsi = slot, rdx = kind)` (the three set by `$args`, with rbp the trampoline's
-/// frame: `[rbp]` the caller's rbp, `[rbp + 8]` the return into the function), restores.
+/// self, rsi = slot, rdx = kind)` (or, counting only, [`hit`] with the same; the three set
+/// by `$args`, with rbp the trampoline's frame: `[rbp]` the caller's rbp, `[rbp + 8]` the
+/// return into the function), restores.
 macro_rules! hook {
     ($($args:literal),*) => {
         naked_asm!(
@@ -118,7 +119,14 @@ macro_rules! hook {
             "movaps [rsp + 176], xmm7",
             "mov rdi, [rbp + 8]",
             $($args,)*
+            // Counting only: the lighter hook, which keeps no frame.
+            "cmp byte ptr [rip + {count_only}], 0",
+            "jne 3f",
             "call {entry}",
+            "jmp 4f",
+            "3:",
+            "call {hit}",
+            "4:",
             "mov rdi, [rsp]",
             "mov rsi, [rsp + 8]",
             "mov rdx, [rsp + 16]",
@@ -139,6 +147,8 @@ macro_rules! hook {
             "pop rbp",
             "ret",
             entry = sym entry,
+            hit = sym hit,
+            count_only = sym crate::COUNT_ONLY,
             ready = sym crate::READY,
         )
     };
@@ -295,6 +305,19 @@ fn lookup_mcount(ret: usize) -> Option<&'static Site> {
     lookup(ret, true)
 }
 
+/// Both hooks when the profiler counts only ([`crate::COUNT_ONLY`]): the hit of the site of
+/// the function `ret` is in; no frame, no redirected return.
+extern "C" fn hit(ret: usize, _slot: *mut usize, kind: usize) {
+    if let Some(t) = entering() {
+        let lookup = if kind == 0 {
+            lookup_fentry
+        } else {
+            lookup_mcount
+        };
+        hit_site(t, ret, lookup);
+    }
+}
+
 /// Both hooks: enters the site of the function `ret` is in and redirects the return
 /// address at `slot` when the call is traced.
 extern "C" fn entry(ret: usize, slot: *mut usize, kind: usize) {
@@ -304,9 +327,6 @@ extern "C" fn entry(ret: usize, slot: *mut usize, kind: usize) {
     } else {
         lookup_mcount
     };
-    if counted(t, ret, lookup) {
-        return;
-    }
     let at = slot as usize;
     // SAFETY: `slot` is the parent's return-address slot of the function calling the hook,
     // on this thread's stack and live until that function returns.
