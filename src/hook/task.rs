@@ -68,6 +68,10 @@ impl Ftrace {
     /// [`return_task`](Self::return_task).
     pub(crate) fn resume_task(&self, ip: usize, frame: Option<&Frame>) -> (usize, Option<usize>) {
         thread::hot(|hot| {
+            // The thread's reader slot for this instance first: a poll on a thread that made
+            // no call here yet registers one (allocating), and that must happen before the
+            // frame is on the stack, or an allocation profiler would charge it to the task.
+            let _ = hot.slot(self.rcu());
             let prev = hot.current_ip.replace(ip);
             let depth = frame.and_then(|f| {
                 let depth = hot.stack.depth();
