@@ -6,7 +6,10 @@
 #   bzip2    bzip2's command line compressing its own sources 16 times (~5.6 MB)
 # each built three times: gcc -O2 -finstrument-functions; gcc -O2 -pg -mfentry (compiled so,
 # linked without -pg: no gprof start-up, glibc's __fentry__ a bare `ret`); and with nop'd
-# entries (-pg -mfentry -mnop-mcount -mrecord-mcount, non-PIC), patched live.
+# entries (-pg -mfentry -mnop-mcount -mrecord-mcount, non-PIC), patched live; and, where
+# clang is installed, with XRay sleds (clang -O2 -fxray-instrument
+# -fxray-instruction-threshold=1, non-PIE), patched live, whose uftrace figure is taken on
+# clang's -pg build of the same sources (uftrace does not patch XRay sleds).
 # Modes, each round in a rotated order (f... : the -pg -mfentry binary; n... : the nop'd one):
 #   plain    the workload built without instrumentation
 #   bare     the instrumented binary, glibc's empty __cyg_profile_func_* hooks
@@ -17,10 +20,12 @@
 #   nbare ncount ntimed nuftrace   the same with the nop'd binary (uftrace -P . patches it)
 #   nnone    the nop'd binary under the library with only `main` selected (the others nops)
 #   nempty nstart   an empty nop'd program alone and under the library: its start-up
+#   xbare xcount xtimed   the XRay binary alone and under the library
+#   mbare xuftrace        clang's -pg build (linked without -pg) alone and under uftrace
 # Prints the median wall time per mode and each mode's overhead over its `bare` as a
 # fraction of uftrace's on the same binary (the targets: timed <= 0.3, count <= 0.1).
 #
-# Usage: scripts/bench-native.sh [ROUNDS]   (default 7; needs gcc and uftrace)
+# Usage: scripts/bench-native.sh [ROUNDS]   (default 7; needs gcc and uftrace; clang for XRay)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-7}
@@ -63,6 +68,26 @@ fentry "$work/bzip2.fentry" "${bzsrc[@]}"
 nopd=(-O2 -D_FILE_OFFSET_BITS=64 -pg -mfentry -mnop-mcount -mrecord-mcount -fno-pie -no-pie)
 gcc "${nopd[@]}" -o "$work/fib.nop" "$work/fib.c"
 gcc "${nopd[@]}" -o "$work/bzip2.nop" "${bzsrc[@]}"
+# XRay sleds and clang's -pg (objects compiled with -pg, linked without: no gprof start-up).
+xray=0
+if command -v clang >/dev/null; then
+  xray=1
+  xr=(-O2 -D_FILE_OFFSET_BITS=64 -fxray-instrument -fxray-instruction-threshold=1 -fno-pie -no-pie)
+  clang "${xr[@]}" -o "$work/fib.xray" "$work/fib.c"
+  clang "${xr[@]}" -o "$work/bzip2.xray" "${bzsrc[@]}"
+  clangpg() { # OUT SOURCES...
+    local out=$1 objs=() d
+    shift
+    d=$(mktemp -d "$work/obj.XXXXXX")
+    for c in "$@"; do
+      clang -O2 -D_FILE_OFFSET_BITS=64 -pg -c -o "$d/$(basename "$c" .c).o" "$c"
+      objs+=("$d/$(basename "$c" .c).o")
+    done
+    clang -o "$out" "${objs[@]}"
+  }
+  clangpg "$work/fib.mcount" "$work/fib.c"
+  clangpg "$work/bzip2.mcount" "${bzsrc[@]}"
+fi
 # The library's start-up alone (symbol tables, patching, clock calibration): an empty main.
 echo 'int main(void) { return 0; }' >"$work/empty.c"
 gcc "${nopd[@]}" -o "$work/empty.nop" "$work/empty.c"
@@ -77,6 +102,8 @@ run() {
   case $mode in
     f*) bin=$work/$w.fentry mode=${mode#f} ;;
     n*) bin=$work/$w.nop mode=${mode#n} patch=(-P .) ;;
+    x*) bin=$work/$w.xray mode=${mode#x} ;;
+    m*) bin=$work/$w.mcount mode=${mode#m} ;;
   esac
   case $mode in empty | start) bin=$work/empty.nop args=() ;; esac
   [ "$mode" = empty ] && mode=bare
@@ -92,7 +119,9 @@ run() {
       env "${filter[@]}" LD_PRELOAD=$lib TRACESTAT_PARENT=$BASHPID TRACESTAT_OUTPUT=$work/profile \
         TRACESTAT_TIMING=$([ "$mode" = count ] && echo 0 || echo 1) "$bin" "${args[@]}" >/dev/null
       ;;
-    uftrace) uftrace record "${patch[@]}" --no-libcall -d "$work/uftrace.data" "$bin" "${args[@]}" >/dev/null 2>&1 ;;
+    uftrace)
+      [ "$bin" = "$work/$w.xray" ] && bin=$work/$w.mcount
+      uftrace record "${patch[@]}" --no-libcall -d "$work/uftrace.data" "$bin" "${args[@]}" >/dev/null 2>&1 ;;
   esac
   t1=$(date +%s%N)
   if [ "$mode" = count ] || [ "$mode" = timed ]; then
@@ -103,6 +132,7 @@ run() {
 
 modes=(plain bare count timed uftrace fbare fcount ftimed fuftrace nbare nnone ncount ntimed nuftrace
   nempty nstart)
+[ "$xray" = 1 ] && modes+=(xbare xcount xtimed mbare xuftrace)
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "host: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; $rounds rounds"
 for w in fib bzip2; do
@@ -120,10 +150,16 @@ for w in fib bzip2; do
   echo
   awk -v b="${med[nbare]}" -v n="${med[nnone]}" -v s="$((med[nstart] - med[nempty]))" \
     'BEGIN { printf "  nop     no site selected: %.3fx the nop\x27d binary alone; %.3fx without the library\x27s start-up (%d ms)\n", n / b, (n - s) / b, s }'
-  for f in "" f n; do
-    awk -v k="$(case $f in "") echo cyg ;; f) echo fentry ;; n) echo nop ;; esac)" -v b="${med[${f}bare]}" \
+  kinds=("" f n)
+  [ "$xray" = 1 ] && kinds+=(x)
+  for f in "${kinds[@]}"; do
+    # XRay: uftrace's overhead is taken on clang's -pg build over that build alone.
+    ub=${med[${f}bare]}
+    [ "$f" = x ] && ub=${med[mbare]}
+    awk -v k="$(case $f in "") echo cyg ;; f) echo fentry ;; n) echo nop ;; x) echo xray ;; esac)" \
+      -v b="${med[${f}bare]}" -v ub="$ub" \
       -v c="${med[${f}count]}" -v t="${med[${f}timed]}" -v u="${med[${f}uftrace]}" \
-      'BEGIN { o = u - b; if (o <= 0) { printf "  %s: uftrace added nothing measurable\n", k; exit }
+      'BEGIN { o = u - ub; if (o <= 0) { printf "  %s: uftrace added nothing measurable\n", k; exit }
                printf "  %-6s overhead vs uftrace: count %.2fx  timed %.2fx  (uftrace +%d ms)\n",
                       k, (c - b) / o, (t - b) / o, o }'
   done
