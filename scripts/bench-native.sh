@@ -2,7 +2,7 @@
 # Native programs under tracestat record against uftrace, same binary, interleaved rounds.
 #
 # Workloads, built from registry packages' sources:
-#   fib      a recursive fib(30) loop: 8.1 M calls of one tiny function (the worst case)
+#   fib      a recursive fib(31) loop: 13 M calls of one tiny function (the worst case)
 #   bzip2    bzip2's command line compressing its own sources 16 times (~5.6 MB)
 # each built three times: gcc -O2 -finstrument-functions; gcc -O2 -pg -mfentry (compiled so,
 # linked without -pg: no gprof start-up, glibc's __fentry__ a bare `ret`); and with nop'd
@@ -43,7 +43,7 @@ bz=$src/bzip2-1.0.8
 cat >"$work/fib.c" <<'EOF'
 #include <stdio.h>
 __attribute__((noinline)) static int fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
-int main(void) { long s = 0; for (int i = 0; i < 3; i++) s += fib(30); printf("%ld\n", s); return 0; }
+int main(void) { long s = 0; for (int i = 0; i < 3; i++) s += fib(31); printf("%ld\n", s); return 0; }
 EOF
 bzsrc=("$bz"/{bzip2,blocksort,huffman,crctable,randtable,compress,decompress,bzlib}.c)
 gcc -O2 -o "$work/fib.plain" "$work/fib.c"

@@ -225,6 +225,7 @@ fn xray_sleds_are_patched_live_and_restored() {
                     entry: tracestat_test_xray_entry as unsafe extern "C" fn() as usize,
                     exit: tracestat_test_xray_exit as unsafe extern "C" fn() as usize,
                     tail: tracestat_test_xray_tail as unsafe extern "C" fn() as usize,
+                    exits: true,
                 }),
                 ..SiteOptions::default()
             },

@@ -202,6 +202,7 @@ pub fn attach(options: AttachOptions) -> Result<Attached, AttachError> {
         filter: options.filter,
         notrace: options.notrace,
         options: ("filter", "notrace"),
+        only: false,
     };
     if let Err(e) = begin(start, |_| true, not_runtime) {
         ATTACHED.store(false, Ordering::Release);

@@ -514,6 +514,7 @@ fn start() -> Result<(), String> {
         filter: env("TRACESTAT_FILTER"),
         notrace: env("TRACESTAT_NOTRACE"),
         options: ("--filter", "--notrace"),
+        only: true,
     };
     // This library's own functions are never instrumented: not sites. (Here, before
     // `main`: one thread.)
@@ -540,6 +541,10 @@ struct Start {
     notrace: Option<String>,
     /// The filter's and notrace's option names, for errors.
     options: (&'static str, &'static str),
+    /// The process's only start (the constructor's), whose options hold for its life: when
+    /// it counts only, XRay exit sleds are left as compiled (an [`attach()`] may be
+    /// followed by a timed one, whose exits must be patched from the first).
+    only: bool,
 }
 
 /// The start shared by the constructor and [`attach()`]: every function of the objects `keep`
@@ -566,8 +571,14 @@ fn begin(
             native
         }
         None => {
-            let native = patched::attach(std::sync::Arc::clone(ftrace), keep, keep_function)
-                .map_err(AttachError::Sites)?;
+            let count_only = start.only && !start.opts.timing && !start.opts.call_paths;
+            let native = patched::attach(
+                std::sync::Arc::clone(ftrace),
+                keep,
+                keep_function,
+                count_only,
+            )
+            .map_err(AttachError::Sites)?;
             NATIVE.get_or_init(|| native)
         }
     };
@@ -591,6 +602,7 @@ fn begin(
         filter,
         notrace,
         options,
+        only: _,
     } = start;
     let r = ftrace.set_global_filter(filter.as_deref().unwrap_or(""), WriteMode::Truncate);
     written(options.0, &filter, r)?;

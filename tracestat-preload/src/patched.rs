@@ -22,19 +22,21 @@ pub(crate) fn target() -> Option<usize> {
 }
 
 /// The native sites of the objects `keep` accepts (their functions `keep_function`
-/// accepts), with their nop'd entries, and on x86-64 their XRay sleds (`xray.rs`), patched
-/// into calls of this library's hooks as coverage changes.
+/// accepts), with their nop'd entries, and on x86-64 their XRay sleds (`xray.rs`; only the
+/// entries when `count_only`), patched into calls of this library's hooks as coverage
+/// changes.
 pub(crate) fn attach(
     ftrace: std::sync::Arc<tracestat::hook::Ftrace>,
     keep: fn(&tracestat::native::LoadedObject) -> bool,
     keep_function: fn(&str) -> bool,
+    count_only: bool,
 ) -> Result<tracestat::native::NativeSites, tracestat::Error> {
     let options = tracestat::native::SiteOptions {
         keep,
         keep_function,
         fentry: target(),
         #[cfg(target_arch = "x86_64")]
-        xray: Some(crate::xray::trampolines()),
+        xray: Some(crate::xray::trampolines(count_only)),
         #[cfg(not(target_arch = "x86_64"))]
         xray: None,
     };

@@ -49,12 +49,14 @@ use crate::{COUNT_ONLY, DEPTH, Frame, NATIVE, OVERRUNS, counted, entering, pop_d
 /// Set in every key made from an id: no user-space code address has it.
 const KEY_BIT: usize = 1 << 63;
 
-/// The trampolines' addresses, for [`tracestat::native::SiteOptions::xray`].
-pub(crate) fn trampolines() -> XrayTrampolines {
+/// The trampolines' addresses, for [`tracestat::native::SiteOptions::xray`]; counting
+/// only, the exit and tail-call sleds stay as compiled (an exit has nothing to end).
+pub(crate) fn trampolines(count_only: bool) -> XrayTrampolines {
     XrayTrampolines {
         entry: xray_entry_trampoline as unsafe extern "C" fn() as usize,
         exit: xray_exit_trampoline as unsafe extern "C" fn() as usize,
         tail: xray_tail_trampoline as unsafe extern "C" fn() as usize,
+        exits: !count_only,
     }
 }
 

@@ -201,6 +201,9 @@ pub struct XrayTrampolines {
     pub exit: usize,
     /// Called from tail-call sleds, before the tail call.
     pub tail: usize,
+    /// Whether exit and tail-call sleds are patched too; `false` leaves them as compiled,
+    /// for a hook that ends nothing (a profiler counting hits only needs the entries).
+    pub exits: bool,
 }
 
 /// One object's XRay functions to patch, as [`Patches::with_xray`](super::Patches::with_xray)
@@ -236,7 +239,12 @@ pub(super) fn edits(
     'functions: for (pos, f) in &xray.functions {
         let mut mine = Vec::new();
         for sled in &f.sleds {
-            let Some(start) = sled.kind.start() else {
+            let ends = matches!(sled.kind, SledKind::Exit | SledKind::Tail);
+            let Some(start) = sled
+                .kind
+                .start()
+                .filter(|_| xray.trampolines.exits || !ends)
+            else {
                 continue;
             };
             let addr = object.bias.wrapping_add(sled.addr as usize);
