@@ -43,8 +43,9 @@ impl fmt::Display for PidError {
 
 impl std::error::Error for PidError {}
 
-/// The id `set_ftrace_pid` knows the calling thread by.
-pub fn current_tid() -> u32 {
+/// The id `set_ftrace_pid` knows the calling thread by
+/// ([`Ftrace::current_tid`](super::Ftrace::current_tid)).
+pub(crate) fn current_tid() -> u32 {
     super::thread::with(|ts| ts.tid).unwrap_or_else(os_tid)
 }
 

@@ -382,7 +382,7 @@ impl StatTracer for BranchAnnotated {
 
     #[cfg(feature = "json")]
     fn typed_json(&self) -> Option<crate::stat::TypedStat> {
-        typed_rows(&crate::stat::sorted_entries(self))
+        typed_rows(&self.sorted_entries())
     }
 }
 
@@ -420,7 +420,7 @@ impl StatTracer for BranchAll {
 
     #[cfg(feature = "json")]
     fn typed_json(&self) -> Option<crate::stat::TypedStat> {
-        typed_rows(&crate::stat::sorted_entries(self))
+        typed_rows(&self.sorted_entries())
     }
 }
 

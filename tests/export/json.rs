@@ -232,7 +232,7 @@ impl StatTracer for TypedRows {
         self.0.show(e, out)
     }
     fn typed_json(&self) -> Option<TypedStat> {
-        let rows = tracestat::stat::sorted_entries(self);
+        let rows = self.sorted_entries();
         let total: u64 = rows.iter().map(|r| r.hits).sum();
         TypedStat::new(
             "test_rows",

@@ -230,14 +230,16 @@ fn pid_filtering() {
     let all_ops = recorder(OpsFlags::NONE);
     f.register(&pid_ops).unwrap();
     f.register(&all_ops).unwrap();
-    let me = tracestat::hook::current_tid();
+    let me = tracestat::hook::Ftrace::current_tid();
     // One long-lived second thread, so its id stays the one written to set_ftrace_pid.
     let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
     let (done_tx, done_rx) = std::sync::mpsc::channel::<u32>();
     let worker = {
         let f = Arc::clone(&f);
         std::thread::spawn(move || {
-            done_tx.send(tracestat::hook::current_tid()).unwrap();
+            done_tx
+                .send(tracestat::hook::Ftrace::current_tid())
+                .unwrap();
             while go_rx.recv().is_ok() {
                 hit(&f, 0);
                 done_tx.send(0).unwrap();
@@ -346,7 +348,7 @@ fn parent_ip_and_regs() {
     assert_eq!(ips, [(o, 0), (i, o), (i, 0)]);
     assert!(
         seen.iter()
-            .all(|r| r.tid == tracestat::hook::current_tid() && r.sp != 0)
+            .all(|r| r.tid == tracestat::hook::Ftrace::current_tid() && r.sp != 0)
     );
     assert!(f.enabled_functions().contains("outer [m::outer] (1) R  \n"));
 }

@@ -294,7 +294,7 @@ fn the_profiler_honours_set_ftrace_pid() {
                 calls(7); // list cleared: counted
             });
             go.wait();
-            let me = tracestat::hook::current_tid();
+            let me = tracestat::hook::Ftrace::current_tid();
             ftrace
                 .set_pids(&me.to_string(), WriteMode::Truncate)
                 .unwrap();

@@ -120,7 +120,12 @@ impl Ftrace {
         Arc::clone(&self.lock().global)
     }
 
-    /// Writes `set_ftrace_pid` (thread ids; see [`current_tid`](super::super::current_tid)).
+    /// The id `set_ftrace_pid` knows the calling thread by (its kernel thread id).
+    pub fn current_tid() -> u32 {
+        pid::current_tid()
+    }
+
+    /// Writes `set_ftrace_pid` (thread ids; see [`current_tid`](Self::current_tid)).
     /// Errors, with nothing changed: [`Error::InvalidInput`] wrapping a [`PidError`].
     pub fn set_pids(&self, text: &str, mode: WriteMode) -> Result<(), Error> {
         const PATH: &str = "set_ftrace_pid";
