@@ -252,31 +252,15 @@ impl fmt::Display for Format {
     }
 }
 
-/// A format name that [`Format::from_str`] does not know.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnknownFormat(pub String);
-
-impl fmt::Display for UnknownFormat {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown export format {:?} (expected one of: {})",
-            self.0,
-            Format::NAMES.join(", ")
-        )
-    }
-}
-
-impl std::error::Error for UnknownFormat {}
-
 impl FromStr for Format {
-    type Err = UnknownFormat;
+    type Err = ModelError;
 
+    /// A format by its name; [`ModelError::UnknownFormat`] for a name no format has.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Format::ALL
             .into_iter()
             .find(|f| f.name() == s)
-            .ok_or_else(|| UnknownFormat(s.to_owned()))
+            .ok_or_else(|| ModelError::UnknownFormat(s.to_owned()))
     }
 }
 

@@ -216,10 +216,12 @@ impl Profile {
     }
 }
 
-/// Why a [`Profile`] cannot be exported.
+/// Why a [`Profile`] cannot be exported, or not in the format asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ModelError {
+    /// A format name that [`Format::from_str`](super::Format) does not know.
+    UnknownFormat(String),
     /// `paths[index]` has no frame.
     EmptyPath {
         /// Index in [`Profile::paths`].
@@ -261,6 +263,11 @@ pub enum ModelError {
 impl fmt::Display for ModelError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            ModelError::UnknownFormat(name) => write!(
+                f,
+                "unknown export format {name:?} (expected one of: {})",
+                super::Format::NAMES.join(", ")
+            ),
             ModelError::EmptyPath { index } => write!(f, "call path {index} has no frame"),
             ModelError::BucketOrder { histogram, bucket } => write!(
                 f,
