@@ -96,7 +96,7 @@ use json::to_json;
 #[cfg(feature = "json")]
 pub use json::{SCHEMA_VERSION, registry_stat_to_json_typed, registry_to_json, stat_to_json};
 pub use model::{
-    AllocStats, Bucket, BucketHistogram, Counter, FunctionStats, ModelError, PathStats, Profile,
+    AllocCounts, Bucket, BucketHistogram, Counter, FunctionStats, ModelError, PathStats, Profile,
 };
 use openmetrics::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE};
 pub(crate) use openmetrics::{to_openmetrics, to_prometheus_text};
