@@ -126,13 +126,14 @@ impl Ftrace {
     }
 
     /// Writes `set_ftrace_pid` (thread ids; see [`current_tid`](Self::current_tid)).
-    /// Errors, with nothing changed: [`Error::InvalidInput`] wrapping a [`PidError`].
+    /// Errors, with nothing changed: [`Error::InvalidInput`] wrapping a [`FilterError`]
+    /// (`NotAThreadId`, `ThreadIdOutOfRange`).
     pub fn set_pids(&self, text: &str, mode: WriteMode) -> Result<(), Error> {
         const PATH: &str = "set_ftrace_pid";
         self.check_not_in_callback(PATH)?;
         let mut st = self.lock();
         let pids =
-            pid::parse_pids(&st.pids, text, mode).map_err(|e: PidError| rejected(PATH, e))?;
+            pid::parse_pids(&st.pids, text, mode).map_err(|e: FilterError| rejected(PATH, e))?;
         let mut next = st.clone();
         next.pids = pids;
         self.commit(&mut st, next, None)
