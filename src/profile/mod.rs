@@ -33,7 +33,7 @@ pub use diff::{
 };
 #[cfg(not(loom))]
 pub(crate) use function::LATENCY_BUCKETS;
-pub use function::{FunctionProfiler, FunctionRow, PathRow, ProfileOptions, ProfilerHandle};
+pub use function::{FunctionProfiler, FunctionRow, ProfileOptions, ProfilerHandle};
 #[cfg(feature = "tracing")]
 pub use tracing_layer::{LayerStats, SpanNames, TracestatLayer};
 

@@ -738,7 +738,10 @@ fn call_paths_record_self_time_per_path() {
     let mut paths: Vec<(String, u64, u128, u128)> = profiler
         .paths()
         .into_iter()
-        .map(|p| (p.frames.join(";"), p.hits, p.self_ns, p.total_ns))
+        .map(|p| {
+            let (self_ns, total_ns) = (p.self_time_ns.unwrap(), p.total_time_ns.unwrap());
+            (p.frames.join(";"), p.hits, self_ns, total_ns)
+        })
         .collect();
     paths.sort();
     assert_eq!(
