@@ -188,7 +188,7 @@ impl AllocCounts {
     }
 
     /// Whether nothing was allocated or freed.
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.allocs == 0 && self.frees == 0
     }
 }

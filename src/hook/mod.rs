@@ -116,7 +116,6 @@ pub(crate) use graph::LiveStack;
 pub use graph::{Frame, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack, TaskTimes};
 pub use guard::ScopeGuard;
 pub use ops::{FtraceOps, FtraceOpsBuilder, OpsFlags, Regs};
-pub(crate) use pid::current_tid;
 pub use recursion::RecursionLock;
 pub(crate) use sink::{SINK_WORDS, Sink, SinkOps, SinkPath, SinkWords};
 pub use site::{Site, SiteDef};

@@ -121,6 +121,7 @@ impl Ftrace {
     }
 
     /// The id `set_ftrace_pid` knows the calling thread by (its kernel thread id).
+    #[inline]
     pub fn current_tid() -> u32 {
         pid::current_tid()
     }
