@@ -1,11 +1,11 @@
 //! Profile a workload under two settings and print what changed, per function: the
-//! benchmark-harness use of `FunctionProfiler::snapshot` and `profile::diff`.
+//! benchmark-harness use of `FunctionProfiler::snapshot` and `FunctionSnapshot::diff`.
 //!
 //! `cargo run -p tracestat-examples --example diff_runs` parses a batch of small requests,
 //! then twice as many, and prints the difference (hits double, times grow). The output is the
 //! table `tracestat diff` prints.
 
-use tracestat::profile::{DiffSort, FunctionProfiler, diff};
+use tracestat::profile::{DiffSort, FunctionProfiler};
 use tracestat::stat::Tracefs;
 
 #[tracestat::traced]
@@ -51,7 +51,7 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let before = FunctionProfiler::global().snapshot();
     run(20_000)?;
     let after = FunctionProfiler::global().snapshot();
-    let mut d = diff(&before, &after);
+    let mut d = before.diff(&after);
     println!("# 10000 requests -> 20000 requests, sorted by the change in time:");
     let mut out = String::new();
     d.render(&mut out)?;

@@ -16,7 +16,7 @@
 //! | count and time your functions, as the kernel's function profiler does | `#[traced]`, [`FunctionProfiler`](profile::FunctionProfiler) | [`profile`] |
 //! | hook call sites with callbacks of your own (ftrace ops, filters) | [`Ftrace`](hook::Ftrace), [`FtraceOps`](hook::FtraceOps) | [`hook`] |
 //! | count how often a branch goes the expected way | [`likely!`], [`unlikely!`], [`branch!`] | [`profile`] |
-//! | compare two runs, telling a change from noise | [`diff`](profile::diff()), [`diff_runs`](profile::diff_runs) | [`profile`] |
+//! | compare two runs, telling a change from noise | [`FunctionSnapshot::diff`](profile::FunctionSnapshot::diff), [`diff_runs`](profile::diff_runs) | [`profile`] |
 //! | a concurrent key → statistics table (hash histogram) | [`HashHist`](hist::HashHist), [`Shard`](hist::Shard) | [`hist`] |
 //! | hist triggers (`hist:keys=…:vals=…`) on events you emit | [`EventSource`](hist::EventSource), [`HistSpec`](hist::HistSpec) | [`hist`] |
 //! | which functions allocate most (`kmem/kmalloc` hist triggers) | [`TracedAlloc`](alloc::TracedAlloc), [`Kmem`](alloc::Kmem) | [`alloc`] |
@@ -142,7 +142,7 @@
 //! ```
 //!
 //! Two runs compare with [`FunctionProfiler::snapshot`](profile::FunctionProfiler::snapshot)
-//! and [`diff`](profile::diff()); [`FtraceOps`](hook::FtraceOps) is the hook interface
+//! and [`diff`](profile::FunctionSnapshot::diff); [`FtraceOps`](hook::FtraceOps) is the hook interface
 //! itself, for callbacks of your own (see [`hook`]).
 //!
 //! ## A hash histogram

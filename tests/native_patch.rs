@@ -10,9 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use tracestat::Error;
 use tracestat::hook::{Ftrace, FtraceOps, SiteDef, SiteSwitch};
-use tracestat::native::{
-    NativeSites, PatchError, Patches, SiteOptions, Table, functions, nop_sites,
-};
+use tracestat::native::{NativeSites, NopEntry, PatchError, Patches, SiteOptions, functions};
 use tracestat::stat::WriteMode::Truncate;
 
 /// Functions `nop_f0..nop_f7`: `f_k(x) = x + k + 1`.
@@ -223,18 +221,25 @@ fn the_tables_list_the_nop_entries() {
     let (native, _serial) = native();
     let (exe, _) = &native.objects()[0];
     let fns = functions(&data).unwrap();
-    let sites = nop_sites(&data, Some(exe), &fns).unwrap();
+    let sites = NopEntry::read(&data, Some(exe), &fns).unwrap();
     let entries: Vec<_> = sites.iter().map(|&(_, e)| e).collect();
     // SAFETY: the table above, relocated by the loader.
     let table = unsafe { tracestat_test_table };
-    let got: Vec<usize> = entries.iter().map(|e| e.addr as usize + exe.bias).collect();
+    let got: Vec<usize> = entries
+        .iter()
+        .map(|e| e.addr() as usize + exe.bias)
+        .collect();
     assert_eq!(got, {
         let mut t = table.to_vec();
         t.sort();
         t
     });
     assert_eq!(table, addrs());
-    assert!(entries.iter().all(|e| e.table == Table::PatchableEntries));
+    assert!(
+        entries
+            .iter()
+            .all(|e| matches!(e, NopEntry::PatchableEntry(_)))
+    );
     // Each is its function's site, and the one-byte nops were rewritten at attach.
     let patches = native.patches();
     assert_eq!(patches.len(), 1);
@@ -250,7 +255,7 @@ fn the_tables_list_the_nop_entries() {
     assert!(native.unpatched().is_empty(), "{:?}", native.unpatched());
     // Garbage and a file without tables: typed errors.
     assert!(matches!(
-        nop_sites(b"not ELF", None, &fns),
+        NopEntry::read(b"not ELF", None, &fns),
         Err(PatchError::Elf { .. })
     ));
 }
@@ -551,14 +556,14 @@ fn listed(path: &std::path::Path) -> Result<Vec<(String, [u8; 5])>, PatchError> 
     use object::{Object, ObjectSection};
     let data = std::fs::read(path).unwrap();
     let fns = functions(&data).unwrap();
-    let sites = nop_sites(&data, None, &fns)?;
+    let sites = NopEntry::read(&data, None, &fns)?;
     let file = object::File::parse(&*data).unwrap();
     let text = file.section_by_name(".text").unwrap();
     let code = text.data().unwrap();
     Ok(sites
         .into_iter()
         .map(|(pos, e)| {
-            let off = (e.addr - text.address()) as usize;
+            let off = (e.addr() - text.address()) as usize;
             (
                 fns[pos].name.clone(),
                 code[off..off + 5].try_into().unwrap(),

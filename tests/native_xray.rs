@@ -16,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 use object::{Object, ObjectSection};
 use tracestat::hook::{Ftrace, FtraceOps};
 use tracestat::native::{
-    NativeSites, SiteOptions, SledKind, XrayTrampolines, functions, xray_functions,
+    NativeSites, SiteOptions, SledKind, XrayFunction, XrayTrampolines, functions,
 };
 use tracestat::stat::WriteMode::Truncate;
 
@@ -150,15 +150,15 @@ fn file_sleds(data: &[u8], bias: usize) -> Vec<FileSled> {
     let code = text.data().unwrap();
     let fns = functions(data).unwrap();
     let mut out = Vec::new();
-    for f in xray_functions(data).unwrap() {
+    for f in XrayFunction::read(data).unwrap() {
         let name = fns.iter().find(|g| g.addr == f.addr).unwrap().name.clone();
-        for s in &f.sleds {
-            let off = (s.addr - text.address()) as usize;
+        for &(addr, kind) in &f.sleds {
+            let off = (addr - text.address()) as usize;
             out.push(FileSled {
                 name: name.clone(),
                 id: f.id,
-                kind: s.kind,
-                addr: bias + s.addr as usize,
+                kind,
+                addr: bias + addr as usize,
                 bytes: code[off..off + 11].try_into().unwrap(),
             });
         }

@@ -11,7 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use object::write::{Object, StandardSection, Symbol, SymbolSection};
 use object::{Architecture, BinaryFormat, Endianness, SectionKind, SymbolFlags, SymbolKind};
 use object::{SymbolScope, write::StandardSegment};
-use tracestat::native::{functions, nop_sites};
+use tracestat::native::{NopEntry, functions};
 
 /// Three functions (`f0`..`f2`, 16 bytes apart, each opening with a 5-byte nop) listed in
 /// both tables, plus one entry pointing nowhere.
@@ -69,10 +69,10 @@ fuzz_target!(|input: (u32, Vec<(u16, u8)>)| {
         fns.windows(2).all(|w| w[0].addr < w[1].addr),
         "sorted, one per address"
     );
-    if let Ok(entries) = nop_sites(&data, None, &fns) {
+    if let Ok(entries) = NopEntry::read(&data, None, &fns) {
         for (pos, entry) in entries {
             let f = fns.get(pos).expect("an entry's function exists");
-            assert!(f.addr <= entry.addr, "an entry is at or after its function");
+            assert!(f.addr <= entry.addr(), "an entry is at or after its function");
         }
     }
 });

@@ -322,11 +322,11 @@ std::thread_local! {
 fn tid() -> u64 {
     TID.try_with(|t| {
         if t.get() == 0 {
-            t.set(crate::hook::current_tid());
+            t.set(crate::hook::Ftrace::current_tid());
         }
         t.get()
     })
-    .unwrap_or_else(|_| crate::hook::current_tid()) as u64
+    .unwrap_or_else(|_| crate::hook::Ftrace::current_tid()) as u64
 }
 
 /// The three events.

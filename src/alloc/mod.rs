@@ -50,7 +50,7 @@
 //!   `options/function-profile-alloc` and `trace_stat/function_alloc` (Allocs, Bytes,
 //!   Frees, Freed, Avg bytes; own or own + callees' as `options/graph-time` says), exact
 //!   across tasks that move between threads and under recursion; the rows for the
-//!   exporters ([`AllocStats`](crate::export::AllocStats)) and `/debug/pprof/allocs`.
+//!   exporters ([`AllocCounts`](crate::export::AllocCounts)) and `/debug/pprof/allocs`.
 //!
 //! # Decisions
 //!
@@ -85,7 +85,7 @@ mod function;
 mod kmem;
 mod wrapper;
 
-pub use function::{AllocCounts, AllocRow, FunctionAlloc};
+pub use function::{AllocRow, FunctionAlloc};
 pub use kmem::Kmem;
 pub use wrapper::TracedAlloc;
 

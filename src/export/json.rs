@@ -3,7 +3,7 @@
 //! Every document is one JSON object that starts with `"schema"` (what it is) and
 //! `"version"` ([`SCHEMA_VERSION`]); the rules common to every schema are in the [module docs
 //! of `export`](crate::export#json-schema-version-1), each schema's fields on its writer.
-//! Writers end the document with a newline. Readers ([`profile_from_json`]) check the schema
+//! Writers end the document with a newline. Readers ([`Profile::from_json`]) check the schema
 //! name and version and ignore unknown fields, so fields added in a compatible change do not
 //! break them.
 
@@ -90,24 +90,26 @@ pub(crate) fn to_json(profile: &Profile, w: impl Write) -> io::Result<()> {
     write_doc(PROFILE_SCHEMA, profile, w)
 }
 
-/// Reads a `tracestat.profile` document back. Fails with [`io::ErrorKind::InvalidData`] on
-/// malformed JSON, another schema, or another version.
-pub fn profile_from_json(mut r: impl Read) -> io::Result<Profile> {
-    // Read twice from the bytes rather than through `serde_json::Value`, whose numbers stop
-    // at 64 bits: times are u128.
-    let mut bytes = Vec::new();
-    r.read_to_end(&mut bytes)?;
-    let header: Header = serde_json::from_slice(&bytes).map_err(io::Error::from)?;
-    if header.schema != PROFILE_SCHEMA || header.version != SCHEMA_VERSION {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!(
-                "expected schema {PROFILE_SCHEMA:?} version {SCHEMA_VERSION}, found {:?} version {}",
-                header.schema, header.version
-            ),
-        ));
+impl Profile {
+    /// Reads a `tracestat.profile` document back. Fails with [`io::ErrorKind::InvalidData`] on
+    /// malformed JSON, another schema, or another version.
+    pub fn from_json(mut r: impl Read) -> io::Result<Profile> {
+        // Read twice from the bytes rather than through `serde_json::Value`, whose numbers stop
+        // at 64 bits: times are u128.
+        let mut bytes = Vec::new();
+        r.read_to_end(&mut bytes)?;
+        let header: Header = serde_json::from_slice(&bytes).map_err(io::Error::from)?;
+        if header.schema != PROFILE_SCHEMA || header.version != SCHEMA_VERSION {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "expected schema {PROFILE_SCHEMA:?} version {SCHEMA_VERSION}, found {:?} version {}",
+                    header.schema, header.version
+                ),
+            ));
+        }
+        serde_json::from_slice(&bytes).map_err(io::Error::from)
     }
-    serde_json::from_slice(&bytes).map_err(io::Error::from)
 }
 
 /// Writes one read of `tracer` as a `tracestat.stat_file` document, each row with its text

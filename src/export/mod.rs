@@ -10,7 +10,7 @@
 //! | --- | --- | --- | --- | --- |
 //! | JSON | [`Format::Json`] | [`stat_to_json`], [`registry_stat_to_json_typed`], [`registry_to_json`], [`replay_to_json`] | `json.rs`, `json` | anything; schema below |
 //! | pprof | [`Format::Pprof`] | [`allocs_to_pprof`] | `pprof.rs`, `proto.rs`, `pprof` | `go tool pprof`, Pyroscope, Parca |
-//! | folded stacks | [`Format::Folded`] | [`folded_lines`] (any weight) | `folded.rs` | `inferno-flamegraph`, `flamegraph.pl` |
+//! | folded stacks | [`Format::Folded`] | [`Profile::folded_lines`] (any weight) | `folded.rs` | `inferno-flamegraph`, `flamegraph.pl` |
 //! | OpenMetrics 1.0 | [`Format::OpenMetrics`] | | `openmetrics.rs` | Prometheus, `prometheus_client` |
 //! | Prometheus 0.0.4 | [`Format::Prometheus`] | | `openmetrics.rs` | `promtool check metrics`, older scrapers |
 //!
@@ -30,7 +30,7 @@
 //!   [`io::ErrorKind::InvalidInput`] carrying a [`ModelError`] rather than write a file its
 //!   consumer would reject.
 //! - Function names and labels are arbitrary text: JSON escapes (serde_json), pprof stores
-//!   strings verbatim, folded stacks replace `;` and control characters ([`folded_lines`]),
+//!   strings verbatim, folded stacks replace `;` and control characters ([`Profile::folded_lines`]),
 //!   the metrics text escapes label values and help and makes metric and label names valid
 //!   ([`Format::OpenMetrics`]).
 //!
@@ -87,18 +87,16 @@ use std::fmt;
 use std::io;
 use std::str::FromStr;
 
+pub use folded::FoldedWeight;
 use folded::to_folded;
-pub use folded::{FoldedWeight, folded_lines};
 #[cfg(all(feature = "json", not(loom)))]
 pub use json::replay_to_json;
 #[cfg(feature = "json")]
 use json::to_json;
 #[cfg(feature = "json")]
-pub use json::{
-    SCHEMA_VERSION, profile_from_json, registry_stat_to_json_typed, registry_to_json, stat_to_json,
-};
+pub use json::{SCHEMA_VERSION, registry_stat_to_json_typed, registry_to_json, stat_to_json};
 pub use model::{
-    AllocStats, Bucket, BucketHistogram, Counter, FunctionStats, ModelError, PathStats, Profile,
+    AllocCounts, Bucket, BucketHistogram, Counter, FunctionStats, ModelError, PathStats, Profile,
 };
 use openmetrics::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE};
 pub(crate) use openmetrics::{to_openmetrics, to_prometheus_text};
@@ -115,7 +113,7 @@ pub(crate) use pprof::to_pprof_commented;
 #[non_exhaustive]
 pub enum Format {
     /// JSON (feature `json`): a `tracestat.profile` document, read back by
-    /// [`profile_from_json`]:
+    /// [`Profile::from_json`]:
     ///
     /// ```json
     /// { "schema": "tracestat.profile", "version": 1,
@@ -152,7 +150,7 @@ pub enum Format {
     /// stored verbatim (the proto's strings are length-delimited; nothing needs escaping).
     Pprof,
     /// Folded stacks, `root;caller;leaf weight` lines weighted by [`FoldedWeight::Auto`]: the
-    /// lines of [`folded_lines`] (whose docs give the lines, weights and name rules).
+    /// lines of [`Profile::folded_lines`] (whose docs give the lines, weights and name rules).
     Folded,
     /// OpenMetrics 1.0 text.
     ///
@@ -254,31 +252,15 @@ impl fmt::Display for Format {
     }
 }
 
-/// A format name that [`Format::from_str`] does not know.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnknownFormat(pub String);
-
-impl fmt::Display for UnknownFormat {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown export format {:?} (expected one of: {})",
-            self.0,
-            Format::NAMES.join(", ")
-        )
-    }
-}
-
-impl std::error::Error for UnknownFormat {}
-
 impl FromStr for Format {
-    type Err = UnknownFormat;
+    type Err = ModelError;
 
+    /// A format by its name; [`ModelError::UnknownFormat`] for a name no format has.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Format::ALL
             .into_iter()
             .find(|f| f.name() == s)
-            .ok_or_else(|| UnknownFormat(s.to_owned()))
+            .ok_or_else(|| ModelError::UnknownFormat(s.to_owned()))
     }
 }
 

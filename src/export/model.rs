@@ -164,15 +164,13 @@ pub struct Counter {
     pub value: u64,
 }
 
-/// One function's allocation counts: a row of `trace_stat/function_alloc` (see
-/// [`FunctionAlloc`](crate::alloc::FunctionAlloc)). [`Profile::from_allocations`] turns rows
-/// into counters for OpenMetrics and JSON; `allocs_to_pprof` writes them as a pprof
-/// allocation profile (feature `pprof`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// One function's allocation counts: the figures of a row of `trace_stat/function_alloc`
+/// (see [`FunctionAlloc`](crate::alloc::FunctionAlloc)). [`Profile::from_allocations`]
+/// turns `(function, counts)` rows into counters for OpenMetrics and JSON;
+/// `allocs_to_pprof` writes them as a pprof allocation profile (feature `pprof`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "json", derive(Serialize, Deserialize))]
-pub struct AllocStats {
-    /// The function's name.
-    pub name: String,
+pub struct AllocCounts {
     /// Blocks allocated.
     pub allocs: u64,
     /// Bytes requested by those allocations.
@@ -181,6 +179,18 @@ pub struct AllocStats {
     pub frees: u64,
     /// Bytes freed.
     pub freed: u64,
+}
+
+impl AllocCounts {
+    /// Bytes per allocation (0 without any).
+    pub fn avg_bytes(&self) -> u64 {
+        self.bytes.checked_div(self.allocs).unwrap_or(0)
+    }
+
+    /// Whether nothing was allocated or freed.
+    pub fn is_empty(&self) -> bool {
+        self.allocs == 0 && self.frees == 0
+    }
 }
 
 /// The counter families [`Profile::from_allocations`] makes, with their help text: each
@@ -196,15 +206,15 @@ impl Profile {
     /// A profile of four counters per function (`function_alloc_allocs`, `_bytes`,
     /// `_frees`, `_freed_bytes`, labelled `function`): what OpenMetrics and JSON carry of
     /// `trace_stat/function_alloc`.
-    pub fn from_allocations(rows: &[AllocStats]) -> Profile {
+    pub fn from_allocations(rows: &[(String, AllocCounts)]) -> Profile {
         let mut counters = Vec::with_capacity(rows.len() * ALLOC_COUNTERS.len());
         for (i, (name, help)) in ALLOC_COUNTERS.into_iter().enumerate() {
-            for r in rows {
+            for (function, r) in rows {
                 let value = [r.allocs, r.bytes, r.frees, r.freed][i];
                 counters.push(Counter {
                     name: name.to_owned(),
                     help: help.to_owned(),
-                    labels: BTreeMap::from([("function".to_owned(), r.name.clone())]),
+                    labels: BTreeMap::from([("function".to_owned(), function.clone())]),
                     value,
                 });
             }
@@ -216,10 +226,12 @@ impl Profile {
     }
 }
 
-/// Why a [`Profile`] cannot be exported.
+/// Why a [`Profile`] cannot be exported, or not in the format asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ModelError {
+    /// A format name that [`Format::from_str`](super::Format) does not know.
+    UnknownFormat(String),
     /// `paths[index]` has no frame.
     EmptyPath {
         /// Index in [`Profile::paths`].
@@ -261,6 +273,11 @@ pub enum ModelError {
 impl fmt::Display for ModelError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            ModelError::UnknownFormat(name) => write!(
+                f,
+                "unknown export format {name:?} (expected one of: {})",
+                super::Format::NAMES.join(", ")
+            ),
             ModelError::EmptyPath { index } => write!(f, "call path {index} has no frame"),
             ModelError::BucketOrder { histogram, bucket } => write!(
                 f,

@@ -10,7 +10,7 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 use prost::Message;
 
-use super::model::{AllocStats, Profile};
+use super::model::{AllocCounts, Profile};
 use super::proto;
 
 struct Strings {
@@ -173,7 +173,7 @@ fn pprof_message(profile: &Profile, comments: Option<&[String]>) -> io::Result<p
 }
 
 /// Builds the allocation profile of `rows`; [`allocs_to_pprof`] encodes and gzips it.
-fn allocs_pprof_profile(rows: &[AllocStats]) -> proto::Profile {
+fn allocs_pprof_profile(rows: &[(String, AllocCounts)]) -> proto::Profile {
     let mut strings = Strings::new();
     let objects = proto::ValueType {
         r#type: strings.intern("alloc_objects"),
@@ -190,8 +190,8 @@ fn allocs_pprof_profile(rows: &[AllocStats]) -> proto::Profile {
     };
     let sample = rows
         .iter()
-        .map(|r| proto::Sample {
-            location_id: vec![funcs.location(&r.name, &mut strings)],
+        .map(|(name, r)| proto::Sample {
+            location_id: vec![funcs.location(name, &mut strings)],
             value: vec![
                 saturate(u128::from(r.allocs)),
                 saturate(u128::from(r.bytes)),
@@ -234,7 +234,7 @@ fn allocs_pprof_profile(rows: &[AllocStats]) -> proto::Profile {
 /// sample per function with the rows' counts, period type `space/bytes` and period 1 (every
 /// allocation is counted, none sampled). Pass own counts (graph-time off) for samples that
 /// add up to what was allocated. Values saturate at `i64::MAX`.
-pub fn allocs_to_pprof(rows: &[AllocStats], w: impl Write) -> io::Result<()> {
+pub fn allocs_to_pprof(rows: &[(String, AllocCounts)], w: impl Write) -> io::Result<()> {
     encode(&allocs_pprof_profile(rows), w)
 }
 

@@ -9,8 +9,10 @@
 //! bucket histograms in the cells that bound is not enough (131,072 cells of 32 KiB are
 //! 4 GiB), so a table's *cost*, its cell bytes times `size`, is checked when it is built:
 //!
-//! - at most [`MAX_TABLE_BYTES`] (256 MiB) per table;
-//! - at most [`MAX_PROCESS_TABLE_BYTES`] (1 GiB) for all bounded tables alive in the process.
+//! - at most 256 MiB per table;
+//! - at most 1 GiB for all bounded tables alive in the process
+//!
+//! (the two limits of [`TableBudget::global`], as its [`limits`](TableBudget::limits) give them).
 //!
 //! A table over either is refused with a [`HistError::Budget`](super::HistError::Budget)
 //! that gives both figures, before
@@ -28,10 +30,10 @@ use core::fmt;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 /// The most bytes of cells one bounded table may need (`size` × cell bytes).
-pub const MAX_TABLE_BYTES: usize = 256 << 20;
+const MAX_TABLE_BYTES: usize = 256 << 20;
 
 /// The most bytes of cells all bounded tables alive in the process may need together.
-pub const MAX_PROCESS_TABLE_BYTES: usize = 1 << 30;
+const MAX_PROCESS_TABLE_BYTES: usize = 1 << 30;
 
 /// The budget every [`HashHist`](super::HashHist) reserves from.
 static GLOBAL: TableBudget = TableBudget::new(MAX_TABLE_BYTES, MAX_PROCESS_TABLE_BYTES);

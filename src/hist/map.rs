@@ -97,9 +97,9 @@ pub enum HistError {
         size: usize,
         /// Bytes already reserved by the other tables alive (0 when the table alone is over).
         reserved: usize,
-        /// The limit exceeded: the per-table one
-        /// ([`MAX_TABLE_BYTES`](super::MAX_TABLE_BYTES)) or, when `all_tables`, the one for
-        /// all tables ([`MAX_PROCESS_TABLE_BYTES`](super::MAX_PROCESS_TABLE_BYTES)).
+        /// The limit exceeded: the per-table one (256 MiB) or, when `all_tables`, the one
+        /// for all tables (1 GiB): the two of
+        /// [`TableBudget::limits`](super::TableBudget::limits).
         limit: usize,
         /// Whether the limit exceeded is the one for all tables together.
         all_tables: bool,

@@ -12,8 +12,8 @@
 //! - Cells (`layout.rs`, `cell.rs`, `arena.rs`): hit count, up to three summed values, and
 //!   optionally min, max, sum of squares and a [`BucketSpec`] histogram of one value.
 //! - The memory budget of bounded tables (`budget.rs`): a table's cell bytes × `size` is
-//!   checked against [`MAX_TABLE_BYTES`] and, with every other table alive,
-//!   [`MAX_PROCESS_TABLE_BYTES`] when it is built ([`TableBudget`]).
+//!   checked against 256 MiB and, with every other table alive,
+//!   1 GiB when it is built ([`TableBudget::global`]).
 //! - [`Snapshot`] / [`Row`] (`snapshot.rs`): per-key-consistent copies, sorted by up to two
 //!   [`SortKey`]s, merged, or turned into a hashbrown map; [`Stats`] (`stats.rs`) derives
 //!   count, sum, min, max, mean, variance and percentiles without overflow.
@@ -55,7 +55,6 @@ pub(crate) use trigger::write_bucket_block;
 #[cfg(feature = "json")]
 pub(crate) use buckets::Bucket;
 pub use buckets::{BucketError, BucketSpec};
-pub use budget::{MAX_PROCESS_TABLE_BYTES, MAX_TABLE_BYTES};
 pub(crate) use cell::{ConstCount, ConstTiming};
 pub(crate) use dense::{DenseTable, DenseWriter, TimingSlot};
 pub use key::Key;

@@ -16,8 +16,8 @@
 //!
 //! Writes use the kernel's syntax (see [`filter`](super::filter) and [`pid`](super::pid)),
 //! `>` replacing and `>>` appending; a refused write returns
-//! [`InputError::Rejected`] with the typed [`FilterError`](super::FilterError) or
-//! [`PidError`](super::PidError) (or the commit's [`Error::Busy`]) inside,
+//! [`InputError::Rejected`] with the typed [`FilterError`](super::FilterError) (or the
+//! commit's [`Error::Busy`]) inside,
 //! and changes nothing. `trace_clock` selects the process-wide [`TraceClock`]; a switch is
 //! refused with [`Error::Busy`] while an ops of this instance is active (no timed call may
 //! straddle it), and a name the machine cannot provide with a typed [`ClockError`](super::ClockError).

@@ -41,7 +41,7 @@ use crate::stat::WriteMode;
 
 /// A set of site indices (a filter or notrace hash).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct FilterHash {
+pub(crate) struct FilterHash {
     bits: Box<[u64]>,
     len: usize,
 }
@@ -61,11 +61,6 @@ impl FilterHash {
         self.bits
             .get(index / 64)
             .is_some_and(|w| w & (1 << (index % 64)) != 0)
-    }
-
-    /// Number of sites in the set.
-    pub fn len(&self) -> usize {
-        self.len
     }
 
     /// Whether the set is empty.
@@ -103,12 +98,23 @@ impl FilterHash {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Hashes {
     /// The sites wanted; empty means all.
-    pub filter: FilterHash,
+    pub(crate) filter: FilterHash,
     /// The sites never wanted; wins over `filter`.
-    pub notrace: FilterHash,
+    pub(crate) notrace: FilterHash,
 }
 
 impl Hashes {
+    /// The sites the filter hash wants, by index, ascending; none means all.
+    pub fn filter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.filter.iter()
+    }
+
+    /// The sites the notrace hash never wants (it wins over the filter), by index,
+    /// ascending.
+    pub fn notrace(&self) -> impl Iterator<Item = usize> + '_ {
+        self.notrace.iter()
+    }
+
     /// Whether these hashes select site `index`.
     #[inline]
     pub fn covers(&self, index: usize) -> bool {
@@ -116,7 +122,7 @@ impl Hashes {
     }
 }
 
-/// Why a `set_ftrace_filter` / `set_ftrace_notrace` write was refused.
+/// Why a `set_ftrace_filter`, `set_ftrace_notrace` or `set_ftrace_pid` write was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FilterError {
     /// A term's glob is malformed.
@@ -137,6 +143,15 @@ pub enum FilterError {
     },
     /// A `func:command:arg` term with a command other than `mod`.
     UnknownCommand(String),
+    /// A `set_ftrace_pid` word that is not a decimal number.
+    NotAThreadId(String),
+    /// A `set_ftrace_pid` id outside `1..=max` (the kernel's `PID_MAX_LIMIT`, 2^22).
+    ThreadIdOutOfRange {
+        /// The id written.
+        id: String,
+        /// The largest id accepted.
+        max: u32,
+    },
 }
 
 impl fmt::Display for FilterError {
@@ -149,6 +164,10 @@ impl fmt::Display for FilterError {
             }
             FilterError::UnknownCommand(t) => {
                 write!(f, "{t:?}: unknown command (only :mod: is supported)")
+            }
+            FilterError::NotAThreadId(w) => write!(f, "{w:?} is not a thread id"),
+            FilterError::ThreadIdOutOfRange { id, max } => {
+                write!(f, "thread id {id} is out of range 1..={max}")
             }
         }
     }

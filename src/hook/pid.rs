@@ -16,35 +16,15 @@
 //!
 //! - `parse_pids` is pure: a refused write returns an error and the caller stores nothing.
 
-use core::fmt;
-
+use super::filter::FilterError;
 use crate::stat::WriteMode;
 
 /// The largest id `set_ftrace_pid` accepts (the kernel's `PID_MAX_LIMIT`, 2^22).
 pub(crate) const PID_MAX: u32 = 1 << 22;
 
-/// Why a `set_ftrace_pid` write was refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PidError {
-    /// A word that is not a decimal number.
-    NotANumber(String),
-    /// A number outside `1..=PID_MAX`.
-    OutOfRange(String),
-}
-
-impl fmt::Display for PidError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PidError::NotANumber(w) => write!(f, "{w:?} is not a thread id"),
-            PidError::OutOfRange(w) => write!(f, "thread id {w} is out of range 1..={PID_MAX}"),
-        }
-    }
-}
-
-impl std::error::Error for PidError {}
-
-/// The id `set_ftrace_pid` knows the calling thread by.
-pub fn current_tid() -> u32 {
+/// The id `set_ftrace_pid` knows the calling thread by
+/// ([`Ftrace::current_tid`](super::Ftrace::current_tid)).
+pub(crate) fn current_tid() -> u32 {
     super::thread::with(|ts| ts.tid).unwrap_or_else(os_tid)
 }
 
@@ -67,18 +47,23 @@ pub(crate) fn parse_pids(
     current: &[u32],
     text: &str,
     mode: WriteMode,
-) -> Result<Vec<u32>, PidError> {
+) -> Result<Vec<u32>, FilterError> {
     let mut out = match mode {
         WriteMode::Truncate => Vec::new(),
         WriteMode::Append => current.to_vec(),
     };
     for word in crate::stat::kernel_words(text) {
         if !word.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(PidError::NotANumber(word.to_owned()));
+            return Err(FilterError::NotAThreadId(word.to_owned()));
         }
         match word.parse::<u32>() {
             Ok(pid) if (1..=PID_MAX).contains(&pid) => out.push(pid),
-            _ => return Err(PidError::OutOfRange(word.to_owned())),
+            _ => {
+                return Err(FilterError::ThreadIdOutOfRange {
+                    id: word.to_owned(),
+                    max: PID_MAX,
+                });
+            }
         }
     }
     out.sort_unstable();
@@ -100,19 +85,25 @@ mod tests {
         assert_eq!(parse_pids(&[5], "\n", WriteMode::Truncate), Ok(vec![]));
         assert_eq!(
             parse_pids(&[], "1 x", WriteMode::Truncate),
-            Err(PidError::NotANumber("x".into()))
+            Err(FilterError::NotAThreadId("x".into()))
         );
         assert_eq!(
             parse_pids(&[], "-1", WriteMode::Truncate),
-            Err(PidError::NotANumber("-1".into()))
+            Err(FilterError::NotAThreadId("-1".into()))
         );
         assert_eq!(
             parse_pids(&[], "0", WriteMode::Truncate),
-            Err(PidError::OutOfRange("0".into()))
+            Err(FilterError::ThreadIdOutOfRange {
+                id: "0".into(),
+                max: PID_MAX
+            })
         );
         assert_eq!(
             parse_pids(&[], "4194305", WriteMode::Truncate),
-            Err(PidError::OutOfRange("4194305".into()))
+            Err(FilterError::ThreadIdOutOfRange {
+                id: "4194305".into(),
+                max: PID_MAX
+            })
         );
     }
 }

@@ -279,7 +279,7 @@ mod static_tls {
 /// # Safety
 ///
 /// The crate's code is in an object whose thread-local block is static: the executable,
-/// or a shared object loaded at start-up (`native::enable_static_tls` checks it).
+/// or a shared object loaded at start-up (`NativeSites::enable_static_tls` checks it).
 #[cfg(feature = "native")]
 pub(crate) unsafe fn use_static_tls() {
     #[cfg(all(target_arch = "x86_64", target_os = "linux", not(loom), not(miri)))]

@@ -177,7 +177,7 @@ impl Server {
     /// Options for an endpoint on `addr` (`"127.0.0.1:9099"`, or port 0 for any free
     /// port); [`ServerBuilder::serve`] starts it. By default it serves [`Tracefs::global`]
     /// with [`FunctionProfiler::global`] and the branch profiler's files
-    /// ([`register_branch_stats`](crate::profile::register_branch_stats)) on it, read-only.
+    /// ([`BranchCounts::register_stats`](crate::profile::BranchCounts::register_stats)) on it, read-only.
     pub fn bind(addr: impl ToSocketAddrs) -> ServerBuilder {
         ServerBuilder {
             addrs: addr.to_socket_addrs().map(Iterator::collect),
@@ -370,7 +370,7 @@ impl ServerBuilder {
                 Tracefs::global_instance(
                     &BRANCH_FILES,
                     || (),
-                    |(), fs| crate::profile::register_branch_stats(fs),
+                    |(), fs| crate::profile::BranchCounts::register_stats(fs),
                 );
                 (
                     Arc::clone(Tracefs::global()),

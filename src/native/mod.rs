@@ -53,11 +53,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use elf::{Function, functions};
 use patch::MAX_ENTRY_OFFSET;
-pub use patch::{
-    NopEntry, PatchError, Patches, Sled, SledKind, Table, XrayFunction, XraySites, XrayTrampolines,
-    nop_sites, xray_functions,
-};
-pub use tls::enable_static_tls;
+use patch::XraySites;
+pub use patch::{NopEntry, PatchError, Patches, SledKind, XrayFunction, XrayTrampolines};
 
 use crate::Error;
 use crate::hook::{Ftrace, SiteDef, SiteSwitch};
@@ -81,65 +78,65 @@ impl LoadedObject {
     pub fn contains(&self, addr: usize) -> bool {
         self.segments.iter().any(|r| r.contains(&addr))
     }
-}
 
-/// The objects loaded in the process now, in load order (the executable first).
-pub fn loaded_objects() -> Vec<LoadedObject> {
-    unsafe extern "C" fn visit(
-        info: *mut libc::dl_phdr_info,
-        _size: libc::size_t,
-        data: *mut libc::c_void,
-    ) -> libc::c_int {
-        // SAFETY: `data` is the `&mut Vec` passed to `dl_iterate_phdr` below, which calls
-        // this function synchronously; `info` is valid for this call.
-        let (out, info) = unsafe { (&mut *data.cast::<Vec<LoadedObject>>(), &*info) };
-        let raw = if info.dlpi_name.is_null() {
-            String::new()
-        } else {
-            // SAFETY: a non-null `dlpi_name` is a NUL-terminated string the loader owns.
-            unsafe { CStr::from_ptr(info.dlpi_name) }
-                .to_string_lossy()
-                .into_owned()
-        };
-        let path = if raw.is_empty() && out.is_empty() {
-            "/proc/self/exe".to_owned()
-        } else {
-            raw
-        };
-        let name = if path == "/proc/self/exe" {
-            std::fs::read_link(&path)
-                .ok()
-                .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-                .unwrap_or_else(|| "exe".to_owned())
-        } else {
-            path.rsplit('/').next().unwrap_or(&path).to_owned()
-        };
-        let bias = info.dlpi_addr as usize;
-        let mut segments = Vec::new();
-        if !info.dlpi_phdr.is_null() {
-            // SAFETY: the loader hands `dlpi_phnum` program headers at `dlpi_phdr`.
-            let phdrs =
-                unsafe { core::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum.into()) };
-            for ph in phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD) {
-                let start = bias.wrapping_add(ph.p_vaddr as usize);
-                segments.push(start..start.wrapping_add(ph.p_memsz as usize));
+    /// The objects loaded in the process now, in load order (the executable first).
+    pub fn all() -> Vec<LoadedObject> {
+        unsafe extern "C" fn visit(
+            info: *mut libc::dl_phdr_info,
+            _size: libc::size_t,
+            data: *mut libc::c_void,
+        ) -> libc::c_int {
+            // SAFETY: `data` is the `&mut Vec` passed to `dl_iterate_phdr` below, which calls
+            // this function synchronously; `info` is valid for this call.
+            let (out, info) = unsafe { (&mut *data.cast::<Vec<LoadedObject>>(), &*info) };
+            let raw = if info.dlpi_name.is_null() {
+                String::new()
+            } else {
+                // SAFETY: a non-null `dlpi_name` is a NUL-terminated string the loader owns.
+                unsafe { CStr::from_ptr(info.dlpi_name) }
+                    .to_string_lossy()
+                    .into_owned()
+            };
+            let path = if raw.is_empty() && out.is_empty() {
+                "/proc/self/exe".to_owned()
+            } else {
+                raw
+            };
+            let name = if path == "/proc/self/exe" {
+                std::fs::read_link(&path)
+                    .ok()
+                    .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+                    .unwrap_or_else(|| "exe".to_owned())
+            } else {
+                path.rsplit('/').next().unwrap_or(&path).to_owned()
+            };
+            let bias = info.dlpi_addr as usize;
+            let mut segments = Vec::new();
+            if !info.dlpi_phdr.is_null() {
+                // SAFETY: the loader hands `dlpi_phnum` program headers at `dlpi_phdr`.
+                let phdrs =
+                    unsafe { core::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum.into()) };
+                for ph in phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD) {
+                    let start = bias.wrapping_add(ph.p_vaddr as usize);
+                    segments.push(start..start.wrapping_add(ph.p_memsz as usize));
+                }
             }
+            out.push(LoadedObject {
+                path,
+                name,
+                bias,
+                segments,
+            });
+            0
         }
-        out.push(LoadedObject {
-            path,
-            name,
-            bias,
-            segments,
-        });
-        0
+        let mut out: Vec<LoadedObject> = Vec::new();
+        // SAFETY: `visit` matches the callback type and only touches `out`, passed as `data`
+        // and alive for the whole call.
+        unsafe {
+            libc::dl_iterate_phdr(Some(visit), (&raw mut out).cast());
+        }
+        out
     }
-    let mut out: Vec<LoadedObject> = Vec::new();
-    // SAFETY: `visit` matches the callback type and only touches `out`, passed as `data`
-    // and alive for the whole call.
-    unsafe {
-        libc::dl_iterate_phdr(Some(visit), (&raw mut out).cast());
-    }
-    out
 }
 
 /// An object whose functions are sites.
@@ -184,7 +181,7 @@ pub struct SiteOptions {
     /// `[rsp+8]` the parent's return address, every argument register live; it finds the
     /// site with [`site_of_patched`](NativeSites::site_of_patched). `None`: not patched.
     pub fentry: Option<usize>,
-    /// The trampolines XRay sleds (`xray_instr_map`: see [`XraySites`]) call while an ops
+    /// The trampolines XRay sleds (`xray_instr_map`: see [`XrayFunction`]) call while an ops
     /// covers their functions, which find the site from the packed id in `r10d` with
     /// [`site_of_xray`](NativeSites::site_of_xray); the objects are numbered in the order
     /// they are attached, from 0 (at most 256 with sleds; others are
@@ -318,7 +315,7 @@ impl NativeSites {
     /// objects retired).
     pub fn refresh(&self) -> Result<(usize, usize), Error> {
         let mut map = self.map.write();
-        let now = loaded_objects();
+        let now = LoadedObject::all();
         let same = |a: &LoadedObject, b: &LoadedObject| a.path == b.path && a.bias == b.bias;
         // Gone: retire first, so that an object loaded at the same addresses maps anew.
         let mut retired = 0;
@@ -489,7 +486,7 @@ fn xray_sites_of(
     map: &mut Map,
 ) -> Option<XraySites> {
     let mut note = |why: String| map.unpatched.push((object.path.clone(), why));
-    let found = match xray_functions(data) {
+    let found = match XrayFunction::read(data) {
         Ok(found) if found.is_empty() => return None,
         Ok(found) => found,
         Err(e) => {
@@ -534,7 +531,7 @@ fn patches_of(
     xray: Option<&XraySites>,
     unpatched: &mut Vec<(String, String)>,
 ) -> Option<Arc<Patches>> {
-    let entries = match fentry.map(|_| nop_sites(data, Some(object), fns)) {
+    let entries = match fentry.map(|_| NopEntry::read(data, Some(object), fns)) {
         None => Vec::new(),
         Some(Ok(entries)) => entries,
         Some(Err(PatchError::NoTables)) if xray.is_some() => Vec::new(),
@@ -547,7 +544,7 @@ fn patches_of(
     };
     let sites: Vec<(usize, usize)> = entries
         .into_iter()
-        .filter_map(|(pos, e)| Some((positions[pos]?, object.bias.wrapping_add(e.addr as usize))))
+        .filter_map(|(pos, e)| Some((positions[pos]?, object.bias.wrapping_add(e.addr() as usize))))
         .collect();
     // Without a target no nop'd entry is listed, so none calls it.
     match Patches::with_xray(object, &sites, fentry.unwrap_or(0), xray) {

@@ -9,9 +9,9 @@
 //! loaded at start-up (named in `LD_PRELOAD`, as `tracestat record` loads its library) or
 //! linked into the executable has its block in the static TLS area instead, at one offset
 //! from the thread pointer in every thread: what the initial-exec model relies on.
-//! [`enable_static_tls`] checks that this crate's code is in such an object and then has
-//! the hook layer reach its per-thread words at that offset (`hook::thread`), two
-//! instructions instead of the call.
+//! [`NativeSites::enable_static_tls`](super::NativeSites::enable_static_tls) checks that
+//! this crate's code is in such an object and then has the hook layer reach its per-thread
+//! words at that offset (`hook::thread`), two instructions instead of the call.
 //!
 //! # Invariants
 //!
@@ -23,21 +23,23 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-/// Has the hook layer reach its per-thread words at a fixed offset from the thread pointer
-/// when this crate's code was loaded at start-up (the executable, or a library named in
-/// `LD_PRELOAD`), whose thread-local block is then static; `true` if it does (also when it
-/// already did), `false` where it cannot (another object, another target: nothing changes).
-///
-/// A shared object's thread-locals otherwise cost a `__tls_get_addr` call each (~11
-/// instructions); the profiler's enabled path reads them up to twice a call.
-pub fn enable_static_tls() -> bool {
-    if !cfg!(all(target_arch = "x86_64", target_os = "linux")) || !loaded_at_start() {
-        return false;
+impl super::NativeSites {
+    /// Has the hook layer reach its per-thread words at a fixed offset from the thread pointer
+    /// when this crate's code was loaded at start-up (the executable, or a library named in
+    /// `LD_PRELOAD`), whose thread-local block is then static; `true` if it does (also when it
+    /// already did), `false` where it cannot (another object, another target: nothing changes).
+    ///
+    /// A shared object's thread-locals otherwise cost a `__tls_get_addr` call each (~11
+    /// instructions); the profiler's enabled path reads them up to twice a call.
+    pub fn enable_static_tls() -> bool {
+        if !cfg!(all(target_arch = "x86_64", target_os = "linux")) || !loaded_at_start() {
+            return false;
+        }
+        // SAFETY: this crate's code is in the executable or in a library loaded at start-up
+        // (checked just above), so its thread-local block is in the static TLS area.
+        unsafe { crate::hook::use_static_tls() };
+        true
     }
-    // SAFETY: this crate's code is in the executable or in a library loaded at start-up
-    // (checked just above), so its thread-local block is in the static TLS area.
-    unsafe { crate::hook::use_static_tls() };
-    true
 }
 
 /// Whether the object holding this crate's code is the executable or a file named in

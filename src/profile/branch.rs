@@ -225,25 +225,25 @@ impl BranchCounts {
             Hint::Likely | Hint::None => self.not_taken,
         }
     }
-}
 
-/// The merged counts of every site, in link order.
-pub fn branch_snapshot() -> Vec<BranchCounts> {
-    let shards = shards();
-    let all: Vec<Arc<Shard>> = shards.all.lock().clone();
-    BRANCH_SITES
-        .iter()
-        .enumerate()
-        .map(|(i, site)| {
-            let sum =
-                |slot| all.iter().map(|s| s.get(slot)).sum::<u64>() + shards.fallback.get(slot);
-            BranchCounts {
-                site,
-                taken: sum(2 * i),
-                not_taken: sum(2 * i + 1),
-            }
-        })
-        .collect()
+    /// The merged counts of every site, in link order.
+    pub fn snapshot() -> Vec<BranchCounts> {
+        let shards = shards();
+        let all: Vec<Arc<Shard>> = shards.all.lock().clone();
+        BRANCH_SITES
+            .iter()
+            .enumerate()
+            .map(|(i, site)| {
+                let sum =
+                    |slot| all.iter().map(|s| s.get(slot)).sum::<u64>() + shards.fallback.get(slot);
+                BranchCounts {
+                    site,
+                    taken: sum(2 * i),
+                    not_taken: sum(2 * i + 1),
+                }
+            })
+            .collect()
+    }
 }
 
 /// The kernel's `get_incorrect_percent()`: incorrect share in whole percent, or -1 when the
@@ -350,7 +350,7 @@ impl StatTracer for BranchAnnotated {
     }
 
     fn start(&self) -> Option<Self::Entry> {
-        next_matching(&Arc::new(branch_snapshot()), 0, annotated)
+        next_matching(&Arc::new(BranchCounts::snapshot()), 0, annotated)
     }
 
     fn next(&self, prev: &Self::Entry, _idx: usize) -> Option<Self::Entry> {
@@ -382,7 +382,7 @@ impl StatTracer for BranchAnnotated {
 
     #[cfg(feature = "json")]
     fn typed_json(&self) -> Option<crate::stat::TypedStat> {
-        typed_rows(&crate::stat::sorted_entries(self))
+        typed_rows(&self.sorted_entries())
     }
 }
 
@@ -399,7 +399,7 @@ impl StatTracer for BranchAll {
     }
 
     fn start(&self) -> Option<Self::Entry> {
-        next_matching(&Arc::new(branch_snapshot()), 0, |_| true)
+        next_matching(&Arc::new(BranchCounts::snapshot()), 0, |_| true)
     }
 
     fn next(&self, prev: &Self::Entry, _idx: usize) -> Option<Self::Entry> {
@@ -420,18 +420,21 @@ impl StatTracer for BranchAll {
 
     #[cfg(feature = "json")]
     fn typed_json(&self) -> Option<crate::stat::TypedStat> {
-        typed_rows(&crate::stat::sorted_entries(self))
+        typed_rows(&self.sorted_entries())
     }
 }
 
-/// Registers `trace_stat/branch_annotated` and `trace_stat/branch_all` on `fs`.
-pub fn register_branch_stats(fs: &Tracefs) -> Result<(), crate::Error> {
-    fs.stats().register(BranchAnnotated)?;
-    if let Err(e) = fs.stats().register(BranchAll) {
-        let _ = fs.stats().unregister("branch_annotated");
-        return Err(e);
+impl BranchCounts {
+    /// Registers `trace_stat/branch_annotated` and `trace_stat/branch_all` (every site's
+    /// counts, as [`snapshot`](Self::snapshot) reads them) on `fs`.
+    pub fn register_stats(fs: &Tracefs) -> Result<(), crate::Error> {
+        fs.stats().register(BranchAnnotated)?;
+        if let Err(e) = fs.stats().register(BranchAll) {
+            let _ = fs.stats().unregister("branch_annotated");
+            return Err(e);
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Evaluates a condition expected to be **true**, records whether it was, and returns it.

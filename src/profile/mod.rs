@@ -6,7 +6,7 @@
 //!   s^2 per function, per thread and merged, with latency histograms and call paths.
 //! - `branch`: the branch profiler, `likely!` / `unlikely!` / `branch!` outcomes as the
 //!   kernel's `branch_annotated` and `branch_all`.
-//! - `diff`: runs' function rows compared, and tested against run-to-run noise ([`diff()`],
+//! - `diff`: runs' function rows compared, and tested against run-to-run noise ([`FunctionSnapshot::diff`],
 //!   [`diff_runs`]).
 //! - `format`: the `trace_stat/function*` row text, shared with the replay.
 //! - `tracing_layer` (feature `tracing`): spans of the `tracing` crate as calls.
@@ -26,14 +26,14 @@ mod function;
 #[cfg(feature = "tracing")]
 mod tracing_layer;
 
-pub use branch::{BranchCounts, BranchSite, Hint, branch_snapshot, register_branch_stats};
+pub use branch::{BranchCounts, BranchSite, Hint};
 pub use diff::{
-    AvgTest, DiffOptions, DiffRow, DiffSort, FunctionSnapshot, ProfileDiff, RunStats, Totals, diff,
+    AvgTest, DiffOptions, DiffRow, DiffSort, FunctionSnapshot, ProfileDiff, RunStats, Totals,
     diff_runs,
 };
 #[cfg(not(loom))]
 pub(crate) use function::LATENCY_BUCKETS;
-pub use function::{FunctionProfiler, FunctionRow, PathRow, ProfileOptions, ProfilerHandle};
+pub use function::{FunctionProfiler, FunctionRow, ProfileOptions, ProfilerHandle};
 #[cfg(feature = "tracing")]
 pub use tracing_layer::{LayerStats, SpanNames, TracestatLayer};
 

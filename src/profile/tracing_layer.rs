@@ -155,7 +155,7 @@ use tracing_subscriber::registry::{LookupSpan, SpanRef};
 use super::FunctionProfiler;
 use crate::error::Error;
 use crate::hook::Ftrace;
-use crate::hook::{Frame, SHADOW_STACK_DEPTH, ShadowStack, TraceClock, current_tid};
+use crate::hook::{Frame, SHADOW_STACK_DEPTH, ShadowStack, TraceClock};
 use crate::primitive::sync::Arc as HookArc;
 use crate::stat::Tracefs;
 
@@ -590,7 +590,7 @@ impl TracestatLayer {
                     ftrace.dispatch_ip(ip, parent);
                     let pushed = ftrace.graph_entry_at(&mut local.shadow, ip, parent, now);
                     let copy = local.shadow.frames().last().copied().filter(|_| pushed);
-                    let tid = current_tid();
+                    let tid = Ftrace::current_tid();
                     with_task(span, inner.id, false, |t| {
                         t.frame = copy;
                         t.live = pushed;
@@ -685,7 +685,7 @@ impl TracestatLayer {
             let sync = task.enters == 1
                 && task.active == 0
                 && task.depth == depth
-                && task.tid == current_tid();
+                && task.tid == Ftrace::current_tid();
             let charge_top = depth > 0;
             let ret = inner.ftrace.return_kept_at(
                 &mut local.shadow,

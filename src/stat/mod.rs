@@ -42,7 +42,6 @@ pub use registry::StatRegistry;
 pub(crate) use snapshot::render;
 #[cfg(feature = "json")]
 pub(crate) use snapshot::render_each;
-pub use snapshot::sorted_entries;
 pub use tracer::StatTracer;
 #[cfg(feature = "json")]
 pub use typed::TypedStat;

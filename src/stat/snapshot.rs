@@ -34,9 +34,8 @@ fn collect<T: StatTracer + ?Sized>(tracer: &T) -> Vec<T::Entry> {
 }
 
 /// The entries of one read of `tracer`, sorted as the stat file shows them (see the module
-/// docs for the order). The caller owns them; hand them to [`StatTracer::release`] when done
-/// if the provider cares.
-pub fn sorted_entries<T: StatTracer + ?Sized>(tracer: &T) -> Vec<T::Entry> {
+/// docs for the order): [`StatTracer::sorted_entries`].
+pub(crate) fn sorted_entries<T: StatTracer + ?Sized>(tracer: &T) -> Vec<T::Entry> {
     let mut entries = collect(tracer);
     // `sort_by` is stable: equal entries keep iteration order. Comparing `b` to `a` makes it
     // descending without reversing (which would also reverse the ties).

@@ -115,6 +115,15 @@ pub trait StatTracer: Send + Sync + 'static {
     fn typed_json(&self) -> Option<crate::stat::TypedStat> {
         None
     }
+
+    /// The entries of one fresh read, sorted as the file shows them (descending by
+    /// [`cmp`](StatTracer::cmp), ties in iteration order): what a
+    /// [`typed_json`](StatTracer::typed_json) builds its rows from. The caller owns them;
+    /// hand them to [`release`](StatTracer::release) when done if the provider cares. Not
+    /// meant to be overridden: the default is the order every read of the file uses.
+    fn sorted_entries(&self) -> Vec<Self::Entry> {
+        super::snapshot::sorted_entries(self)
+    }
 }
 
 /// The object-safe face of a [`StatTracer`], so one registry holds providers with different

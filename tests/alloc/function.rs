@@ -8,7 +8,8 @@ use std::hint::black_box;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tracestat::alloc::{AllocCounts, AllocRow, FunctionAlloc, Kmem};
+use tracestat::alloc::{AllocRow, FunctionAlloc, Kmem};
+use tracestat::export::AllocCounts;
 use tracestat::stat::Tracefs;
 
 use crate::{clear_all, rows};

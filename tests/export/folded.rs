@@ -3,11 +3,11 @@
 use crate::common::{BAD, bad_names, function, path, sample};
 use std::io;
 
-use tracestat::export::{self, FoldedWeight, Format, Profile, folded_lines};
+use tracestat::export::{self, FoldedWeight, Format, Profile};
 
-/// The lines of [`folded_lines`] with `weight`, one `stack weight` line each.
+/// The lines of [`Profile::folded_lines`] with `weight`, one `stack weight` line each.
 fn folded(p: &Profile, weight: FoldedWeight) -> String {
-    folded_lines(p, weight)
+    p.folded_lines(weight)
         .unwrap()
         .into_iter()
         .map(|(stack, n)| format!("{stack} {n}\n"))

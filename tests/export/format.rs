@@ -1,7 +1,7 @@
 //! The formats' names and content types: what `export::write` writes is named on a command
 //! line and served with its `Content-Type`.
 
-use tracestat::export::{Format, UnknownFormat};
+use tracestat::export::{Format, ModelError};
 
 #[test]
 fn every_format_parses_from_its_name_and_has_its_content_type() {
@@ -28,6 +28,6 @@ fn every_format_parses_from_its_name_and_has_its_content_type() {
     }
     assert_eq!(
         "yaml".parse::<Format>(),
-        Err(UnknownFormat("yaml".to_owned()))
+        Err(ModelError::UnknownFormat("yaml".to_owned()))
     );
 }

@@ -6,8 +6,7 @@ use std::fmt;
 use crate::common::{BAD, bad_names, sample};
 use serde::Serialize;
 use tracestat::export::{
-    self, Format, Profile, profile_from_json, registry_stat_to_json_typed, registry_to_json,
-    stat_to_json,
+    self, Format, Profile, registry_stat_to_json_typed, registry_to_json, stat_to_json,
 };
 use tracestat::stat::{StatRegistry, StatTracer, TypedStat};
 
@@ -23,7 +22,7 @@ fn profile_round_trips_with_equal_totals() {
     let text = json(&p);
     assert!(text.starts_with(r#"{"schema":"tracestat.profile","version":1,"functions":["#));
     assert!(text.ends_with("}\n"));
-    let back = profile_from_json(text.as_bytes()).unwrap();
+    let back = Profile::from_json(text.as_bytes()).unwrap();
     assert_eq!(back, p);
     assert_eq!(back.stack_totals(), p.stack_totals());
     // Generic readers see the documented fields.
@@ -55,24 +54,24 @@ fn times_beyond_64_bits_and_nulls_round_trip() {
     let text = json(&p);
     assert!(text.contains(&(u128::from(u64::MAX) * 3).to_string()));
     assert!(text.contains(r#""time_ns":null"#));
-    assert_eq!(profile_from_json(text.as_bytes()).unwrap(), p);
+    assert_eq!(Profile::from_json(text.as_bytes()).unwrap(), p);
 }
 
 #[test]
 fn other_schema_or_version_is_refused_unknown_fields_are_not() {
     let wrong = r#"{"schema":"tracestat.histogram","version":1}"#;
     assert_eq!(
-        profile_from_json(wrong.as_bytes()).unwrap_err().kind(),
+        Profile::from_json(wrong.as_bytes()).unwrap_err().kind(),
         std::io::ErrorKind::InvalidData
     );
     let future = r#"{"schema":"tracestat.profile","version":2}"#;
     assert_eq!(
-        profile_from_json(future.as_bytes()).unwrap_err().kind(),
+        Profile::from_json(future.as_bytes()).unwrap_err().kind(),
         std::io::ErrorKind::InvalidData
     );
     let extra = r#"{"schema":"tracestat.profile","version":1,"new_field":[1],"dropped":4}"#;
-    assert_eq!(profile_from_json(extra.as_bytes()).unwrap().dropped, 4);
-    assert!(profile_from_json(&b"not json"[..]).is_err());
+    assert_eq!(Profile::from_json(extra.as_bytes()).unwrap().dropped, 4);
+    assert!(Profile::from_json(&b"not json"[..]).is_err());
 }
 
 #[test]
@@ -91,7 +90,7 @@ fn a_histogram_alone_is_a_profile_document() {
         v["histograms"][0]["labels"],
         serde_json::json!({"cpu": "0"})
     );
-    assert_eq!(profile_from_json(text.as_bytes()).unwrap(), p);
+    assert_eq!(Profile::from_json(text.as_bytes()).unwrap(), p);
 }
 
 #[derive(Clone, Serialize)]
@@ -206,7 +205,7 @@ fn bad_names_round_trip_exactly() {
     assert!(text.contains(r#""new\nline""#));
     assert!(text.contains(r#""say \"hi\"""#));
     assert!(text.contains(r#""back\\slash""#));
-    let back = profile_from_json(text.as_bytes()).unwrap();
+    let back = Profile::from_json(text.as_bytes()).unwrap();
     assert_eq!(back, p);
     let names: Vec<&str> = back.functions.iter().map(|f| f.name.as_str()).collect();
     assert_eq!(names, BAD);
@@ -233,7 +232,7 @@ impl StatTracer for TypedRows {
         self.0.show(e, out)
     }
     fn typed_json(&self) -> Option<TypedStat> {
-        let rows = tracestat::stat::sorted_entries(self);
+        let rows = self.sorted_entries();
         let total: u64 = rows.iter().map(|r| r.hits).sum();
         TypedStat::new(
             "test_rows",

@@ -321,22 +321,26 @@ fn format_names_parse() {
 /// series the row's value.
 #[test]
 fn allocation_rows_are_four_counter_families_by_function() {
-    use tracestat::export::AllocStats;
+    use tracestat::export::AllocCounts;
     let rows = [
-        AllocStats {
-            name: "parse".into(),
-            allocs: 3,
-            bytes: 1536,
-            frees: 2,
-            freed: 1024,
-        },
-        AllocStats {
-            name: BAD[1].into(),
-            allocs: 1,
-            bytes: 40,
-            frees: 1,
-            freed: 40,
-        },
+        (
+            "parse".into(),
+            AllocCounts {
+                allocs: 3,
+                bytes: 1536,
+                frees: 2,
+                freed: 1024,
+            },
+        ),
+        (
+            BAD[1].into(),
+            AllocCounts {
+                allocs: 1,
+                bytes: 40,
+                frees: 1,
+                freed: 40,
+            },
+        ),
     ];
     let t = text(&Profile::from_allocations(&rows), TextFormat::OpenMetrics);
     let p = parse(&t);

@@ -131,22 +131,26 @@ fn bad_names_are_kept_verbatim() {
 /// carrying its allocations and bytes.
 #[test]
 fn allocation_profile_has_gos_sample_types_and_one_sample_per_function() {
-    use tracestat::export::{AllocStats, allocs_to_pprof};
+    use tracestat::export::{AllocCounts, allocs_to_pprof};
     let rows = [
-        AllocStats {
-            name: "parse".into(),
-            allocs: 3,
-            bytes: 1536,
-            frees: 3,
-            freed: 1536,
-        },
-        AllocStats {
-            name: BAD[1].into(),
-            allocs: 1,
-            bytes: u64::MAX,
-            frees: 0,
-            freed: 0,
-        },
+        (
+            "parse".into(),
+            AllocCounts {
+                allocs: 3,
+                bytes: 1536,
+                frees: 3,
+                freed: 1536,
+            },
+        ),
+        (
+            BAD[1].into(),
+            AllocCounts {
+                allocs: 1,
+                bytes: u64::MAX,
+                frees: 0,
+                freed: 0,
+            },
+        ),
     ];
     let mut gz = Vec::new();
     allocs_to_pprof(&rows, &mut gz).unwrap();

@@ -176,7 +176,6 @@ fn pid_leaf(x: u64) -> u64 {
 /// function called on another thread is not counted, counting or timing.
 #[test]
 fn static_sites_honour_set_ftrace_pid() {
-    use tracestat::hook::current_tid;
     use tracestat::profile::ProfileOptions;
 
     let _serial = crate::serial();
@@ -198,8 +197,13 @@ fn static_sites_honour_set_ftrace_pid() {
         profiler.enable().unwrap();
         run(2);
         elsewhere(3); // no list: counted
-        fs.write("set_ftrace_pid", current_tid().to_string().as_bytes())
-            .unwrap();
+        fs.write(
+            "set_ftrace_pid",
+            tracestat::hook::Ftrace::current_tid()
+                .to_string()
+                .as_bytes(),
+        )
+        .unwrap();
         run(5); // listed: counted
         elsewhere(7); // not listed: not counted
         fs.write("set_ftrace_pid", b"").unwrap();

@@ -2,8 +2,8 @@
 //! and the memory budget of bounded tables (per table and per process).
 
 use tracestat::hist::{
-    BucketSpec, CellLayout, EventSource, HashHist, HistError, Key, LayoutMismatch,
-    MAX_PROCESS_TABLE_BYTES, MAX_TABLE_BYTES, Snapshot, SpecErrorKind, TableBudget,
+    BucketSpec, CellLayout, EventSource, HashHist, HistError, Key, LayoutMismatch, Snapshot,
+    SpecErrorKind, TableBudget,
 };
 use tracestat::stat::Tracefs;
 
@@ -130,11 +130,8 @@ fn a_table_over_the_budget_is_refused_with_a_typed_error() {
             all_tables,
             ..
         } => {
-            assert_eq!((limit, all_tables), (MAX_TABLE_BYTES, false));
-            assert_eq!(
-                TableBudget::global().limits(),
-                (MAX_TABLE_BYTES, MAX_PROCESS_TABLE_BYTES)
-            );
+            assert_eq!((limit, all_tables), (256 << 20, false));
+            assert_eq!(TableBudget::global().limits(), (256 << 20, 1 << 30));
             assert_eq!(size, 131_072);
             assert!(cell_bytes as u128 * size as u128 > 4_000_000_000, "{e}");
             assert!(e.to_string().contains("256 MiB"), "{e}");

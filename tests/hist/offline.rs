@@ -299,7 +299,7 @@ fn graph_comment_events_match_the_naive_count() {
         ],
     );
     // 4 event comments; the 10 trace_printk comments stay other lines.
-    assert_eq!(h.lines().events, 4);
+    assert_eq!(h.lines().get(tracestat::trace::LineKind::TraceEvent), 4);
     let keys = |t: usize| -> BTreeMap<String, u64> {
         let (rows, _) = h.tables()[t].rows();
         rows.iter()
@@ -331,7 +331,7 @@ fn graph_comment_events_match_the_naive_count() {
  1)               |  /* sched_switch: prev_comm=bash prev_pid=1977 prev_prio=120 prev_state=S ==> next_comm=sh next_pid=4802 next_prio=120 */
 ";
     let mut h = run(text, &["sched_switch:keys=common_pid".to_owned()]);
-    assert_eq!(h.lines().events, 3);
+    assert_eq!(h.lines().get(tracestat::trace::LineKind::TraceEvent), 3);
     let (rows, (hits, _, _)) = h.tables()[0].rows();
     assert_eq!((hits, key_string(&rows[0].key[0])), (1, "4802".to_owned()));
     assert_eq!(h.tables()[0].skipped().missing_field, 1);
@@ -1155,8 +1155,12 @@ mod arbitrary {
             let _ = h.add_latency(&latency, 128);
             let _ = h.add_latency("sched_waking.pid=sched_switch.next_pid", 128);
             h.read(&trace[..], || false).unwrap();
+            // Every line counted once, as one of the five kinds an offline hist tells apart.
             let l = h.lines();
-            prop_assert_eq!(l.lines, l.comments + l.events + l.other + l.too_long + l.not_utf8);
+            prop_assert_eq!(l.lines(), trace.iter().filter(|&&b| b == b'\n').count() as u64);
+            use tracestat::trace::LineKind::*;
+            let five = [Blank, Header, TraceEvent, Unrecognized, Overlong, InvalidUtf8];
+            prop_assert!(l.iter().all(|(k, n)| n == 0 || five.contains(&k)), "{l:?}");
             let mut s = String::new();
             h.render(&mut s).unwrap();
             for t in h.tables() {

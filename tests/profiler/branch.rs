@@ -4,7 +4,7 @@
 //! Every branch site of this test binary is defined in this file, so the stat files list
 //! exactly these sites. The tests share the global counters, so one test drives them all.
 
-use tracestat::profile::{Hint, branch_snapshot, register_branch_stats};
+use tracestat::profile::{BranchCounts, Hint};
 use tracestat::stat::Tracefs;
 use tracestat::{branch, likely, unlikely};
 
@@ -76,7 +76,7 @@ fn counts_are_exact_and_files_match_the_kernel_format() {
     let (wrong_t, wrong_f) = expected(|x| x % 2 == 0 || x % 3 == 0);
     let (plain_t, plain_f) = expected(|x| x > 5);
 
-    let snap = branch_snapshot();
+    let snap = BranchCounts::snapshot();
     assert_eq!(snap.len(), 5, "every site is listed, executed or not");
     let find = |f: &str| snap.iter().find(|c| c.site.function() == f).unwrap();
     assert_eq!(
@@ -106,7 +106,7 @@ fn counts_are_exact_and_files_match_the_kernel_format() {
     );
 
     let fs = Tracefs::new();
-    register_branch_stats(&fs).unwrap();
+    BranchCounts::register_stats(&fs).unwrap();
     let file = "branch.rs";
 
     // Worst first: wrong_hint (66% incorrect), mostly_even (25%), rare_error (10%), then the

@@ -294,7 +294,7 @@ fn the_profiler_honours_set_ftrace_pid() {
                 calls(7); // list cleared: counted
             });
             go.wait();
-            let me = tracestat::hook::current_tid();
+            let me = tracestat::hook::Ftrace::current_tid();
             ftrace
                 .set_pids(&me.to_string(), WriteMode::Truncate)
                 .unwrap();
@@ -738,7 +738,10 @@ fn call_paths_record_self_time_per_path() {
     let mut paths: Vec<(String, u64, u128, u128)> = profiler
         .paths()
         .into_iter()
-        .map(|p| (p.frames.join(";"), p.hits, p.self_ns, p.total_ns))
+        .map(|p| {
+            let (self_ns, total_ns) = (p.self_time_ns.unwrap(), p.total_time_ns.unwrap());
+            (p.frames.join(";"), p.hits, self_ns, total_ns)
+        })
         .collect();
     paths.sort();
     assert_eq!(

@@ -54,7 +54,7 @@ struct Seen {
 }
 
 fn tid() -> u64 {
-    tracestat::hook::current_tid() as u64
+    tracestat::hook::Ftrace::current_tid() as u64
 }
 
 /// A synchronous traced call made inside a poll.

@@ -427,7 +427,7 @@ impl Model {
     fn covers(&self, site: usize) -> bool {
         (self.filter.is_empty() || self.filter.contains(&site))
             && !self.notrace.contains(&site)
-            && (self.pids.is_empty() || self.pids.contains(&tracestat::hook::current_tid()))
+            && (self.pids.is_empty() || self.pids.contains(&tracestat::hook::Ftrace::current_tid()))
     }
 
     fn listing(sites: &[usize]) -> String {

@@ -236,7 +236,8 @@ fn main() -> io::Result<()> {
     // The totals every consumer must report.
     let (paths_calls, paths_time_ns) = profile.stack_totals();
     let (funcs_calls, funcs_time_ns) = functions_only.stack_totals();
-    let folded: u128 = export::folded_lines(&profile, export::FoldedWeight::Auto)?
+    let folded: u128 = profile
+        .folded_lines(export::FoldedWeight::Auto)?
         .iter()
         .map(|(_, w)| w)
         .sum();

@@ -210,8 +210,8 @@ fn from_json(text: &str) -> Result<Run, String> {
     let doc: Doc = serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
     match doc.schema.as_str() {
         "tracestat.profile" => {
-            let p =
-                tracestat::export::profile_from_json(text.as_bytes()).map_err(|e| e.to_string())?;
+            let p = tracestat::export::Profile::from_json(text.as_bytes())
+                .map_err(|e| e.to_string())?;
             Ok(Run::of(p))
         }
         "tracestat.replay" => Ok(Run::of(Profile {

@@ -112,7 +112,7 @@ pub fn run(args: &HistArgs) -> Result<(), String> {
         read
     };
     if let Err(e) = &read
-        && hist.lines().lines == 0
+        && hist.lines().lines() == 0
     {
         return Err(format!("cannot read {name}: {e}"));
     }
@@ -131,7 +131,7 @@ pub fn run(args: &HistArgs) -> Result<(), String> {
     read.map_err(|e| {
         format!("cannot read {name}: {e} (the tables show the lines read before it)")
     })?;
-    if hist.lines().events == 0 {
+    if hist.lines().get(tracestat::trace::LineKind::TraceEvent) == 0 {
         return Err(format!("{name}: no event lines ({})", hist.report()));
     }
     // A field no event has is a wrong spec (the kernel refuses it when it is written): the

@@ -273,7 +273,7 @@ fn probe() -> usize {
 /// after an `endbr64` and a `bnd` prefix). Reads only bytes of loaded segments.
 #[cfg(target_arch = "x86_64")]
 fn calls(at: usize, len: usize, target: usize) -> bool {
-    let segments: Vec<core::ops::Range<usize>> = tracestat::native::loaded_objects()
+    let segments: Vec<core::ops::Range<usize>> = tracestat::native::LoadedObject::all()
         .into_iter()
         .flat_map(|o| o.segments)
         .collect();

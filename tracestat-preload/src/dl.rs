@@ -378,7 +378,7 @@ fn apply_standing(
         // With every function selected (an empty filter hash) the new sites are covered
         // already; writing the words would narrow the filter to them.
         if let Some(filter) = &standing.filter
-            && !ftrace.global_hashes().filter.is_empty()
+            && ftrace.global_hashes().filter().next().is_some()
         {
             for word in restricted(filter, module) {
                 report(

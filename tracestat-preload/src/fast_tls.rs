@@ -10,7 +10,7 @@
 //! into the executable gets its block in the static TLS area instead, at one offset from
 //! the thread pointer in every thread (what the initial-exec model relies on). [`enable`]
 //! measures that offset on the starting thread when this library is such an object
-//! (`tracestat::native::enable_static_tls` checks it, and does the same for the hook
+//! (`tracestat::native::NativeSites::enable_static_tls` checks it, and does the same for the hook
 //! layer's per-thread words), and [`state`] then reads `STATE` there; otherwise the offset
 //! stays 0 and every hook takes the thread-local's own access.
 //!
@@ -76,10 +76,10 @@ fn offset_of(cell: &Cell<*mut Thread>) -> isize {
 }
 
 /// At start, on the starting thread: measures `STATE`'s offset if this library's TLS
-/// block is static, which [`tracestat::native::enable_static_tls`] checks (and then has the
+/// block is static, which [`tracestat::native::NativeSites::enable_static_tls`] checks (and then has the
 /// hook layer reach its own per-thread words the same way).
 pub(crate) fn enable(key: &'static LocalKey<Cell<*mut Thread>>) {
-    if thread_pointer() != 0 && tracestat::native::enable_static_tls() {
+    if thread_pointer() != 0 && tracestat::native::NativeSites::enable_static_tls() {
         let offset = key.with(offset_of);
         if offset != 0 {
             OFFSET.store(offset, Ordering::Relaxed);

@@ -1,5 +1,5 @@
 //! XRay sleds (clang `-fxray-instrument`, nightly rustc `-Z instrument-xray`) on x86-64:
-//! the trampolines patched sleds reach ([`tracestat::native::XraySites`] patches them, as
+//! the trampolines patched sleds reach (`tracestat::native::Patches` patches them, as
 //! coverage changes, into jumps to per-sled stubs that load the function's packed id into
 //! `r10d` and call or jump here).
 //!

@@ -334,7 +334,7 @@ fn fn_index_agrees(data: &[u8]) {
     let (map_at, map_bytes) = (map.address(), map.data().unwrap());
     let index = elf.section_by_name("xray_fn_idx").expect("an index");
     let (index_at, index_bytes) = (index.address(), index.data().unwrap());
-    let functions = tracestat::native::xray_functions(data).unwrap();
+    let functions = tracestat::native::XrayFunction::read(data).unwrap();
     assert_eq!(index_bytes.len(), 16 * functions.len());
     for (k, f) in functions.iter().enumerate() {
         let at = index_at + 16 * k as u64;
@@ -346,7 +346,7 @@ fn fn_index_agrees(data: &[u8]) {
         assert_eq!(f.id as usize, k + 1);
         assert_eq!(
             (sled, count),
-            (f.sleds[0].addr, f.sleds.len() as u64),
+            (f.sleds[0].0, f.sleds.len() as u64),
             "function {k}"
         );
     }

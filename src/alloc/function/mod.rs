@@ -72,6 +72,7 @@ use core::fmt;
 
 use super::kmem::{ACTIVE, FUNCTION};
 use crate::error::{Error, InputError};
+use crate::export::AllocCounts;
 use crate::hook::{Ftrace, FtraceOps, LiveStack, SHADOW_STACK_DEPTH};
 use crate::primitive::unmodeled::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::primitive::unmodeled::{Arc, Mutex, OnceLock, Weak};
@@ -420,36 +421,13 @@ impl fmt::Debug for FunctionAlloc {
     }
 }
 
-/// One function's allocation counts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct AllocCounts {
-    /// Blocks allocated.
-    pub allocs: u64,
-    /// Bytes requested by those allocations.
-    pub bytes: u64,
-    /// Blocks freed.
-    pub frees: u64,
-    /// Bytes freed.
-    pub freed: u64,
-}
-
-impl AllocCounts {
-    fn from_words(w: &[u64]) -> Self {
-        AllocCounts {
-            allocs: w[ALLOCS],
-            bytes: w[BYTES],
-            frees: w[FREES],
-            freed: w[FREED],
-        }
-    }
-
-    /// Bytes per allocation (0 without any).
-    pub fn avg_bytes(&self) -> u64 {
-        self.bytes.checked_div(self.allocs).unwrap_or(0)
-    }
-
-    fn is_empty(&self) -> bool {
-        self.allocs == 0 && self.frees == 0
+/// The counts in `w`'s four words (`ALLOCS`, `BYTES`, `FREES`, `FREED`).
+fn counts_from_words(w: &[u64]) -> AllocCounts {
+    AllocCounts {
+        allocs: w[ALLOCS],
+        bytes: w[BYTES],
+        frees: w[FREES],
+        freed: w[FREED],
     }
 }
 
@@ -590,8 +568,8 @@ impl FunctionAlloc {
                         .ftrace
                         .site(i)
                         .map_or_else(|| format!("0x{:x}", self.ips[i]), |s| s.name().to_owned()),
-                    own: AllocCounts::from_words(&w[OWN..CALLEES]),
-                    total: AllocCounts::from_words(&core::array::from_fn::<u64, 4, _>(|i| {
+                    own: counts_from_words(&w[OWN..CALLEES]),
+                    total: counts_from_words(&core::array::from_fn::<u64, 4, _>(|i| {
                         w[OWN + i].wrapping_add(w[CALLEES + i])
                     })),
                 };
@@ -629,20 +607,14 @@ impl FunctionAlloc {
             .is_none_or(|v| v.trim() != "0")
     }
 
-    /// The rows (as the file shows them under `graph_time`) for the exporters: one
-    /// [`AllocStats`](crate::export::AllocStats) per function.
-    pub fn to_stats(&self, graph_time: bool) -> Vec<crate::export::AllocStats> {
+    /// The rows (as the file shows them under `graph_time`) for the exporters: each
+    /// function's name and [`AllocCounts`].
+    pub fn to_stats(&self, graph_time: bool) -> Vec<(String, AllocCounts)> {
         self.sorted_rows(graph_time)
             .into_iter()
             .map(|r| {
                 let c = r.counts(graph_time);
-                crate::export::AllocStats {
-                    name: r.name,
-                    allocs: c.allocs,
-                    bytes: c.bytes,
-                    frees: c.frees,
-                    freed: c.freed,
-                }
+                (r.name, c)
             })
             .collect()
     }

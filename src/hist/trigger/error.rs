@@ -52,8 +52,8 @@ pub enum SpecErrorKind {
     /// A trigger with the same keys, values, sort keys, modifiers and name is attached.
     Exists,
     /// A table whose cells would take more memory than the budget allows: cell bytes ×
-    /// `size=` over [`MAX_TABLE_BYTES`](crate::hist::MAX_TABLE_BYTES), or with the other
-    /// tables alive over [`MAX_PROCESS_TABLE_BYTES`](crate::hist::MAX_PROCESS_TABLE_BYTES).
+    /// `size=` over 256 MiB, or with the other tables alive over 1 GiB (the limits of
+    /// [`TableBudget::global`](crate::hist::TableBudget::global)).
     /// The token gives the cell size and `size=`.
     OverBudget,
     /// A write to a `trigger` file whose command is not `hist` (the only trigger command

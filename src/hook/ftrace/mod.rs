@@ -38,7 +38,7 @@ use std::fmt::Write as _;
 use super::filter::{self, FilterError, FilterHash, Hashes};
 use super::graph::GRAPH_SLOTS;
 use super::ops::{FtraceOps, OpsFlags};
-use super::pid::{self, PidError};
+use super::pid;
 use super::published::{Direct, OpsEntry, Published};
 use super::rcu::Rcu;
 use super::site::{COUNT_MASK, EntryKind, FLAG_IPMODIFY, FLAG_REGS, Site, SiteDef};

@@ -120,14 +120,21 @@ impl Ftrace {
         Arc::clone(&self.lock().global)
     }
 
-    /// Writes `set_ftrace_pid` (thread ids; see [`current_tid`](super::super::current_tid)).
-    /// Errors, with nothing changed: [`Error::InvalidInput`] wrapping a [`PidError`].
+    /// The id `set_ftrace_pid` knows the calling thread by (its kernel thread id).
+    #[inline]
+    pub fn current_tid() -> u32 {
+        pid::current_tid()
+    }
+
+    /// Writes `set_ftrace_pid` (thread ids; see [`current_tid`](Self::current_tid)).
+    /// Errors, with nothing changed: [`Error::InvalidInput`] wrapping a [`FilterError`]
+    /// (`NotAThreadId`, `ThreadIdOutOfRange`).
     pub fn set_pids(&self, text: &str, mode: WriteMode) -> Result<(), Error> {
         const PATH: &str = "set_ftrace_pid";
         self.check_not_in_callback(PATH)?;
         let mut st = self.lock();
         let pids =
-            pid::parse_pids(&st.pids, text, mode).map_err(|e: PidError| rejected(PATH, e))?;
+            pid::parse_pids(&st.pids, text, mode).map_err(|e: FilterError| rejected(PATH, e))?;
         let mut next = st.clone();
         next.pids = pids;
         self.commit(&mut st, next, None)

@@ -7,7 +7,7 @@
 //! table: `__mcount_loc` (gcc `-pg -mfentry -mnop-mcount -mrecord-mcount`, non-PIC code: the
 //! kernel's own recipe) or `__patchable_function_entries` (gcc or clang
 //! `-fpatchable-function-entry=5[,0]`, PIC or not). Each entry is the address of 5 bytes of
-//! nop at a function's entry. [`nop_sites`] reads them with the `object` crate: the
+//! nop at a function's entry. [`NopEntry::read`] reads them with the `object` crate: the
 //! section headers from the file, the entries themselves from the loaded object's memory
 //! (so that a PIE's or a shared object's entries are read as the loader relocated them), or
 //! from the file for a file that is not loaded. Each entry is the site of the function it
@@ -83,7 +83,7 @@
 //! - Every site address ever patched stays in the handler's known set, read without a
 //!   lock; an object's set is dropped from it (marked dead) only when the object is gone.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::ops::Range;
 use std::sync::Mutex;
@@ -109,31 +109,60 @@ const NOP1X5: [u8; 5] = [0x90; 5];
 const INT3: u8 = 0xcc;
 const CALL: u8 = 0xe8;
 
-/// The table a nop'd site was listed in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Table {
-    /// `__mcount_loc` (`-pg -mfentry -mnop-mcount -mrecord-mcount`).
-    McountLoc,
-    /// `__patchable_function_entries` (`-fpatchable-function-entry=5`).
-    PatchableEntries,
+/// One nop'd site listed in an object's tables, by the table that lists it: the address of
+/// its 5 bytes, before relocation by the object's load bias.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NopEntry {
+    /// Listed in `__mcount_loc` (`-pg -mfentry -mnop-mcount -mrecord-mcount`).
+    McountLoc(u64),
+    /// Listed in `__patchable_function_entries` (`-fpatchable-function-entry=5`).
+    PatchableEntry(u64),
 }
 
-impl Table {
+impl NopEntry {
+    /// One entry of each table, in the order they are read.
+    const TABLES: [NopEntry; 2] = [NopEntry::McountLoc(0), NopEntry::PatchableEntry(0)];
+
+    /// The section of its table.
     fn section(self) -> &'static str {
         match self {
-            Table::McountLoc => "__mcount_loc",
-            Table::PatchableEntries => "__patchable_function_entries",
+            NopEntry::McountLoc(_) => "__mcount_loc",
+            NopEntry::PatchableEntry(_) => "__patchable_function_entries",
         }
     }
-}
 
-/// One nop'd site listed in an object's tables.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct NopEntry {
+    /// An entry of the same table at `addr`.
+    fn at(self, addr: u64) -> NopEntry {
+        match self {
+            NopEntry::McountLoc(_) => NopEntry::McountLoc(addr),
+            NopEntry::PatchableEntry(_) => NopEntry::PatchableEntry(addr),
+        }
+    }
+
     /// The address of its 5 bytes, before relocation by the object's load bias.
-    pub addr: u64,
-    /// Where it was listed.
-    pub table: Table,
+    pub fn addr(self) -> u64 {
+        match self {
+            NopEntry::McountLoc(addr) | NopEntry::PatchableEntry(addr) => addr,
+        }
+    }
+
+    /// The nop'd sites listed in the ELF image `data`, each with its function: `(position in
+    /// functions, entry)`, sorted by address, one per function (its first entry), the entries
+    /// at most 16 bytes past a function's start (an `endbr64`, 4 bytes, comes first under
+    /// `-fcf-protection`); an entry outside every function is left out. `functions` are the
+    /// image's, sorted by address, as [`functions`](super::functions) gives them. With
+    /// `loaded` (the object as loaded in this process, which `data` must be the file of) the
+    /// entries are read from its memory, relocated; without, from the file (right for a
+    /// non-PIC executable only: elsewhere the file's entries are relocated at load). Errors:
+    /// [`PatchError::Elf`], [`PatchError::Unsupported`] for another architecture,
+    /// [`PatchError::NoTables`] when neither table is there.
+    pub fn read(
+        data: &[u8],
+        loaded: Option<&LoadedObject>,
+        functions: &[Function],
+    ) -> Result<Vec<(usize, NopEntry)>, PatchError> {
+        Ok(assign(&table_entries(data, loaded)?, functions))
+    }
 }
 
 /// Why sites could not be found or patched. Every refusal changes nothing.
@@ -233,25 +262,7 @@ impl From<PatchError> for Error {
     }
 }
 
-/// The nop'd sites listed in the ELF image `data`, each with its function: `(position in
-/// functions, entry)`, sorted by address, one per function (its first entry), the entries
-/// at most 16 bytes past a function's start (an `endbr64`, 4 bytes, comes first under
-/// `-fcf-protection`); an entry outside every function is left out. `functions` are the
-/// image's, sorted by address, as [`functions`](super::functions) gives them. With
-/// `loaded` (the object as loaded in this process, which `data` must be the file of) the
-/// entries are read from its memory, relocated; without, from the file (right for a
-/// non-PIC executable only: elsewhere the file's entries are relocated at load). Errors:
-/// [`PatchError::Elf`], [`PatchError::Unsupported`] for another architecture,
-/// [`PatchError::NoTables`] when neither table is there.
-pub fn nop_sites(
-    data: &[u8],
-    loaded: Option<&LoadedObject>,
-    functions: &[Function],
-) -> Result<Vec<(usize, NopEntry)>, PatchError> {
-    Ok(assign(&table_entries(data, loaded)?, functions))
-}
-
-/// The entries of `data`'s tables, sorted by address (see [`nop_sites`]).
+/// The entries of `data`'s tables, sorted by address (see [`NopEntry::read`]).
 fn table_entries(data: &[u8], loaded: Option<&LoadedObject>) -> Result<Vec<NopEntry>, PatchError> {
     let file = object::File::parse(data).map_err(|e| PatchError::Elf {
         reason: e.to_string(),
@@ -261,25 +272,24 @@ fn table_entries(data: &[u8], loaded: Option<&LoadedObject>) -> Result<Vec<NopEn
             what: format!("{:?} objects", file.architecture()),
         });
     }
-    let mut out = BTreeSet::new();
+    // By address, the first table's entry kept where both list one.
+    let mut out = BTreeMap::new();
     let mut found = false;
-    for table in [Table::McountLoc, Table::PatchableEntries] {
+    for table in NopEntry::TABLES {
         for section in file.sections().filter(|s| s.name() == Ok(table.section())) {
             found = true;
             let words = read_words(&section, loaded)?;
             let bias = loaded.map_or(0, |o| o.bias as u64);
-            out.extend(words.into_iter().filter(|&w| w != 0).map(|w| NopEntry {
-                addr: w.wrapping_sub(bias),
-                table,
-            }));
+            for addr in words.into_iter().filter(|&w| w != 0) {
+                let addr = addr.wrapping_sub(bias);
+                out.entry(addr).or_insert(table.at(addr));
+            }
         }
     }
     if !found {
         return Err(PatchError::NoTables);
     }
-    let mut v: Vec<NopEntry> = out.into_iter().collect();
-    v.dedup_by_key(|e| e.addr);
-    Ok(v)
+    Ok(out.into_values().collect())
 }
 
 /// A table section's 8-byte words: from the loaded object's memory when it is allocated
@@ -324,11 +334,11 @@ fn read_words(
 fn assign(entries: &[NopEntry], functions: &[Function]) -> Vec<(usize, NopEntry)> {
     let mut out: Vec<(usize, NopEntry)> = Vec::new();
     for e in entries {
-        let pos = functions.partition_point(|f| f.addr <= e.addr);
+        let pos = functions.partition_point(|f| f.addr <= e.addr());
         let Some(p) = pos.checked_sub(1) else {
             continue;
         };
-        if e.addr - functions[p].addr > MAX_ENTRY_OFFSET {
+        if e.addr() - functions[p].addr > MAX_ENTRY_OFFSET {
             continue;
         }
         if out.last().is_some_and(|(q, _)| *q == p) {
@@ -390,7 +400,7 @@ impl Patches {
 
     /// [`new`](Self::new), and the XRay sleds of `xray` (see [`XraySites`]) patched with
     /// them: a function's sleds are enabled and disabled together, as one position.
-    pub fn with_xray(
+    pub(crate) fn with_xray(
         object: &LoadedObject,
         sites: &[(usize, usize)],
         target: usize,
@@ -609,7 +619,8 @@ mod xray;
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 use text_poke as imp;
-pub use xray::{Sled, SledKind, XrayFunction, XraySites, XrayTrampolines, xray_functions};
+pub(crate) use xray::XraySites;
+pub use xray::{SledKind, XrayFunction, XrayTrampolines};
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 mod imp {

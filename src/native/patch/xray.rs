@@ -105,17 +105,6 @@ impl SledKind {
     }
 }
 
-/// One sled of the map.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sled {
-    /// Its address, before relocation by the object's load bias.
-    pub addr: u64,
-    /// What it is for.
-    pub kind: SledKind,
-    /// Whether the function is always instrumented (`xray_always_instrument`).
-    pub always: bool,
-}
-
 /// One function of the map with its sleds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct XrayFunction {
@@ -123,72 +112,71 @@ pub struct XrayFunction {
     pub id: u32,
     /// Its address, before relocation by the object's load bias.
     pub addr: u64,
-    /// Its sleds, in the map's order.
-    pub sleds: Vec<Sled>,
+    /// Its sleds, in the map's order: each one's address (before relocation by the object's
+    /// load bias) and what it is for.
+    pub sleds: Vec<(u64, SledKind)>,
 }
 
-/// The functions of the XRay map of the ELF image `data`, in the map's order; none when it
-/// has no `xray_instr_map`. Errors: [`PatchError::Elf`], [`PatchError::Unsupported`] for
-/// another architecture, [`PatchError::XrayMap`] for a map this reader does not know (a
-/// size that is not a whole number of entries, a version other than 2, an unknown kind,
-/// more functions than an id holds).
-pub fn xray_functions(data: &[u8]) -> Result<Vec<XrayFunction>, PatchError> {
-    let file = object::File::parse(data).map_err(|e| PatchError::Elf {
-        reason: e.to_string(),
-    })?;
-    let Some(section) = file.section_by_name("xray_instr_map") else {
-        return Ok(Vec::new());
-    };
-    if file.architecture() != object::Architecture::X86_64 {
-        return Err(PatchError::Unsupported {
-            what: format!("XRay sleds of {:?} objects", file.architecture()),
-        });
-    }
-    let bytes = section.data().map_err(|e| PatchError::Elf {
-        reason: e.to_string(),
-    })?;
-    let bad = |reason: String| PatchError::XrayMap { reason };
-    if bytes.len() % ENTRY_SIZE != 0 {
-        return Err(bad(format!(
-            "{} bytes, not a whole number of {ENTRY_SIZE}-byte entries",
-            bytes.len()
-        )));
-    }
-    let mut out: Vec<XrayFunction> = Vec::new();
-    for (i, entry) in bytes.chunks_exact(ENTRY_SIZE).enumerate() {
-        let at = section.address().wrapping_add((i * ENTRY_SIZE) as u64);
-        let word = |o: usize| u64::from_le_bytes(entry[o..o + 8].try_into().expect("8 bytes"));
-        let (kind, always, version) = (entry[16], entry[17], entry[18]);
-        if version != 2 {
+impl XrayFunction {
+    /// The functions of the XRay map of the ELF image `data`, in the map's order; none when it
+    /// has no `xray_instr_map`. Errors: [`PatchError::Elf`], [`PatchError::Unsupported`] for
+    /// another architecture, [`PatchError::XrayMap`] for a map this reader does not know (a
+    /// size that is not a whole number of entries, a version other than 2, an unknown kind,
+    /// more functions than an id holds).
+    pub fn read(data: &[u8]) -> Result<Vec<XrayFunction>, PatchError> {
+        let file = object::File::parse(data).map_err(|e| PatchError::Elf {
+            reason: e.to_string(),
+        })?;
+        let Some(section) = file.section_by_name("xray_instr_map") else {
+            return Ok(Vec::new());
+        };
+        if file.architecture() != object::Architecture::X86_64 {
+            return Err(PatchError::Unsupported {
+                what: format!("XRay sleds of {:?} objects", file.architecture()),
+            });
+        }
+        let bytes = section.data().map_err(|e| PatchError::Elf {
+            reason: e.to_string(),
+        })?;
+        let bad = |reason: String| PatchError::XrayMap { reason };
+        if bytes.len() % ENTRY_SIZE != 0 {
             return Err(bad(format!(
-                "entry {i}: version {version} (absolute addresses, relocated at load); only \
-                 version 2 (PC-relative, LLVM 11 and later) is read"
+                "{} bytes, not a whole number of {ENTRY_SIZE}-byte entries",
+                bytes.len()
             )));
         }
-        let kind = SledKind::from_byte(kind)
-            .ok_or_else(|| bad(format!("entry {i}: unknown sled kind {kind}")))?;
-        let sled = Sled {
-            addr: at.wrapping_add(word(0)),
-            kind,
-            always: always != 0,
-        };
-        let function = at.wrapping_add(8).wrapping_add(word(8));
-        match out.last_mut() {
-            Some(f) if f.addr == function => f.sleds.push(sled),
-            _ => {
-                let id = out.len() as u32 + 1;
-                if id >= 1 << FN_BITS {
-                    return Err(bad(format!("more than {} functions", (1 << FN_BITS) - 1)));
+        let mut out: Vec<XrayFunction> = Vec::new();
+        for (i, entry) in bytes.chunks_exact(ENTRY_SIZE).enumerate() {
+            let at = section.address().wrapping_add((i * ENTRY_SIZE) as u64);
+            let word = |o: usize| u64::from_le_bytes(entry[o..o + 8].try_into().expect("8 bytes"));
+            let (kind, version) = (entry[16], entry[18]);
+            if version != 2 {
+                return Err(bad(format!(
+                    "entry {i}: version {version} (absolute addresses, relocated at load); only \
+                     version 2 (PC-relative, LLVM 11 and later) is read"
+                )));
+            }
+            let kind = SledKind::from_byte(kind)
+                .ok_or_else(|| bad(format!("entry {i}: unknown sled kind {kind}")))?;
+            let sled = (at.wrapping_add(word(0)), kind);
+            let function = at.wrapping_add(8).wrapping_add(word(8));
+            match out.last_mut() {
+                Some(f) if f.addr == function => f.sleds.push(sled),
+                _ => {
+                    let id = out.len() as u32 + 1;
+                    if id >= 1 << FN_BITS {
+                        return Err(bad(format!("more than {} functions", (1 << FN_BITS) - 1)));
+                    }
+                    out.push(XrayFunction {
+                        id,
+                        addr: function,
+                        sleds: vec![sled],
+                    });
                 }
-                out.push(XrayFunction {
-                    id,
-                    addr: function,
-                    sleds: vec![sled],
-                });
             }
         }
+        Ok(out)
     }
-    Ok(out)
 }
 
 /// Where patched sleds go: the trampolines' addresses (see the module doc for how each is
@@ -209,18 +197,18 @@ pub struct XrayTrampolines {
 /// One object's XRay functions to patch, as [`Patches::with_xray`](super::Patches::with_xray)
 /// takes them.
 #[derive(Debug, Clone)]
-pub struct XraySites {
+pub(crate) struct XraySites {
     /// `(position in the object's function list, function)`.
-    pub functions: Vec<(usize, XrayFunction)>,
+    pub(crate) functions: Vec<(usize, XrayFunction)>,
     /// The object's number, the top 8 bits of each packed id.
-    pub object: u8,
+    pub(crate) object: u8,
     /// Where the sleds go.
-    pub trampolines: XrayTrampolines,
+    pub(crate) trampolines: XrayTrampolines,
 }
 
 impl XraySites {
     /// The packed id of `function` (see the module doc).
-    pub fn packed_id(&self, function: &XrayFunction) -> u32 {
+    pub(crate) fn packed_id(&self, function: &XrayFunction) -> u32 {
         (u32::from(self.object) << FN_BITS) | function.id
     }
 }
@@ -238,16 +226,12 @@ pub(super) fn edits(
     let mut sleds: Vec<(usize, u32, SledKind, usize, [u8; 5])> = Vec::new();
     'functions: for (pos, f) in &xray.functions {
         let mut mine = Vec::new();
-        for sled in &f.sleds {
-            let ends = matches!(sled.kind, SledKind::Exit | SledKind::Tail);
-            let Some(start) = sled
-                .kind
-                .start()
-                .filter(|_| xray.trampolines.exits || !ends)
-            else {
+        for &(sled_addr, kind) in &f.sleds {
+            let ends = matches!(kind, SledKind::Exit | SledKind::Tail);
+            let Some(start) = kind.start().filter(|_| xray.trampolines.exits || !ends) else {
                 continue;
             };
-            let addr = object.bias.wrapping_add(sled.addr as usize);
+            let addr = object.bias.wrapping_add(sled_addr as usize);
             if !object.contains(addr) || !object.contains(addr + SLED_LEN - 1) {
                 left_out.push(PatchError::BadBytes {
                     addr,
@@ -261,7 +245,7 @@ pub(super) fn edits(
                 left_out.push(PatchError::BadBytes { addr, found });
                 continue 'functions;
             }
-            mine.push((*pos, xray.packed_id(f), sled.kind, addr, found));
+            mine.push((*pos, xray.packed_id(f), kind, addr, found));
         }
         sleds.extend(mine);
     }
@@ -361,34 +345,19 @@ mod tests {
         map.extend(entry(0x100, 0x100 - 8, 0, 2));
         map.extend(entry(0x140 - 32, 0x100 - 40, 1, 2));
         map.extend(entry(0x200 - 64, 0x200 - 72, 2, 2));
-        let fns = xray_functions(&elf_with_map(&map)).unwrap();
+        let fns = XrayFunction::read(&elf_with_map(&map)).unwrap();
         assert_eq!(
             fns,
             [
                 XrayFunction {
                     id: 1,
                     addr: 0x100,
-                    sleds: vec![
-                        Sled {
-                            addr: 0x100,
-                            kind: SledKind::Entry,
-                            always: false
-                        },
-                        Sled {
-                            addr: 0x140,
-                            kind: SledKind::Exit,
-                            always: false
-                        },
-                    ],
+                    sleds: vec![(0x100, SledKind::Entry), (0x140, SledKind::Exit),],
                 },
                 XrayFunction {
                     id: 2,
                     addr: 0x200,
-                    sleds: vec![Sled {
-                        addr: 0x200,
-                        kind: SledKind::Tail,
-                        always: false
-                    }],
+                    sleds: vec![(0x200, SledKind::Tail)],
                 },
             ]
         );
@@ -397,7 +366,7 @@ mod tests {
     #[test]
     fn a_bad_map_is_a_typed_error() {
         let good = entry(0x100, 0x100 - 8, 0, 2);
-        let reason = |map: &[u8]| match xray_functions(&elf_with_map(map)) {
+        let reason = |map: &[u8]| match XrayFunction::read(&elf_with_map(map)) {
             Err(PatchError::XrayMap { reason }) => reason,
             other => panic!("{other:?}"),
         };
@@ -410,9 +379,9 @@ mod tests {
         two.extend(entry(0, 0, 9, 2));
         assert_eq!(reason(&two), "entry 1: unknown sled kind 9");
         // No map: no functions; not an ELF file: the parser's error.
-        assert_eq!(xray_functions(&elf_with_map(&[])).unwrap(), []);
+        assert_eq!(XrayFunction::read(&elf_with_map(&[])).unwrap(), []);
         assert!(matches!(
-            xray_functions(b"not an ELF file"),
+            XrayFunction::read(b"not an ELF file"),
             Err(PatchError::Elf { .. })
         ));
     }

@@ -2,7 +2,7 @@
 //! run-to-run noise.
 //!
 //! Profile workload A, take a [`FunctionSnapshot`] ([`FunctionProfiler::snapshot`]), profile
-//! workload B, take another, and [`diff`] them: per function the hits, time and average in
+//! workload B, take another, and [`diff`](FunctionSnapshot::diff) them: per function the hits, time and average in
 //! both runs, the change and the change in percent, sorted by the largest absolute change in
 //! time (or in hits). A snapshot also comes from any exported [`Profile`] (a replayed trace,
 //! a `tracestat.profile` JSON file) or from the text of a `trace_stat/functions` file
@@ -14,7 +14,7 @@
 //!
 //! # Map
 //!
-//! - this file: the types, [`diff`] and [`diff_runs`] with the per-side spread and the run
+//! - this file: the types, [`FunctionSnapshot::diff`] and [`diff_runs`] with the per-side spread and the run
 //!   factors.
 //! - `snapshot.rs`: [`FunctionSnapshot`] from a profiler, a [`Profile`] or stat file text,
 //!   merged over runs.
@@ -251,20 +251,22 @@ fn pct(change: i128, base: u128) -> Option<f64> {
 }
 
 impl FunctionProfiler {
-    /// This profiler's functions merged over all threads, for [`diff`].
+    /// This profiler's functions merged over all threads, for [`FunctionSnapshot::diff`].
     pub fn snapshot(&self) -> FunctionSnapshot {
         FunctionSnapshot::from_profile(&self.to_profile(None))
     }
 }
 
-/// The difference from `before` to `after`: [`diff_runs`] with one run per side and the
-/// default options, sorted by time change.
-pub fn diff(before: &FunctionSnapshot, after: &FunctionSnapshot) -> ProfileDiff {
-    diff_runs(
-        core::slice::from_ref(before),
-        core::slice::from_ref(after),
-        DiffOptions::default(),
-    )
+impl FunctionSnapshot {
+    /// The difference from this run to `after`: [`diff_runs`] with one run per side and the
+    /// default options, sorted by time change.
+    pub fn diff(&self, after: &FunctionSnapshot) -> ProfileDiff {
+        diff_runs(
+            core::slice::from_ref(self),
+            core::slice::from_ref(after),
+            DiffOptions::default(),
+        )
+    }
 }
 
 /// One function over the runs of one side.

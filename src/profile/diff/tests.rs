@@ -18,9 +18,9 @@ fn snap(rows: &[(&str, u64, u128)], timed: bool) -> FunctionSnapshot {
 #[test]
 fn self_diff_is_empty_and_known_changes_are_exact() {
     let a = snap(&[("f", 10, 1000), ("g", 5, 500), ("h", 1, 7)], true);
-    assert!(diff(&a, &a).is_empty());
+    assert!(a.diff(&a).is_empty());
     let b = snap(&[("f", 10, 4000), ("g", 7, 500), ("k", 2, 10)], true);
-    let d = diff(&a, &b);
+    let d = a.diff(&b);
     let got: Vec<(&str, i128, i128, Option<f64>)> = d
         .rows
         .iter()
@@ -79,7 +79,7 @@ fn render_marks_one_sided_rows() {
     let a = snap(&[("f", 10, 0), ("g", 1, 0)], false);
     let b = snap(&[("f", 15, 0), ("h", 1, 0)], false);
     let mut s = String::new();
-    diff(&a, &b).render(&mut s).unwrap();
+    a.diff(&b).render(&mut s).unwrap();
     let lines: Vec<&str> = s.lines().collect();
     assert_eq!(
         lines[2],
@@ -277,7 +277,7 @@ fn hits_are_counts() {
 fn one_run_per_side_says_its_p_values_ignore_run_to_run_noise() {
     let a = profile(vec![calls("f", &[90, 110, 90, 110])]);
     let b = profile(vec![calls("f", &[190, 210, 190, 210])]);
-    let d = diff(&a, &b);
+    let d = a.diff(&b);
     assert!(!d.between_runs);
     assert!(
         d.summary().contains("ignore run-to-run noise"),
@@ -297,7 +297,7 @@ fn one_run_per_side_says_its_p_values_ignore_run_to_run_noise() {
     );
     assert!(many.between_runs && !many.summary().contains("ignore"));
     assert!(
-        diff(&a, &a)
+        a.diff(&a)
             .summary()
             .contains("1 function compared, 0 changed")
     );

@@ -293,19 +293,6 @@ pub struct FunctionRow {
     pub cancelled: u64,
 }
 
-/// One call path's merged record (with [`ProfileOptions::call_paths`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PathRow {
-    /// Function names from the outermost traced call to the one this record is about.
-    pub frames: Vec<String>,
-    /// Calls of the last frame along this path.
-    pub hits: u64,
-    /// Their self time (callees' time subtracted), ns.
-    pub self_ns: u128,
-    /// Their total time, ns.
-    pub total_ns: u128,
-}
-
 impl FunctionRow {
     /// Average time per call, ns.
     pub fn avg_ns(&self) -> u128 {
@@ -454,9 +441,11 @@ impl FunctionProfiler {
     }
 
     /// The merged call-path records of all threads (empty unless the run had
-    /// [`ProfileOptions::call_paths`]), in no particular order.
-    pub fn paths(&self) -> Vec<PathRow> {
-        paths(&self.inner)
+    /// [`ProfileOptions::call_paths`]), in no particular order: each path's frames (the
+    /// outermost traced call first), the calls of its last frame along it, and their self
+    /// and total time in ns (`None` when the run is not timed).
+    pub fn paths(&self) -> Vec<PathStats> {
+        paths(&self.inner, self.inner.run_timing.load(Ordering::Acquire))
     }
 
     /// The threads that have a shard (their `function<N>` numbers), ascending, each once.

@@ -59,15 +59,7 @@ fn profile_of(
         .collect();
     // Call paths (merged over threads only; empty unless the run recorded them).
     let mut paths: Vec<PathStats> = if thread.is_none() {
-        paths(inner)
-            .into_iter()
-            .map(|p| PathStats {
-                frames: p.frames,
-                hits: p.hits,
-                self_time_ns: timed.then_some(p.self_ns),
-                total_time_ns: timed.then_some(p.total_ns),
-            })
-            .collect()
+        paths(inner, timed)
     } else {
         Vec::new()
     };
@@ -183,7 +175,8 @@ fn cancelled_by_ip(inner: &Inner) -> hashbrown::HashMap<usize, u64> {
         .collect()
 }
 
-pub(super) fn paths(inner: &Inner) -> Vec<PathRow> {
+/// The merged call paths, their times `None` unless `timed`.
+pub(super) fn paths(inner: &Inner, timed: bool) -> Vec<PathStats> {
     let snaps: Vec<Snapshot> = {
         let slots = inner.lock_slots();
         slots
@@ -204,11 +197,11 @@ pub(super) fn paths(inner: &Inner) -> Vec<PathRow> {
         .filter(|r| r.hits > 0)
         .filter_map(|r| {
             let ips = frames.get(&r.key.0[0])?;
-            Some(PathRow {
+            Some(PathStats {
                 frames: ips.iter().map(|&ip| inner.name_of(ip)).collect(),
                 hits: r.hits,
-                self_ns: r.vals[0],
-                total_ns: r.vals[1],
+                self_time_ns: timed.then_some(r.vals[0]),
+                total_time_ns: timed.then_some(r.vals[1]),
             })
         })
         .collect()

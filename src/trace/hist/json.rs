@@ -204,18 +204,19 @@ fn write_json(hist: &OfflineHist, mut w: impl Write) -> io::Result<()> {
         })
         .collect();
     let l = hist.lines();
+    let [comments, events, other, too_long, not_utf8] = super::line_figures(l);
     let doc = Doc {
         schema: HIST_SCHEMA,
         version: SCHEMA_VERSION,
         tables,
         latency,
         lines: Lines {
-            lines: l.lines,
-            events: l.events,
-            comments: l.comments,
-            other: l.other,
-            too_long: l.too_long,
-            not_utf8: l.not_utf8,
+            lines: l.lines(),
+            events,
+            comments,
+            other,
+            too_long,
+            not_utf8,
         },
     };
     serde_json::to_writer(&mut w, &doc).map_err(io::Error::from)?;

@@ -14,8 +14,10 @@
 //!
 //! # Invariants
 //!
-//! - Nothing panics on any input; every line is counted in exactly one of
-//!   [`LineStats`]' `comments`, `events`, `other`, `too_long`, `not_utf8`.
+//! - Nothing panics on any input; every line is counted once in the
+//!   [`LineCounts`] of [`OfflineHist::lines`], as one of five kinds:
+//!   `Blank` or `Header` (comments), `TraceEvent`, `Unrecognized` (other), `Overlong`,
+//!   `InvalidUtf8`.
 //! - Memory is bounded by the specs' `size=` (tables, their strings and the latency
 //!   specs' waiting starts) and by 64 KiB (one line buffer); what a full table
 //!   refused is its exact `Dropped`.
@@ -42,7 +44,7 @@ mod table;
 use core::fmt::{self, Write};
 use std::io::{self, BufRead};
 
-use super::{Fields, Line, Lines};
+use super::{Fields, Line, LineCounts, LineKind, Lines};
 
 pub use latency::{Latency, LatencyCounts};
 use line::{LineClass, classify};
@@ -56,21 +58,16 @@ pub(crate) const MAX_LINE: usize = 64 * 1024;
 /// The most tables plus latency specs one [`OfflineHist`] takes.
 pub(crate) const MAX_TABLES: usize = 64;
 
-/// How the lines of the input were classified.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LineStats {
-    /// Lines read.
-    pub lines: u64,
-    /// Empty lines and `#` comment or header lines.
-    pub comments: u64,
-    /// Event lines (`task-pid [cpu] ... ts: event: fields`), wanted or not.
-    pub events: u64,
-    /// Lines that are neither (function tracer lines, graph lines, unparsable text).
-    pub other: u64,
-    /// Lines longer than 64 KiB, skipped.
-    pub too_long: u64,
-    /// Lines that are not UTF-8, skipped.
-    pub not_utf8: u64,
+/// The five line counts of a report: comments (blank and `#` lines), event lines, other
+/// lines, lines over 64 KiB, lines that are not UTF-8.
+fn line_figures(l: &LineCounts) -> [u64; 5] {
+    [
+        l.get(LineKind::Blank) + l.get(LineKind::Header),
+        l.get(LineKind::TraceEvent),
+        l.get(LineKind::Unrecognized),
+        l.get(LineKind::Overlong),
+        l.get(LineKind::InvalidUtf8),
+    ]
 }
 
 /// A spec given to [`OfflineHist::add_spec`] that is refused.
@@ -116,7 +113,7 @@ impl std::error::Error for OfflineSpecError {}
 pub struct OfflineHist {
     tables: Vec<Table>,
     latencies: Vec<Latency>,
-    lines: LineStats,
+    lines: LineCounts,
     fields: Fields,
 }
 
@@ -197,26 +194,33 @@ impl OfflineHist {
         &self.latencies
     }
 
-    /// How the lines were classified.
-    pub fn lines(&self) -> LineStats {
-        self.lines
+    /// How the lines were classified, each as one of five kinds: [`LineKind::Blank`] and
+    /// [`LineKind::Header`] (empty and `#` lines), [`LineKind::TraceEvent`] (event lines,
+    /// `task-pid [cpu] ... ts: event: fields`, wanted or not), [`LineKind::Unrecognized`]
+    /// (the others: function tracer lines, graph lines, unparsable text),
+    /// [`LineKind::Overlong`] (over 64 KiB) and [`LineKind::InvalidUtf8`], both skipped.
+    pub fn lines(&self) -> &LineCounts {
+        &self.lines
     }
 
     /// Feeds one line (without its newline).
     pub fn line(&mut self, line: &str) {
-        self.lines.lines += 1;
         let head = match classify(line) {
+            LineClass::Comment if line.trim().is_empty() => {
+                self.lines.add(LineKind::Blank);
+                return;
+            }
             LineClass::Comment => {
-                self.lines.comments += 1;
+                self.lines.add(LineKind::Header);
                 return;
             }
             LineClass::Other => {
-                self.lines.other += 1;
+                self.lines.add(LineKind::Unrecognized);
                 return;
             }
             LineClass::Event(h) => h,
         };
-        self.lines.events += 1;
+        self.lines.add(LineKind::TraceEvent);
         let wanted = self.tables.iter().any(|t| t.event() == head.event)
             || self.latencies.iter().any(|l| {
                 let (a, b) = l.events();
@@ -248,14 +252,8 @@ impl OfflineHist {
             match lines.next_line()? {
                 None => break,
                 Some(Line::Text(s)) => self.line(s.strip_suffix('\r').unwrap_or(s)),
-                Some(Line::TooLong) => {
-                    self.lines.lines += 1;
-                    self.lines.too_long += 1;
-                }
-                Some(Line::NotUtf8) => {
-                    self.lines.lines += 1;
-                    self.lines.not_utf8 += 1;
-                }
+                Some(Line::TooLong) => self.lines.add(LineKind::Overlong),
+                Some(Line::NotUtf8) => self.lines.add(LineKind::InvalidUtf8),
             }
         }
         Ok(())
@@ -294,16 +292,16 @@ impl OfflineHist {
 
     /// A one-line summary of what was read and skipped, for standard error.
     pub fn report(&self) -> String {
-        let l = self.lines;
+        let [comments, events, other, too_long, not_utf8] = line_figures(&self.lines);
         let mut s = format!(
-            "{} lines: {} events, {} comments, {} other",
-            l.lines, l.events, l.comments, l.other
+            "{} lines: {events} events, {comments} comments, {other} other",
+            self.lines.lines()
         );
-        if l.too_long > 0 {
-            s += &format!(", {} too long", l.too_long);
+        if too_long > 0 {
+            s += &format!(", {too_long} too long");
         }
-        if l.not_utf8 > 0 {
-            s += &format!(", {} not UTF-8", l.not_utf8);
+        if not_utf8 > 0 {
+            s += &format!(", {not_utf8} not UTF-8");
         }
         for t in &self.tables {
             let k = t.skipped();
@@ -374,12 +372,8 @@ mod tests {
         input.extend(b"\n\xff\xfe\nfoo\n  a-1 [000] 1.000002: e: x=2");
         h.read(&input[..], || false).unwrap();
         let l = h.lines();
-        assert_eq!(
-            (
-                l.lines, l.comments, l.events, l.other, l.too_long, l.not_utf8
-            ),
-            (7, 2, 2, 1, 1, 1)
-        );
+        assert_eq!((l.lines(), line_figures(l)), (7, [2, 2, 1, 1, 1]));
+        assert_eq!((l.get(LineKind::Header), l.get(LineKind::Blank)), (1, 1));
         assert_eq!(h.tables()[0].rows().1, (2, 2, 0));
     }
 }

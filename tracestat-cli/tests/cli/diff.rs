@@ -1,10 +1,10 @@
-//! `tracestat diff` and `profile::diff`: a run against itself is empty, known changes come
+//! `tracestat diff` and `FunctionSnapshot::diff`: a run against itself is empty, known changes come
 //! out exactly, every input form (trace, JSON, stat text) is read, bad input is refused.
 
 use crate::tracestat;
 use std::fs;
 
-use tracestat::profile::{FunctionSnapshot, diff};
+use tracestat::profile::FunctionSnapshot;
 
 fn data(name: &str) -> String {
     format!("{}/../tests/data/{name}", env!("CARGO_MANIFEST_DIR"))
@@ -114,10 +114,9 @@ fn known_changes_are_exact_and_sorted() {
     let names: Vec<String> = rows(&out).into_iter().map(|r| r.0).collect();
     assert_eq!(names, ["vfs_write", "only_in_b", "only_in_a"]);
     // The library agrees.
-    let d = diff(
-        &FunctionSnapshot::parse_stat(A).unwrap(),
-        &FunctionSnapshot::parse_stat(B).unwrap(),
-    );
+    let d = FunctionSnapshot::parse_stat(A)
+        .unwrap()
+        .diff(&FunctionSnapshot::parse_stat(B).unwrap());
     let got: Vec<(&str, i128, i128)> = d
         .rows
         .iter()
