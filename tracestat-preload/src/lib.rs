@@ -380,8 +380,8 @@ macro_rules! trampolines {
     };
 }
 
-/// gcc's entry hook on x86-64: when the profiler counts only, straight to [`hit`] (no frame,
-/// no stack pointer needed); else to [`enter`] with the caller's stack pointer.
+/// gcc's entry hook on x86-64: when the profiler counts only, straight to `hit` (no frame,
+/// no stack pointer needed); else to `enter` with the caller's stack pointer.
 #[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
@@ -397,7 +397,7 @@ pub extern "C" fn __cyg_profile_func_enter(_func: *mut c_void, _site: *mut c_voi
     )
 }
 
-/// gcc's exit hook on x86-64: nothing to do when the profiler counts only; else [`exit`]
+/// gcc's exit hook on x86-64: nothing to do when the profiler counts only; else `exit`
 /// with the caller's stack pointer.
 #[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
