@@ -254,6 +254,15 @@ pub(crate) fn init() {
     });
 }
 
+/// Takes the TSC calibration's first sample now (once; microseconds), so that the time
+/// until [`init`] counts towards the calibration: an instance's construction calls it, and
+/// [`init`] at its first registration then waits only for what is still missing.
+pub(crate) fn prepare() {
+    if tsc::invariant() {
+        tsc::prepare();
+    }
+}
+
 /// Makes `clock` the selected one (after [`init`]'s calibration: `mult` is final).
 fn set_mode(clock: TraceClock) {
     let mult = if clock == TraceClock::X86Tsc {
@@ -413,16 +422,31 @@ mod tsc {
     /// to within 25 µs), after at least 1 ms and at most 10 ms.
     const PRECISION: u64 = 40_000;
 
-    /// Measures the TSC's rate against `CLOCK_MONOTONIC`, over 1 to 10 ms: until the rate is
-    /// known to [`PRECISION`] (about 2 ms where `clock_gettime` reads in tens of
-    /// nanoseconds), since a profiled program's start waits for it. False (and no TSC clock)
-    /// when the measurement makes no sense (a TSC that went backwards or stood still, a rate
-    /// outside 10 MHz..100 GHz).
+    /// The calibration's first sample, taken by [`prepare`] or else by [`calibrate`].
+    static FIRST: crate::primitive::unmodeled::OnceLock<(u64, u64, u64)> =
+        crate::primitive::unmodeled::OnceLock::new();
+
+    /// Takes the calibration's first sample if none was taken.
+    pub(super) fn prepare() {
+        FIRST.get_or_init(sample);
+    }
+
+    /// Measures the TSC's rate against `CLOCK_MONOTONIC`, from the first sample over at
+    /// least 1 and at most 10 ms: until the rate is known to [`PRECISION`] (about 2 ms
+    /// where `clock_gettime` reads in tens of nanoseconds), since a profiled program's start
+    /// waits for it; a first sample taken early ([`prepare`]) shortens the wait. False (and
+    /// no TSC clock) when the measurement makes no sense (a TSC that went backwards or
+    /// stood still, a rate outside 10 MHz..100 GHz).
     pub(super) fn calibrate() -> bool {
-        let (t0, n0, w0) = sample();
+        let (mut t0, mut n0, mut w0) = *FIRST.get_or_init(sample);
         let (dt, dn) = loop {
-            std::thread::sleep(std::time::Duration::from_millis(1));
             let (t1, n1, w1) = sample();
+            if n1.saturating_sub(n0) > 1_000_000_000 {
+                // A first sample from long ago (a suspend may lie between): start afresh.
+                (t0, n0, w0) = (t1, n1, w1);
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                continue;
+            }
             if t1 <= t0 {
                 return false;
             }
@@ -431,6 +455,7 @@ mod tsc {
             if dn >= 10_000_000 || (dn >= 1_000_000 && precise) {
                 break (dt, dn);
             }
+            std::thread::sleep(std::time::Duration::from_millis(1));
         };
         if dn == 0 {
             return false;
@@ -504,6 +529,7 @@ mod tsc {
     pub(super) fn calibrate() -> bool {
         false
     }
+    pub(super) fn prepare() {}
     pub(super) fn anchor(_: u64) {}
     pub(super) fn now_ns() -> u64 {
         0

@@ -157,6 +157,12 @@ impl SiteTable {
         i
     }
 
+    /// Makes room for `additional` sites pushed next (one growth of the ip index rather
+    /// than one per doubling, for the thousands of functions a shared object brings).
+    pub(crate) fn reserve(&self, additional: usize) {
+        self.added.write().reserve(additional);
+    }
+
     /// Number of sites (retired ones included).
     #[inline]
     pub(crate) fn len(&self) -> usize {

@@ -31,15 +31,13 @@ pub fn functions(data: &[u8]) -> Result<Vec<Function>, object::Error> {
         let underscores = name.bytes().take_while(|&b| b == b'_').count();
         (underscores, name.len())
     };
-    raw.sort_by(|a, b| {
-        a.0.cmp(&b.0)
-            .then_with(|| rank(a.1).cmp(&rank(b.1)))
-            .then_with(|| a.1.cmp(b.1))
-    });
-    raw.dedup_by_key(|(addr, _)| *addr);
+    // By address alone, then the best name of each address: the ranks are computed only
+    // where names share an address (glibc's aliases), not at every comparison.
+    raw.sort_unstable_by_key(|&(addr, _)| addr);
     Ok(raw
-        .into_iter()
-        .map(|(addr, name)| Function {
+        .chunk_by(|a, b| a.0 == b.0)
+        .filter_map(|aliases| aliases.iter().min_by_key(|(_, name)| (rank(name), *name)))
+        .map(|&(addr, name)| Function {
             addr,
             name: demangle(name),
         })
@@ -58,7 +56,13 @@ fn text_symbols<'data, S: ObjectSymbol<'data>>(
 /// `name` demangled: Rust legacy (`_ZN…17h<hash>E`) and v0 (`_R…`) without the hash, C++
 /// (`_Z…`), anything else as it is.
 pub(crate) fn demangle(name: &str) -> String {
-    if let Ok(d) = rustc_demangle::try_demangle(name) {
+    // Only names with one of rustc-demangle's prefixes (legacy `_ZN`, v0 `_R`, each also
+    // without and with a second underscore) are tried: a C name skips its search for an
+    // `.llvm.` suffix, which made most of a large object's start-up demangling.
+    let rusty = ["_ZN", "ZN", "__ZN", "_R", "R", "__R"]
+        .iter()
+        .any(|prefix| name.starts_with(prefix));
+    if rusty && let Ok(d) = rustc_demangle::try_demangle(name) {
         return format!("{d:#}");
     }
     if name.starts_with("_Z")
@@ -97,6 +101,27 @@ mod tests {
             .find(|f| f.name.ends_with("this_test_binary_lists_its_own_functions"))
             .expect("the test itself is a function of the binary");
         assert!(me.name.starts_with("tracestat::native::elf::tests::"));
+    }
+
+    #[test]
+    fn of_names_sharing_an_address_the_plainest_is_kept() {
+        // glibc exports `malloc` and `__libc_malloc` (and `calloc`, `__libc_calloc`) at one
+        // address each.
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let Some(libc) = maps
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(5))
+            .find(|p| p.contains("/libc.so"))
+        else {
+            return; // not linked against glibc's shared object (musl, static)
+        };
+        let fns = functions(&std::fs::read(libc).unwrap()).unwrap();
+        assert!(fns.windows(2).all(|w| w[0].addr < w[1].addr));
+        for name in ["malloc", "calloc"] {
+            assert!(fns.iter().any(|f| f.name == name), "{name} kept");
+            let alias = format!("__libc_{name}");
+            assert!(!fns.iter().any(|f| f.name == alias), "{alias} dropped");
+        }
     }
 
     #[test]

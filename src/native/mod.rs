@@ -396,18 +396,20 @@ impl NativeSites {
                 .filter(|(_, p)| p.is_some())
                 .map(|(f, _)| f)
                 .collect();
+            let addrs: Vec<u64> = fns.iter().map(|f| f.addr).collect();
             let defs = fns
-                .iter()
-                .map(|f| SiteDef::new(f.name.clone(), object.name.clone()));
+                .into_iter()
+                .map(|f| SiteDef::new(f.name, object.name.clone()));
             let sites = match &patches {
                 Some(p) => self
                     .ftrace
                     .add_switched_sites(defs, Arc::clone(p) as Arc<dyn SiteSwitch>)?,
                 None => self.ftrace.add_sites(defs)?,
             };
-            for (f, i) in fns.iter().zip(sites.clone()) {
+            map.by_addr.reserve(addrs.len());
+            for (addr, i) in addrs.into_iter().zip(sites.clone()) {
                 map.by_addr
-                    .insert(object.bias.wrapping_add(f.addr as usize), i);
+                    .insert(object.bias.wrapping_add(addr as usize), i);
             }
             if let Some(xray) = xray.as_ref().filter(|_| patches.is_some()) {
                 for (pos, f) in &xray.functions {

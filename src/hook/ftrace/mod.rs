@@ -148,6 +148,9 @@ static GLOBAL_GENERATION: unmodeled::AtomicU64 = unmodeled::AtomicU64::new(0);
 
 impl Ftrace {
     fn build(sites: Vec<SiteRef>, global: bool) -> Self {
+        // The clock's calibration measures from here: the caller's work until its first
+        // registration (a program's symbol tables read) then shortens the wait there.
+        super::clock::prepare();
         let published = Box::new(Published {
             entries: Box::new([]),
             pids: Box::new([]),
@@ -655,6 +658,7 @@ impl Ftrace {
                 switch.enable(&covered)?;
             }
         }
+        self.sites.reserve(defs.len());
         for (def, (word, direct)) in defs.into_iter().zip(words) {
             // The word before the site is published: a reader that finds it finds it
             // covered.
