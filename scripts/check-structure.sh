@@ -37,12 +37,14 @@ CYCLES=(
   # snapshots: one concept in two files.
   "stat/snapshot stat/tracer"
   # The hook layer's static-site entry: Site::enter returns a ScopeGuard, which names the
-  # Ftrace that owns the site; splitting the site record from its entry breaks it.
-  "hook/control hook/ftrace hook/guard hook/ops hook/pid hook/published hook/sink hook/site hook/table hook/thread"
+  # Ftrace that owns the site, and a sink path (which ops and the published state carry)
+  # holds the entries instantiated for it; splitting the site record from its entry, and
+  # the path's record from its constructor, breaks it (HOOK_UP below).
+  "hook/control hook/ftrace hook/guard hook/ops hook/published hook/sink hook/site hook/table"
 )
 # The hook layer, lowest first.
 HOOK_ORDER=(
-  barrier rcu clock cputime glob filter graph sink ops published pid thread recursion site table switch
+  barrier rcu clock cputime glob filter graph pid thread sink ops published recursion site table switch
   ftrace
   control walk guard live static_entry returns foreign task future mod
 )
@@ -53,10 +55,6 @@ HOOK_UP=(
   # entries into static_entry.rs (the site record keeping an erased entry word) removes
   # these five.
   "site->guard" "site->ftrace" "sink->site" "sink->guard" "sink->ftrace"
-  # Hot::cached_global_slot reads the global instance's domain id (to static_entry.rs).
-  "thread->ftrace"
-  # The thread's id is read once per thread (pid::os_tid, to thread.rs).
-  "pid->thread"
   # The global instance installs its control files when first built.
   "ftrace->control"
 )

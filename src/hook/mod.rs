@@ -29,7 +29,15 @@
 //!
 //! Shaped after `Documentation/trace/ftrace-uses.rst` and the 2009 design for several
 //! concurrent function-tracing users, each with its own hash list of functions and a refcount
-//! per call site. A one-way stack, each file using only the ones above it:
+//! per call site. The files form a stack, lowest first `barrier`, `rcu`, `clock`, `cputime`,
+//! `glob`, `filter`, `graph`, `pid`, `thread`, `sink`, `ops`, `published`, `recursion`,
+//! `site`, `table`, `switch`, `ftrace`, `control`, then the dispatch files and `future`;
+//! each uses only lower ones, with one knot: a static site's entry returns a
+//! [`ScopeGuard`], whose end names the [`Ftrace`] that owns the site, and a sink's path
+//! (which an ops and the published state carry) holds the entries instantiated for it, so
+//! `site` and `sink` name `guard` and `ftrace` above them, and `ftrace` installs the global
+//! instance's `control` files (`scripts/check-structure.sh` lists these edges and checks
+//! that no other goes up). By concern:
 //!
 //! - `site`: call sites ([`Site`], the `dyn_ftrace` analog; [`SiteDef`] names an owned one). `#[tracestat::traced]` on a
 //!   function, or `traced_block!` on a block, creates one; all are listed in `SITES` at link
@@ -39,7 +47,8 @@
 //!   private data.
 //! - `glob` and `filter`: per-ops filter and notrace hashes written with the
 //!   `set_ftrace_filter` syntax.
-//! - `pid`: thread ids and `set_ftrace_pid`; `recursion`: the per-thread recursion guard.
+//! - `pid`: `set_ftrace_pid`'s parser and the OS's thread ids; `recursion`: the per-thread
+//!   recursion guard.
 //! - `barrier` and `rcu`: the read side (a compiler fence paired with the writer's
 //!   `membarrier`, or a full fence) and the grace period behind unregister.
 //! - `clock`: the trace clock (the invariant TSC, else `CLOCK_MONOTONIC`); `cputime`: the
@@ -48,7 +57,8 @@
 //! - `sink`: the fast-path seam: a provider whose callbacks only record into per-thread
 //!   memory declares a `Sink` on its ops, and the dispatcher records through the sink's
 //!   path (`SinkOps`, given the site's index) instead of calling the callbacks.
-//! - `thread`: the per-thread state every enabled call touches.
+//! - `thread`: the per-thread state every enabled call touches (the thread's id, its
+//!   reader slots, its stack, a provider's sink words).
 //! - `published`: the immutable dispatch state writers publish (`Published`, one `OpsEntry`
 //!   per registered ops with what the direct path precomputes).
 //! - `ftrace`: [`Ftrace`], one instance of the layer (the global one over every static site,
@@ -117,11 +127,12 @@ pub use graph::{Frame, GraphEntry, GraphReturn, SHADOW_STACK_DEPTH, ShadowStack,
 pub use guard::ScopeGuard;
 pub use ops::{FtraceOps, FtraceOpsBuilder, OpsFlags, Regs};
 pub use recursion::RecursionLock;
-pub(crate) use sink::{SINK_WORDS, Sink, SinkOps, SinkPath, SinkWords};
+pub(crate) use sink::{Sink, SinkOps, SinkPath};
 pub use site::{Site, SiteDef};
 pub use switch::SiteSwitch;
 #[cfg(feature = "native")]
 pub(crate) use thread::use_static_tls;
+pub(crate) use thread::{SINK_WORDS, SinkWords};
 
 /// The calling thread's innermost dispatched traced scope: the ip of the innermost `#[traced]`
 /// call an ops covers, or of the instrumented future whose poll runs now (0 at top level);

@@ -22,12 +22,6 @@ use crate::stat::WriteMode;
 /// The largest id `set_ftrace_pid` accepts (the kernel's `PID_MAX_LIMIT`, 2^22).
 pub(crate) const PID_MAX: u32 = 1 << 22;
 
-/// The id `set_ftrace_pid` knows the calling thread by
-/// ([`Ftrace::current_tid`](super::Ftrace::current_tid)).
-pub(crate) fn current_tid() -> u32 {
-    super::thread::with(|ts| ts.tid).unwrap_or_else(os_tid)
-}
-
 #[cfg(target_os = "linux")]
 pub(crate) fn os_tid() -> u32 {
     // SAFETY: gettid has no preconditions and cannot fail.

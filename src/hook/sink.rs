@@ -6,8 +6,8 @@
 //! A provider declares a [`Sink`] on its ops (`FtraceOpsBuilder::sink`): an id, a flag whose
 //! meaning is the provider's, and its [`SinkPath`]. The path is a [`SinkOps`]
 //! implementation seen through function pointers: `count` records a hit and `time` a timed
-//! call of the site at a given dense index into the thread's [`SinkWords`] (in the thread's
-//! `Hot` block: the cached sink's id, a busy bit, and opaque words whose layout the
+//! call of the site at a given dense index into the thread's [`SinkWords`] (`thread.rs`, in
+//! its `Hot` block: the cached sink's id, a busy bit, and opaque words whose layout the
 //! provider owns); the static sites' own entries and the timed exit (`static_entry.rs`) are
 //! the hook layer's generic code instantiated for that implementation, so the provider's
 //! record is inlined into them. The dispatcher calls the path where it would otherwise call
@@ -32,88 +32,11 @@
 //!   trusts a published entry whose case is a sink's to carry its path (checked in debug
 //!   builds). A second implementation must make those entries compare the path.
 
-use core::cell::Cell;
-
 #[cfg(not(loom))]
 use super::guard::ScopeGuard;
 #[cfg(not(loom))]
 use super::site::Site;
-
-/// The number of opaque words a sink keeps per thread (the provider's layout).
-pub(crate) const SINK_WORDS: usize = 7;
-
-/// The bit of [`SinkWords`]' id word that says a `&mut` into the cached state exists (sink
-/// ids stay far below it).
-const BUSY: u64 = 1 << 63;
-
-/// A thread's one-entry cache of the sink it used last: the sink's id, the busy bit and
-/// the provider's words (see the module invariants).
-pub(crate) struct SinkWords {
-    /// The sink's id (0: none), with [`BUSY`] set while busy: one compare tells the hot
-    /// path both that the sink is cached and that it may be used.
-    id: Cell<u64>,
-    words: [Cell<*const ()>; SINK_WORDS],
-}
-
-impl SinkWords {
-    /// No sink cached.
-    pub(crate) const fn new() -> Self {
-        SinkWords {
-            id: Cell::new(0),
-            words: [const { Cell::new(core::ptr::null()) }; SINK_WORDS],
-        }
-    }
-
-    /// Whether sink `id` is the cached one and not busy.
-    #[inline(always)]
-    pub(crate) fn holds(&self, id: u64) -> bool {
-        self.id.get() == id
-    }
-
-    /// The cached sink's id, busy or not (0: none).
-    pub(crate) fn cached_id(&self) -> u64 {
-        self.id.get() & !BUSY
-    }
-
-    /// Caches sink `id` (its words are the caller's to set; keeps busy).
-    pub(crate) fn set_id(&self, id: u64) {
-        debug_assert!(id & BUSY == 0);
-        self.id.set(id | (self.id.get() & BUSY));
-    }
-
-    /// Sets busy; `false` if it was set already.
-    #[inline(always)]
-    pub(crate) fn take_busy(&self) -> bool {
-        let id = self.id.get();
-        self.id.set(id | BUSY);
-        id & BUSY == 0
-    }
-
-    /// Clears busy.
-    #[inline(always)]
-    pub(crate) fn release_busy(&self) {
-        self.id.set(self.id.get() & !BUSY);
-    }
-
-    /// Forgets the cached sink and its words (keeps busy).
-    pub(crate) fn forget(&self) {
-        self.id.set(self.id.get() & BUSY);
-        for word in &self.words {
-            word.set(core::ptr::null());
-        }
-    }
-
-    /// Word `i` of the cached sink (`i < SINK_WORDS`).
-    #[inline(always)]
-    pub(crate) fn word(&self, i: usize) -> *const () {
-        self.words[i].get()
-    }
-
-    /// Sets word `i` of the cached sink.
-    pub(crate) fn set_word(&self, i: usize, word: *const ()) {
-        self.words[i].set(word);
-    }
-}
+use super::thread::SinkWords;
 
 /// A provider's fast path, implemented once per provider and reached by the dispatcher
 /// through its [`SinkPath`] (`SinkPath::of`).

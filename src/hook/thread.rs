@@ -45,8 +45,9 @@ use std::ptr::NonNull;
 use super::graph::LiveStack;
 use super::pid;
 use super::rcu::{Rcu, ReaderSlot};
-use super::sink::SinkWords;
 use crate::primitive::sync::Arc;
+#[cfg(not(loom))]
+use crate::primitive::unmodeled::atomic as unmodeled;
 
 /// The tag of [`Hot`]'s cached domain id in the full-fence mode (domain ids stay far below).
 const FENCED: u64 = 1 << 63;
@@ -107,7 +108,7 @@ impl Hot {
     }
 
     /// [`cached_slot`](Self::cached_slot) for the global instance's domain, named by its id
-    /// alone ([`Ftrace::global_domain`](super::Ftrace::global_domain)).
+    /// alone ([`GLOBAL_DOMAIN`]).
     #[cfg(not(loom))]
     #[inline(always)]
     pub(crate) fn cached_global_slot(&self) -> Option<&ReaderSlot> {
@@ -115,7 +116,7 @@ impl Hot {
         // `static`), so the slot lives as long as the thread's `ThreadState`, which holds
         // it until the thread's exit, after its last call; the reference is this
         // thread's `Hot` block's borrow, which cannot leave the thread.
-        (self.domain.get() == super::Ftrace::global_domain())
+        (self.domain.get() == GLOBAL_DOMAIN.load(unmodeled::Ordering::Relaxed))
             .then(|| unsafe { self.slot.get().as_ref() })
     }
 
@@ -345,11 +346,102 @@ pub(crate) fn exit_now() {
     });
 }
 
+/// The number of opaque words a sink keeps per thread (the provider's layout).
+pub(crate) const SINK_WORDS: usize = 7;
+
+/// The bit of [`SinkWords`]' id word that says a `&mut` into the cached state exists (sink
+/// ids stay far below it).
+const BUSY: u64 = 1 << 63;
+
+/// A thread's one-entry cache of the sink it used last: the sink's id, the busy bit and
+/// the provider's words (see the module invariants).
+pub(crate) struct SinkWords {
+    /// The sink's id (0: none), with [`BUSY`] set while busy: one compare tells the hot
+    /// path both that the sink is cached and that it may be used.
+    id: Cell<u64>,
+    words: [Cell<*const ()>; SINK_WORDS],
+}
+
+impl SinkWords {
+    /// No sink cached.
+    pub(crate) const fn new() -> Self {
+        SinkWords {
+            id: Cell::new(0),
+            words: [const { Cell::new(core::ptr::null()) }; SINK_WORDS],
+        }
+    }
+
+    /// Whether sink `id` is the cached one and not busy.
+    #[inline(always)]
+    pub(crate) fn holds(&self, id: u64) -> bool {
+        self.id.get() == id
+    }
+
+    /// The cached sink's id, busy or not (0: none).
+    pub(crate) fn cached_id(&self) -> u64 {
+        self.id.get() & !BUSY
+    }
+
+    /// Caches sink `id` (its words are the caller's to set; keeps busy).
+    pub(crate) fn set_id(&self, id: u64) {
+        debug_assert!(id & BUSY == 0);
+        self.id.set(id | (self.id.get() & BUSY));
+    }
+
+    /// Sets busy; `false` if it was set already.
+    #[inline(always)]
+    pub(crate) fn take_busy(&self) -> bool {
+        let id = self.id.get();
+        self.id.set(id | BUSY);
+        id & BUSY == 0
+    }
+
+    /// Clears busy.
+    #[inline(always)]
+    pub(crate) fn release_busy(&self) {
+        self.id.set(self.id.get() & !BUSY);
+    }
+
+    /// Forgets the cached sink and its words (keeps busy).
+    pub(crate) fn forget(&self) {
+        self.id.set(self.id.get() & BUSY);
+        for word in &self.words {
+            word.set(core::ptr::null());
+        }
+    }
+
+    /// Word `i` of the cached sink (`i < SINK_WORDS`).
+    #[inline(always)]
+    pub(crate) fn word(&self, i: usize) -> *const () {
+        self.words[i].get()
+    }
+
+    /// Sets word `i` of the cached sink.
+    pub(crate) fn set_word(&self, i: usize, word: *const ()) {
+        self.words[i].set(word);
+    }
+}
+
 /// Runs `f` with this thread's state; `None` while the thread-local is being torn down
 /// (a traced call from another thread-local's destructor is simply not traced).
 #[inline]
 pub(crate) fn with<R>(f: impl FnOnce(&ThreadState) -> R) -> Option<R> {
     STATE.try_with(f).ok()
+}
+
+/// The global instance's RCU domain id, `u64::MAX` (which no thread caches) until the
+/// instance is built, written once then, before its address is published. A thread whose
+/// cached domain id equals it has the global domain's reader slot cached, and the global
+/// instance is built: the counting entry's one check, with no instance pointer to keep
+/// live.
+#[cfg(not(loom))]
+pub(crate) static GLOBAL_DOMAIN: unmodeled::AtomicU64 = unmodeled::AtomicU64::new(u64::MAX);
+
+/// The id `set_ftrace_pid` knows the calling thread by
+/// ([`Ftrace::current_tid`](super::Ftrace::current_tid)): the one its state keeps, else
+/// the OS's (a thread being torn down).
+pub(crate) fn current_tid() -> u32 {
+    with(|ts| ts.tid).unwrap_or_else(pid::os_tid)
 }
 
 #[cfg(all(test, not(loom)))]

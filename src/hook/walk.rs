@@ -21,11 +21,10 @@ use core::cell::Cell;
 use super::ftrace::Ftrace;
 use super::graph::{GraphEntry, now_ns};
 use super::ops::{Callback, FtraceFunc, FtraceOps, OpsFlags, Regs};
-use super::pid::current_tid;
 use super::published::{OpsEntry, Published};
 use super::recursion::{RecursionContext as Context, lock_bit};
 use super::site::Site;
-use super::thread::Hot;
+use super::thread::{self, Hot};
 
 /// Graph context of one entry: whether hooks may run, at what depth, and the clock. Live
 /// calls fill `room`/`depth` from the thread's shadow stack only when a graph ops is met
@@ -209,7 +208,11 @@ pub(super) fn pid_allows(call: &Call<'_>, ops: &FtraceOps) -> bool {
     !(call.pids
         && ops.flags().contains(OpsFlags::PID)
         && !call.published.pids.is_empty()
-        && call.published.pids.binary_search(&current_tid()).is_err())
+        && call
+            .published
+            .pids
+            .binary_search(&thread::current_tid())
+            .is_err())
 }
 
 /// Calls a function ops' callback for `call` (pid list, recursion bit and registers as its
@@ -241,7 +244,7 @@ pub(super) fn run_func(hot: &Hot, call: &Call<'_>, entry: &OpsEntry, func: &Ftra
             ip: call.ip,
             parent_ip: call.parent,
             sp: marker.as_ptr() as usize,
-            tid: current_tid(),
+            tid: thread::current_tid(),
         };
         func(call.ip, call.parent, ops, Some(&regs));
     } else {

@@ -135,11 +135,6 @@ fn rejected(path: &str, e: impl std::error::Error + Send + Sync + 'static) -> Er
 #[cfg(not(loom))]
 static GLOBAL_PTR: unmodeled::AtomicPtr<Ftrace> = unmodeled::AtomicPtr::new(core::ptr::null_mut());
 
-/// The global instance's RCU domain id, `u64::MAX` (which no thread caches) until it is
-/// built (see [`Ftrace::global_domain`]). Written once, before [`GLOBAL_PTR`].
-#[cfg(not(loom))]
-static GLOBAL_DOMAIN: unmodeled::AtomicU64 = unmodeled::AtomicU64::new(u64::MAX);
-
 /// The global instance's published generation, a copy of its own word stored with it
 /// (see [`Ftrace::global_generation`]): the static entries and their exits read it without
 /// loading the instance's address.
@@ -215,7 +210,7 @@ impl Ftrace {
             super::control::install(global, fs)
         });
         if GLOBAL_PTR.load(Ordering::Relaxed).is_null() {
-            GLOBAL_DOMAIN.store(global.rcu.id(), Ordering::Relaxed);
+            thread::GLOBAL_DOMAIN.store(global.rcu.id(), Ordering::Relaxed);
             GLOBAL_PTR.store(Arc::as_ptr(global).cast_mut(), Ordering::Release);
         }
         global
@@ -259,16 +254,6 @@ impl Ftrace {
         // SAFETY: the pointer is non-null (the caller's contract: it was set, and it is
         // never cleared) and its instance lives for the process (see `global_fast`).
         unsafe { &*p }
-    }
-
-    /// The global instance's RCU domain id; `u64::MAX`, which no thread caches, until it is
-    /// built. A thread whose cached domain id equals it has the global domain's reader slot
-    /// cached, and the global instance is built: the counting entry's one check, with no
-    /// instance pointer to keep live.
-    #[cfg(not(loom))]
-    #[inline(always)]
-    pub(crate) fn global_domain() -> u64 {
-        GLOBAL_DOMAIN.load(Ordering::Relaxed)
     }
 
     /// The global instance's published generation ([`GLOBAL_GENERATION`], stored with its

@@ -123,7 +123,7 @@ impl Ftrace {
     /// The id `set_ftrace_pid` knows the calling thread by (its kernel thread id).
     #[inline]
     pub fn current_tid() -> u32 {
-        pid::current_tid()
+        thread::current_tid()
     }
 
     /// Writes `set_ftrace_pid` (thread ids; see [`current_tid`](Self::current_tid)).
