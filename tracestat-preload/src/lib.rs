@@ -287,17 +287,6 @@ fn pop_dead_slow(t: &mut Thread, dead: impl Fn(&Frame) -> bool) {
     }
 }
 
-/// When the profiler counts only ([`COUNT_ONLY`]): enters and ends the site of `func` at
-/// once and clears the busy flag, true; else false, nothing done.
-#[inline(always)]
-fn counted(t: &mut Thread, func: usize, lookup: fn(usize) -> Option<&'static Site>) -> bool {
-    if !COUNT_ONLY.load(Ordering::Relaxed) {
-        return false;
-    }
-    hit_site(t, func, lookup);
-    true
-}
-
 /// Counts a hit of the site of `func` (entered and ended at once) and clears the busy flag.
 #[inline(always)]
 fn hit_site(t: &mut Thread, func: usize, lookup: fn(usize) -> Option<&'static Site>) {

@@ -25,8 +25,9 @@
 //! and by the slot address, which is the same at a function's entry and at its returns;
 //! frames left without their exit (`longjmp`, an exception) are popped dead as there. An
 //! exit's lookup goes by the frame on top only, so an exit needs no site. When the
-//! profiler counts only, an entry enters and ends the site at once and exits do nothing
-//! (the exit trampoline returns before saving anything).
+//! profiler counts only, the entry trampoline calls a lighter hook that enters and ends
+//! the site at once, and exits do nothing (the exit trampoline returns before saving
+//! anything).
 //!
 //! # Limits
 //!
@@ -44,7 +45,7 @@ use core::sync::atomic::Ordering;
 use tracestat::hook::{Ftrace, Site};
 use tracestat::native::XrayTrampolines;
 
-use crate::{COUNT_ONLY, DEPTH, Frame, NATIVE, OVERRUNS, counted, entering, pop_dead, site_of};
+use crate::{COUNT_ONLY, DEPTH, Frame, NATIVE, OVERRUNS, entering, hit_site, pop_dead, site_of};
 
 /// Set in every key made from an id: no user-space code address has it.
 const KEY_BIT: usize = 1 << 63;
@@ -75,10 +76,11 @@ fn lookup(key: usize) -> Option<&'static Site> {
 }
 
 /// A call trampoline's body: saves the argument registers, rax, r10 and r11 (`$pre` and
-/// `$post` around them: the flags for a tail exit), calls `$func(edi = the id, rsi = the
-/// function's return-address slot, `$slot`)`, restores.
+/// `$post` around them: the flags for a tail exit), runs `$call` with `edi` the id and
+/// `rsi` the function's return-address slot (`$slot`), restores. `$call` calls the
+/// functions `$sym`s name.
 macro_rules! saving_arguments {
-    ($func:path, $slot:literal $(, $pre:literal, $post:literal)?) => {
+    ($slot:literal, [$($call:literal),+] $(, $pre:literal, $post:literal)?; $($sym:ident = $path:path),+) => {
         naked_asm!(
             $($pre,)?
             "push rbp",
@@ -104,7 +106,7 @@ macro_rules! saving_arguments {
             "movaps [rsp + 192], xmm7",
             "mov edi, r10d",
             $slot,
-            "call {func}",
+            $($call,)+
             "mov rdi, [rsp]",
             "mov rsi, [rsp + 8]",
             "mov rdx, [rsp + 16]",
@@ -126,7 +128,7 @@ macro_rules! saving_arguments {
             "pop rbp",
             $($post,)?
             "ret",
-            func = sym $func,
+            $($sym = sym $path,)+
         )
     };
 }
@@ -140,7 +142,22 @@ macro_rules! saving_arguments {
 #[unsafe(naked)]
 unsafe extern "C" fn xray_entry_trampoline() {
     // [rbp] the saved rbp, [rbp + 8] the return into the stub, [rbp + 16] the slot.
-    saving_arguments!(entry, "lea rsi, [rbp + 16]")
+    // Counting only: the lighter hook, which keeps no frame.
+    saving_arguments!(
+        "lea rsi, [rbp + 16]",
+        [
+            "cmp byte ptr [rip + {count_only}], 0",
+            "jne 3f",
+            "call {entry}",
+            "jmp 4f",
+            "3:",
+            "call {hit}",
+            "4:"
+        ];
+        entry = entry,
+        hit = hit,
+        count_only = COUNT_ONLY
+    )
 }
 
 /// Tail-call sleds' trampoline (see the module doc). Not a C function.
@@ -152,7 +169,7 @@ unsafe extern "C" fn xray_entry_trampoline() {
 #[unsafe(naked)]
 unsafe extern "C" fn xray_tail_trampoline() {
     // The flags pushed first: the slot is one word further than at an entry.
-    saving_arguments!(exit, "lea rsi, [rbp + 24]", "pushfq", "popfq")
+    saving_arguments!("lea rsi, [rbp + 24]", ["call {exit}"], "pushfq", "popfq"; exit = exit)
 }
 
 /// Exit sleds' trampoline, jumped to in place of the function's `ret` (see the module
@@ -193,13 +210,18 @@ unsafe extern "C" fn xray_exit_trampoline() {
     )
 }
 
+/// An entry sled when the profiler counts only ([`COUNT_ONLY`]): the hit of the site of
+/// the function `id` names; no frame.
+extern "C" fn hit(id: u32, _slot: usize) {
+    if let Some(t) = entering() {
+        hit_site(t, key(id), lookup);
+    }
+}
+
 /// An entry sled: enters the site of the function `id` names, its frame at `slot`.
 extern "C" fn entry(id: u32, slot: usize) {
     let Some(t) = entering() else { return };
     let func = key(id);
-    if counted(t, func, lookup) {
-        return;
-    }
     // Frames at or below this one's slot were left without their exit.
     pop_dead(t, |f| f.sp <= slot);
     if t.stack.len() == DEPTH {
