@@ -28,7 +28,6 @@ CYCLES=(
   # its head is found (one pass); the graph parser is the general parser's case.
   "trace/event trace/head trace/lex"
   "trace/funcgraph trace/parse"
-  "replay/replayer replay/tasks"
   # The cell format in three files: a layout tells whether it is a provider's constant cell
   # (`cell::{ConstCount, ConstTiming}`), a cell reads its layout's words and fills a snapshot's
   # row, a snapshot reads the layout.

@@ -1,4 +1,7 @@
-//! What one per-key cell holds, and where each word of it lives.
+//! What one per-key cell holds, and where each word of it lives. The cell format is one
+//! concept in three files, which import each other: a layout tells whether it is a
+//! provider's constant cell (`cell.rs`'s `ConstCount`, `ConstTiming`), a cell reads its
+//! layout's words and fills a snapshot's row, a snapshot (`snapshot.rs`) reads the layout.
 //!
 //! # Design
 //!

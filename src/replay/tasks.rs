@@ -27,7 +27,16 @@
 
 use std::collections::HashMap;
 
-use super::replayer::{MAX_OPEN, MAX_OPEN_CALLS, MAX_TASKS};
+/// Task stacks kept at once; a new task beyond them evicts the least recently seen task,
+/// whose open calls are counted as open at the end (the summary's `Unmatched::evicted`).
+pub(crate) const MAX_TASKS: usize = 1 << 16;
+/// Open calls kept by all tasks together (stack capacity, about 48 bytes a call): a stack
+/// that must grow past it evicts the least recently seen other tasks first, their open calls
+/// counted as open at the end (the summary's `Unmatched::evicted`).
+pub(crate) const MAX_OPEN_CALLS: usize = 1 << 18;
+/// Open calls one task's stack tracks; deeper entries still count a hit, are not timed, and
+/// are counted as overruns.
+pub(crate) const MAX_OPEN: usize = 4096;
 
 /// Whose stack a call goes on (the replayer's module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

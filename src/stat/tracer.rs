@@ -1,4 +1,6 @@
-//! The [`StatTracer`] trait: what a stat provider supplies.
+//! The [`StatTracer`] trait: what a stat provider supplies. It hands out snapshots
+//! (`snapshot.rs`), which render through their tracer's format: the two files import each
+//! other, one concept in two files.
 //!
 //! This is the kernel's `struct tracer_stat` (`kernel/trace/trace_stat.h`) in Rust terms:
 //! `stat_start` / `stat_next` become [`StatTracer::start`] / [`StatTracer::next`] over a typed,

@@ -11,7 +11,11 @@
 //! - `fields.rs`: an event's name and its `name=value` fields ([`Fields`]).
 //! - `parse.rs`, `funcgraph.rs`, `lex.rs`, `kind.rs`, `event.rs`: [`Parser`], one line in, one
 //!   typed [`Event`] out, for the function and function_graph tracers; [`Reader`] runs it
-//!   over a stream. [`Replay`](crate::replay::Replay) counts its events.
+//!   over a stream. [`Replay`](crate::replay::Replay) counts its events. Two import
+//!   cycles, one pass each: a head is lexed (`head` → `lex`) while the lexer classifies an
+//!   event line's payload as it finds the head (`lex` → `event` → `head`), and the
+//!   function_graph layouts are the general parser's case, parsed back through it
+//!   (`parse` ↔ `funcgraph`).
 //! - [`hist`]: the kernel's hist-trigger specs over the event lines of a saved trace.
 //!
 //! # Design

@@ -3,6 +3,8 @@
 //! ([`HistSpec::filter`](super::HistSpec::filter)), evaluated over any event through
 //! [`FilterInput`]: a live [`EventSource`](super::EventSource)'s `u64` fields (bound by
 //! name when the trigger is made, [`Filter::bind`]) or the fields of a trace line.
+//! `spec.rs` parses the clause with this file's parser, whose errors name the spec's
+//! positions: the two files import each other, one grammar in two files.
 //!
 //! # Syntax
 //!

@@ -2,8 +2,8 @@
 //! as the parent module's docs state ("Counting semantics", "Call stacks belong to tasks").
 
 use super::super::table::Table;
-use super::super::tasks::{Open, TaskKey};
-use super::{MAX_CPUS, MAX_OPEN, Replay, TraceMode, Unmatched};
+use super::super::tasks::{MAX_OPEN, Open, TaskKey};
+use super::{MAX_CPUS, Replay, TraceMode, Unmatched};
 use crate::trace::task_pid;
 use crate::trace::{Context, Event};
 

@@ -97,7 +97,7 @@ use crate::trace::LineCounts;
 use crate::trace::Reader;
 use calls::open_at_end;
 
-pub(crate) use options::{MAX_CPUS, MAX_OPEN, MAX_OPEN_CALLS, MAX_TASKS, OPEN_LISTED};
+pub(crate) use options::{MAX_CPUS, OPEN_LISTED};
 pub use options::{ReplayOptions, Sort, TraceMode};
 pub use output::ReplayRow;
 pub use summary::{ReplaySummary, Unmatched};

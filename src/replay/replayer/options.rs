@@ -3,16 +3,6 @@
 
 /// CPUs above this number (a garbled CPU column) are not replayed: counted as ignored.
 pub(crate) const MAX_CPUS: u32 = 4096;
-/// Task stacks kept at once; a new task beyond them evicts the least recently seen task,
-/// whose open calls are counted as open at the end ([`Unmatched::evicted`](super::Unmatched::evicted)).
-pub(crate) const MAX_TASKS: usize = 1 << 16;
-/// Open calls kept by all tasks together (stack capacity, about 48 bytes a call): a stack
-/// that must grow past it evicts the least recently seen other tasks first, their open calls
-/// counted as open at the end ([`Unmatched::evicted`](super::Unmatched::evicted)).
-pub(crate) const MAX_OPEN_CALLS: usize = 1 << 18;
-/// Open calls one task's stack tracks; deeper entries still count a hit, are not timed, and
-/// are counted as overruns.
-pub(crate) const MAX_OPEN: usize = 4096;
 /// How many functions with calls open at the end [`ReplaySummary`](super::ReplaySummary) lists by name.
 pub(crate) const OPEN_LISTED: usize = 8;
 /// The default of [`ReplayOptions::max_functions`].

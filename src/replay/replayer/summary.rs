@@ -1,7 +1,8 @@
 //! [`ReplaySummary`]: what a replay read (the parser's line counts) and how its calls paired
 //! ([`Unmatched`]), as a report line and as exporter counters.
 
-use super::{MAX_OPEN_CALLS, MAX_TASKS, TraceMode};
+use super::super::tasks::{MAX_OPEN_CALLS, MAX_TASKS};
+use super::TraceMode;
 use crate::export::Counter;
 use crate::trace::LineCounts;
 
