@@ -369,8 +369,8 @@ pub(super) fn open_at_end(table: &mut Table, cpu_tables: &mut [Option<Table>], o
     }
 }
 
-/// An open call evicted from the task table ([`MAX_TASKS`](super::MAX_TASKS), [`MAX_OPEN_CALLS`](super::MAX_OPEN_CALLS)): counted as
-/// open at the end now.
+/// An open call evicted from the task table (over `MAX_TASKS` tasks or `MAX_OPEN_CALLS` open
+/// calls, `tasks.rs`): counted as open at the end now.
 fn evicted(
     table: &mut Table,
     cpu_tables: &mut [Option<Table>],

@@ -65,10 +65,10 @@
 //!   function costs one 64-byte row plus its interned name (see BENCHMARKS.md for measured
 //!   figures); the latency histogram (2 KiB a function) only with
 //!   [`ReplayOptions::latency`], per-CPU tables only with [`ReplayOptions::per_cpu`];
-//! - tasks: [`MAX_TASKS`] stacks of at most [`MAX_OPEN`] open calls each, and
-//!   [`MAX_OPEN_CALLS`] open calls in all (`tasks.rs`): beyond either, the least recently
-//!   seen tasks are evicted at O(1) cost a line, their open calls counted as open at the
-//!   end and in [`Unmatched::evicted`]; CPUs below [`MAX_CPUS`]; call paths and event
+//! - tasks: `MAX_TASKS` stacks of at most `MAX_OPEN` open calls each, and `MAX_OPEN_CALLS`
+//!   open calls in all (`tasks.rs`): beyond either, the least recently seen tasks are
+//!   evicted at O(1) cost a line, their open calls counted as open at the end and in
+//!   [`Unmatched::evicted`]; CPUs below [`MAX_CPUS`]; call paths and event
 //!   names have bounds of their own.
 //!
 //! Nothing grows with the number of lines.
