@@ -112,7 +112,8 @@ run() {
   local t0 t1
   t0=$(date +%s%N)
   case $mode in
-    plain | bare) "$bin" "${args[@]}" >/dev/null ;;
+    # Through env as the library's runs are, so that its exec is in every mode's time.
+    plain | bare) env "$bin" "${args[@]}" >/dev/null ;;
     count | timed)
       # The library profiles only a child of TRACESTAT_PARENT: this (sub)shell.
       rm -f "$work/profile"
