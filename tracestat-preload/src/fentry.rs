@@ -119,14 +119,7 @@ macro_rules! hook {
             "movaps [rsp + 176], xmm7",
             "mov rdi, [rbp + 8]",
             $($args,)*
-            // Counting only: the lighter hook, which keeps no frame.
-            "cmp byte ptr [rip + {count_only}], 0",
-            "jne 3f",
-            "call {entry}",
-            "jmp 4f",
-            "3:",
-            "call {hit}",
-            "4:",
+            call_entry_or_hit!(),
             "mov rdi, [rsp]",
             "mov rsi, [rsp + 8]",
             "mov rdx, [rsp + 16]",

@@ -87,6 +87,16 @@ use tracestat::native::{LoadedObject, NativeSites};
 use tracestat::profile::{FunctionProfiler, ProfileOptions};
 use tracestat::stat::WriteMode;
 
+/// A register-saving trampoline's call of its hook (assembly, with `{count_only}`,
+/// `{entry}` and `{hit}` bound, the arguments in place): `hit`, which keeps no frame, when
+/// the profiler counts only ([`COUNT_ONLY`]), else `entry`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! call_entry_or_hit {
+    () => {
+        "cmp byte ptr [rip + {count_only}], 0\njne 3f\ncall {entry}\njmp 4f\n3:\ncall {hit}\n4:"
+    };
+}
+
 mod attach;
 mod dl;
 mod fast_tls;

@@ -80,7 +80,7 @@ fn lookup(key: usize) -> Option<&'static Site> {
 /// `rsi` the function's return-address slot (`$slot`), restores. `$call` calls the
 /// functions `$sym`s name.
 macro_rules! saving_arguments {
-    ($slot:literal, [$($call:literal),+] $(, $pre:literal, $post:literal)?; $($sym:ident = $path:path),+) => {
+    ($slot:literal, [$($call:expr),+] $(, $pre:literal, $post:literal)?; $($sym:ident = $path:path),+) => {
         naked_asm!(
             $($pre,)?
             "push rbp",
@@ -142,18 +142,9 @@ macro_rules! saving_arguments {
 #[unsafe(naked)]
 unsafe extern "C" fn xray_entry_trampoline() {
     // [rbp] the saved rbp, [rbp + 8] the return into the stub, [rbp + 16] the slot.
-    // Counting only: the lighter hook, which keeps no frame.
     saving_arguments!(
         "lea rsi, [rbp + 16]",
-        [
-            "cmp byte ptr [rip + {count_only}], 0",
-            "jne 3f",
-            "call {entry}",
-            "jmp 4f",
-            "3:",
-            "call {hit}",
-            "4:"
-        ];
+        [call_entry_or_hit!()];
         entry = entry,
         hit = hit,
         count_only = COUNT_ONLY
