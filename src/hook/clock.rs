@@ -518,6 +518,38 @@ mod tsc {
         let _ = (rdtsc, STATE.offset.load(Ordering::Relaxed));
         TICKS.fetch_add(1_000, Ordering::Relaxed)
     }
+
+    #[cfg(all(test, not(loom)))]
+    mod tests {
+        use super::*;
+
+        /// The calibrated rate (first sample taken at an instance's construction, the rest
+        /// at its first registration) predicts `CLOCK_MONOTONIC` over a later interval to
+        /// within 1,000 ppm (NTP may slew `CLOCK_MONOTONIC` by up to 500 ppm, and change its
+        /// slew between the calibration and this interval), each end read as the
+        /// calibration reads (the tightest of several brackets).
+        #[test]
+        fn the_calibrated_rate_keeps_pace_with_monotonic() {
+            super::super::prepare();
+            super::super::init();
+            let mult = STATE.mult.load(Ordering::Relaxed);
+            if mult == 0 {
+                return; // no invariant TSC here: the clock is CLOCK_MONOTONIC
+            }
+            let (t0, n0, w0) = sample();
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let (t1, n1, w1) = sample();
+            let predicted = scaled_by(t1, mult).wrapping_sub(scaled_by(t0, mult));
+            let actual = n1 - n0;
+            // The brackets' widths, in ns (a tick is under 1 ns on any TSC this accepts
+            // over 1 GHz; below it, the slack is the wider the slower the TSC).
+            let slack = actual / 1_000 + scaled_by(w0 + w1, mult) + 1_000;
+            assert!(
+                predicted.abs_diff(actual) <= slack,
+                "TSC says {predicted} ns, CLOCK_MONOTONIC {actual} ns (slack {slack})"
+            );
+        }
+    }
 }
 
 #[cfg(not(all(target_arch = "x86_64", not(miri))))]
