@@ -87,6 +87,69 @@ use tracestat::native::{LoadedObject, NativeSites};
 use tracestat::profile::{FunctionProfiler, ProfileOptions};
 use tracestat::stat::WriteMode;
 
+/// Opens a register-saving trampoline's frame (assembly, one template string): `rbp` the
+/// frame (`[rbp]` the caller's rbp, `[rbp + 8]` the trampoline's return address), the stack
+/// aligned to 16 bytes, and saved below it the argument registers (rdi rsi rdx rcx r8 r9
+/// xmm0-7), rax (a variadic call's vector count), r10 (a static chain) and, when named, r11.
+/// [`restore_arguments`] closes it, given the same registers.
+#[cfg(target_arch = "x86_64")]
+macro_rules! save_arguments {
+    ($($r11:ident)?) => {
+        concat!(
+            "push rbp\n",
+            "mov rbp, rsp\n",
+            "and rsp, -16\n",
+            "sub rsp, 208\n",
+            "mov [rsp], rdi\n",
+            "mov [rsp + 8], rsi\n",
+            "mov [rsp + 16], rdx\n",
+            "mov [rsp + 24], rcx\n",
+            "mov [rsp + 32], r8\n",
+            "mov [rsp + 40], r9\n",
+            "mov [rsp + 48], rax\n",
+            "mov [rsp + 56], r10\n",
+            $("mov [rsp + 64], ", stringify!($r11), "\n",)?
+            "movaps [rsp + 80], xmm0\n",
+            "movaps [rsp + 96], xmm1\n",
+            "movaps [rsp + 112], xmm2\n",
+            "movaps [rsp + 128], xmm3\n",
+            "movaps [rsp + 144], xmm4\n",
+            "movaps [rsp + 160], xmm5\n",
+            "movaps [rsp + 176], xmm6\n",
+            "movaps [rsp + 192], xmm7\n",
+        )
+    };
+}
+
+/// Closes [`save_arguments`]'s frame: the registers it saved restored, `rsp` and `rbp` as
+/// before it.
+#[cfg(target_arch = "x86_64")]
+macro_rules! restore_arguments {
+    ($($r11:ident)?) => {
+        concat!(
+            "mov rdi, [rsp]\n",
+            "mov rsi, [rsp + 8]\n",
+            "mov rdx, [rsp + 16]\n",
+            "mov rcx, [rsp + 24]\n",
+            "mov r8, [rsp + 32]\n",
+            "mov r9, [rsp + 40]\n",
+            "mov rax, [rsp + 48]\n",
+            "mov r10, [rsp + 56]\n",
+            $("mov ", stringify!($r11), ", [rsp + 64]\n",)?
+            "movaps xmm0, [rsp + 80]\n",
+            "movaps xmm1, [rsp + 96]\n",
+            "movaps xmm2, [rsp + 112]\n",
+            "movaps xmm3, [rsp + 128]\n",
+            "movaps xmm4, [rsp + 144]\n",
+            "movaps xmm5, [rsp + 160]\n",
+            "movaps xmm6, [rsp + 176]\n",
+            "movaps xmm7, [rsp + 192]\n",
+            "mov rsp, rbp\n",
+            "pop rbp\n",
+        )
+    };
+}
+
 /// A register-saving trampoline's call of its hook (assembly, with `{count_only}`,
 /// `{entry}` and `{hit}` bound, the arguments in place): `hit`, which keeps no frame, when
 /// the profiler counts only ([`COUNT_ONLY`]), else `entry`.
