@@ -4,7 +4,12 @@
 //! fentry-compatible stub that counts a call of the site it was called from.
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::cell::Cell;
+
+use common::fire::Fire;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -358,67 +363,25 @@ fn patching_under_fire() {
         .set_filter(&toggled, "tracestat_nop_f[0-3]", Truncate)
         .unwrap();
     ftrace.register(&toggled).unwrap();
-    // Odd while the counting ops is registered.
-    static EPOCH: AtomicU64 = AtomicU64::new(0);
-    static STOP: AtomicBool = AtomicBool::new(false);
-    EPOCH.store(0, Ordering::SeqCst);
-    STOP.store(false, Ordering::SeqCst);
-    let threads: Vec<_> = (0..8)
-        .map(|t| {
-            std::thread::spawn(move || {
-                let (mut seen, mut in_window, mut calls) = (0u64, 0u64, 0u64);
-                let mut x = t as u64;
-                while !STOP.load(Ordering::Relaxed) {
-                    let k = (x % 8) as usize;
-                    let e1 = EPOCH.load(Ordering::SeqCst);
-                    let h0 = HITS.with(Cell::get);
-                    // SAFETY: the functions above take and return a u64.
-                    let r = unsafe { FNS[k](x) };
-                    let h1 = HITS.with(Cell::get);
-                    let e2 = EPOCH.load(Ordering::SeqCst);
-                    assert_eq!(r, x + k as u64 + 1, "a lost or wrong return");
-                    let delta = h1 - h0;
-                    assert!(delta <= 1, "a call counted twice");
-                    if e1 == e2 && e1 % 2 == 1 {
-                        assert_eq!(delta, 1, "a call in a window not counted");
-                        in_window += 1;
-                    }
-                    seen += delta;
-                    calls += 1;
-                    x = x
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407)
-                        >> 1;
-                }
-                (seen, in_window, calls)
-            })
-        })
-        .collect();
-    let filters = ["tracestat_nop_f[0-3]", "tracestat_nop_f[4-7]"];
-    let mut windows = 0;
-    for i in 0..10_000 {
-        ftrace
-            .set_filter(&toggled, filters[i % 2], Truncate)
-            .unwrap();
-        if i % 500 == 250 {
-            ftrace.register(&counter).unwrap();
-            EPOCH.fetch_add(1, Ordering::SeqCst);
-            windows += 1;
-        } else if i % 500 == 499 {
-            EPOCH.fetch_add(1, Ordering::SeqCst);
-            ftrace.unregister(&counter).unwrap();
-        }
-    }
-    STOP.store(true, Ordering::SeqCst);
-    let mut seen = 0;
-    let mut in_window = 0;
-    let mut calls = 0;
-    for t in threads {
-        let (s, w, c) = t.join().expect("a calling thread failed");
-        seen += s;
-        in_window += w;
-        calls += c;
-    }
+    let call = |x: u64| {
+        let k = (x % 8) as usize;
+        // SAFETY: the functions above take and return a u64.
+        let r = unsafe { FNS[k](x) };
+        (1, r == x + k as u64 + 1)
+    };
+    let Fire {
+        seen,
+        in_window,
+        calls,
+        windows,
+    } = common::fire::under_fire(
+        &ftrace,
+        &toggled,
+        &counter,
+        ["tracestat_nop_f[0-3]", "tracestat_nop_f[4-7]"],
+        call,
+        || HITS.with(Cell::get),
+    );
     ftrace.unregister(&toggled).unwrap();
     SMALL.store(false, Ordering::Release);
     assert_eq!(windows, 20);

@@ -9,10 +9,14 @@
 //! loudly that it skipped.
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use common::fire::Fire;
 use object::{Object, ObjectSection};
 use tracestat::hook::{Ftrace, FtraceOps};
 use tracestat::native::{
@@ -330,66 +334,21 @@ fn xray_sleds_are_patched_live_and_restored() {
     let toggled = FtraceOps::builder(|_, _, _, _| {}).build();
     ftrace.set_filter(&toggled, "xg", Truncate).unwrap();
     ftrace.register(&toggled).unwrap();
-    // Odd while the counting ops is registered.
-    static EPOCH: AtomicU64 = AtomicU64::new(0);
-    static STOP: AtomicBool = AtomicBool::new(false);
-    let threads: Vec<_> = (0..8u64)
-        .map(|t| {
-            std::thread::spawn(move || {
-                let (mut seen, mut in_window, mut calls) = (0u64, 0u64, 0u64);
-                let mut x = t;
-                while !STOP.load(Ordering::Relaxed) {
-                    let v = (x % 1000) as i64;
-                    let e1 = EPOCH.load(Ordering::SeqCst);
-                    let h0 = THREAD_HITS.with(Cell::get);
-                    let (entries, ok) = match x % 3 {
-                        0 => (2, xf(v) == v * 3 + 3),
-                        1 => (1, xg(v) == v * 3 + 1),
-                        _ => (2, xt(v) == v * 3 + 4),
-                    };
-                    let h1 = THREAD_HITS.with(Cell::get);
-                    let e2 = EPOCH.load(Ordering::SeqCst);
-                    assert!(ok, "a lost or wrong return");
-                    let delta = h1 - h0;
-                    assert!(delta <= entries, "a call counted twice");
-                    if e1 == e2 && e1 % 2 == 1 {
-                        assert_eq!(delta, entries, "a call in a window not counted");
-                        in_window += 1;
-                    }
-                    seen += delta;
-                    calls += 1;
-                    x = x
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407)
-                        >> 1;
-                }
-                (seen, in_window, calls)
-            })
-        })
-        .collect();
-    let filters = ["xg", "xf xt"];
-    let mut windows = 0;
-    for i in 0..10_000 {
-        ftrace
-            .set_filter(&toggled, filters[i % 2], Truncate)
-            .unwrap();
-        if i % 500 == 250 {
-            ftrace.register(&counter).unwrap();
-            EPOCH.fetch_add(1, Ordering::SeqCst);
-            windows += 1;
-        } else if i % 500 == 499 {
-            EPOCH.fetch_add(1, Ordering::SeqCst);
-            ftrace.unregister(&counter).unwrap();
+    let call = move |x: u64| {
+        let v = (x % 1000) as i64;
+        match x % 3 {
+            0 => (2, xf(v) == v * 3 + 3),
+            1 => (1, xg(v) == v * 3 + 1),
+            _ => (2, xt(v) == v * 3 + 4),
         }
-    }
-    STOP.store(true, Ordering::SeqCst);
-    let (mut seen, mut in_window, mut calls) = (0, 0, 0);
-    for t in threads {
-        let (s, w, c) = t.join().expect("a calling thread failed");
-        seen += s;
-        in_window += w;
-        calls += c;
-    }
+    };
+    let hits = || THREAD_HITS.with(Cell::get);
+    let Fire {
+        seen,
+        in_window,
+        calls,
+        windows,
+    } = common::fire::under_fire(ftrace, &toggled, &counter, ["xg", "xf xt"], call, hits);
     ftrace.unregister(&toggled).unwrap();
     assert_eq!(windows, 20);
     assert!(in_window > 0, "no call ran inside a window ({calls} calls)");

@@ -2,6 +2,7 @@
 //! `#[path = "../common/mod.rs"] mod common;`. Each binary uses only part of them.
 #![allow(dead_code)]
 
+pub mod fire;
 pub mod kernel_format;
 pub mod profiler;
 pub mod tasks;
