@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{Kind, build, hits, record, scratch, times};
+use common::{Kind, build, hits, nightly_program_counts, record, scratch, times};
 
 fn data(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -300,25 +300,7 @@ fn rust_program_built_with_instrument_xray() {
         .unwrap();
     assert!(status.success(), "rustc failed");
     fn_index_agrees(&std::fs::read(&prog).unwrap());
-    for timing in ["0", "1"] {
-        let (out, table) = record(&mut Command::new(&prog), timing, &[]);
-        assert!(out.status.success(), "{out:?}");
-        assert_eq!(out.stdout, b"610 10 55\n");
-        let mut h = hits(&table);
-        h.retain(|name, _| {
-            ["nightly::main", "nightly::fib", "nightly::boom"].contains(&name.as_str())
-        });
-        // fib(15) is 1973 calls, fib(10) 177; 10 panics from 6 frames of boom.
-        assert_eq!(
-            h,
-            expect(&[
-                ("nightly::main", 1),
-                ("nightly::fib", 2150),
-                ("nightly::boom", 60)
-            ]),
-            "timing {timing}: {table}"
-        );
-    }
+    nightly_program_counts(&prog);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -152,3 +152,28 @@ pub fn times(table: &str) -> BTreeMap<String, f64> {
     }
     rows
 }
+
+/// `tests/data/nightly.rs` built with one of nightly rustc's instrumentations, at `prog`:
+/// under the library, counting and timing, its output is right and its own functions' hits
+/// are exact (std's generic code instantiated in it is instrumented too, and left out).
+pub fn nightly_program_counts(prog: &Path) {
+    for timing in ["0", "1"] {
+        let (out, table) = record(&mut Command::new(prog), timing, &[]);
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(out.stdout, b"610 10 55\n");
+        let mut h = hits(&table);
+        h.retain(|name, _| {
+            ["nightly::main", "nightly::fib", "nightly::boom"].contains(&name.as_str())
+        });
+        // fib(15) is 1973 calls, fib(10) 177; 10 panics from 6 frames of boom.
+        let expected: BTreeMap<String, u64> = [
+            ("nightly::main", 1),
+            ("nightly::fib", 2150),
+            ("nightly::boom", 60),
+        ]
+        .into_iter()
+        .map(|(n, h)| (n.to_owned(), h))
+        .collect();
+        assert_eq!(h, expected, "timing {timing}: {table}");
+    }
+}
