@@ -105,37 +105,47 @@ fn compare(dir: &Path, cmd: &[&Path], kind: Kind, timing: &str) -> (usize, Vec<u
     (ours.len(), out.stdout)
 }
 
-#[test]
-#[ignore = "needs gcc and uftrace"]
-fn lua_interpreter_hits_equal_uftrace_calls() {
-    let dir = scratch("lua");
+/// Lua 5.4's interpreter (the `lua-src` package's sources, driven by `tests/data/lua_main.c`):
+/// the compiler arguments that build it, and the script every comparison runs.
+///
+/// Both runs of a comparison must do the same work, and two things in Lua depend on where
+/// ASLR put the process: string hashes are seeded from addresses and the time (a fixed
+/// seed), and the C API's string cache (`luaS_new`) hashes the C string's pointer, so which
+/// calls find their string there, and which call `luaS_newlstr`, changed from run to run
+/// (one call in ~20 runs): a cache of one bucket makes its hits depend on the call order
+/// alone.
+fn lua() -> (Vec<String>, PathBuf) {
     let src = package_dir("lua-src").join("lua-5.4.7");
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
-    let mut args: Vec<String> = std::fs::read_dir(&src)
+    let mut sources: Vec<String> = std::fs::read_dir(&src)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "c"))
         .map(|p| p.display().to_string())
         .collect();
-    args.sort();
-    args.push(data.join("lua_main.c").display().to_string());
-    let include = format!("-I{}", src.display());
-    // Both runs must do the same work, and two things in Lua depend on where ASLR put the
-    // process: string hashes are seeded from addresses and the time (a fixed seed), and the
-    // C API's string cache (`luaS_new`) hashes the C string's pointer, so which calls find
-    // their string there, and which call `luaS_newlstr`, changed from run to run (one call in
-    // ~20 runs): a cache of one bucket makes its hits depend on the call order alone.
-    let mut all = vec![
+    sources.sort();
+    sources.push(data.join("lua_main.c").display().to_string());
+    let mut args: Vec<String> = [
         "-std=gnu99",
         "-DLUA_USE_LINUX",
         "-Dluai_makeseed(L)=0u",
         "-DSTRCACHE_N=1",
         "-DSTRCACHE_M=2",
-        &include,
-    ];
-    all.extend(args.iter().map(String::as_str));
-    all.extend(["-lm", "-ldl"]);
-    let script = data.join("workload.lua");
+    ]
+    .map(String::from)
+    .into();
+    args.push(format!("-I{}", src.display()));
+    args.extend(sources);
+    args.extend(["-lm", "-ldl"].map(String::from));
+    (args, data.join("workload.lua"))
+}
+
+#[test]
+#[ignore = "needs gcc and uftrace"]
+fn lua_interpreter_hits_equal_uftrace_calls() {
+    let dir = scratch("lua");
+    let (args, script) = lua();
+    let all: Vec<&str> = args.iter().map(String::as_str).collect();
     for kind in Kind::ALL.into_iter().chain([Kind::Nop]) {
         let lua = build("gcc", &dir, "lua", kind, &all);
         for timing in ["0", "1"] {
@@ -172,29 +182,8 @@ fn lua_xray_hits_equal_uftrace_calls_on_clang_pg() {
         return;
     }
     let dir = scratch("lua-xray");
-    let src = package_dir("lua-src").join("lua-5.4.7");
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
-    let mut args: Vec<String> = std::fs::read_dir(&src)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "c"))
-        .map(|p| p.display().to_string())
-        .collect();
-    args.sort();
-    args.push(data.join("lua_main.c").display().to_string());
-    let include = format!("-I{}", src.display());
-    // The same defines as the gcc builds above, for the same reasons.
-    let mut all = vec![
-        "-std=gnu99",
-        "-DLUA_USE_LINUX",
-        "-Dluai_makeseed(L)=0u",
-        "-DSTRCACHE_N=1",
-        "-DSTRCACHE_M=2",
-        &include,
-    ];
-    all.extend(args.iter().map(String::as_str));
-    all.extend(["-lm", "-ldl"]);
-    let script = data.join("workload.lua");
+    let (args, script) = lua();
+    let all: Vec<&str> = args.iter().map(String::as_str).collect();
     let pg = build("clang", &dir, "lua", Kind::Mcount, &all);
     let theirs = uftrace_calls(&dir, &[&pg, &script], Kind::Mcount);
     assert!(theirs.len() > 300, "only {} functions", theirs.len());
