@@ -7,9 +7,7 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use std::cell::Cell;
-
-use common::fire::Fire;
+use common::fire::{Fire, counting};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -194,23 +192,6 @@ fn protection(addr: usize) -> String {
     panic!("{addr:#x} is not mapped")
 }
 
-thread_local! {
-    /// Calls the counting ops saw on this thread.
-    static HITS: Cell<u64> = const { Cell::new(0) };
-}
-
-/// An ops counting its calls, in total and per thread (`HITS`).
-fn counting() -> (Arc<FtraceOps>, Arc<AtomicU64>) {
-    let total = Arc::new(AtomicU64::new(0));
-    let t = Arc::clone(&total);
-    let ops = FtraceOps::builder(move |_, _, _, _| {
-        HITS.with(|h| h.set(h.get() + 1));
-        t.fetch_add(1, Ordering::Relaxed);
-    })
-    .build();
-    (ops, total)
-}
-
 fn call_all(times: u64) {
     for _ in 0..times {
         for (k, f) in FNS.iter().enumerate() {
@@ -380,7 +361,6 @@ fn patching_under_fire() {
         &counter,
         ["tracestat_nop_f[0-3]", "tracestat_nop_f[4-7]"],
         call,
-        || HITS.with(Cell::get),
     );
     ftrace.unregister(&toggled).unwrap();
     SMALL.store(false, Ordering::Release);

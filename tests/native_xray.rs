@@ -12,11 +12,10 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use std::cell::Cell;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 
-use common::fire::Fire;
+use common::fire::{Fire, counting};
 use object::{Object, ObjectSection};
 use tracestat::hook::{Ftrace, FtraceOps};
 use tracestat::native::{
@@ -100,23 +99,6 @@ extern "C" fn xray_hit(id: u32, kind: u32) {
         let ftrace = native.ftrace();
         drop(ftrace.call(ftrace.site(i).expect("a site of the instance")));
     }
-}
-
-thread_local! {
-    /// Calls the counting ops saw on this thread.
-    static THREAD_HITS: Cell<u64> = const { Cell::new(0) };
-}
-
-/// An ops counting its calls, in total and per thread (`THREAD_HITS`).
-fn counting() -> (Arc<FtraceOps>, Arc<AtomicU64>) {
-    let total = Arc::new(AtomicU64::new(0));
-    let t = Arc::clone(&total);
-    let ops = FtraceOps::builder(move |_, _, _, _| {
-        THREAD_HITS.with(|h| h.set(h.get() + 1));
-        t.fetch_add(1, Ordering::Relaxed);
-    })
-    .build();
-    (ops, total)
 }
 
 fn hits(id: u32) -> [u64; 3] {
@@ -342,13 +324,12 @@ fn xray_sleds_are_patched_live_and_restored() {
             _ => (2, xt(v) == v * 3 + 4),
         }
     };
-    let hits = || THREAD_HITS.with(Cell::get);
     let Fire {
         seen,
         in_window,
         calls,
         windows,
-    } = common::fire::under_fire(ftrace, &toggled, &counter, ["xg", "xf xt"], call, hits);
+    } = common::fire::under_fire(ftrace, &toggled, &counter, ["xg", "xf xt"], call);
     ftrace.unregister(&toggled).unwrap();
     assert_eq!(windows, 20);
     assert!(in_window > 0, "no call ran inside a window ({calls} calls)");

@@ -2,11 +2,34 @@
 //! functions in a loop while one ops's filter flips between two sets 10,000 times (each flip
 //! re-patching sites) and a counting ops is registered for 20 windows.
 
+use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tracestat::hook::{Ftrace, FtraceOps};
 use tracestat::stat::WriteMode::Truncate;
+
+thread_local! {
+    /// Calls [`counting`]'s ops saw on this thread.
+    static THREAD_HITS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// An ops counting its calls, in total (the atomic) and per thread ([`thread_hits`]).
+pub fn counting() -> (Arc<FtraceOps>, Arc<AtomicU64>) {
+    let total = Arc::new(AtomicU64::new(0));
+    let t = Arc::clone(&total);
+    let ops = FtraceOps::builder(move |_, _, _, _| {
+        THREAD_HITS.with(|h| h.set(h.get() + 1));
+        t.fetch_add(1, Ordering::Relaxed);
+    })
+    .build();
+    (ops, total)
+}
+
+/// The calls [`counting`]'s ops saw on the calling thread.
+pub fn thread_hits() -> u64 {
+    THREAD_HITS.with(Cell::get)
+}
 
 /// What the calling threads saw, summed.
 pub struct Fire {
@@ -22,8 +45,8 @@ pub struct Fire {
 
 /// Runs 8 threads calling `call(x)` (the entries one call makes, and whether its result
 /// was right) with pseudo-random `x`, while `toggled`'s filter alternates between
-/// `filters` 10,000 times and `counter` is registered for 20 windows. `hits` reads the
-/// calling thread's count of `counter`'s callbacks. Every call's result must be right;
+/// `filters` 10,000 times and `counter` (made by [`counting`]) is registered for 20
+/// windows. Every call's result must be right;
 /// a call's entries count at most once, and exactly once inside a window (after `register`
 /// returned, before `unregister` began). `toggled` is registered on return.
 pub fn under_fire(
@@ -32,7 +55,6 @@ pub fn under_fire(
     counter: &Arc<FtraceOps>,
     filters: [&str; 2],
     call: impl Fn(u64) -> (u64, bool) + Copy + Send + 'static,
-    hits: fn() -> u64,
 ) -> Fire {
     // Odd while the counting ops is registered.
     let epoch = Arc::new(AtomicU64::new(0));
@@ -45,9 +67,9 @@ pub fn under_fire(
                 let mut x = t;
                 while !stop.load(Ordering::Relaxed) {
                     let e1 = epoch.load(Ordering::SeqCst);
-                    let h0 = hits();
+                    let h0 = thread_hits();
                     let (entries, ok) = call(x);
-                    let h1 = hits();
+                    let h1 = thread_hits();
                     let e2 = epoch.load(Ordering::SeqCst);
                     assert!(ok, "a lost or wrong return");
                     let delta = h1 - h0;
