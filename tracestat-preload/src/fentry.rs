@@ -148,23 +148,11 @@ pub unsafe extern "C" fn mcount() {
 unsafe extern "C" fn return_to_handler() {
     naked_asm!(
         // The slot's word is consumed: rbp goes there, so rbp is the slot's address.
-        "push rbp",
-        "mov rbp, rsp",
-        "and rsp, -16",
-        "sub rsp, 48",
-        "mov [rsp], rax",
-        "mov [rsp + 8], rdx",
-        "movaps [rsp + 16], xmm0",
-        "movaps [rsp + 32], xmm1",
+        save_returns!(),
         "mov rdi, rbp",
         "call {leave}",
         "mov r11, rax",
-        "mov rax, [rsp]",
-        "mov rdx, [rsp + 8]",
-        "movaps xmm0, [rsp + 16]",
-        "movaps xmm1, [rsp + 32]",
-        "mov rsp, rbp",
-        "pop rbp",
+        restore_returns!(),
         "jmp r11",
         leave = sym leave,
     )

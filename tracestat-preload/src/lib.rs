@@ -150,6 +150,41 @@ macro_rules! restore_arguments {
     };
 }
 
+/// Opens a returning function's trampoline frame (assembly, one template string): `rbp` the
+/// frame, the stack aligned to 16 bytes, the return registers (rax rdx xmm0 xmm1) saved
+/// below it. [`restore_returns`] closes it.
+#[cfg(target_arch = "x86_64")]
+macro_rules! save_returns {
+    () => {
+        concat!(
+            "push rbp\n",
+            "mov rbp, rsp\n",
+            "and rsp, -16\n",
+            "sub rsp, 48\n",
+            "mov [rsp], rax\n",
+            "mov [rsp + 8], rdx\n",
+            "movaps [rsp + 16], xmm0\n",
+            "movaps [rsp + 32], xmm1\n",
+        )
+    };
+}
+
+/// Closes [`save_returns`]'s frame: the return registers restored, `rsp` and `rbp` as
+/// before it.
+#[cfg(target_arch = "x86_64")]
+macro_rules! restore_returns {
+    () => {
+        concat!(
+            "mov rax, [rsp]\n",
+            "mov rdx, [rsp + 8]\n",
+            "movaps xmm0, [rsp + 16]\n",
+            "movaps xmm1, [rsp + 32]\n",
+            "mov rsp, rbp\n",
+            "pop rbp\n",
+        )
+    };
+}
+
 /// A register-saving trampoline's call of its hook (assembly, with `{count_only}`,
 /// `{entry}` and `{hit}` bound, the arguments in place): `hit`, which keeps no frame, when
 /// the profiler counts only ([`COUNT_ONLY`]), else `entry`.
