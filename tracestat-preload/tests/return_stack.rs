@@ -13,7 +13,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{Kind, build, hits, nightly_program_counts, record, scratch, times};
+use common::{
+    Kind, build, exceptions_program_counts, hits, nightly_program_counts, record, scratch, times,
+};
 
 fn data(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -201,23 +203,7 @@ fn cpp_exceptions_through_traced_frames() {
     let dir = scratch("exceptions");
     for kind in Kind::ALL {
         let prog = build("g++", &dir, "exceptions", kind, &[&data("exceptions.cpp")]);
-        for timing in ["0", "1"] {
-            let (out, table) = record(&mut Command::new(&prog), timing, &[]);
-            assert!(out.status.success(), "{kind:?}: {out:?}");
-            assert_eq!(out.stdout, b"100\n");
-            assert_eq!(
-                hits(&table),
-                expect(&[
-                    ("main", 1),
-                    ("catcher(int)", 100),
-                    ("thrower(int)", 1100),
-                    ("Guard::~Guard()", 1100),
-                    ("cleanup()", 1100),
-                    ("leaf(int)", 200),
-                ]),
-                "{kind:?} timing {timing}"
-            );
-        }
+        exceptions_program_counts(&prog, &format!("{kind:?}"));
     }
     // A C++ runtime linked in (static libstdc++ and libgcc) unwinds past the interposers:
     // counting redirects nothing and works; timing warns, and the first throw ends it.

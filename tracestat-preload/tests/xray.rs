@@ -15,7 +15,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{Kind, build, hits, nightly_program_counts, record, scratch, times};
+use common::{
+    Kind, build, exceptions_program_counts, hits, nightly_program_counts, record, scratch, times,
+};
 
 fn data(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -251,23 +253,7 @@ fn xray_cpp_exceptions_through_traced_frames() {
         Kind::Xray,
         &[&data("exceptions.cpp")],
     );
-    for timing in ["0", "1"] {
-        let (out, table) = record(&mut Command::new(&prog), timing, &[]);
-        assert!(out.status.success(), "timing {timing}: {out:?}");
-        assert_eq!(out.stdout, b"100\n");
-        assert_eq!(
-            hits(&table),
-            expect(&[
-                ("main", 1),
-                ("catcher(int)", 100),
-                ("thrower(int)", 1100),
-                ("Guard::~Guard()", 1100),
-                ("cleanup()", 1100),
-                ("leaf(int)", 200),
-            ]),
-            "timing {timing}: {table}"
-        );
-    }
+    exceptions_program_counts(&prog, "xray");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -177,3 +177,26 @@ pub fn nightly_program_counts(prog: &Path) {
         assert_eq!(h, expected, "timing {timing}: {table}");
     }
 }
+
+/// `tests/data/exceptions.cpp` built as `label` says, at `prog`: under the library,
+/// counting and timing, C++ exceptions thrown through traced frames leave every function's
+/// hits exact and the output right.
+pub fn exceptions_program_counts(prog: &Path, label: &str) {
+    for timing in ["0", "1"] {
+        let (out, table) = record(&mut Command::new(prog), timing, &[]);
+        assert!(out.status.success(), "{label} timing {timing}: {out:?}");
+        assert_eq!(out.stdout, b"100\n");
+        let expected: BTreeMap<String, u64> = [
+            ("main", 1),
+            ("catcher(int)", 100),
+            ("thrower(int)", 1100),
+            ("Guard::~Guard()", 1100),
+            ("cleanup()", 1100),
+            ("leaf(int)", 200),
+        ]
+        .into_iter()
+        .map(|(n, h)| (n.to_owned(), h))
+        .collect();
+        assert_eq!(hits(&table), expected, "{label} timing {timing}: {table}");
+    }
+}
