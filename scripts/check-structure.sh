@@ -35,27 +35,15 @@ CYCLES=(
   # A snapshot renders itself through its tracer's format and the tracer hands out
   # snapshots: one concept in two files.
   "stat/snapshot stat/tracer"
-  # The hook layer's static-site entry: Site::enter returns a ScopeGuard, which names the
-  # Ftrace that owns the site, and a sink path (which ops and the published state carry)
-  # holds the entries instantiated for it; splitting the site record from its entry, and
-  # the path's record from its constructor, breaks it (HOOK_UP below).
-  "hook/control hook/ftrace hook/guard hook/ops hook/published hook/sink hook/site hook/table"
 )
 # The hook layer, lowest first.
 HOOK_ORDER=(
   barrier rcu clock cputime glob filter graph pid thread sink ops published recursion site table switch
   ftrace
-  control walk guard live static_entry returns foreign task future mod
+  control walk guard live static_entry global returns foreign task future mod
 )
-# Edges from a hook file up the order, each "from->to".
+# Edges from a hook file up the order, each "from->to" (none: the stack is one-way).
 HOOK_UP=(
-  # The static sites' entries: Site::enter returns a ScopeGuard of the global Ftrace, and a
-  # sink path holds the entries instantiated for it. Moving Site::enter and the path's
-  # entries into static_entry.rs (the site record keeping an erased entry word) removes
-  # these five.
-  "site->guard" "site->ftrace" "sink->site" "sink->guard" "sink->ftrace"
-  # The global instance installs its control files when first built.
-  "ftrace->control"
 )
 
 python3 - "$MAX_LINES" "${#LONG[@]}" "${LONG[@]}" "${#CYCLES[@]}" "${CYCLES[@]}" \

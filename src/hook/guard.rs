@@ -18,6 +18,8 @@
 use super::ftrace::Ftrace;
 #[cfg(not(loom))]
 use super::sink::SinkPath;
+#[cfg(not(loom))]
+use super::site::GuardWords;
 use super::thread;
 
 /// Returned by `Site::enter` / [`Ftrace::call`]: ends the traced scope when dropped (restores
@@ -57,6 +59,22 @@ pub(super) const SINK: usize = 2;
 /// is aligned to more than this), never [`PUSHED`].
 pub(super) const GLOBAL_NO_FRAME: usize = 4;
 
+#[cfg(not(loom))]
+impl ScopeGuard<'static> {
+    /// The guard of the words a static site's entry returned: made by
+    /// [`global_no_frame`](Self::global_no_frame), [`global_sink`](Self::global_sink) or
+    /// [`into_words`](Self::into_words) of a guard of the global instance (which lives for
+    /// the process), or both zero.
+    #[inline(always)]
+    pub(super) fn from_words(words: GuardWords) -> Self {
+        ScopeGuard {
+            exit: words.exit,
+            prev_ip: words.prev_ip,
+            _borrow: core::marker::PhantomData,
+        }
+    }
+}
+
 impl ScopeGuard<'_> {
     /// The guard of an untraced scope (nothing to do on drop).
     #[inline(always)]
@@ -92,31 +110,42 @@ impl<'a> ScopeGuard<'a> {
         }
     }
 
-    /// The guard of a static site's scope that pushed no frame (the global instance's).
+    /// The words of a static site's scope that pushed no frame (the global instance's).
     #[cfg(not(loom))]
     #[inline(always)]
-    pub(super) fn global_no_frame(prev_ip: usize) -> Self {
-        ScopeGuard {
+    pub(super) fn global_no_frame(prev_ip: usize) -> GuardWords {
+        GuardWords {
             exit: GLOBAL_NO_FRAME,
             prev_ip,
-            _borrow: core::marker::PhantomData,
         }
     }
 
-    /// The guard of a static site's scope whose frame `path`'s static timing entry pushed
+    /// The words of a static site's scope whose frame `path`'s static timing entry pushed
     /// (the global instance's).
     #[cfg(not(loom))]
     #[inline(always)]
-    pub(super) fn global_sink(path: &'static SinkPath, prev_ip: usize) -> Self {
+    pub(super) fn global_sink(path: &'static SinkPath, prev_ip: usize) -> GuardWords {
         const { assert!(core::mem::align_of::<SinkPath>() > SINK) };
-        ScopeGuard {
+        GuardWords {
             // An offset within the path's constant, so the address and tag are one constant.
             exit: core::ptr::from_ref(path)
                 .wrapping_byte_add(SINK)
                 .expose_provenance(),
             prev_ip,
-            _borrow: core::marker::PhantomData,
         }
+    }
+
+    /// This guard as a static site's entry returns it (`site::StaticEntry`): its words,
+    /// the scope now theirs to end.
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(super) fn into_words(self) -> GuardWords {
+        let words = GuardWords {
+            exit: self.exit,
+            prev_ip: self.prev_ip,
+        };
+        core::mem::forget(self);
+        words
     }
 
     /// The instance that dispatched the scope, and whether it pushed a frame; `None` for
@@ -125,11 +154,21 @@ impl<'a> ScopeGuard<'a> {
         match self.exit {
             0 => None,
             #[cfg(not(loom))]
-            GLOBAL_NO_FRAME => Some((Ftrace::global(), false)),
+            GLOBAL_NO_FRAME => Some((Self::global(), false)),
             #[cfg(not(loom))]
-            exit if exit & SINK != 0 => Some((Ftrace::global(), true)),
+            exit if exit & SINK != 0 => Some((Self::global(), true)),
             exit => Some((Self::instance(exit), exit & PUSHED != 0)),
         }
+    }
+
+    /// The instance of a [`GLOBAL_NO_FRAME`] or [`SINK`] word: the global one.
+    #[cfg(not(loom))]
+    fn global() -> &'static Ftrace {
+        // SAFETY: such words are made only by the static entries (`static_entry.rs`), on a
+        // thread that reached them through the global instance's cached reader slot, so it
+        // obtained the instance before (`Ftrace::global_unchecked`'s contract); the guard
+        // is ended on that thread.
+        unsafe { Ftrace::global_unchecked() }
     }
 
     /// The instance of a non-zero `exit` word other than [`GLOBAL_NO_FRAME`] and a

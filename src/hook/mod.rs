@@ -31,13 +31,14 @@
 //! concurrent function-tracing users, each with its own hash list of functions and a refcount
 //! per call site. The files form a stack, lowest first `barrier`, `rcu`, `clock`, `cputime`,
 //! `glob`, `filter`, `graph`, `pid`, `thread`, `sink`, `ops`, `published`, `recursion`,
-//! `site`, `table`, `switch`, `ftrace`, `control`, then the dispatch files and `future`;
-//! each uses only lower ones, with one knot: a static site's entry returns a
-//! [`ScopeGuard`], whose end names the [`Ftrace`] that owns the site, and a sink's path
-//! (which an ops and the published state carry) holds the entries instantiated for it, so
-//! `site` and `sink` name `guard` and `ftrace` above them, and `ftrace` installs the global
-//! instance's `control` files (`scripts/check-structure.sh` lists these edges and checks
-//! that no other goes up). By concern:
+//! `site`, `table`, `switch`, `ftrace`, `control`, then the dispatch files, `global` among
+//! them, and `future`; each uses only lower ones (`scripts/check-structure.sh` checks that
+//! none goes up). What would knot it is cut by erasure: a static site's entry returns its
+//! guard's plain words (`site::GuardWords`), and a sink's path carries the static entries
+//! instantiated for it with their type erased, so `site` and `sink` name neither the
+//! [`ScopeGuard`] nor the [`Ftrace`] above them; `static_entry` defines [`Site::enter`] and
+//! the entries, and `global` builds the global instance and installs its control files.
+//! By concern:
 //!
 //! - `site`: call sites ([`Site`], the `dyn_ftrace` analog; [`SiteDef`] names an owned one). `#[tracestat::traced]` on a
 //!   function, or `traced_block!` on a block, creates one; all are listed in `SITES` at link
@@ -66,15 +67,17 @@
 //!   atomic filter changes, the `IPMODIFY` rule, the published state dispatchers read.
 //! - dispatch, one file per concern: `walk` (one call's context and the list walk),
 //!   `guard` ([`ScopeGuard`], the two words that end a scope), `live` (an enabled site's
-//!   entry: direct call or list walk), `static_entry` (the static sites' own entries for
-//!   the sink cases), `returns` (graph exits), `foreign` (entries for arbitrary ips a
+//!   entry: direct call or list walk), `static_entry` ([`Site::enter`] and the static
+//!   sites' own entries for the sink cases), `returns` (graph exits), `foreign` (entries for arbitrary ips a
 //!   provider supplies) and `task` (the entry points of `future`).
 //! - `future`: instrumented futures ([`TracedFuture`], `#[traced]` on `async fn`): one call per
 //!   future, whose frame moves with the task between polls.
 //! - `switch`: coverage notifications (`SiteSwitch`) to whoever owns a site's code (code
 //!   rewritten while it runs), in the order the commit publishes coverage.
 //! - `control`: the control files (`available_filter_functions`, `enabled_functions`,
-//!   `set_ftrace_filter`, `set_ftrace_notrace`, `set_ftrace_pid`, `trace_clock`).
+//!   `set_ftrace_filter`, `set_ftrace_notrace`, `set_ftrace_pid`, `trace_clock`);
+//!   `global`: [`Ftrace::global`], the instance over every static site, its control files
+//!   installed on the global tracefs.
 //!
 //! The providers live above this layer and this module never names them; its public items
 //! are re-exported here, the one path users name them by.
@@ -94,6 +97,8 @@ mod foreign;
 mod ftrace;
 mod future;
 mod glob;
+#[cfg(not(loom))]
+mod global;
 mod graph;
 mod guard;
 mod live;
@@ -105,7 +110,6 @@ mod recursion;
 mod returns;
 mod sink;
 pub(crate) mod site;
-#[cfg(not(loom))]
 mod static_entry;
 mod switch;
 mod table;

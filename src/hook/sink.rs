@@ -32,10 +32,6 @@
 //!   trusts a published entry whose case is a sink's to carry its path (checked in debug
 //!   builds). A second implementation must make those entries compare the path.
 
-#[cfg(not(loom))]
-use super::guard::ScopeGuard;
-#[cfg(not(loom))]
-use super::site::Site;
 use super::thread::SinkWords;
 
 /// A provider's fast path, implemented once per provider and reached by the dispatcher
@@ -99,14 +95,18 @@ pub(crate) unsafe trait SinkOps: 'static {
     }
 }
 
-/// A static site's enabled entry.
-#[cfg(not(loom))]
-pub(crate) type StaticEntry = fn(&'static Site) -> ScopeGuard<'static>;
+/// A static site's entry (`site::StaticEntry`) with its type erased, as a [`SinkPath`]
+/// carries it (this file sits below `site`). Made only by `static_entry.rs`, from a
+/// `StaticEntry`, which is what `Site::set_entry` stores and the site's trampoline calls.
+#[derive(Clone, Copy)]
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) struct ErasedEntry(pub(super) fn());
 
 /// A [`SinkOps`] implementation as the dispatcher reaches it: its functions, and the static
-/// sites' entries and timed exit instantiated for it. Made by [`SinkPath::of`] into a
-/// `static`, or a constant (a guard of the timed static entry carries the address of one,
-/// so it is aligned to more than the guard's tag bits).
+/// sites' entries and timed exit instantiated for it. Made by `SinkPath::of`
+/// (`static_entry.rs`, where those entries are) into a `static`, or a constant (a guard of
+/// the timed static entry carries the address of one, so it is aligned to more than the
+/// guard's tag bits).
 #[repr(align(8))]
 pub(crate) struct SinkPath {
     /// [`SinkOps::count`].
@@ -115,10 +115,10 @@ pub(crate) struct SinkPath {
     pub(super) time: fn(&SinkWords, u64, usize, bool, u64, u64) -> bool,
     /// A static site's entry while this path's counting sink alone covers it.
     #[cfg(not(loom))]
-    pub(super) count_entry: StaticEntry,
+    pub(super) count_entry: ErasedEntry,
     /// A static site's entry while this path's timing sink alone covers it.
     #[cfg(not(loom))]
-    pub(super) timed_entry: StaticEntry,
+    pub(super) timed_entry: ErasedEntry,
     /// The end of a scope whose frame `timed_entry` pushed, given the parent ip.
     #[cfg(not(loom))]
     pub(super) timed_exit: fn(usize),
@@ -126,24 +126,6 @@ pub(crate) struct SinkPath {
     /// against in debug builds.
     #[cfg(not(loom))]
     pub(super) ops: fn() -> core::any::TypeId,
-}
-
-impl SinkPath {
-    /// The path of `P`.
-    pub(crate) const fn of<P: SinkOps>() -> Self {
-        SinkPath {
-            count: P::count,
-            time: P::time,
-            #[cfg(not(loom))]
-            count_entry: Site::enter_count::<P>,
-            #[cfg(not(loom))]
-            timed_entry: Site::enter_timed::<P>,
-            #[cfg(not(loom))]
-            timed_exit: super::Ftrace::exit_global_sink::<P>,
-            #[cfg(not(loom))]
-            ops: core::any::TypeId::of::<P>,
-        }
-    }
 }
 
 /// What an ops declares about its sink (`FtraceOpsBuilder::sink`).

@@ -37,12 +37,9 @@ use core::fmt;
 
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
-#[cfg(not(loom))]
-use super::guard::ScopeGuard;
 use super::published::OpsEntry;
-use super::sink::SinkPath;
 #[cfg(not(loom))]
-use super::sink::{SinkOps, StaticEntry};
+use super::sink::ErasedEntry;
 
 /// Every `#[traced]` site of the binary (the `__mcount_loc` table). Filled at link time;
 /// read it through [`Ftrace::global`](super::Ftrace::global).
@@ -56,18 +53,22 @@ pub(crate) const FLAG_REGS: u32 = 1 << 29;
 /// An `IPMODIFY` ops covers the site.
 pub(crate) const FLAG_IPMODIFY: u32 = 1 << 30;
 
-/// Which entry a static site's calls take while enabled, by its direct entry's case (no
-/// static sites under loom: the paths are not read there).
+/// What a static site's entry returns: the two words of the scope's guard (`guard.rs`'s
+/// `ScopeGuard` gives them their meaning; both zero: an untraced scope). Plain words, so an
+/// entry's type names nothing above this file.
+#[cfg(not(loom))]
 #[derive(Clone, Copy)]
-#[cfg_attr(loom, allow(dead_code))]
-pub(crate) enum EntryKind {
-    /// Everything but the two below: the dispatcher's general entry.
-    General,
-    /// A counting sink of this path (`Direct::CountSink`).
-    Count(&'static SinkPath),
-    /// A timing sink of this path (`Direct::TimedSink`).
-    Timed(&'static SinkPath),
+pub(crate) struct GuardWords {
+    /// The guard's `exit` word.
+    pub(crate) exit: usize,
+    /// The ip the scope's end restores.
+    pub(crate) prev_ip: usize,
 }
+
+/// A static site's enabled entry (the kernel's per-site trampoline target): the
+/// dispatcher's general entry, or a sink's case (`static_entry.rs` has them all).
+#[cfg(not(loom))]
+pub(crate) type StaticEntry = fn(&'static Site) -> GuardWords;
 
 /// The one struct literal every constructor uses (the `const` one included).
 macro_rules! site_record {
@@ -77,7 +78,7 @@ macro_rules! site_record {
             direct: AtomicPtr::new(core::ptr::null_mut()),
             index: StdAtomicU32::new(u32::MAX),
             #[cfg(not(loom))]
-            entry: StdAtomicPtr::new(Site::enter_slow as StaticEntry as *mut ()),
+            entry: StdAtomicPtr::new(Site::untraced as StaticEntry as *mut ()),
             name: $name,
             module: $module,
             file: $file,
@@ -93,9 +94,12 @@ pub struct Site {
     /// Position in the owner's site table; set once before the owner is shared.
     index: StdAtomicU32,
     /// The enabled entry of a static site (a [`StaticEntry`], the kernel's per-site
-    /// trampoline): chosen at each commit for the site's direct entry, so the function
-    /// sinks' cases run a function of their own with no dispatch. A hint: every entry
-    /// checks the direct entry it finds and takes the general path when it is not its case.
+    /// trampoline): chosen at each commit of the global instance for the site's direct
+    /// entry, so the function sinks' cases run a function of their own with no dispatch. A
+    /// hint: every entry checks the direct entry it finds and takes the general path when
+    /// it is not its case. Until the first commit stores one, [`Site::untraced`]: a call
+    /// that reads it raced the site's first enabling, and goes untraced as one that read
+    /// the site disabled.
     #[cfg(not(loom))]
     entry: StdAtomicPtr<()>,
     name: Cow<'static, str>,
@@ -215,6 +219,7 @@ impl Site {
     }
 
     /// Whether any ops covers this site (what the hot path tests).
+    #[inline(always)]
     pub fn is_enabled(&self) -> bool {
         self.state.load(Ordering::Relaxed) != 0
     }
@@ -239,114 +244,39 @@ impl Site {
         self.state.store(state, Ordering::Relaxed);
     }
 
-    /// Chooses the entry the site's enabled calls take (static sites; a no-op under loom,
-    /// whose models use owned sites).
-    pub(crate) fn set_entry(&self, kind: EntryKind) {
-        #[cfg(not(loom))]
-        {
-            let entry: StaticEntry = match kind {
-                EntryKind::General => Site::enter_slow,
-                EntryKind::Count(path) => path.count_entry,
-                EntryKind::Timed(path) => path.timed_entry,
-            };
-            // Relaxed: any entry is correct at any time (each checks its case under its
-            // read-side section); this one is only the fastest for the site's state.
-            self.entry.store(entry as *mut (), Ordering::Relaxed);
-        }
-        #[cfg(loom)]
-        let _ = kind;
-    }
-
-    /// Enters this **static** site: the instrumented function's first statement.
-    ///
-    /// Disabled (no ops covers it): one relaxed load and a branch. Enabled: the global
-    /// [`Ftrace`](super::Ftrace) dispatches the call through the site's entry, and the
-    /// returned guard runs the function-graph return hooks when it drops.
+    /// Chooses the entry the site's enabled calls take (static sites; the global
+    /// instance's commits, for the site's direct entry).
     #[cfg(not(loom))]
-    #[inline(always)]
-    pub fn enter(&'static self) -> ScopeGuard<'static> {
-        if self.state.load(Ordering::Relaxed) == 0 {
-            return ScopeGuard::none();
-        }
-        self.enter_enabled()
+    pub(crate) fn set_entry(&self, entry: ErasedEntry) {
+        // Relaxed: any entry is correct at any time (each checks its case under its
+        // read-side section); this one is only the fastest for the site's state.
+        self.entry.store(entry.0 as *mut (), Ordering::Relaxed);
     }
 
-    /// Enters and at once ends a call of this **static** site: what `drop(site.enter())`
-    /// does, for hooks of code that keeps no scope open across the call (a counting-only
-    /// hook of a native function). Where a counting sink alone covers the site, the hit
-    /// goes straight through the sink's path: no guard, the thread's innermost ip untouched
-    /// (entering and ending would restore it); anything else takes [`enter`](Self::enter).
+    /// The entry of a static site no commit has chosen one for (see `entry`).
     #[cfg(not(loom))]
-    #[inline(always)]
-    pub fn hit(&'static self) {
-        if self.state.load(Ordering::Relaxed) == 0 {
-            return;
-        }
-        self.hit_enabled();
-    }
-
-    #[cfg(not(loom))]
-    #[inline(never)]
-    fn hit_enabled(&'static self) {
-        if !super::Ftrace::try_hit(self) {
-            drop(self.enter_enabled());
+    fn untraced(&'static self) -> GuardWords {
+        GuardWords {
+            exit: 0,
+            prev_ip: 0,
         }
     }
 
-    /// The trampoline to the site's entry: a tail jump through `entry`. Out of line, so the
-    /// instrumented function's own code around a disabled site stays as it was (an
-    /// indirect call there changes how the compiler lays out the whole function).
+    /// The trampoline to the site's entry (`Site::enter`'s enabled path, in
+    /// `static_entry.rs`): a tail jump through `entry`. Out of line, so the instrumented
+    /// function's own code around a disabled site stays as it was (an indirect call there
+    /// changes how the compiler lays out the whole function).
     #[cfg(not(loom))]
     #[cold]
     #[inline(never)]
-    fn enter_enabled(&'static self) -> ScopeGuard<'static> {
+    pub(super) fn enter_enabled(&'static self) -> GuardWords {
         let entry = self.entry.load(Ordering::Relaxed);
         // SAFETY: `entry` only ever holds a `StaticEntry` cast to a data pointer (the
-        // constructor's and `set_entry`'s stores), and function and data pointers have
-        // one size and representation on every target Rust supports.
+        // constructor's store, and `set_entry`'s of an `ErasedEntry`, which
+        // `static_entry.rs` makes only from a `StaticEntry`), and function and data
+        // pointers have one size and representation on every target Rust supports.
         let entry = unsafe { core::mem::transmute::<*mut (), StaticEntry>(entry) };
         entry(self)
-    }
-
-    /// The entry of a site whose one covering ops is `P`'s counting sink.
-    #[cfg(not(loom))]
-    #[inline(never)]
-    pub(super) fn enter_count<P: SinkOps>(&'static self) -> ScopeGuard<'static> {
-        if let Some(guard) = super::Ftrace::try_enter_count::<P>(self) {
-            return guard;
-        }
-        self.enter_slow()
-    }
-
-    /// The entry of a site whose one covering ops is `P`'s timing sink.
-    #[cfg(not(loom))]
-    #[inline(never)]
-    pub(super) fn enter_timed<P: SinkOps>(&'static self) -> ScopeGuard<'static> {
-        if let Some(guard) = super::Ftrace::try_enter_timed::<P>(self) {
-            return guard;
-        }
-        self.enter_slow()
-    }
-
-    #[cfg(not(loom))]
-    #[cold]
-    #[inline(never)]
-    fn enter_slow(&'static self) -> ScopeGuard<'static> {
-        // A static site belongs to the global instance (it indexed every site of `SITES`
-        // when it was built, before any site could be enabled): no ownership check.
-        match super::Ftrace::global_fast() {
-            Some(ftrace) => ftrace.enter_live(self),
-            None => self.enter_first(),
-        }
-    }
-
-    /// [`enter_slow`](Self::enter_slow) before the global instance's pointer is set (a
-    /// tail call, so the enabled path keeps nothing live across a call).
-    #[cfg(not(loom))]
-    #[cold]
-    #[inline(never)]
-    fn enter_first(&'static self) -> ScopeGuard<'static> {
-        super::Ftrace::global_first().enter_live(self)
     }
 }
 

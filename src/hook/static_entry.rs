@@ -1,13 +1,16 @@
-//! The static sites' own entries: a sink's counting and timing cases decided at commit
-//! (`Site::set_entry`), run without any dispatch.
+//! The static sites' entries: [`Site::enter`] and [`Site::hit`], the general entry, and a
+//! sink's counting and timing cases decided at commit (`Site::set_entry`), run without any
+//! dispatch; [`SinkPath::of`], which instantiates those cases for a provider's path.
 //!
 //! # Design
 //!
 //! A static site's enabled call goes through the site's own entry (`Site::enter`'s
-//! trampoline), which the global instance chooses at each commit: a sink's cases have
-//! entries of their own, this file's code instantiated for the sink's [`SinkOps`]
-//! (`SinkPath::of`), that do just their case and hand anything else to the general
-//! entry from the start. They check the thread's cached reader slot against the global
+//! trampoline), which the global instance chooses at each commit: the general entry (the
+//! live dispatcher, `live.rs`), or a sink's case, this file's code instantiated for the
+//! sink's [`SinkOps`] (`SinkPath::of`), that does just its case and hands anything else to
+//! the general entry from the start. The entries return a guard's words
+//! (`site::GuardWords`) and the path carries them erased, so `site` and `sink`, below the
+//! instance, name neither the guard nor the instance. They check the thread's cached reader slot against the global
 //! instance's domain id, and their guards are constant words (the instance is the global
 //! one), so they keep no instance pointer live. A frame pushed for the timing sink is
 //! tagged in its guard (with its path) and carries the sink and the generation it was
@@ -20,19 +23,134 @@
 //! - Only the global instance's sites take these entries, and each entry checks, under its
 //!   read-side section, that the site's direct entry is still its case: the site's chosen
 //!   entry is a hint.
-//! - Not under loom (static sites need const atomics).
+//! - A site's entry is a hint only while the global instance exists, and it exists once
+//!   any commit has stored an entry: its pointer is set before the instance is handed out.
+//! - Not under loom (static sites need const atomics); [`SinkPath::of`] is, without the
+//!   static entries.
 
+#[cfg(not(loom))]
 use super::ftrace::Ftrace;
+#[cfg(not(loom))]
 use super::graph::Frame;
+#[cfg(not(loom))]
 use super::guard::ScopeGuard;
+#[cfg(not(loom))]
 use super::published::{Direct, OpsEntry};
+#[cfg(not(loom))]
 use super::rcu::{ReadGuard, ReaderSlot};
+#[cfg(not(loom))]
 use super::recursion::RecursionContext as Context;
+#[cfg(not(loom))]
+use super::sink::ErasedEntry;
 use super::sink::{SinkOps, SinkPath};
-use super::site::Site;
+#[cfg(not(loom))]
+use super::site::{GuardWords, Site, StaticEntry};
+#[cfg(not(loom))]
 use super::thread::{self, Hot};
+#[cfg(not(loom))]
 use crate::primitive::sync::atomic::Ordering;
 
+impl SinkPath {
+    /// The path of `P`.
+    pub(crate) const fn of<P: SinkOps>() -> Self {
+        SinkPath {
+            count: P::count,
+            time: P::time,
+            #[cfg(not(loom))]
+            count_entry: erase(Site::enter_count::<P>),
+            #[cfg(not(loom))]
+            timed_entry: erase(Site::enter_timed::<P>),
+            #[cfg(not(loom))]
+            timed_exit: Ftrace::exit_global_sink::<P>,
+            #[cfg(not(loom))]
+            ops: core::any::TypeId::of::<P>,
+        }
+    }
+}
+
+/// `entry` as a path or the global instance carries it (`ErasedEntry`'s one maker).
+#[cfg(not(loom))]
+const fn erase(entry: StaticEntry) -> ErasedEntry {
+    // SAFETY: function pointers of any signature have one size and representation; the
+    // result is only ever stored into a site's `entry`, which is called as the
+    // `StaticEntry` it was (`Site::enter_enabled`).
+    ErasedEntry(unsafe { core::mem::transmute::<StaticEntry, fn()>(entry) })
+}
+
+/// The global instance's general entry (what a static site's enabled calls take where no
+/// sink's case applies), erased for the instance to store.
+#[cfg(not(loom))]
+pub(super) const GENERAL: ErasedEntry = erase(Site::enter_slow);
+
+#[cfg(not(loom))]
+impl Site {
+    /// Enters this **static** site: the instrumented function's first statement.
+    ///
+    /// Disabled (no ops covers it): one relaxed load and a branch. Enabled: the global
+    /// [`Ftrace`] dispatches the call through the site's entry, and the returned guard
+    /// runs the function-graph return hooks when it drops.
+    #[inline(always)]
+    pub fn enter(&'static self) -> ScopeGuard<'static> {
+        if !self.is_enabled() {
+            return ScopeGuard::none();
+        }
+        ScopeGuard::from_words(self.enter_enabled())
+    }
+
+    /// Enters and at once ends a call of this **static** site: what `drop(site.enter())`
+    /// does, for hooks of code that keeps no scope open across the call (a counting-only
+    /// hook of a native function). Where a counting sink alone covers the site, the hit
+    /// goes straight through the sink's path: no guard, the thread's innermost ip untouched
+    /// (entering and ending would restore it); anything else takes [`enter`](Self::enter).
+    #[inline(always)]
+    pub fn hit(&'static self) {
+        if !self.is_enabled() {
+            return;
+        }
+        self.hit_enabled();
+    }
+
+    #[inline(never)]
+    fn hit_enabled(&'static self) {
+        if !Ftrace::try_hit(self) {
+            drop(ScopeGuard::from_words(self.enter_enabled()));
+        }
+    }
+
+    /// The entry of a site whose one covering ops is `P`'s counting sink.
+    #[inline(never)]
+    fn enter_count<P: SinkOps>(&'static self) -> GuardWords {
+        if let Some(guard) = Ftrace::try_enter_count::<P>(self) {
+            return guard;
+        }
+        self.enter_slow()
+    }
+
+    /// The entry of a site whose one covering ops is `P`'s timing sink.
+    #[inline(never)]
+    fn enter_timed<P: SinkOps>(&'static self) -> GuardWords {
+        if let Some(guard) = Ftrace::try_enter_timed::<P>(self) {
+            return guard;
+        }
+        self.enter_slow()
+    }
+
+    /// The general entry ([`GENERAL`]). A static site belongs to the global instance (it
+    /// indexed every site of `SITES` when it was built, before any site could be enabled):
+    /// no ownership check. Its pointer was set before any commit chose this entry (the
+    /// module invariants); a thread that does not see it yet raced the site's first
+    /// enabling, and its call goes untraced.
+    #[cold]
+    #[inline(never)]
+    fn enter_slow(&'static self) -> GuardWords {
+        match Ftrace::global_fast() {
+            Some(ftrace) => ftrace.enter_live(self).into_words(),
+            None => ScopeGuard::none().into_words(),
+        }
+    }
+}
+
+#[cfg(not(loom))]
 impl Ftrace {
     /// A static site's entry while its one covering ops is `P`'s counting sink
     /// (`Site::enter_count`): [`enter_hot`](Self::enter_hot)'s counting case, decided
@@ -43,7 +161,7 @@ impl Ftrace {
     /// instance's (static) sites only: the guard names the instance without carrying it
     /// (`GLOBAL_NO_FRAME`).
     #[inline(always)]
-    pub(super) fn try_enter_count<P: SinkOps>(site: &'static Site) -> Option<ScopeGuard<'static>> {
+    fn try_enter_count<P: SinkOps>(site: &'static Site) -> Option<GuardWords> {
         Self::with_direct(
             site,
             Hot::cached_global_slot,
@@ -67,7 +185,7 @@ impl Ftrace {
     /// (through the path's function pointer, as the live dispatcher's `count_direct`);
     /// `false`, with nothing done, for anything else.
     #[inline(always)]
-    pub(super) fn try_hit(site: &'static Site) -> bool {
+    fn try_hit(site: &'static Site) -> bool {
         Self::with_direct(
             site,
             Hot::cached_global_slot,
@@ -91,7 +209,7 @@ impl Ftrace {
     /// sink, decided beforehand, the frame pushed here. `None`, with nothing done, for
     /// anything else, as [`try_enter_count`](Self::try_enter_count).
     #[inline(always)]
-    pub(super) fn try_enter_timed<P: SinkOps>(site: &'static Site) -> Option<ScopeGuard<'static>> {
+    fn try_enter_timed<P: SinkOps>(site: &'static Site) -> Option<GuardWords> {
         Self::with_direct(
             site,
             Hot::cached_global_slot,
@@ -159,7 +277,7 @@ impl Ftrace {
         f(hot, section, unsafe { &*direct }, read_before)
     }
 
-    /// The end of a scope whose frame `P`'s static timed entry pushed (a [`SINK`] guard of
+    /// The end of a scope whose frame `P`'s static timed entry pushed (a `SINK` guard of
     /// the global instance): if nothing was committed since the frame was entered and the
     /// thread's cached sink takes the sample now, pops the frame and records its time
     /// through `P`, calling nothing; otherwise (another clock, a reader slot not cached, a
@@ -169,9 +287,8 @@ impl Ftrace {
     /// are read from the statics the instance keeps ([`Ftrace::global_generation`]), and
     /// the instance itself only on the fallback.
     ///
-    /// [`SINK`]: super::guard::SINK
     #[inline(never)]
-    pub(super) fn exit_global_sink<P: SinkOps>(prev_ip: usize) {
+    fn exit_global_sink<P: SinkOps>(prev_ip: usize) {
         let hot = thread::hot_ref();
         hot.current_ip.set(prev_ip);
         let slot = hot.cached_global_slot();

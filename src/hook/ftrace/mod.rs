@@ -39,9 +39,12 @@ use super::filter::{self, FilterError, FilterHash, Hashes};
 use super::graph::GRAPH_SLOTS;
 use super::ops::{FtraceOps, OpsFlags};
 use super::pid;
-use super::published::{Direct, OpsEntry, Published};
+#[cfg(not(loom))]
+use super::published::Direct;
+use super::published::{OpsEntry, Published};
 use super::rcu::Rcu;
-use super::site::{COUNT_MASK, EntryKind, FLAG_IPMODIFY, FLAG_REGS, Site, SiteDef};
+use super::sink::ErasedEntry;
+use super::site::{COUNT_MASK, FLAG_IPMODIFY, FLAG_REGS, Site, SiteDef};
 use super::switch::{self, SiteSwitch, Switches};
 use super::table::{self, SiteRef, SiteTable};
 use super::thread;
@@ -71,10 +74,11 @@ pub struct Ftrace {
     /// `published`'s generation, in a word of its own (stored with the list, after the
     /// sites): the static timed entry and the sink exit read it without the list.
     generation: AtomicU64,
-    /// Whether this is the global instance: its commits also store the generation in
-    /// [`GLOBAL_GENERATION`] (no statics under loom).
+    /// The general static entry (`static_entry.rs`) for the global instance, whose commits
+    /// store each static site's entry and also the generation in [`GLOBAL_GENERATION`];
+    /// `None` for an instance over owned sites (and under loom, which has no statics).
     #[cfg_attr(loom, allow(dead_code))]
-    global: bool,
+    general: Option<ErasedEntry>,
     state: Mutex<State>,
     overruns: unmodeled::AtomicU64,
     /// Hint for [`Ftrace::has_active_ops`]: some ops registered and tracing on (as of the
@@ -142,7 +146,9 @@ static GLOBAL_PTR: unmodeled::AtomicPtr<Ftrace> = unmodeled::AtomicPtr::new(core
 static GLOBAL_GENERATION: unmodeled::AtomicU64 = unmodeled::AtomicU64::new(0);
 
 impl Ftrace {
-    fn build(sites: Vec<SiteRef>, global: bool) -> Self {
+    /// An instance over `sites`; `general` is the static sites' general entry for the global
+    /// instance (`global.rs`), `None` for any other.
+    pub(super) fn build(sites: Vec<SiteRef>, general: Option<ErasedEntry>) -> Self {
         // The clock's calibration measures from here: the caller's work until its first
         // registration (a program's symbol tables read) then shortens the wait there.
         super::clock::prepare();
@@ -157,7 +163,7 @@ impl Ftrace {
             sites: SiteTable::new(sites),
             published: AtomicPtr::new(Box::into_raw(published)),
             generation: AtomicU64::new(0),
-            global,
+            general,
             state: Mutex::new(State {
                 ops: Vec::new(),
                 global: Arc::new(Hashes::default()),
@@ -181,54 +187,24 @@ impl Ftrace {
             .into_iter()
             .map(|d| SiteRef::Owned(Box::new(Site::owned(d))))
             .collect();
-        Arc::new(Self::build(sites, false))
+        Arc::new(Self::build(sites, None))
     }
 
-    /// The process-wide instance over every `#[traced]` / `traced_block!` site of the binary,
-    /// sorted by module path, name, file and line. Its control files are on
-    /// [`Tracefs::global`](crate::stat::Tracefs::global).
+    /// Makes `global` the instance [`global_fast`](Self::global_fast) returns: what
+    /// `Ftrace::global` (`global.rs`) does with the instance it hands out, before it
+    /// returns it, if no thread did.
     #[cfg(not(loom))]
-    pub fn global() -> &'static Arc<Ftrace> {
-        static GLOBAL: crate::primitive::unmodeled::OnceLock<Arc<Ftrace>> =
-            crate::primitive::unmodeled::OnceLock::new();
-        let build = || {
-            let mut sites: Vec<&'static Site> = super::site::SITES.iter().copied().collect();
-            sites.sort_by(|a, b| {
-                (a.module(), a.name(), a.file(), a.line()).cmp(&(
-                    b.module(),
-                    b.name(),
-                    b.file(),
-                    b.line(),
-                ))
-            });
-            Arc::new(Self::build(
-                sites.into_iter().map(SiteRef::Static).collect(),
-                true,
-            ))
-        };
-        let global = crate::stat::Tracefs::global_instance(&GLOBAL, build, |global, fs| {
-            super::control::install(global, fs)
-        });
+    pub(super) fn publish_global(global: &Arc<Ftrace>) {
         if GLOBAL_PTR.load(Ordering::Relaxed).is_null() {
             thread::GLOBAL_DOMAIN.store(global.rcu.id(), Ordering::Relaxed);
             GLOBAL_PTR.store(Arc::as_ptr(global).cast_mut(), Ordering::Release);
         }
-        global
-    }
-
-    /// `global_fast` before the pointer is set: builds the instance (out of line).
-    #[cfg(not(loom))]
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn global_first() -> &'static Ftrace {
-        Self::global()
     }
 
     /// The global instance for `Site::enter`: one load of [`GLOBAL_PTR`] once it is built
     /// (always, by the time a static site is enabled: only the global instance enables
-    /// static sites, and `global` sets the pointer before it returns the instance).
-    /// `None` until it is built (the caller then takes [`global`](Self::global)'s path, out
-    /// of line).
+    /// static sites, and `global` sets the pointer before it returns the instance, though
+    /// a thread racing the first enabling may not see it yet). `None` until then.
     #[cfg(not(loom))]
     #[inline(always)]
     pub(crate) fn global_fast() -> Option<&'static Ftrace> {
@@ -557,12 +533,12 @@ impl Ftrace {
         // entry: its frame then carries the older generation, which only ever makes the
         // exit's checks fail towards the general path.
         for (site, (word, direct)) in self.sites().zip(words) {
-            store_site(site, word, direct, entries, next.enabled);
+            store_site(site, word, direct, entries, next.enabled, self.general);
         }
         // Release: a reader that reads the new generation sees the sites' stores above.
         self.generation.store(next.generation, Ordering::Release);
         #[cfg(not(loom))]
-        if self.global {
+        if self.general.is_some() {
             GLOBAL_GENERATION.store(next.generation, Ordering::Release);
         }
         let old = self.published.swap(new_ptr, Ordering::AcqRel);
@@ -648,7 +624,8 @@ impl Ftrace {
             // The word before the site is published: a reader that finds it finds it
             // covered.
             let site = Box::new(Site::owned(def));
-            store_site(&site, word, direct, &published.entries, published.enabled);
+            let (entries, enabled) = (&published.entries, published.enabled);
+            store_site(&site, word, direct, entries, enabled, self.general);
             self.sites.push(SiteRef::Owned(site));
         }
         if let Some(switch) = switch {
@@ -729,13 +706,15 @@ fn site_word(
 }
 
 /// Stores a site's word and direct entry computed by [`site_word`] against `entries` (a
-/// published list): the direct entry first, then the entry kind, then the word.
+/// published list): the direct entry first, then the static entry (an instance with a
+/// `general` entry's), then the word.
 fn store_site(
     site: &Site,
     word: u32,
     direct: Option<usize>,
     entries: &[Box<OpsEntry>],
     enabled: bool,
+    general: Option<ErasedEntry>,
 ) {
     // No direct entry while tracing is off, so the direct paths need not test the
     // switch (the general path does).
@@ -744,14 +723,19 @@ fn store_site(
         &*entries[k] as *const OpsEntry as *mut OpsEntry
     });
     site.direct.store(ptr, Ordering::Release);
-    site.set_entry(direct.map_or(EntryKind::General, |k| {
-        let entry = &entries[k];
-        match (entry.direct, entry.sink_path) {
-            (Direct::CountSink, Some(path)) => EntryKind::Count(path),
-            (Direct::TimedSink, Some(path)) => EntryKind::Timed(path),
-            _ => EntryKind::General,
-        }
-    }));
+    #[cfg(not(loom))]
+    if let Some(general) = general {
+        site.set_entry(direct.map_or(general, |k| {
+            let entry = &entries[k];
+            match (entry.direct, entry.sink_path) {
+                (Direct::CountSink, Some(path)) => path.count_entry,
+                (Direct::TimedSink, Some(path)) => path.timed_entry,
+                _ => general,
+            }
+        }));
+    }
+    #[cfg(loom)]
+    let _ = general;
     site.set_state(word);
 }
 
@@ -768,7 +752,10 @@ impl Drop for Ftrace {
             .changes(|i| (self.sites.get(i).is_some_and(|s| s.state() != 0), false));
         for site in self.sites() {
             site.direct.store(core::ptr::null_mut(), Ordering::Relaxed);
-            site.set_entry(EntryKind::General);
+            #[cfg(not(loom))]
+            if let Some(general) = self.general {
+                site.set_entry(general);
+            }
             site.set_state(0);
         }
         switch::disable_all(&changes);
