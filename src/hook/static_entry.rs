@@ -10,21 +10,24 @@
 //! sink's [`SinkOps`] (`SinkPath::of`), that does just its case and hands anything else to
 //! the general entry from the start. The entries return a guard's words
 //! (`site::GuardWords`) and the path carries them erased, so `site` and `sink`, below the
-//! instance, name neither the guard nor the instance. They check the thread's cached reader slot against the global
-//! instance's domain id, and their guards are constant words (the instance is the global
-//! one), so they keep no instance pointer live. A frame pushed for the timing sink is
-//! tagged in its guard (with its path) and carries the sink and the generation it was
-//! entered under; its exit ([`Ftrace::exit_global_sink`]) records the call's time through
-//! the path with one compare of generations when nothing was committed since, and
-//! otherwise ends the scope as any graph exit does.
+//! instance, name neither the guard nor the instance.
+//!
+//! A sink's cases check the thread's cached reader slot against the global instance's
+//! domain id, and their guards are constant words (the instance is the global one), so
+//! they keep no instance pointer live. A frame pushed for the timing sink is tagged in its
+//! guard (with its path) and carries the sink and the generation it was entered under; its
+//! exit ([`Ftrace::exit_global_sink`]) records the call's time through the path with one
+//! compare of generations when nothing was committed since, and otherwise ends the scope as
+//! any graph exit does.
 //!
 //! # Invariants
 //!
 //! - Only the global instance's sites take these entries, and each entry checks, under its
 //!   read-side section, that the site's direct entry is still its case: the site's chosen
 //!   entry is a hint.
-//! - A site's entry is a hint only while the global instance exists, and it exists once
-//!   any commit has stored an entry: its pointer is set before the instance is handed out.
+//! - The general entry finds the global instance through its published pointer, stored
+//!   before the instance is handed out, so before any commit chooses an entry; a thread that
+//!   does not see it yet raced the site's first enabling, and its call goes untraced.
 //! - Not under loom (static sites need const atomics); [`SinkPath::of`] is, without the
 //!   static entries.
 
