@@ -73,8 +73,9 @@ for m, targets in sorted(s.edges.items()):
     for t in sorted(targets):
         if t[:1] == ('profile',):
             bad.append(f'src/hook/ imports src/profile/: {s.name(m)} -> {s.name(t)}')
-        if t[:1] == ('hook',) and len(m) == 2 and len(t) == 2:
-            a, b = m[1], t[1]
+        if t[:1] == ('hook',) and len(m) == 2 and len(t) <= 2:
+            # `hook` alone is mod.rs, the top of the stack.
+            a, b = m[1], t[1] if len(t) == 2 else 'mod'
             if a not in rank or b not in rank:
                 bad.append(f'hook file missing from HOOK_ORDER: {a if a not in rank else b}')
             elif rank[b] > rank[a] and f'{a}->{b}' not in up_ok:

@@ -4,7 +4,9 @@
 A module is a file. An edge A -> B means A's code (comments, doc comments and the
 `#[cfg(test)]` module at the end of a file left out) names an item of B by path:
 `super::b::x`, `crate::a::b::x`, `self::b::x`, or a name that a `mod.rs` re-exports from B
-(`use super::{X}` resolved through the re-exports). Prints the graph with --graph.
+(`use super::{X}` resolved through the re-exports). Inside an inline module (`mod x { .. }`)
+of a file, `super` and `self` are counted from that module, so they name the file itself or
+what the file's own `super` names. Prints the graph with --graph.
 """
 import os, re, sys
 from collections import defaultdict
@@ -98,6 +100,40 @@ def resolve(cur, path):
         return mod
     return mod
 
+inline_re = re.compile(r'\bmod\s+\w+\s*\{')
+
+def inline_spans(text):
+    """(start, end) of each inline module's body in `text` (comments and strings stripped)."""
+    spans = []
+    for m in inline_re.finditer(text):
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            depth += {'{': 1, '}': -1}.get(text[i], 0)
+            i += 1
+        spans.append((m.end(), i))
+    return spans
+
+def from_file(path, depth):
+    """`path` as written `depth` inline modules deep, as the file's own top level would write
+    it; None when it names the file itself (or an inline module of it)."""
+    if not depth or not path:
+        return path
+    if path[0] == 'self':
+        return None
+    if path[0] == 'super':
+        k = 0
+        while k < len(path) and path[k] == 'super':
+            k += 1
+        if k <= depth:
+            return None
+        return path[depth:]
+    return path
+
+spans = {m: inline_spans(text) for m, text in code.items()}
+
+def depth_at(m, pos):
+    return sum(1 for a, b in spans[m] if a <= pos < b)
+
 def super_base(cur):
     p = files[cur]
     return cur[:-1] if not p.endswith('mod.rs') else cur[:-1]
@@ -109,6 +145,9 @@ for _ in range(3):
             for path, name in expand(u.group(1)):
                 if path and path[0] not in ('crate', 'super', 'self'):
                     path = ('self',) + path
+                path = from_file(path, depth_at(m, u.start()))
+                if path is None:
+                    continue
                 t = resolve(m, path)
                 if t is not None and t != m:
                     reexports[m][name] = t
@@ -120,11 +159,16 @@ for m, text in code.items():
     for u in use_any.finditer(text):
         for path, _ in expand(u.group(1)):
             if path and path[0] in ('crate', 'super', 'self'):
+                path = from_file(path, depth_at(m, u.start()))
+                if path is None:
+                    continue
                 t = resolve(m, path)
                 if t is not None and t != m and t != ():
                     edges[m].add(t)
     for u in path_re.finditer(text):
-        path = tuple(u.group(1).split('::'))
+        path = from_file(tuple(u.group(1).split('::')), depth_at(m, u.start()))
+        if path is None:
+            continue
         t = resolve(m, path)
         if t is not None and t != m and t != ():
             edges[m].add(t)
