@@ -70,8 +70,8 @@ use tracestat::hook::{Ftrace, Site};
 use tracestat::native::{NativeSites, functions};
 
 use crate::{
-    DEPTH, Frame, GENERATION, NATIVE, OVERRUNS, entering, hit_site, next_symbol, pop_dead, site_of,
-    thread_state,
+    DEPTH, Frame, GENERATION, NATIVE, OVERRUNS, entering, existing_thread_state, hit_site,
+    next_symbol, pop_dead, push_frame, site_of,
 };
 
 /// Distances from `__fentry__`'s return address back to the function's entry, nearest
@@ -279,18 +279,22 @@ extern "C" fn entry(ret: usize, slot: *mut usize, kind: usize) {
     // A tail call keeps its caller's slot, redirected already: that frame is live.
     let tail = original == trampoline();
     pop_dead(t, |f| f.sp < at || (f.sp == at && !(tail && f.hijacked)));
-    if t.stack.len() == DEPTH {
+    let len = t.stack.len();
+    if len == DEPTH {
         OVERRUNS.fetch_add(1, Ordering::Relaxed);
     } else if let Some(site) = site_of(t, ret, lookup) {
         let guard = site.enter();
         if guard.is_traced() {
-            t.stack.push(Frame {
+            let frame = Frame {
                 func: ret,
                 sp: at,
                 ret: original,
                 hijacked: true,
                 _guard: guard,
-            });
+            };
+            // SAFETY: `len` was read above, below `DEPTH`, and the busy flag kept the
+            // stack unchanged since.
+            unsafe { push_frame(t, len, frame) };
             // SAFETY: as above; the frame just pushed records the original.
             unsafe { *slot = trampoline() };
             if !CHECKED.load(Ordering::Relaxed) {
@@ -329,7 +333,9 @@ fn check_own_unwinder() {
 /// [`return_to_handler`]'s work: pops the frames below `slot` (left by `longjmp`) and the
 /// one whose slot it is, ending their calls; the original return address.
 extern "C" fn leave(slot: usize) -> usize {
-    let Some(t) = thread_state() else { lost(slot) };
+    let Some(t) = existing_thread_state() else {
+        lost(slot)
+    };
     let busy = core::mem::replace(&mut t.busy, true);
     pop_dead(t, |f| f.sp < slot);
     let ret = match t.stack.pop() {

@@ -293,14 +293,29 @@ impl Drop for Owner {
 #[inline(always)]
 fn thread_state() -> Option<&'static mut Thread> {
     let p = fast_tls::state().unwrap_or_else(|| STATE.with(Cell::get));
-    if p.is_null() {
-        return new_thread_state();
-    }
-    if p == DEAD {
-        return None;
+    // Null and `DEAD` (the type's alignment) are the two lowest addresses: one compare
+    // tells the rare cases from a live state.
+    if p as usize <= DEAD as usize {
+        return if p.is_null() {
+            new_thread_state()
+        } else {
+            None
+        };
     }
     // SAFETY: a live pointer of this thread's `STATE`, used by this thread only; the
     // `busy` flag keeps a signal handler's hooks from using it while a hook does.
+    Some(unsafe { &mut *p })
+}
+
+/// This thread's state if it has one: what an exit hook needs (a thread without state has
+/// no frame to end).
+#[inline(always)]
+fn existing_thread_state() -> Option<&'static mut Thread> {
+    let p = fast_tls::state().unwrap_or_else(|| STATE.with(Cell::get));
+    if p as usize <= DEAD as usize {
+        return None;
+    }
+    // SAFETY: as in `thread_state`.
     Some(unsafe { &mut *p })
 }
 
@@ -404,6 +419,26 @@ fn hit_site(t: &mut Thread, func: usize, lookup: fn(usize) -> Option<&'static Si
     t.busy = false;
 }
 
+/// Pushes `frame` onto the return stack, whose length is `len`: written in place, so the
+/// guard's words go from the entry's return registers straight to memory (`Vec::push`
+/// keeps them live across its reallocation path, which costs the hook its registers).
+///
+/// # Safety
+///
+/// `len` is the stack's length and below [`DEPTH`] (the stack is made with room for `DEPTH`
+/// frames and never grows): read by the caller, with the busy flag set since, which keeps
+/// this thread's other hooks (those of code the site's entry runs included) off the stack.
+#[inline(always)]
+unsafe fn push_frame(t: &mut Thread, len: usize, frame: Frame) {
+    debug_assert!(len == t.stack.len() && len < t.stack.capacity());
+    // SAFETY: slot `len` is within the capacity (the contract) and past the length, so
+    // writing it overwrites no frame, and setting the length past it makes it the top.
+    unsafe {
+        t.stack.as_mut_ptr().add(len).write(frame);
+        t.stack.set_len(len + 1);
+    }
+}
+
 /// `__cyg_profile_func_enter` with the instrumented function's stack pointer.
 extern "C" fn enter(func: usize, _call_site: usize, sp: usize) {
     #[cfg(not(target_arch = "x86_64"))] // (x86-64: the trampoline tests it)
@@ -414,17 +449,21 @@ extern "C" fn enter(func: usize, _call_site: usize, sp: usize) {
     // Frames at or below this one's stack pointer were left without their exit (longjmp,
     // an exception): a live caller's frame is always above its callee's.
     pop_dead(t, |f| f.sp <= sp);
-    if t.stack.len() == DEPTH {
+    let len = t.stack.len();
+    if len == DEPTH {
         OVERRUNS.fetch_add(1, Ordering::Relaxed);
     } else if let Some(site) = site_of(t, func, lookup) {
         let guard = site.enter();
-        t.stack.push(Frame {
+        let frame = Frame {
             func,
             sp,
             ret: 0,
             hijacked: false,
             _guard: guard,
-        });
+        };
+        // SAFETY: `len` was read above, below `DEPTH`, and the busy flag kept the stack
+        // unchanged since.
+        unsafe { push_frame(t, len, frame) };
     }
     t.busy = false;
 }
@@ -442,7 +481,9 @@ extern "C" fn exit(func: usize, _call_site: usize, sp: usize) {
     if COUNT_ONLY.load(Ordering::Relaxed) {
         return;
     }
-    let Some(t) = thread_state() else { return };
+    let Some(t) = existing_thread_state() else {
+        return;
+    };
     if t.busy {
         return;
     }

@@ -45,7 +45,9 @@ use core::sync::atomic::Ordering;
 use tracestat::hook::{Ftrace, Site};
 use tracestat::native::XrayTrampolines;
 
-use crate::{COUNT_ONLY, DEPTH, Frame, NATIVE, OVERRUNS, entering, hit_site, pop_dead, site_of};
+use crate::{
+    COUNT_ONLY, DEPTH, Frame, NATIVE, OVERRUNS, entering, hit_site, pop_dead, push_frame, site_of,
+};
 
 /// Set in every key made from an id: no user-space code address has it.
 const KEY_BIT: usize = 1 << 63;
@@ -165,17 +167,21 @@ extern "C" fn entry(id: u32, slot: usize) {
     let func = key(id);
     // Frames at or below this one's slot were left without their exit.
     pop_dead(t, |f| f.sp <= slot);
-    if t.stack.len() == DEPTH {
+    let len = t.stack.len();
+    if len == DEPTH {
         OVERRUNS.fetch_add(1, Ordering::Relaxed);
     } else if let Some(site) = site_of(t, func, lookup) {
         let guard = site.enter();
-        t.stack.push(Frame {
+        let frame = Frame {
             func,
             sp: slot,
             ret: 0,
             hijacked: false,
             _guard: guard,
-        });
+        };
+        // SAFETY: `len` was read above, below `DEPTH`, and the busy flag kept the stack
+        // unchanged since.
+        unsafe { push_frame(t, len, frame) };
     }
     t.busy = false;
 }
