@@ -71,7 +71,7 @@ use tracestat::native::{NativeSites, functions};
 
 use crate::{
     DEPTH, Frame, GENERATION, NATIVE, OVERRUNS, entering, existing_thread_state, hit_site,
-    next_symbol, pop_dead, push_frame, site_of,
+    next_symbol, pop_dead, pop_frame, push_frame, site_of,
 };
 
 /// Distances from `__fentry__`'s return address back to the function's entry, nearest
@@ -338,10 +338,12 @@ extern "C" fn leave(slot: usize) -> usize {
     };
     let busy = core::mem::replace(&mut t.busy, true);
     pop_dead(t, |f| f.sp < slot);
-    let ret = match t.stack.pop() {
+    let ret = match t.stack.last() {
         Some(frame) if frame.sp == slot && frame.ret != 0 => frame.ret,
         _ => lost(slot),
     };
+    // SAFETY: the stack has a last frame (the match above); its drop ends the call.
+    drop(unsafe { pop_frame(t) });
     t.busy = busy;
     ret
 }

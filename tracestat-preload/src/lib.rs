@@ -384,12 +384,23 @@ fn entering() -> Option<&'static mut Thread> {
     if !READY.load(Ordering::Relaxed) {
         return None;
     }
-    let t = thread_state()?;
+    // The live state's test inline, the first hook's making of it out of line.
+    let t = match existing_thread_state() {
+        Some(t) => t,
+        None => first_state()?,
+    };
     if t.busy {
         return None;
     }
     t.busy = true;
     Some(t)
+}
+
+/// [`thread_state`] where [`existing_thread_state`] found none (out of line).
+#[cold]
+#[inline(never)]
+fn first_state() -> Option<&'static mut Thread> {
+    thread_state()
 }
 
 /// Pops the frames on top for which `dead` holds (left without their end), ending their
@@ -437,6 +448,18 @@ unsafe fn push_frame(t: &mut Thread, len: usize, frame: Frame) {
         t.stack.as_mut_ptr().add(len).write(frame);
         t.stack.set_len(len + 1);
     }
+}
+
+/// Pops the top frame off a return stack known not to be empty: `Vec::pop` without the
+/// `Option` it makes and the caller tests again.
+///
+/// # Safety
+///
+/// The stack holds at least one frame.
+#[inline(always)]
+unsafe fn pop_frame(t: &mut Thread) -> Frame {
+    // SAFETY: the stack is not empty (the contract), so `pop` returns `Some`.
+    unsafe { t.stack.pop().unwrap_unchecked() }
 }
 
 /// `__cyg_profile_func_enter` with the instrumented function's stack pointer.
@@ -491,7 +514,8 @@ extern "C" fn exit(func: usize, _call_site: usize, sp: usize) {
     // Frames deeper than this one were left without their exit (longjmp, an exception).
     pop_dead(t, |f| f.sp < sp);
     if t.stack.last().is_some_and(|f| f.func == func && f.sp == sp) {
-        drop(t.stack.pop());
+        // SAFETY: the stack has a last frame.
+        drop(unsafe { pop_frame(t) });
     }
     t.busy = false;
 }
