@@ -432,7 +432,13 @@ cat "$TRACE" >"$OUT/trace.fifo" &
 PIDS+=($!)
 if STDIN="$OUT/trace.fifo" start_served "$OUT/replay.log" "$BIN" replay - --quiet --serve 127.0.0.1:0; then
   R=$ADDR
-  served=$(curl -s "http://$R/trace_stat/functions")
+  # The server starts before the replay has read the pipe to its end: the served profile
+  # grows until it has, so wait (10 s at most) for it to reach the replay's.
+  for _ in $(seq 100); do
+    served=$(curl -s "http://$R/trace_stat/functions")
+    [ "$served" = "$(cat "$OUT/replay.txt")" ] && break
+    sleep 0.1
+  done
   curl -s "http://$R/metrics" >"$OUT/replay.metrics"
   if [ "$served" = "$(cat "$OUT/replay.txt")" ] && python3 - "$OUT/replay.json" "$OUT/replay.metrics" <<'EOF'
 import json, re, sys
