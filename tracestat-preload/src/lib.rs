@@ -289,34 +289,47 @@ impl Drop for Owner {
     }
 }
 
-/// This thread's state, made at its first hook; `None` after its exit began.
+/// This thread's state, made at its first hook; `None` after its exit began. The live
+/// state's test is inline, the first hook's making of one out of line.
 #[inline(always)]
 fn thread_state() -> Option<&'static mut Thread> {
-    let p = fast_tls::state().unwrap_or_else(|| STATE.with(Cell::get));
-    // Null and `DEAD` (the type's alignment) are the two lowest addresses: one compare
-    // tells the rare cases from a live state.
-    if p as usize <= DEAD as usize {
-        return if p.is_null() {
-            new_thread_state()
-        } else {
-            None
-        };
+    match existing_thread_state() {
+        Some(t) => Some(t),
+        None => first_state(),
     }
-    // SAFETY: a live pointer of this thread's `STATE`, used by this thread only; the
-    // `busy` flag keeps a signal handler's hooks from using it while a hook does.
-    Some(unsafe { &mut *p })
+}
+
+/// This thread's `STATE` cell's value: null, [`DEAD`] or its live state.
+#[inline(always)]
+fn state_ptr() -> *mut Thread {
+    fast_tls::state().unwrap_or_else(|| STATE.with(Cell::get))
 }
 
 /// This thread's state if it has one: what an exit hook needs (a thread without state has
 /// no frame to end).
 #[inline(always)]
 fn existing_thread_state() -> Option<&'static mut Thread> {
-    let p = fast_tls::state().unwrap_or_else(|| STATE.with(Cell::get));
+    let p = state_ptr();
+    // Null and `DEAD` (the type's alignment) are the two lowest addresses: one compare
+    // tells both from a live state.
     if p as usize <= DEAD as usize {
         return None;
     }
-    // SAFETY: as in `thread_state`.
+    // SAFETY: a live pointer of this thread's `STATE`, used by this thread only; the
+    // `busy` flag keeps a signal handler's hooks from using it while a hook does.
     Some(unsafe { &mut *p })
+}
+
+/// [`thread_state`] where [`existing_thread_state`] found none: made at the thread's first
+/// hook, none after its exit began (out of line).
+#[cold]
+#[inline(never)]
+fn first_state() -> Option<&'static mut Thread> {
+    if state_ptr().is_null() {
+        new_thread_state()
+    } else {
+        None
+    }
 }
 
 #[cold]
@@ -384,23 +397,12 @@ fn entering() -> Option<&'static mut Thread> {
     if !READY.load(Ordering::Relaxed) {
         return None;
     }
-    // The live state's test inline, the first hook's making of it out of line.
-    let t = match existing_thread_state() {
-        Some(t) => t,
-        None => first_state()?,
-    };
+    let t = thread_state()?;
     if t.busy {
         return None;
     }
     t.busy = true;
     Some(t)
-}
-
-/// [`thread_state`] where [`existing_thread_state`] found none (out of line).
-#[cold]
-#[inline(never)]
-fn first_state() -> Option<&'static mut Thread> {
-    thread_state()
 }
 
 /// Pops the frames on top for which `dead` holds (left without their end), ending their
