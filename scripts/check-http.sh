@@ -434,13 +434,14 @@ if STDIN="$OUT/trace.fifo" start_served "$OUT/replay.log" "$BIN" replay - --quie
   R=$ADDR
   # The server starts before the replay has read the pipe to its end: the served profile
   # grows until it has, so wait (10 s at most) for it to reach the replay's.
+  want=$(cat "$OUT/replay.txt")
   for _ in $(seq 100); do
     served=$(curl -s "http://$R/trace_stat/functions")
-    [ "$served" = "$(cat "$OUT/replay.txt")" ] && break
+    [ "$served" = "$want" ] && break
     sleep 0.1
   done
   curl -s "http://$R/metrics" >"$OUT/replay.metrics"
-  if [ "$served" = "$(cat "$OUT/replay.txt")" ] && python3 - "$OUT/replay.json" "$OUT/replay.metrics" <<'EOF'
+  if [ "$served" = "$want" ] && python3 - "$OUT/replay.json" "$OUT/replay.metrics" <<'EOF'
 import json, re, sys
 doc = json.load(open(sys.argv[1]))
 funcs = doc.get("functions") or doc.get("profile", {}).get("functions") or []

@@ -68,8 +68,8 @@
 //! - dispatch, one file per concern: `walk` (one call's context and the list walk),
 //!   `guard` ([`ScopeGuard`], the two words that end a scope), `live` (an enabled site's
 //!   entry: direct call or list walk), `static_entry` ([`Site::enter`] and the static
-//!   sites' own entries for the sink cases), `returns` (graph exits), `foreign` (entries for arbitrary ips a
-//!   provider supplies) and `task` (the entry points of `future`).
+//!   sites' own entries for the sink cases), `returns` (graph exits), `foreign` (entries
+//!   for arbitrary ips a provider supplies) and `task` (the entry points of `future`).
 //! - `future`: instrumented futures ([`TracedFuture`], `#[traced]` on `async fn`): one call per
 //!   future, whose frame moves with the task between polls.
 //! - `switch`: coverage notifications (`SiteSwitch`) to whoever owns a site's code (code

@@ -289,7 +289,6 @@ impl Ftrace {
     /// hook: for this ops, the same record. The global domain's id and published generation
     /// are read from the statics the instance keeps ([`Ftrace::global_generation`]), and
     /// the instance itself only on the fallback.
-    ///
     #[inline(never)]
     fn exit_global_sink<P: SinkOps>(prev_ip: usize) {
         let hot = thread::hot_ref();
