@@ -16,6 +16,8 @@
 #   count    LD_PRELOAD=libtracestat_preload.so, counting hits (--timing 0)
 #   timed    LD_PRELOAD=libtracestat_preload.so, timing calls (the default)
 #   uftrace  uftrace record --no-libcall (writes its data to a temporary directory)
+#   ref      the -finstrument-functions binary under scripts/native-floor.c's hooks: the
+#            profiler's timed record of every call and nothing else (the floor on this host)
 #   fbare fcount ftimed fuftrace   the same four with the -pg -mfentry binary
 #   nbare ncount ntimed nuftrace   the same with the nop'd binary (uftrace -P . patches it)
 #   nnone    the nop'd binary under the library with only `main` selected (the others nops)
@@ -88,6 +90,7 @@ if command -v clang >/dev/null; then
   clangpg "$work/fib.mcount" "$work/fib.c"
   clangpg "$work/bzip2.mcount" "${bzsrc[@]}"
 fi
+gcc -O2 -fPIC -shared -ftls-model=initial-exec -o "$work/floor.so" scripts/native-floor.c
 # The library's start-up alone (symbol tables, patching, clock calibration): an empty main.
 echo 'int main(void) { return 0; }' >"$work/empty.c"
 gcc "${nopd[@]}" -o "$work/empty.nop" "$work/empty.c"
@@ -114,6 +117,7 @@ run() {
   case $mode in
     # Through env as the library's runs are, so that its exec is in every mode's time.
     plain | bare) env "$bin" "${args[@]}" >/dev/null ;;
+    ref) env LD_PRELOAD="$work/floor.so" "$bin" "${args[@]}" >/dev/null ;;
     count | timed)
       # The library profiles only a child of TRACESTAT_PARENT: this (sub)shell.
       rm -f "$work/profile"
@@ -131,7 +135,7 @@ run() {
   echo $(((t1 - t0) / 1000000))
 }
 
-modes=(plain bare count timed uftrace fbare fcount ftimed fuftrace nbare nnone ncount ntimed nuftrace
+modes=(plain bare count timed uftrace ref fbare fcount ftimed fuftrace nbare nnone ncount ntimed nuftrace
   nempty nstart)
 [ "$xray" = 1 ] && modes+=(xbare xcount xtimed mbare xuftrace)
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
@@ -164,5 +168,7 @@ for w in fib bzip2; do
                printf "  %-6s overhead vs uftrace: count %.2fx  timed %.2fx  (uftrace +%d ms)\n",
                       k, (c - b) / o, (t - b) / o, o }'
   done
+  awk -v b="${med[bare]}" -v f="${med[ref]}" -v u="${med[uftrace]}" \
+    'BEGIN { if (u > b) printf "  floor  (scripts/native-floor.c, -finstrument-functions) timed %.2fx\n", (f - b) / (u - b) }'
   unset times med
 done
