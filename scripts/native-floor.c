@@ -9,7 +9,8 @@
  *
  * Left out, on purpose: sites, filters and several users at once, the read-side sections that
  * make unregistering safe, reentrancy (signal handlers), longjmp and exception safety, thread
- * teardown, bounded memory, and any output. What tracestat costs over this is what those take.
+ * teardown, more than 1024 functions a thread, and any output. What tracestat costs over this
+ * is what those take.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -30,12 +31,15 @@ static __thread struct thread *self;
 
 #define HOOK __attribute__((no_instrument_function))
 
+/* The function's cell; null (the call goes unrecorded) once the table is full. */
 HOOK static struct cell *cell_of(struct thread *t, uintptr_t func) {
-  for (unsigned i = (func >> 4) & (CELLS - 1);; i = (i + 1) & (CELLS - 1)) {
+  unsigned i = (func >> 4) & (CELLS - 1);
+  for (unsigned n = 0; n < CELLS; n++, i = (i + 1) & (CELLS - 1)) {
     struct cell *c = &t->cells[i];
     if (c->func == func) return c;
     if (c->func == 0) { c->func = func; return c; }
   }
+  return 0;
 }
 
 HOOK static void record(struct cell *c, uint64_t x) {
@@ -84,5 +88,6 @@ HOOK void __cyg_profile_func_exit(void *func, void *site) {
   if (i >= DEPTH) return;
   uint64_t x = now - t->stack[i].start;
   if (i > 0) t->stack[i - 1].children += x;
-  record(cell_of(t, t->stack[i].func), x);
+  struct cell *c = cell_of(t, t->stack[i].func);
+  if (c != 0) record(c, x);
 }
