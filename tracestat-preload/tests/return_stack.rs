@@ -14,16 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{
-    Kind, build, exceptions_program_counts, hits, nightly_program_counts, record, scratch, times,
+    Kind, build, data, exceptions_program_counts, expect, hits, nightly_program_counts, record,
+    scratch, times,
 };
-
-fn data(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name)
-        .display()
-        .to_string()
-}
 
 fn cases(dir: &Path, kind: Kind) -> PathBuf {
     build(
@@ -56,10 +49,6 @@ fn run(prog: &Path, args: &[&str]) -> BTreeMap<String, u64> {
         "{prog:?} {args:?}: counted and timed runs differ"
     );
     timed
-}
-
-fn expect(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
-    pairs.iter().map(|(n, h)| ((*n).to_owned(), *h)).collect()
 }
 
 #[test]

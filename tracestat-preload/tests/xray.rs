@@ -12,36 +12,13 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use common::{
-    Kind, build, exceptions_program_counts, hits, nightly_program_counts, record, scratch, times,
+    Kind, build, data, exceptions_program_counts, expect, have_clang, hits, nightly_program_counts,
+    record, scratch, times,
 };
-
-fn data(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name)
-        .display()
-        .to_string()
-}
-
-/// Whether clang runs; says loudly that the test skipped when it does not.
-fn have_clang() -> bool {
-    let ok = Command::new("clang")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("!!!!!!!! SKIPPED: no clang (apt-get install clang) !!!!!!!!");
-    }
-    ok
-}
-
-fn expect(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
-    pairs.iter().map(|(n, h)| ((*n).to_owned(), *h)).collect()
-}
 
 #[test]
 #[ignore = "needs clang"]

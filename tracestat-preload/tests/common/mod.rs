@@ -15,8 +15,13 @@ pub fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// The preload library, built with this package (`target/<profile>/`).
+/// The preload library: `TRACESTAT_TEST_LIBRARY` when set (`.ci/run` points it at the
+/// release build, whose counting trampolines save fewer registers), else the one built with
+/// this package (`target/<profile>/`).
 pub fn library() -> PathBuf {
+    if let Some(lib) = std::env::var_os("TRACESTAT_TEST_LIBRARY") {
+        return PathBuf::from(lib).canonicalize().unwrap();
+    }
     let exe = std::env::current_exe().unwrap();
     let lib = exe
         .ancestors()
@@ -26,6 +31,32 @@ pub fn library() -> PathBuf {
         .find(|p| p.is_file())
         .expect("libtracestat_preload.so is built with this package's tests");
     lib.canonicalize().unwrap()
+}
+
+/// The path of `tests/data/NAME`.
+pub fn data(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// Whether clang runs; says loudly that the test skipped when it does not.
+pub fn have_clang() -> bool {
+    let ok = Command::new("clang")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("!!!!!!!! SKIPPED: no clang (apt-get install clang) !!!!!!!!");
+    }
+    ok
+}
+
+/// A name → hits map from pairs.
+pub fn expect(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
+    pairs.iter().map(|(n, h)| ((*n).to_owned(), *h)).collect()
 }
 
 /// How gcc instruments a function's entry (and exit).
