@@ -115,9 +115,30 @@ impl Site {
 
     #[inline(never)]
     fn hit_enabled(&'static self) {
-        if !Ftrace::try_hit(self) {
+        if !Ftrace::try_hit(thread::hot_ref(), self) {
             drop(ScopeGuard::from_words(self.enter_enabled()));
         }
+    }
+
+    /// [`hit`](Self::hit) where it is a leaf: `true` when done (the site is disabled, or
+    /// its one covering ops is a counting sink whose path took the hit), `false` with
+    /// nothing done where `hit` is needed (this thread's words not yet at their static
+    /// place, its reader slot not cached, any other covering, a sink that cannot take the
+    /// hit at once). Calls nothing but the sink's `count` through its path: no allocation,
+    /// no lock, no call of its own, so a hook that saves only some registers can try it
+    /// first and save the others only for `hit` (native trampolines keeping the vector
+    /// argument registers).
+    ///
+    /// Out of line: inlined into a hook of another crate, it would make the statics it
+    /// reads visible to that crate's code, and every static entry and exit would then
+    /// reach them through the GOT.
+    #[cfg(feature = "native")]
+    #[inline(never)]
+    pub fn try_hit(&'static self) -> bool {
+        if !self.is_enabled() {
+            return true;
+        }
+        thread::hot_static().is_some_and(|hot| Ftrace::try_hit(hot, self))
     }
 
     /// The entry of a site whose one covering ops is `P`'s counting sink.
@@ -166,6 +187,7 @@ impl Ftrace {
     #[inline(always)]
     fn try_enter_count<P: SinkOps>(site: &'static Site) -> Option<GuardWords> {
         Self::with_direct(
+            thread::hot_ref(),
             site,
             Hot::cached_global_slot,
             |_| (),
@@ -188,11 +210,14 @@ impl Ftrace {
     /// (through the path's function pointer, as the live dispatcher's `count_direct`);
     /// `false`, with nothing done, for anything else.
     #[inline(always)]
-    fn try_hit(site: &'static Site) -> bool {
+    fn try_hit(hot: &'static Hot, site: &'static Site) -> bool {
         Self::with_direct(
+            hot,
             site,
             Hot::cached_global_slot,
             |_| (),
+            // Inline, as the whole of `Site::try_hit`: a leaf but for the sink's count.
+            #[inline(always)]
             |hot, section, entry, ()| {
                 let path = entry
                     .sink_path
@@ -214,6 +239,7 @@ impl Ftrace {
     #[inline(always)]
     fn try_enter_timed<P: SinkOps>(site: &'static Site) -> Option<GuardWords> {
         Self::with_direct(
+            thread::hot_ref(),
             site,
             Hot::cached_global_slot,
             // The generation before the direct entry: one read under generation `g` is
@@ -263,12 +289,12 @@ impl Ftrace {
     /// over and must not use the entry after it drops it.
     #[inline(always)]
     fn with_direct<'s, B, R>(
+        hot: &'static Hot,
         site: &Site,
         slot: impl FnOnce(&'static Hot) -> Option<&'s ReaderSlot>,
         before: impl FnOnce(&ReadGuard<'_>) -> B,
         f: impl FnOnce(&Hot, ReadGuard<'_>, &OpsEntry, B) -> Option<R>,
     ) -> Option<R> {
-        let hot = thread::hot_ref();
         let section = ReadGuard::membarrier(slot(hot)?);
         let read_before = before(&section);
         let direct = site.direct.load(Ordering::Acquire);

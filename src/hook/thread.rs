@@ -287,6 +287,17 @@ pub(crate) unsafe fn use_static_tls() {
     static_tls::set(hot_ref());
 }
 
+/// This thread's [`Hot`] words where they are reached without a call: at their static
+/// offset, after [`use_static_tls`]; `None` before it, or off x86-64 Linux.
+#[cfg(all(feature = "native", not(loom)))]
+#[inline(always)]
+pub(crate) fn hot_static() -> Option<&'static Hot> {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
+    return static_tls::hot();
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux", not(miri))))]
+    None
+}
+
 /// This thread's [`Hot`] words, by reference. Not under loom (whose thread-locals are
 /// dropped with the model's threads); there, use [`hot`].
 #[cfg(not(loom))]

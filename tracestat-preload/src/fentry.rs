@@ -8,7 +8,10 @@
 //! Neither hook is a C call: the instrumented function's arguments are live in registers,
 //! so each trampoline saves every argument register (rdi rsi rdx rcx r8 r9, rax for
 //! varargs, r10 for a static chain, xmm0-7), aligns the stack to 16 bytes, calls
-//! [`entry`] and restores them. [`entry`] gets two addresses:
+//! [`entry`] and restores them. Counting only, it first saves the general-purpose ones
+//! alone and tries [`try_hit`], a leaf that touches no vector register, and saves xmm0-7
+//! for [`hit`] only when that cannot count the call (`crate::call_hook`). [`entry`] gets
+//! two addresses:
 //!
 //! - **self**: the hook's return address, inside the instrumented function: the key of the
 //!   per-thread ip → site cache. On a miss the function's entry is read from the code
@@ -86,10 +89,11 @@ const MCOUNT: &[usize] = &[
 
 /// The trampoline body: returns at once while the profiler is not running (so that nothing
 /// here runs, and an instrumented build of this crate cannot recurse, before a start: see
-/// `attach.rs`); else saves the argument registers, aligns the stack, calls `entry(rdi =
-/// self, rsi = slot, rdx = kind)` (or, counting only, [`hit`] with the same; the three set
-/// by `$args`, with rbp the trampoline's frame: `[rbp]` the caller's rbp, `[rbp + 8]` the
-/// return into the function), restores.
+/// `attach.rs`); else saves the argument registers, aligns the stack, calls the hooks
+/// (`call_hook`: [`try_hit`], then [`hit`], counting only; else
+/// [`entry`]) with `rdi = self`, `rsi = slot`, `rdx = kind` (the last two set by `$args`,
+/// with rbp the trampoline's frame: `[rbp]` the caller's rbp, `[rbp + 8]` the return into
+/// the function), restores.
 macro_rules! hook {
     ($($args:literal),*) => {
         naked_asm!(
@@ -98,13 +102,12 @@ macro_rules! hook {
             "ret",
             "2:",
             save_arguments!(),
-            "mov rdi, [rbp + 8]",
-            $($args,)*
-            call_entry_or_hit!(),
+            call_hook!("mov rdi, [rbp + 8]" $(, $args)*),
             restore_arguments!(),
             "ret",
             entry = sym entry,
             hit = sym hit,
+            try_hit = sym try_hit,
             count_only = sym crate::COUNT_ONLY,
             ready = sym crate::READY,
         )
@@ -250,8 +253,15 @@ fn lookup_mcount(ret: usize) -> Option<&'static Site> {
     lookup(ret, true)
 }
 
-/// Both hooks when the profiler counts only ([`crate::COUNT_ONLY`]): the hit of the site of
-/// the function `ret` is in; no frame, no redirected return.
+/// Both hooks' first try when the profiler counts only: the hit of the site of the function
+/// `ret` is in where it is a leaf ([`crate::try_hit_cached`], which tells what `false`
+/// leaves to [`hit`]). The trampoline has saved no vector register for it.
+extern "C" fn try_hit(ret: usize) -> bool {
+    crate::try_hit_cached(ret)
+}
+
+/// Both hooks when the profiler counts only ([`crate::COUNT_ONLY`]) and [`try_hit`] could
+/// not: the hit of the site of the function `ret` is in; no frame, no redirected return.
 extern "C" fn hit(ret: usize, _slot: *mut usize, kind: usize) {
     if let Some(t) = entering() {
         let lookup = if kind == 0 {

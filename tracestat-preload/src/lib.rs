@@ -52,7 +52,11 @@
 //!   breaks that order and is not supported.
 //! - **Counting only** (`--timing 0`, no call paths): an entry hook enters and ends the
 //!   site at once, as the kernel's function profiler counts without the graph tracer; no
-//!   frame is kept, so nothing overruns.
+//!   frame is kept, so nothing overruns. The register-saving trampolines (`-pg`, nop'd,
+//!   XRay) try a leaf first (`call_hook`, `try_hit_cached`): on a cache hit, with a
+//!   counting sink alone on the site, it counts in code that touches no vector register, so
+//!   that an optimised build saves xmm0-7 only for the full hook (`scripts/check-leaf.sh`
+//!   checks the compiled leaf).
 //! - **Reentrancy**: a per-thread flag; a hook that runs while this thread is inside one
 //!   (a signal handler interrupting it) is not traced, its exit ignored.
 //! - **Threads**: a thread's state is made at its first hook and freed at its exit. A
@@ -89,8 +93,9 @@ use tracestat::stat::WriteMode;
 
 /// Opens a register-saving trampoline's frame (assembly, one template string): `rbp` the
 /// frame (`[rbp]` the caller's rbp, `[rbp + 8]` the trampoline's return address), the stack
-/// aligned to 16 bytes, and saved below it the argument registers (rdi rsi rdx rcx r8 r9
-/// xmm0-7), rax (a variadic call's vector count), r10 (a static chain) and, when named, r11.
+/// aligned to 16 bytes and 208 bytes below it, where it saves the general-purpose argument
+/// registers (rdi rsi rdx rcx r8 r9), rax (a variadic call's vector count), r10 (a static
+/// chain) and, when named, r11. [`save_vectors`] saves xmm0-7 in the same frame;
 /// [`restore_arguments`] closes it, given the same registers.
 #[cfg(target_arch = "x86_64")]
 macro_rules! save_arguments {
@@ -109,6 +114,16 @@ macro_rules! save_arguments {
             "mov [rsp + 48], rax\n",
             "mov [rsp + 56], r10\n",
             $("mov [rsp + 64], ", stringify!($r11), "\n",)?
+        )
+    };
+}
+
+/// Saves the vector argument registers (xmm0-7) in [`save_arguments`]'s frame;
+/// [`restore_vectors`] restores them.
+#[cfg(target_arch = "x86_64")]
+macro_rules! save_vectors {
+    () => {
+        concat!(
             "movaps [rsp + 80], xmm0\n",
             "movaps [rsp + 96], xmm1\n",
             "movaps [rsp + 112], xmm2\n",
@@ -121,8 +136,25 @@ macro_rules! save_arguments {
     };
 }
 
-/// Closes [`save_arguments`]'s frame: the registers it saved restored, `rsp` and `rbp` as
-/// before it.
+/// Restores what [`save_vectors`] saved.
+#[cfg(target_arch = "x86_64")]
+macro_rules! restore_vectors {
+    () => {
+        concat!(
+            "movaps xmm0, [rsp + 80]\n",
+            "movaps xmm1, [rsp + 96]\n",
+            "movaps xmm2, [rsp + 112]\n",
+            "movaps xmm3, [rsp + 128]\n",
+            "movaps xmm4, [rsp + 144]\n",
+            "movaps xmm5, [rsp + 160]\n",
+            "movaps xmm6, [rsp + 176]\n",
+            "movaps xmm7, [rsp + 192]\n",
+        )
+    };
+}
+
+/// Closes [`save_arguments`]'s frame: the general-purpose registers it saved restored,
+/// `rsp` and `rbp` as before it.
 #[cfg(target_arch = "x86_64")]
 macro_rules! restore_arguments {
     ($($r11:ident)?) => {
@@ -136,14 +168,6 @@ macro_rules! restore_arguments {
             "mov rax, [rsp + 48]\n",
             "mov r10, [rsp + 56]\n",
             $("mov ", stringify!($r11), ", [rsp + 64]\n",)?
-            "movaps xmm0, [rsp + 80]\n",
-            "movaps xmm1, [rsp + 96]\n",
-            "movaps xmm2, [rsp + 112]\n",
-            "movaps xmm3, [rsp + 128]\n",
-            "movaps xmm4, [rsp + 144]\n",
-            "movaps xmm5, [rsp + 160]\n",
-            "movaps xmm6, [rsp + 176]\n",
-            "movaps xmm7, [rsp + 192]\n",
             "mov rsp, rbp\n",
             "pop rbp\n",
         )
@@ -185,13 +209,75 @@ macro_rules! restore_returns {
     };
 }
 
-/// A register-saving trampoline's call of its hook (assembly, with `{count_only}`,
-/// `{entry}` and `{hit}` bound, the arguments in place): `hit`, which keeps no frame, when
-/// the profiler counts only ([`COUNT_ONLY`]), else `entry`.
+/// An entry trampoline's call of its hook, in the frame [`save_arguments`] opened
+/// (assembly, one template string, with `{count_only}`, `{try_hit}`, `{hit}` and `{entry}`
+/// bound; each `$arg` an instruction setting an argument, from the frame or `rbp`, since a
+/// call clobbers the registers; the first sets the cache key in `rdi`, all that `try_hit`
+/// takes):
+///
+/// - counting only ([`COUNT_ONLY`]): `try_hit` first, which counts the hit where that is a
+///   leaf ([`try_hit_cached`]); its code touches no vector register (`scripts/check-leaf.sh`
+///   checks the release build's instructions), so xmm0-7 are saved only when it returns
+///   `false`, for `hit`, which keeps no frame;
+/// - else `entry`, xmm0-7 saved.
+///
+/// An unoptimised build's code may use any register: there, xmm0-7 are saved before
+/// `try_hit` too.
 #[cfg(target_arch = "x86_64")]
-macro_rules! call_entry_or_hit {
-    () => {
-        "cmp byte ptr [rip + {count_only}], 0\njne 3f\ncall {entry}\njmp 4f\n3:\ncall {hit}\n4:"
+macro_rules! call_hook {
+    ($($arg:literal),+) => {
+        concat!(
+            "cmp byte ptr [rip + {count_only}], 0\n",
+            "je 5f\n",
+            vectors_around_leaf!(save),
+            $($arg, "\n",)+
+            "call {try_hit}\n",
+            "test al, al\n",
+            "jz 6f\n",
+            vectors_around_leaf!(restore),
+            "jmp 7f\n",
+            "6:\n",
+            vectors_around_leaf!(save_after),
+            $($arg, "\n",)+
+            "call {hit}\n",
+            restore_vectors!(),
+            "jmp 7f\n",
+            "5:\n",
+            save_vectors!(),
+            $($arg, "\n",)+
+            "call {entry}\n",
+            restore_vectors!(),
+            "7:\n",
+        )
+    };
+}
+
+/// [`call_hook`]'s vector registers around its leaf call: saved before it and restored
+/// after it in an unoptimised build; saved only after it returned `false` in an optimised
+/// one.
+#[cfg(all(target_arch = "x86_64", debug_assertions))]
+macro_rules! vectors_around_leaf {
+    (save) => {
+        save_vectors!()
+    };
+    (restore) => {
+        restore_vectors!()
+    };
+    (save_after) => {
+        ""
+    };
+}
+
+#[cfg(all(target_arch = "x86_64", not(debug_assertions)))]
+macro_rules! vectors_around_leaf {
+    (save) => {
+        ""
+    };
+    (restore) => {
+        ""
+    };
+    (save_after) => {
+        save_vectors!()
     };
 }
 
@@ -349,6 +435,12 @@ fn first_state() -> Option<&'static mut Thread> {
     Some(unsafe { &mut *p })
 }
 
+/// The slot of the thread's cache that `key` maps to.
+#[inline(always)]
+fn cache_index(key: usize) -> usize {
+    (key >> 4) & (CACHE - 1)
+}
+
 /// The site of the function `func` keys, through the thread's cache; `lookup` finds it on a
 /// miss (the keys of the two lookups never collide: an entry address, a return address
 /// inside a function).
@@ -363,7 +455,7 @@ fn site_of(
         t.cache.fill((0, core::ptr::null()));
         t.generation = generation;
     }
-    let slot = &mut t.cache[(func >> 4) & (CACHE - 1)];
+    let slot = &mut t.cache[cache_index(func)];
     if slot.0 == func {
         // SAFETY: cached from `Ftrace::global().site`, a `&'static Site` (the global
         // instance's records are never freed).
@@ -415,6 +507,46 @@ fn pop_dead_slow(t: &mut Thread, dead: impl Fn(&Frame) -> bool) {
     while t.stack.last().is_some_and(&dead) {
         drop(t.stack.pop());
     }
+}
+
+/// The counting trampolines' first try (x86-64, [`call_hook`]): the hit of the site that
+/// `key` names where everything it needs is at hand, in code that calls nothing but the
+/// sink's count ([`Site::try_hit`]) and touches no vector register; `true` when done
+/// (counted, or nothing to do: the profiler not running, a hook of this thread running),
+/// `false` with nothing done where the full hook must run (no state for this thread yet,
+/// the static thread-local offset unknown, a cache miss or a stale cache, a site that is
+/// not a counting sink's alone).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn try_hit_cached(key: usize) -> bool {
+    if !READY.load(Ordering::Relaxed) {
+        return true;
+    }
+    // Not `existing_thread_state`: without the static offset, it calls `__tls_get_addr`.
+    let Some(p) = fast_tls::state() else {
+        return false;
+    };
+    if p as usize <= DEAD as usize {
+        return false;
+    }
+    // SAFETY: as in `existing_thread_state`: a live pointer of this thread's `STATE`.
+    let t = unsafe { &mut *p };
+    if t.busy {
+        return true;
+    }
+    if t.generation != GENERATION.load(Ordering::Relaxed) {
+        return false;
+    }
+    let slot = t.cache[cache_index(key)];
+    if slot.0 != key {
+        return false;
+    }
+    // SAFETY: as in `site_of`: cached from `Ftrace::global().site`, a `&'static Site`.
+    let site = unsafe { &*slot.1 };
+    t.busy = true;
+    let done = site.try_hit();
+    t.busy = false;
+    done
 }
 
 /// Counts a hit of the site of `func` (entered and ended at once) and clears the busy flag.

@@ -10,7 +10,8 @@
 //!   xmm0-7), rax (a variadic call's vector count), r10 and r11, as compiler-rt's
 //!   `__xray_FunctionEntry` does, and enters the function's site with the address of its
 //!   return-address slot as the frame's stack pointer (the function's own `rsp` at its
-//!   first instruction).
+//!   first instruction). Counting only, xmm0-7 are saved only when the leaf try
+//!   ([`try_hit`]) cannot count the call (`crate::call_hook`).
 //! - **Exit** (jumped to from an exit sled, in place of the function's `ret`: `[rsp]` the
 //!   function's return address): saves the return registers (rax rdx xmm0 xmm1), ends the
 //!   frame with that same slot address, restores them and returns to the function's
@@ -77,26 +78,6 @@ fn lookup(key: usize) -> Option<&'static Site> {
     Ftrace::global().site(index)
 }
 
-/// A call trampoline's body: saves the argument registers, rax, r10 and r11 (`$pre` and
-/// `$post` around them: the flags for a tail exit), runs `$call` with `edi` the id and
-/// `rsi` the function's return-address slot (`$slot`), restores. `$call` calls the
-/// functions `$sym`s name.
-macro_rules! saving_arguments {
-    ($slot:literal, [$($call:expr),+] $(, $pre:literal, $post:literal)?; $($sym:ident = $path:path),+) => {
-        naked_asm!(
-            $($pre,)?
-            save_arguments!(r11),
-            "mov edi, r10d",
-            $slot,
-            $($call,)+
-            restore_arguments!(r11),
-            $($post,)?
-            "ret",
-            $($sym = sym $path,)+
-        )
-    };
-}
-
 /// Entry sleds' trampoline (see the module doc). Not a C function.
 ///
 /// # Safety
@@ -105,13 +86,17 @@ macro_rules! saving_arguments {
 /// instrumented function's return address.
 #[unsafe(naked)]
 unsafe extern "C" fn xray_entry_trampoline() {
-    // [rbp] the saved rbp, [rbp + 8] the return into the stub, [rbp + 16] the slot.
-    saving_arguments!(
-        "lea rsi, [rbp + 16]",
-        [call_entry_or_hit!()];
-        entry = entry,
-        hit = hit,
-        count_only = COUNT_ONLY
+    naked_asm!(
+        save_arguments!(r11),
+        // [rbp] the saved rbp, [rbp + 8] the return into the stub, [rbp + 16] the slot; the
+        // id read back from r10's saved word for each call (a call clobbers r10).
+        call_hook!("mov edi, dword ptr [rsp + 56]", "lea rsi, [rbp + 16]"),
+        restore_arguments!(r11),
+        "ret",
+        entry = sym entry,
+        hit = sym hit,
+        try_hit = sym try_hit,
+        count_only = sym COUNT_ONLY,
     )
 }
 
@@ -123,8 +108,21 @@ unsafe extern "C" fn xray_entry_trampoline() {
 /// the instrumented function's return address.
 #[unsafe(naked)]
 unsafe extern "C" fn xray_tail_trampoline() {
-    // The flags pushed first: the slot is one word further than at an entry.
-    saving_arguments!("lea rsi, [rbp + 24]", ["call {exit}"], "pushfq", "popfq"; exit = exit)
+    naked_asm!(
+        // The flags pushed first (a conditional tail call may follow): the slot is one
+        // word further than at an entry.
+        "pushfq",
+        save_arguments!(r11),
+        save_vectors!(),
+        "mov edi, r10d",
+        "lea rsi, [rbp + 24]",
+        "call {exit}",
+        restore_vectors!(),
+        restore_arguments!(r11),
+        "popfq",
+        "ret",
+        exit = sym exit,
+    )
 }
 
 /// Exit sleds' trampoline, jumped to in place of the function's `ret` (see the module
@@ -153,8 +151,15 @@ unsafe extern "C" fn xray_exit_trampoline() {
     )
 }
 
-/// An entry sled when the profiler counts only ([`COUNT_ONLY`]): the hit of the site of
-/// the function `id` names; no frame.
+/// An entry sled's first try when the profiler counts only: the hit of the site of the
+/// function `id` names where it is a leaf ([`crate::try_hit_cached`], which tells what
+/// `false` leaves to [`hit`]). The trampoline has saved no vector register for it.
+extern "C" fn try_hit(id: u32) -> bool {
+    crate::try_hit_cached(key(id))
+}
+
+/// An entry sled when the profiler counts only ([`COUNT_ONLY`]) and [`try_hit`] could not:
+/// the hit of the site of the function `id` names; no frame.
 extern "C" fn hit(id: u32, _slot: usize) {
     if let Some(t) = entering() {
         hit_site(t, key(id), lookup);
