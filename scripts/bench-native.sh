@@ -18,7 +18,8 @@
 #   uftrace  uftrace record --no-libcall (writes its data to a temporary directory)
 #   ref      the -finstrument-functions binary under scripts/native-floor.c's hooks: the
 #            profiler's timed record of every call and nothing else (the floor on this host)
-#   fbare fcount ftimed fuftrace   the same four with the -pg -mfentry binary
+#   fbare fcount ftimed fuftrace fref   the same five with the -pg -mfentry binary (the
+#            floor's __fentry__ and return trampoline)
 #   nbare ncount ntimed nuftrace   the same with the nop'd binary (uftrace -P . patches it)
 #   nnone    the nop'd binary under the library with only `main` selected (the others nops)
 #   nempty nstart   an empty nop'd program alone and under the library: its start-up
@@ -135,8 +136,8 @@ run() {
   echo $(((t1 - t0) / 1000000))
 }
 
-modes=(plain bare count timed uftrace ref fbare fcount ftimed fuftrace nbare nnone ncount ntimed nuftrace
-  nempty nstart)
+modes=(plain bare count timed uftrace ref fbare fcount ftimed fuftrace fref nbare nnone ncount ntimed
+  nuftrace nempty nstart)
 [ "$xray" = 1 ] && modes+=(xbare xcount xtimed mbare xuftrace)
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "host: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; $rounds rounds"
@@ -168,7 +169,10 @@ for w in fib bzip2; do
                printf "  %-6s overhead vs uftrace: count %.2fx  timed %.2fx  (uftrace +%d ms)\n",
                       k, (c - b) / o, (t - b) / o, o }'
   done
-  awk -v b="${med[bare]}" -v f="${med[ref]}" -v u="${med[uftrace]}" \
-    'BEGIN { if (u > b) printf "  floor  (scripts/native-floor.c, -finstrument-functions) timed %.2fx\n", (f - b) / (u - b) }'
+  for f in "" f; do
+    awk -v b="${med[${f}bare]}" -v r="${med[${f}ref]}" -v u="${med[${f}uftrace]}" \
+      -v k="$([ -z "$f" ] && echo -finstrument-functions || echo '-pg -mfentry')" \
+      'BEGIN { if (u > b) printf "  floor  (scripts/native-floor.c, %s) timed %.2fx\n", k, (r - b) / (u - b) }'
+  done
   unset times med
 done

@@ -1,8 +1,12 @@
-/* The floor of a timed `-finstrument-functions` call on this host, for scripts/bench-native.sh:
- * the least a hook can do and still keep the function profiler's record of every call.
+/* The floor of a timed call on this host, for scripts/bench-native.sh: the least a hook can
+ * do and still keep the function profiler's record of every call, for `-finstrument-functions`
+ * (gcc's C hooks) and for `-pg -mfentry` on x86-64 (`__fentry__`, which must save every
+ * argument register, and a return trampoline reached by replacing the function's return
+ * address, which saves the return registers: what any user-space tracer of that kind does).
  *
  * Built as a preloadable library. Per thread: a shadow stack of (function, TSC at entry,
- * traced children's time) and an open-addressing table of cells, one per function, each
+ * traced children's time, replaced return address) and an open-addressing table of cells,
+ * one per function, each
  * holding what tracestat's timed cell holds: hits, the 128-bit sum, min, max, the 192-bit
  * sum of squares and log2 buckets with 2 sub-buckets per power of two (counted one sample
  * late, as tracestat does). Durations stay in TSC ticks (no conversion to nanoseconds).
@@ -19,7 +23,7 @@
 #define DEPTH 4096
 #define CELLS 1024 /* a power of two */
 
-struct frame { uintptr_t func; uint64_t start, children; };
+struct frame { uintptr_t func; uint64_t start, children; uintptr_t ret; };
 struct cell {
   uintptr_t func;
   uint64_t hits, sum_lo, sum_hi, min_not, max, sq0, sq1, sq2, deferred;
@@ -64,13 +68,18 @@ HOOK static void record(struct cell *c, uint64_t x) {
   c->hits++;
 }
 
-HOOK void __cyg_profile_func_enter(void *func, void *site) {
-  (void)site;
+HOOK static struct thread *thread(void) {
   struct thread *t = self;
   if (__builtin_expect(t == 0, 0)) {
     t = self = calloc(1, sizeof *t);
     if (t == 0) abort();
   }
+  return t;
+}
+
+HOOK void __cyg_profile_func_enter(void *func, void *site) {
+  (void)site;
+  struct thread *t = thread();
   unsigned i = t->top++;
   if (i < DEPTH) {
     t->stack[i].func = (uintptr_t)func;
@@ -79,15 +88,81 @@ HOOK void __cyg_profile_func_enter(void *func, void *site) {
   }
 }
 
+/* Ends the top frame at `now`; its replaced return address. */
+HOOK static uintptr_t end(struct thread *t, unsigned i, uint64_t now) {
+  uint64_t x = now - t->stack[i].start;
+  if (i > 0) t->stack[i - 1].children += x;
+  struct cell *c = cell_of(t, t->stack[i].func);
+  if (c != 0) record(c, x);
+  return t->stack[i].ret;
+}
+
 HOOK void __cyg_profile_func_exit(void *func, void *site) {
   (void)func, (void)site;
   uint64_t now = __rdtsc();
   struct thread *t = self;
   if (t == 0 || t->top == 0) return;
   unsigned i = --t->top;
-  if (i >= DEPTH) return;
-  uint64_t x = now - t->stack[i].start;
-  if (i > 0) t->stack[i - 1].children += x;
-  struct cell *c = cell_of(t, t->stack[i].func);
-  if (c != 0) record(c, x);
+  if (i < DEPTH) end(t, i, now);
 }
+
+#if defined(__x86_64__)
+/* `-pg -mfentry`: `__fentry__` is called before the function's prologue, its arguments live
+ * in registers: it saves rdi rsi rdx rcx r8 r9, rax (a variadic call's vector count), r10
+ * and xmm0-7, calls floor_enter(its return address, the slot of the function's return
+ * address), restores them. floor_enter keys the function by the first, pushes a frame and
+ * points the slot at floor_return, which saves rax rdx xmm0 xmm1, gets the original address
+ * from floor_exit and jumps there. No room on the stack: the return is left alone. */
+#define TRAMPOLINE_HOOK HOOK __attribute__((visibility("hidden")))
+TRAMPOLINE_HOOK uintptr_t floor_exit(void);
+TRAMPOLINE_HOOK void floor_enter(uintptr_t func, uintptr_t *slot);
+__asm__(".intel_syntax noprefix\n"
+        ".globl __fentry__\n"
+        ".type __fentry__, @function\n"
+        "__fentry__:\n"
+        "  push rbp\n  mov rbp, rsp\n  and rsp, -16\n  sub rsp, 208\n"
+        "  mov [rsp], rdi\n  mov [rsp + 8], rsi\n  mov [rsp + 16], rdx\n"
+        "  mov [rsp + 24], rcx\n  mov [rsp + 32], r8\n  mov [rsp + 40], r9\n"
+        "  mov [rsp + 48], rax\n  mov [rsp + 56], r10\n"
+        "  movaps [rsp + 80], xmm0\n  movaps [rsp + 96], xmm1\n  movaps [rsp + 112], xmm2\n"
+        "  movaps [rsp + 128], xmm3\n  movaps [rsp + 144], xmm4\n  movaps [rsp + 160], xmm5\n"
+        "  movaps [rsp + 176], xmm6\n  movaps [rsp + 192], xmm7\n"
+        "  mov rdi, [rbp + 8]\n  lea rsi, [rbp + 16]\n  call floor_enter\n"
+        "  mov rdi, [rsp]\n  mov rsi, [rsp + 8]\n  mov rdx, [rsp + 16]\n"
+        "  mov rcx, [rsp + 24]\n  mov r8, [rsp + 32]\n  mov r9, [rsp + 40]\n"
+        "  mov rax, [rsp + 48]\n  mov r10, [rsp + 56]\n"
+        "  movaps xmm0, [rsp + 80]\n  movaps xmm1, [rsp + 96]\n  movaps xmm2, [rsp + 112]\n"
+        "  movaps xmm3, [rsp + 128]\n  movaps xmm4, [rsp + 144]\n  movaps xmm5, [rsp + 160]\n"
+        "  movaps xmm6, [rsp + 176]\n  movaps xmm7, [rsp + 192]\n"
+        "  mov rsp, rbp\n  pop rbp\n  ret\n"
+        ".size __fentry__, . - __fentry__\n"
+        "floor_return:\n"
+        "  push rbp\n  mov rbp, rsp\n  and rsp, -16\n  sub rsp, 48\n"
+        "  mov [rsp], rax\n  mov [rsp + 8], rdx\n"
+        "  movaps [rsp + 16], xmm0\n  movaps [rsp + 32], xmm1\n"
+        "  call floor_exit\n  mov r11, rax\n"
+        "  mov rax, [rsp]\n  mov rdx, [rsp + 8]\n"
+        "  movaps xmm0, [rsp + 16]\n  movaps xmm1, [rsp + 32]\n"
+        "  mov rsp, rbp\n  pop rbp\n  jmp r11\n"
+        ".att_syntax prefix\n");
+
+extern char floor_return[];
+
+TRAMPOLINE_HOOK void floor_enter(uintptr_t func, uintptr_t *slot) {
+  struct thread *t = thread();
+  unsigned i = t->top;
+  if (i >= DEPTH) return;
+  t->top = i + 1;
+  t->stack[i].func = func;
+  t->stack[i].children = 0;
+  t->stack[i].ret = *slot;
+  *slot = (uintptr_t)floor_return;
+  t->stack[i].start = __rdtsc();
+}
+
+TRAMPOLINE_HOOK uintptr_t floor_exit(void) {
+  uint64_t now = __rdtsc();
+  struct thread *t = self;
+  return end(t, --t->top, now);
+}
+#endif
