@@ -55,8 +55,8 @@
 //!   frame is kept, so nothing overruns. The register-saving trampolines (`-pg`, nop'd,
 //!   XRay) try a leaf first (`call_hook`, `try_hit_cached`): on a cache hit, with a
 //!   counting sink alone on the site, it counts in code that touches no vector register, so
-//!   that an optimised build saves xmm0-7 only for the full hook (`scripts/check-leaf.sh`
-//!   checks the compiled leaf).
+//!   that the release build saves xmm0-7 only for the full hook (`scripts/check-leaf.sh`
+//!   checks the compiled leaf; `build.rs` names that build).
 //! - **Reentrancy**: a per-thread flag; a hook that runs while this thread is inside one
 //!   (a signal handler interrupting it) is not traced, its exit ignored.
 //! - **Threads**: a thread's state is made at its first hook and freed at its exit. A
@@ -221,8 +221,9 @@ macro_rules! restore_returns {
 ///   `false`, for `hit`, which keeps no frame;
 /// - else `entry`, xmm0-7 saved.
 ///
-/// An unoptimised build's code may use any register: there, xmm0-7 are saved before
-/// `try_hit` too.
+/// Only the build that check reads (cargo's release profile, `build.rs`'s
+/// `leaf_skips_vectors`) skips them: any other saves xmm0-7 before `try_hit` too
+/// (unoptimised code may use any register).
 #[cfg(target_arch = "x86_64")]
 macro_rules! call_hook {
     ($($arg:literal),+) => {
@@ -253,9 +254,9 @@ macro_rules! call_hook {
 }
 
 /// [`call_hook`]'s vector registers around its leaf call: saved before it and restored
-/// after it in an unoptimised build; saved only after it returned `false` in an optimised
-/// one.
-#[cfg(all(target_arch = "x86_64", debug_assertions))]
+/// after it, except in the checked build (`leaf_skips_vectors`), which saves them only after
+/// it returned `false`.
+#[cfg(all(target_arch = "x86_64", not(leaf_skips_vectors)))]
 macro_rules! vectors_around_leaf {
     (save) => {
         save_vectors!()
@@ -268,7 +269,7 @@ macro_rules! vectors_around_leaf {
     };
 }
 
-#[cfg(all(target_arch = "x86_64", not(debug_assertions)))]
+#[cfg(all(target_arch = "x86_64", leaf_skips_vectors))]
 macro_rules! vectors_around_leaf {
     (save) => {
         ""

@@ -4,7 +4,7 @@
 //! and timed, the program computes what it computes alone and every call is counted.
 //!
 //! The counting trampolines of the `-pg`, nop'd and XRay kinds save the vector registers
-//! only when their first, leaf try cannot count the hit, and only in an optimised build:
+//! only when their first, leaf try cannot count the hit, and only in the release build:
 //! `.ci/run` runs this test again with `TRACESTAT_TEST_LIBRARY` set to the release library
 //! (after `scripts/check-leaf.sh` has read its instructions).
 //!
@@ -32,8 +32,9 @@ fn arguments_and_return_values_pass_through_every_hook() {
     }
     let want = expect(&[("main", 1), ("mix", 1000), ("weigh", 1000), ("fma4", 1000)]);
     for (kind, prog) in &progs {
-        // The program alone first: the check is its own, not the library's.
-        let alone = Command::new(prog).output().unwrap();
+        // The program alone first: the check is its own, not the library's (in the scratch
+        // directory, where a -pg program writes its gmon.out).
+        let alone = Command::new(prog).current_dir(&dir).output().unwrap();
         assert_eq!(alone.stdout, b"ok\n", "{kind:?} alone: {alone:?}");
         for timing in ["0", "1"] {
             let (out, table) = record(&mut Command::new(prog), timing, &[]);
