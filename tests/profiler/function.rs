@@ -124,6 +124,34 @@ fn exact_totals_under_concurrency_in_both_modes() {
     );
 }
 
+/// The profiler's rows as (name, hits), sorted.
+fn hits(profiler: &FunctionProfiler) -> Vec<(String, u64)> {
+    let mut rows: Vec<(String, u64)> = profiler
+        .rows(None)
+        .into_iter()
+        .map(|r| (r.name, r.hits))
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// The rows of `calls` calls of `outer`, each hitting `inner` twice.
+fn outer_and_inner(calls: u64) -> Vec<(String, u64)> {
+    vec![("inner".to_owned(), 2 * calls), ("outer".to_owned(), calls)]
+}
+
+/// `f`'s result while `ops` covers `inner` beside the profiler.
+fn with_ops_on_inner<R>(sites: &Sites, ops: &Arc<FtraceOps>, f: impl FnOnce() -> R) -> R {
+    let ftrace = sites.ftrace();
+    ftrace
+        .set_filter(ops, "inner", WriteMode::Truncate)
+        .unwrap();
+    ftrace.register(ops).unwrap();
+    let result = f();
+    ftrace.unregister(ops).unwrap();
+    result
+}
+
 /// `Site::hit` (a call that ends as it begins, what counting-only hooks of native
 /// functions make) counts exactly as `drop(site.enter())` in every mode: alone (the
 /// counting sink's own path where the profiler counts only), inside a timed scope (whose
@@ -146,19 +174,7 @@ fn hits_count_as_calls_that_end_at_once() {
             }
         });
     };
-    let hits = |profiler: &FunctionProfiler| {
-        let mut rows: Vec<(String, u64)> = profiler
-            .rows(None)
-            .into_iter()
-            .map(|r| (r.name, r.hits))
-            .collect();
-        rows.sort();
-        rows
-    };
-    let expected = vec![
-        ("inner".to_owned(), 2 * THREADS * CALLS),
-        ("outer".to_owned(), THREADS * CALLS),
-    ];
+    let expected = outer_and_inner(THREADS * CALLS);
     with_profiler_on(
         &[SiteKind::Static],
         &EVERY,
@@ -178,19 +194,79 @@ fn hits_count_as_calls_that_end_at_once() {
             })
             .private(AtomicU64::new(0))
             .build();
-            let ftrace = sites.ftrace();
-            ftrace
-                .set_filter(&seen, "inner", WriteMode::Truncate)
-                .unwrap();
-            ftrace.register(&seen).unwrap();
-            profiler.reset();
-            run(sites);
-            ftrace.unregister(&seen).unwrap();
+            with_ops_on_inner(sites, &seen, || {
+                profiler.reset();
+                run(sites);
+            });
             assert_eq!(hits(&profiler), expected, "with a second ops, {opts:?}");
             let callbacks = seen.private::<AtomicU64>().unwrap().load(Ordering::Relaxed);
             assert_eq!(callbacks, 2 * THREADS * CALLS, "{opts:?}");
         },
     );
+}
+
+/// `Site::try_hit`, the leaf case of `Site::hit` that native trampolines try before saving
+/// the vector registers: where the counting sink alone covers the site it counts the hit
+/// (once the thread's reader slot is cached), and anywhere else it declines with nothing
+/// done, so that "try, else `hit`" counts every call exactly once in every mode; a
+/// disabled site is done at once.
+#[cfg(all(feature = "native", target_arch = "x86_64", target_os = "linux"))]
+#[test]
+fn leaf_hits_count_once_and_decline_the_rest() {
+    const THREADS: u64 = 4;
+    const CALLS: u64 = 5_000;
+    // The leaf reads the thread's words only at their static place (a test binary's are).
+    assert!(tracestat::native::NativeSites::enable_static_tls());
+    let leaf = AtomicU64::new(0);
+    let run = |sites: &Sites| {
+        leaf.store(0, Ordering::Relaxed);
+        std::thread::scope(|s| {
+            for _ in 0..THREADS {
+                s.spawn(|| {
+                    let mut counted = 0;
+                    for _ in 0..CALLS {
+                        let _outer = sites.call(0);
+                        for _ in 0..2 {
+                            if static_site("inner").try_hit() {
+                                counted += 1;
+                            } else {
+                                static_site("inner").hit();
+                            }
+                        }
+                    }
+                    leaf.fetch_add(counted, Ordering::Relaxed);
+                });
+            }
+        });
+        leaf.load(Ordering::Relaxed)
+    };
+    let expected = outer_and_inner(THREADS * CALLS);
+    with_profiler_on(
+        &[SiteKind::Static],
+        &EVERY,
+        &["outer", "inner"],
+        |_, opts, sites, profiler| {
+            let counted = run(sites);
+            assert_eq!(hits(&profiler), expected, "alone, {opts:?}");
+            if opts.timing {
+                assert_eq!(counted, 0, "a timed site is not a leaf's, {opts:?}");
+            } else {
+                // Each thread's slot is cached by its first call (`outer`'s entry).
+                assert_eq!(counted, 2 * THREADS * CALLS, "counting alone, {opts:?}");
+            }
+            // A second ops on `inner`: the general entry's, never the leaf's.
+            let seen = FtraceOps::builder(|_, _, _, _| {}).build();
+            let counted = with_ops_on_inner(sites, &seen, || {
+                profiler.reset();
+                run(sites)
+            });
+            assert_eq!(hits(&profiler), expected, "with a second ops, {opts:?}");
+            assert_eq!(counted, 0, "with a second ops, {opts:?}");
+        },
+    );
+    // Disabled (the profiler off): done, nothing to count.
+    assert!(!static_site("inner").is_enabled());
+    assert!(static_site("inner").try_hit());
 }
 
 /// Threads that exit fold their records into one retained table: their per-thread files
