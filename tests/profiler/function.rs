@@ -1009,11 +1009,11 @@ fn nothing_counts_while_function_tracing_is_off() {
             },
         );
         let f = ftrace.find("f").unwrap();
-        let hits = |p: &FunctionProfiler| p.rows(None).iter().map(|r| r.hits).sum::<u64>();
+        let total = |p: &FunctionProfiler| p.rows(None).iter().map(|r| r.hits).sum::<u64>();
         for _ in 0..3 {
             drop(ftrace.call(f));
         }
-        assert_eq!(hits(&profiler), 3, "timing {timing}");
+        assert_eq!(total(&profiler), 3, "timing {timing}");
         // Entered while on: counted once, even if it returns while off (an accepted entry
         // always gets its return).
         let open = ftrace.call(f);
@@ -1022,10 +1022,10 @@ fn nothing_counts_while_function_tracing_is_off() {
             drop(ftrace.call(f));
         }
         drop(open);
-        assert_eq!(hits(&profiler), 4, "timing {timing}: counted while off");
+        assert_eq!(total(&profiler), 4, "timing {timing}: counted while off");
         ftrace.set_function_tracing(true).unwrap();
         drop(ftrace.call(f));
-        assert_eq!(hits(&profiler), 5, "timing {timing}");
+        assert_eq!(total(&profiler), 5, "timing {timing}");
     }
 }
 
