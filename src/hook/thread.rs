@@ -303,13 +303,8 @@ pub(crate) fn hot_static() -> Option<&'static Hot> {
 #[cfg(not(loom))]
 #[inline(always)]
 pub(crate) fn hot_ref() -> &'static Hot {
-    #[cfg(all(
-        feature = "native",
-        target_arch = "x86_64",
-        target_os = "linux",
-        not(miri)
-    ))]
-    if let Some(hot) = static_tls::hot() {
+    #[cfg(feature = "native")]
+    if let Some(hot) = hot_static() {
         return hot;
     }
     // SAFETY: `HOT` is `const`-initialised and has no destructor, so its storage is valid

@@ -397,14 +397,20 @@ fn state_ptr() -> *mut Thread {
 /// no frame to end).
 #[inline(always)]
 fn existing_thread_state() -> Option<&'static mut Thread> {
-    let p = state_ptr();
+    live(state_ptr())
+}
+
+/// The state `p`, a value of this thread's `STATE` cell, points to if it is live.
+#[inline(always)]
+fn live(p: *mut Thread) -> Option<&'static mut Thread> {
     // Null and `DEAD` (the type's alignment) are the two lowest addresses: one compare
     // tells both from a live state.
     if p as usize <= DEAD as usize {
         return None;
     }
-    // SAFETY: a live pointer of this thread's `STATE`, used by this thread only; the
-    // `busy` flag keeps a signal handler's hooks from using it while a hook does.
+    // SAFETY: a live pointer of this thread's `STATE` (the caller read it there), used by
+    // this thread only; the `busy` flag keeps a signal handler's hooks from using it while
+    // a hook does.
     Some(unsafe { &mut *p })
 }
 
@@ -451,19 +457,48 @@ fn site_of(
     func: usize,
     lookup: fn(usize) -> Option<&'static Site>,
 ) -> Option<&'static Site> {
+    // A `match`, as in `thread_state`: the miss stays out of the hit's way.
+    match cached_site(t, func) {
+        Some(site) => Some(site),
+        None => fill_cache(t, func, lookup),
+    }
+}
+
+/// The site the thread's cache holds for `key`: `None` on a miss or a cache older than
+/// the native sites' last retirement ([`GENERATION`]).
+#[inline(always)]
+fn cached_site(t: &Thread, key: usize) -> Option<&'static Site> {
+    if t.generation != GENERATION.load(Ordering::Relaxed) {
+        return None;
+    }
+    let (cached, site) = t.cache[cache_index(key)];
+    if cached != key {
+        return None;
+    }
+    // SAFETY: a slot holding a key holds that key's site, stored with it by `fill_cache`
+    // from `Ftrace::global().site`: a `&'static Site` (the global instance's records are
+    // never freed), so not null either, which the assertion tells the compiler (the
+    // `Option` then needs no test of its own).
+    unsafe {
+        core::hint::assert_unchecked(!site.is_null());
+        Some(&*site)
+    }
+}
+
+/// [`site_of`] on a miss: the cache dropped if stale, `key`'s site looked up and cached.
+#[inline(always)]
+fn fill_cache(
+    t: &mut Thread,
+    key: usize,
+    lookup: fn(usize) -> Option<&'static Site>,
+) -> Option<&'static Site> {
     let generation = GENERATION.load(Ordering::Relaxed);
     if t.generation != generation {
         t.cache.fill((0, core::ptr::null()));
         t.generation = generation;
     }
-    let slot = &mut t.cache[cache_index(func)];
-    if slot.0 == func {
-        // SAFETY: cached from `Ftrace::global().site`, a `&'static Site` (the global
-        // instance's records are never freed).
-        return Some(unsafe { &*slot.1 });
-    }
-    let site = lookup(func)?;
-    *slot = (func, site);
+    let site = lookup(key)?;
+    t.cache[cache_index(key)] = (key, site);
     Some(site)
 }
 
@@ -524,26 +559,15 @@ fn try_hit_cached(key: usize) -> bool {
         return true;
     }
     // Not `existing_thread_state`: without the static offset, it calls `__tls_get_addr`.
-    let Some(p) = fast_tls::state() else {
+    let Some(t) = fast_tls::state().and_then(live) else {
         return false;
     };
-    if p as usize <= DEAD as usize {
-        return false;
-    }
-    // SAFETY: as in `existing_thread_state`: a live pointer of this thread's `STATE`.
-    let t = unsafe { &mut *p };
     if t.busy {
         return true;
     }
-    if t.generation != GENERATION.load(Ordering::Relaxed) {
+    let Some(site) = cached_site(t, key) else {
         return false;
-    }
-    let slot = t.cache[cache_index(key)];
-    if slot.0 != key {
-        return false;
-    }
-    // SAFETY: as in `site_of`: cached from `Ftrace::global().site`, a `&'static Site`.
-    let site = unsafe { &*slot.1 };
+    };
     t.busy = true;
     let done = site.try_hit();
     t.busy = false;
