@@ -4,7 +4,8 @@
 //! (`.dynsym`, all a stripped shared object keeps). A function is a defined `STT_FUNC`
 //! symbol; of the names sharing one address (`malloc` and `__libc_malloc`) the one with the
 //! fewest leading underscores, then the shortest, then the first in byte order, is kept, so
-//! the choice does not depend on the table's order. Names are demangled: Rust (legacy and
+//! the choice does not depend on the table's order, with the largest size any of them
+//! gives. Names are demangled: Rust (legacy and
 //! v0) without the hash, C++ with `cpp_demangle`; anything else is kept as written.
 
 use object::{Object, ObjectSymbol, SymbolKind};
@@ -14,6 +15,9 @@ use object::{Object, ObjectSymbol, SymbolKind};
 pub struct Function {
     /// `st_value`: the address before relocation by the object's load bias.
     pub addr: u64,
+    /// `st_size`: the bytes of code from `addr` that are the function's (0 where the table
+    /// does not say: hand-written assembly, some aliases).
+    pub size: u64,
     /// The demangled name.
     pub name: String,
 }
@@ -21,7 +25,7 @@ pub struct Function {
 /// The functions of the ELF image `data`, sorted by address, one per address.
 pub fn functions(data: &[u8]) -> Result<Vec<Function>, object::Error> {
     let file = object::File::parse(data)?;
-    let symtab: Vec<(u64, &str)> = text_symbols(file.symbols());
+    let symtab: Vec<(u64, u64, &str)> = text_symbols(file.symbols());
     let mut raw = if symtab.is_empty() {
         text_symbols(file.dynamic_symbols())
     } else {
@@ -33,23 +37,32 @@ pub fn functions(data: &[u8]) -> Result<Vec<Function>, object::Error> {
     };
     // By address alone, then the best name of each address: the ranks are computed only
     // where names share an address (glibc's aliases), not at every comparison.
-    raw.sort_unstable_by_key(|&(addr, _)| addr);
+    raw.sort_unstable_by_key(|&(addr, _, _)| addr);
     Ok(raw
         .chunk_by(|a, b| a.0 == b.0)
-        .filter_map(|aliases| aliases.iter().min_by_key(|(_, name)| (rank(name), *name)))
-        .map(|&(addr, name)| Function {
-            addr,
-            name: demangle(name),
+        .filter_map(|aliases| {
+            let &(addr, _, name) = aliases
+                .iter()
+                .min_by_key(|(_, _, name)| (rank(name), *name))?;
+            let size = aliases.iter().map(|a| a.1).max()?;
+            Some(Function {
+                addr,
+                size,
+                name: demangle(name),
+            })
         })
         .collect())
 }
 
-/// The defined functions of a symbol table: (value, raw name).
+/// The defined functions of a symbol table: (value, size, raw name).
 fn text_symbols<'data, S: ObjectSymbol<'data>>(
     syms: impl Iterator<Item = S>,
-) -> Vec<(u64, &'data str)> {
+) -> Vec<(u64, u64, &'data str)> {
     syms.filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0)
-        .filter_map(|s| Some((s.address(), s.name().ok().filter(|n| !n.is_empty())?)))
+        .filter_map(|s| {
+            let name = s.name().ok().filter(|n| !n.is_empty())?;
+            Some((s.address(), s.size(), name))
+        })
         .collect()
 }
 
@@ -101,6 +114,12 @@ mod tests {
             .find(|f| f.name.ends_with("this_test_binary_lists_its_own_functions"))
             .expect("the test itself is a function of the binary");
         assert!(me.name.starts_with("tracestat::native::elf::tests::"));
+        // Sizes say where each function ends: none runs into the next.
+        assert!(me.size > 0, "{me:?}");
+        assert!(
+            fns.windows(2).all(|w| w[0].addr + w[0].size <= w[1].addr),
+            "overlapping functions"
+        );
     }
 
     #[test]

@@ -38,6 +38,7 @@
 //!   retired.
 //! - An object that could not be read is listed in [`skipped`](NativeSites::skipped) with
 //!   why, never dropped silently.
+//! - An object's extents are its sites' functions' code, in site order and by address.
 //! - Every packed XRay id in the map is that of a patchable function of a live object, and
 //!   leaves the map when its object is retired.
 
@@ -144,6 +145,10 @@ struct Attached {
     object: LoadedObject,
     /// Its sites' indices.
     sites: Range<usize>,
+    /// Its sites' functions' run-time code (`start..start + size`, empty where the symbol
+    /// table gives no size), by address, in site order: `extents[i]` is site
+    /// `sites.start + i`'s.
+    extents: Vec<Range<usize>>,
     /// Its nop'd sites, patched as their coverage changes.
     patches: Option<Arc<Patches>>,
 }
@@ -355,6 +360,7 @@ impl NativeSites {
                     map.objects.push(Attached {
                         object,
                         sites: 0..0,
+                        extents: Vec::new(),
                         patches: None,
                     });
                     continue;
@@ -397,6 +403,13 @@ impl NativeSites {
                 .map(|(f, _)| f)
                 .collect();
             let addrs: Vec<u64> = fns.iter().map(|f| f.addr).collect();
+            let extents = fns
+                .iter()
+                .map(|f| {
+                    let start = object.bias.wrapping_add(f.addr as usize);
+                    start..start.wrapping_add(f.size as usize)
+                })
+                .collect();
             let defs = fns
                 .into_iter()
                 .map(|f| SiteDef::new(f.name, object.name.clone()));
@@ -419,6 +432,7 @@ impl NativeSites {
             map.objects.push(Attached {
                 object,
                 sites,
+                extents,
                 patches,
             });
             added += 1;
@@ -434,6 +448,24 @@ impl NativeSites {
             .iter()
             .map(|a| (a.object.clone(), a.sites.clone()))
             .collect()
+    }
+
+    /// The site index of the function whose code (by its symbol's size) holds `addr`, if
+    /// a known function's does: how a hook called from inside a function, past a prologue
+    /// of any length (rustc's `mcount` call), finds it.
+    pub fn site_containing(&self, addr: usize) -> Option<usize> {
+        let map = self.map.read();
+        let attached = map.objects.iter().find(|a| a.object.contains(addr))?;
+        // Compiled functions do not overlap, so the last one starting at or before `addr` is
+        // the one that can hold it. (Hand-written code whose symbols overlap may answer
+        // `None` here: the caller's other means apply.)
+        let i = attached
+            .extents
+            .partition_point(|e| e.start <= addr)
+            .checked_sub(1)?;
+        attached.extents[i]
+            .contains(&addr)
+            .then_some(attached.sites.start + i)
     }
 
     /// The site index of the function whose patched nop'd site is at `site_addr` (the
@@ -596,6 +628,11 @@ mod tests {
         );
         assert_eq!(ftrace.site(i).unwrap().module(), objects[0].0.name);
         assert_eq!(native.site_for_call(addr).unwrap(), Some(i));
+        // Its code, by its symbol's size, holds addresses past its entry; no function's
+        // holds one in no object.
+        assert_eq!(native.site_containing(addr), Some(i));
+        assert_eq!(native.site_containing(addr + 1), Some(i));
+        assert_eq!(native.site_containing(8), None);
         // `:mod:` selects a shared object's functions, and only those.
         let ops = FtraceOps::builder(|_, _, _, _| {}).build();
         ftrace

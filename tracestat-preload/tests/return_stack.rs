@@ -15,7 +15,7 @@ use std::process::Command;
 
 use common::{
     Kind, build, data, exceptions_program_counts, expect, hits, nightly_program_counts, record,
-    scratch, times,
+    rustc_nightly, scratch, times,
 };
 
 fn cases(dir: &Path, kind: Kind) -> PathBuf {
@@ -279,23 +279,12 @@ fn timed_calls_nest() {
 #[test]
 #[ignore = "needs nightly rustc"]
 fn rust_program_built_with_instrument_mcount() {
-    let nightly = Command::new("rustc")
-        .args(["+nightly", "--version"])
-        .output();
-    if !nightly.is_ok_and(|o| o.status.success()) {
-        eprintln!("!!!!!!!! SKIPPED: no nightly rustc (rustup toolchain install nightly) !!!!!!!!");
-        return;
-    }
     let dir = scratch("nightly");
-    let prog = dir.join("nightly");
-    let status = Command::new("rustc")
-        .args(["+nightly", "-O", "-Z", "instrument-mcount", "-o"])
-        .arg(&prog)
-        .arg(data("nightly.rs"))
-        .status()
-        .unwrap();
-    assert!(status.success(), "rustc failed");
-    nightly_program_counts(&prog);
+    let flags = ["-Z", "instrument-mcount"];
+    if let Some(prog) = rustc_nightly(Path::new(&data("nightly.rs")), &dir.join("nightly"), &flags)
+    {
+        nightly_program_counts(&prog);
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -6,7 +6,9 @@
 //! `bzip2-sys` package's sources) compressing and decompressing its own sources; with four
 //! threads, its counts summed over threads by both, a program of known counts
 //! (`data/threads.c`) and bzip2's library (`data/bz_threads.c`); and Lua built with XRay
-//! sleds (clang), against uftrace on clang's `-pg` build.
+//! sleds (clang), against uftrace on clang's `-pg` build; and a Rust program built with
+//! nightly rustc's `-Z instrument-mcount` (`data/words.rs`, four threads), uftrace's
+//! mangled names demangled as the library names its sites.
 //!
 //! Ignored by default: they need gcc and uftrace (`.ci/run` installs both and runs them with
 //! `--ignored`).
@@ -17,7 +19,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{Kind, build, hits, record, scratch};
+use common::{Kind, build, hits, record, rustc_nightly, scratch};
 
 /// A package's source directory, from `cargo metadata`.
 fn package_dir(name: &str) -> PathBuf {
@@ -300,6 +302,54 @@ fn bzip2_in_four_threads_hits_equal_uftrace_calls_summed() {
             assert_eq!(stdout.lines().count(), 4, "{stdout}");
             assert!(stdout.lines().all(|l| l.ends_with(" 1")), "{stdout}");
         }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A Rust program (`data/words.rs`: hash map, sort, B-tree, trait objects, four threads)
+/// built with nightly rustc's `-Z instrument-mcount`: every function's Hit equals
+/// uftrace's Calls summed over the threads, counted and timed. rustc calls `mcount` after
+/// the whole prologue (callee-saved pushes and the frame's reservation: 43 bytes in
+/// hashbrown's `rustc_entry`), so each function must be found by the code that holds the
+/// call, not by a distance from its entry. uftrace reports the names mangled (v0): they are
+/// demangled here as `rustc-demangle`'s alternate form, without hashes, and full names are
+/// read from the JSON profile (the table cuts them at 30 characters).
+#[test]
+#[ignore = "needs nightly rustc and uftrace"]
+fn rust_program_hits_equal_uftrace_calls() {
+    let dir = scratch("words");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/words.rs");
+    let flags = ["-Z", "instrument-mcount"];
+    let Some(prog) = rustc_nightly(&src, &dir.join("words"), &flags) else {
+        return;
+    };
+    let mut theirs: BTreeMap<String, u64> = BTreeMap::new();
+    for (name, n) in uftrace_calls(&dir, &[&prog], Kind::Mcount) {
+        let name = match rustc_demangle::try_demangle(&name) {
+            Ok(d) => format!("{d:#}"),
+            Err(_) => name,
+        };
+        *theirs.entry(name).or_default() += n;
+    }
+    assert!(
+        theirs.len() > 30 && theirs.get("words::count") == Some(&4),
+        "{theirs:?}"
+    );
+    for timing in ["0", "1"] {
+        let (out, json) = record(
+            &mut Command::new(&prog),
+            timing,
+            &[("TRACESTAT_FORMAT", "json")],
+        );
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(out.stdout, b"[258075, 516150, 918675, 1224900]\n");
+        let profile: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let mut ours: BTreeMap<String, u64> = BTreeMap::new();
+        for f in profile["functions"].as_array().unwrap() {
+            let name = f["name"].as_str().unwrap().to_owned();
+            *ours.entry(name).or_default() += f["hits"].as_u64().unwrap();
+        }
+        assert_eq!(ours, theirs, "timing {timing}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

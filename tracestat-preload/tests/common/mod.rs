@@ -54,6 +54,28 @@ pub fn have_clang() -> bool {
     ok
 }
 
+/// `src` built with nightly rustc (`-O` and `flags`) at `out`; `None`, saying loudly that
+/// the test skipped, without a nightly rustc.
+pub fn rustc_nightly(src: &Path, out: &Path, flags: &[&str]) -> Option<PathBuf> {
+    let nightly = Command::new("rustc")
+        .args(["+nightly", "--version"])
+        .output();
+    if !nightly.is_ok_and(|o| o.status.success()) {
+        eprintln!("!!!!!!!! SKIPPED: no nightly rustc (rustup toolchain install nightly) !!!!!!!!");
+        return None;
+    }
+    let status = Command::new("rustc")
+        .args(["+nightly", "-O"])
+        .args(flags)
+        .arg("-o")
+        .arg(out)
+        .arg(src)
+        .status()
+        .unwrap();
+    assert!(status.success(), "rustc {flags:?} {src:?} failed");
+    Some(out.to_owned())
+}
+
 /// A name → hits map from pairs.
 pub fn expect(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
     pairs.iter().map(|(n, h)| ((*n).to_owned(), *h)).collect()
