@@ -2,11 +2,16 @@
 //!
 //! The static symbol table (`.symtab`) when the object has one, else the dynamic one
 //! (`.dynsym`, all a stripped shared object keeps). A function is a defined `STT_FUNC`
-//! symbol; of the names sharing one address (`malloc` and `__libc_malloc`) the one with the
-//! fewest leading underscores, then the shortest, then the first in byte order, is kept, so
-//! the choice does not depend on the table's order, with the largest size any of them
-//! gives. Names are demangled: Rust (legacy and
-//! v0) without the hash, C++ with `cpp_demangle`; anything else is kept as written.
+//! symbol; of the names sharing one address (`malloc` and `__libc_malloc`; C++ functions
+//! gcc's identical-code folding made one) the first in the table's order that does not
+//! start with an underscore (a C++ name counts as its demangled self) is kept, else the
+//! first: uftrace's choice, so that both name a function alike. Its size is the largest any
+//! of them
+//! gives. Names are demangled: Rust (legacy and v0) without the hash; C++ as the C++
+//! runtime's own demangler writes them (`__cxa_demangle`: what `c++filt` and `uftrace
+//! --demangle=full` print) where the process has one, else with `cpp_demangle`, whose output
+//! differs on templates (`(unsigned long)0` for `0ul`, empty packs as `<int, >`); anything
+//! else is kept as written.
 
 use object::{Object, ObjectSymbol, SymbolKind};
 
@@ -31,27 +36,32 @@ pub fn functions(data: &[u8]) -> Result<Vec<Function>, object::Error> {
     } else {
         symtab
     };
-    let rank = |name: &str| {
-        let underscores = name.bytes().take_while(|&b| b == b'_').count();
-        (underscores, name.len())
-    };
-    // By address alone, then the best name of each address: the ranks are computed only
-    // where names share an address (glibc's aliases), not at every comparison.
-    raw.sort_unstable_by_key(|&(addr, _, _)| addr);
+    // By address alone, in a stable sort: names sharing an address stay in table order.
+    raw.sort_by_key(|&(addr, _, _)| addr);
+    let cxa = CxaDemangle::find();
     Ok(raw
         .chunk_by(|a, b| a.0 == b.0)
         .filter_map(|aliases| {
-            let &(addr, _, name) = aliases
-                .iter()
-                .min_by_key(|(_, _, name)| (rank(name), *name))?;
+            let &(addr, _, name) = kept_alias(aliases)?;
             let size = aliases.iter().map(|a| a.1).max()?;
             Some(Function {
                 addr,
                 size,
-                name: demangle(name),
+                name: demangle(name, cxa),
             })
         })
         .collect())
+}
+
+/// Of symbols sharing an address, in table order, the one whose name is kept: the first
+/// that reads without a leading underscore once demangled (`malloc` before
+/// `__libc_malloc`), else the first.
+fn kept_alias<'t, 'a>(aliases: &'t [(u64, u64, &'a str)]) -> Option<&'t (u64, u64, &'a str)> {
+    let plain = |name: &str| !name.starts_with('_') || name.starts_with("_Z");
+    aliases
+        .iter()
+        .find(|(_, _, name)| plain(name))
+        .or(aliases.first())
 }
 
 /// The defined functions of a symbol table: (value, size, raw name).
@@ -67,8 +77,8 @@ fn text_symbols<'data, S: ObjectSymbol<'data>>(
 }
 
 /// `name` demangled: Rust legacy (`_ZN…17h<hash>E`) and v0 (`_R…`) without the hash, C++
-/// (`_Z…`), anything else as it is.
-pub(crate) fn demangle(name: &str) -> String {
+/// (`_Z…`) with `cxa` where given, else `cpp_demangle`; anything else as it is.
+pub(crate) fn demangle(name: &str, cxa: Option<CxaDemangle>) -> String {
     // Only names with one of rustc-demangle's prefixes (legacy `_ZN`, v0 `_R`, each also
     // without and with a second underscore) are tried: a C name skips its search for an
     // `.llvm.` suffix, which made most of a large object's start-up demangling.
@@ -78,13 +88,79 @@ pub(crate) fn demangle(name: &str) -> String {
     if rusty && let Ok(d) = rustc_demangle::try_demangle(name) {
         return format!("{d:#}");
     }
-    if name.starts_with("_Z")
-        && let Ok(sym) = cpp_demangle::Symbol::new(name)
+    if !name.starts_with("_Z") {
+        return name.to_owned();
+    }
+    if let Some(d) = cxa.and_then(|cxa| cxa.demangle(name)) {
+        return d;
+    }
+    if let Ok(sym) = cpp_demangle::Symbol::new(name)
         && let Ok(d) = sym.demangle(&cpp_demangle::DemangleOptions::default())
     {
         return d;
     }
     name.to_owned()
+}
+
+/// The C++ runtime's demangler, `__cxa_demangle` (libstdc++'s, or libc++abi's), as the
+/// process has it in its global scope: a C++ program always does; a C or Rust program only
+/// once it loads C++ code, so each object's read looks again.
+#[derive(Clone, Copy)]
+pub(crate) struct CxaDemangle(CxaDemangleFn);
+
+/// `__cxa_demangle`'s signature: `char *(const char *mangled, char *buf, size_t *len,
+/// int *status)`.
+type CxaDemangleFn = unsafe extern "C" fn(
+    *const libc::c_char,
+    *mut libc::c_char,
+    *mut libc::size_t,
+    *mut libc::c_int,
+) -> *mut libc::c_char;
+
+impl CxaDemangle {
+    /// The process's `__cxa_demangle`, if it has one.
+    pub(crate) fn find() -> Option<Self> {
+        // SAFETY: `dlsym` with `RTLD_DEFAULT` and a NUL-terminated name only reads the
+        // loaded objects' symbol tables.
+        let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__cxa_demangle".as_ptr()) };
+        if f.is_null() {
+            return None;
+        }
+        // SAFETY: `__cxa_demangle` is the Itanium C++ ABI's function of this signature
+        // (`char *(const char *mangled, char *buf, size_t *len, int *status)`), and a
+        // non-null symbol of that name in the global scope is that function.
+        Some(Self(unsafe {
+            std::mem::transmute::<*mut libc::c_void, CxaDemangleFn>(f)
+        }))
+    }
+
+    /// `name` demangled, or `None` where the runtime refuses it (status not 0).
+    fn demangle(self, name: &str) -> Option<String> {
+        let name = std::ffi::CString::new(name).ok()?;
+        let mut status: libc::c_int = -1;
+        // SAFETY: a NUL-terminated name; a null buffer (and length) asks the function to
+        // allocate the result with `malloc`, which it returns (or null, with a status).
+        let out = unsafe {
+            (self.0)(
+                name.as_ptr(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                &mut status,
+            )
+        };
+        if out.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null result is a NUL-terminated string of `malloc`'s, ours to free;
+        // it is copied before it is freed, once.
+        let text = unsafe { std::ffi::CStr::from_ptr(out) }
+            .to_str()
+            .ok()
+            .map(str::to_owned);
+        // SAFETY: as above.
+        unsafe { libc::free(out.cast()) };
+        text.filter(|_| status == 0)
+    }
 }
 
 #[cfg(test)]
@@ -93,15 +169,16 @@ mod tests {
 
     #[test]
     fn demangles_rust_and_cpp() {
+        let d = |name| demangle(name, None);
         assert_eq!(
-            demangle("_ZN4core3fmt5write17h0123456789abcdefE"),
+            d("_ZN4core3fmt5write17h0123456789abcdefE"),
             "core::fmt::write"
         );
-        assert_eq!(demangle("_RNvCs1234_7mycrate3foo"), "mycrate::foo");
-        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar()");
-        assert_eq!(demangle("_Z1fi"), "f(int)");
-        assert_eq!(demangle("main"), "main");
-        assert_eq!(demangle("_Znot_valid"), "_Znot_valid");
+        assert_eq!(d("_RNvCs1234_7mycrate3foo"), "mycrate::foo");
+        assert_eq!(d("_ZN3foo3barEv"), "foo::bar()");
+        assert_eq!(d("_Z1fi"), "f(int)");
+        assert_eq!(d("main"), "main");
+        assert_eq!(d("_Znot_valid"), "_Znot_valid");
     }
 
     #[test]
@@ -141,6 +218,19 @@ mod tests {
             let alias = format!("__libc_{name}");
             assert!(!fns.iter().any(|f| f.name == alias), "{alias} dropped");
         }
+    }
+
+    #[test]
+    fn of_aliases_the_first_plain_name_in_table_order_is_kept() {
+        let pick = |names: &[&'static str]| {
+            let raw: Vec<(u64, u64, &str)> = names.iter().map(|n| (0x10, 8, *n)).collect();
+            kept_alias(&raw).map(|r| r.2)
+        };
+        assert_eq!(pick(&["__libc_malloc", "malloc"]), Some("malloc"));
+        assert_eq!(pick(&["__a", "__b"]), Some("__a"));
+        // Folded C++ functions: the table's first, as uftrace keeps.
+        assert_eq!(pick(&["_ZN1BC2Ev", "_ZN1AC1Ev"]), Some("_ZN1BC2Ev"));
+        assert_eq!(pick(&["__x", "_ZN1AC1Ev", "y"]), Some("_ZN1AC1Ev"));
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! (`data/threads.c`) and bzip2's library (`data/bz_threads.c`); and Lua built with XRay
 //! sleds (clang), against uftrace on clang's `-pg` build; and a Rust program built with
 //! nightly rustc's `-Z instrument-mcount` (`data/words.rs`, four threads), uftrace's
-//! mangled names demangled as the library names its sites.
+//! mangled names demangled as the library names its sites; and a C++ program in the
+//! standard library's templates (`data/shapes.cpp`), names as the C++ runtime demangles them.
 //!
 //! Ignored by default: they need gcc and uftrace (`.ci/run` installs both and runs them with
 //! `--ignored`).
@@ -19,7 +20,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{Kind, build, hits, record, rustc_nightly, scratch};
+use common::{Kind, build, hits, json_hits, record, rustc_nightly, scratch};
 
 /// A package's source directory, from `cargo metadata`.
 fn package_dir(name: &str) -> PathBuf {
@@ -43,8 +44,8 @@ fn package_dir(name: &str) -> PathBuf {
 }
 
 /// uftrace's Calls per function (`uftrace record --no-libcall`, `-P .` to patch a nop'd
-/// build's every entry, `uftrace report`), the kernel's pseudo functions (`linux:schedule`)
-/// left out.
+/// build's every entry, `uftrace report`, C++ names demangled whole), the kernel's pseudo
+/// functions (`linux:schedule`) left out.
 fn uftrace_calls(dir: &Path, cmd: &[&Path], kind: Kind) -> BTreeMap<String, u64> {
     let data = dir.join("uftrace.data");
     // In `dir`: a `-pg` program writes gmon.out there under uftrace.
@@ -64,17 +65,25 @@ fn uftrace_calls(dir: &Path, cmd: &[&Path], kind: Kind) -> BTreeMap<String, u64>
         .expect("uftrace is installed");
     assert!(status.success(), "uftrace record failed");
     let out = Command::new("uftrace")
-        .args(["report", "--no-pager", "-f", "call", "-d"])
+        .args([
+            "report",
+            "--no-pager",
+            "--demangle=full",
+            "-f",
+            "call",
+            "-d",
+        ])
         .arg(&data)
         .output()
         .unwrap();
     assert!(out.status.success(), "uftrace report failed");
     let mut calls = BTreeMap::new();
     for line in String::from_utf8(out.stdout).unwrap().lines().skip(2) {
-        let mut cols = line.split_whitespace();
-        let (Some(n), Some(name)) = (cols.next(), cols.next()) else {
+        // The count, then the name to the line's end (C++ names have spaces).
+        let Some((n, name)) = line.trim().split_once(char::is_whitespace) else {
             continue;
         };
+        let name = name.trim_start();
         if !name.starts_with("linux:") {
             *calls.entry(name.to_owned()).or_default() += n.parse::<u64>().unwrap();
         }
@@ -343,13 +352,50 @@ fn rust_program_hits_equal_uftrace_calls() {
         );
         assert!(out.status.success(), "{out:?}");
         assert_eq!(out.stdout, b"[258075, 516150, 918675, 1224900]\n");
-        let profile: serde_json::Value = serde_json::from_str(&json).unwrap();
-        let mut ours: BTreeMap<String, u64> = BTreeMap::new();
-        for f in profile["functions"].as_array().unwrap() {
-            let name = f["name"].as_str().unwrap().to_owned();
-            *ours.entry(name).or_default() += f["hits"].as_u64().unwrap();
+        assert_eq!(json_hits(&json), theirs, "timing {timing}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A C++ program in the standard library's templates (`data/shapes.cpp`), built with g++'s
+/// `-finstrument-functions`, `-pg`, `-pg -mfentry` and nop'd entries: every function's Hit
+/// equals uftrace's Calls under the name uftrace gives it (`--demangle=full`: the C++
+/// runtime's demangler, as the library's; of functions gcc folded into one, the same alias),
+/// counted and timed. The references: uftrace on the same build for `-finstrument-functions`
+/// and `-pg`; on the `-pg` build for the other two (the same functions left after inlining),
+/// since uftrace 0.13 misattributes this program's `-pg -mfentry` calls to neighbouring
+/// functions (`main.cold` for `main`).
+#[test]
+#[ignore = "needs g++ and uftrace"]
+fn cpp_program_hits_equal_uftrace_calls() {
+    let dir = scratch("shapes");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/shapes.cpp");
+    let src = src.display().to_string();
+    let mut pg = BTreeMap::new();
+    for kind in [Kind::Cyg, Kind::Mcount, Kind::Fentry, Kind::Nop] {
+        let prog = build("g++", &dir, "shapes", kind, &[&src]);
+        let theirs = match kind {
+            Kind::Cyg | Kind::Mcount => uftrace_calls(&dir, &[&prog], kind),
+            _ => pg.clone(),
+        };
+        if kind == Kind::Mcount {
+            pg = theirs.clone();
         }
-        assert_eq!(ours, theirs, "timing {timing}");
+        assert!(
+            theirs.contains_key("void std::_Construct<int>(int*)") || kind != Kind::Cyg,
+            "{kind:?}: {theirs:?}"
+        );
+        assert!(theirs.len() > 15, "{kind:?}: {theirs:?}");
+        for timing in ["0", "1"] {
+            let (out, json) = record(
+                &mut Command::new(&prog),
+                timing,
+                &[("TRACESTAT_FORMAT", "json")],
+            );
+            assert!(out.status.success(), "{kind:?}: {out:?}");
+            assert_eq!(out.stdout, b"569658.5 569643 545\n");
+            assert_eq!(json_hits(&json), theirs, "{kind:?} timing {timing}");
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

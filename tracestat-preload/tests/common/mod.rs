@@ -192,6 +192,18 @@ pub fn hits(table: &str) -> BTreeMap<String, u64> {
     rows
 }
 
+/// A JSON profile's (`TRACESTAT_FORMAT=json`) functions as name → hits, with names whole
+/// (the table cuts them at 30 characters); names seen twice summed.
+pub fn json_hits(json: &str) -> BTreeMap<String, u64> {
+    let profile: serde_json::Value = serde_json::from_str(json).expect("a JSON profile");
+    let mut rows = BTreeMap::new();
+    for f in profile["functions"].as_array().expect("its functions") {
+        let name = f["name"].as_str().unwrap().to_owned();
+        *rows.entry(name).or_default() += f["hits"].as_u64().unwrap();
+    }
+    rows
+}
+
 /// `trace_stat/functions` rows as name → total time in microseconds (the Time column).
 pub fn times(table: &str) -> BTreeMap<String, f64> {
     let mut rows = BTreeMap::new();
