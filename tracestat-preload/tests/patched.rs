@@ -1,5 +1,5 @@
 //! Programs built with nop'd entries (gcc `-pg -mfentry -mnop-mcount -mrecord-mcount`, and
-//! `-fpatchable-function-entry=5`) run under the preload library: the covered sites are
+//! `-fpatchable-function-entry=5`, `=7,2`, `=8,3`) run under the preload library: the covered sites are
 //! patched into calls before `main`, every call of a covered function is a Hit, and a
 //! timed call's return comes back through the trampoline (graph time nests). A nop'd shared
 //! object loaded with `dlopen` mid-run is patched at its load.
@@ -38,7 +38,9 @@ fn nop_entries_are_patched_and_every_call_counted() {
     let dir = scratch("patched");
     let src = dir.join("prog.c");
     std::fs::write(&src, SOURCE).unwrap();
-    let kinds: [(&str, &[&str]); 2] = [
+    // With `N,M` the table lists the `M` nops before each function; the site is the
+    // function's start (after an `endbr64` under `-fcf-protection`).
+    let kinds: [(&str, &[&str]); 5] = [
         (
             "mcount",
             &[
@@ -51,6 +53,15 @@ fn nop_entries_are_patched_and_every_call_counted() {
             ],
         ),
         ("patchable", &["-fpatchable-function-entry=5"]),
+        ("patchable-7-2", &["-fpatchable-function-entry=7,2"]),
+        (
+            "patchable-7-2-cet",
+            &["-fpatchable-function-entry=7,2", "-fcf-protection"],
+        ),
+        (
+            "patchable-8-3-pie",
+            &["-fpatchable-function-entry=8,3", "-fPIC", "-pie"],
+        ),
     ];
     for (name, flags) in kinds {
         let prog = dir.join(name);
@@ -100,6 +111,40 @@ fn nop_entries_are_patched_and_every_call_counted() {
         );
         assert_eq!(out.status.code(), Some(125), "{name}");
         assert!(String::from_utf8_lossy(&out.stderr).contains("nothing_here"));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `-fpatchable-function-entry=N,M` with fewer than 5 nops after the entry (`5,2`; `5,5`
+/// puts all before it): no call fits, so no site is patched, each one named with its bytes,
+/// and the program runs as it does alone.
+#[test]
+#[ignore = "needs gcc"]
+fn too_few_nops_after_an_entry_are_left_as_they_are() {
+    let dir = scratch("patched-short");
+    let src = dir.join("prog.c");
+    std::fs::write(&src, SOURCE).unwrap();
+    for flag in [
+        "-fpatchable-function-entry=5,2",
+        "-fpatchable-function-entry=5,5",
+    ] {
+        let prog = dir.join("prog");
+        let status = Command::new("gcc")
+            .args(["-O2", flag, "-o"])
+            .arg(&prog)
+            .arg(&src)
+            .status()
+            .expect("gcc runs");
+        assert!(status.success(), "gcc {flag}");
+        let (out, profile) = record(&mut Command::new(&prog), "1", &[]);
+        assert!(out.status.success(), "{flag}: {out:?}");
+        assert_eq!(out.stdout, b"6765 3497500 21891\n", "{flag}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("not patched") && stderr.contains("not a 5-byte nop"),
+            "{flag}: {stderr}"
+        );
+        assert!(hits(&profile).is_empty(), "{flag}: {profile}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -6,8 +6,9 @@
 //! **Finding the sites.** A program built for dynamic tracing lists its call sites in a
 //! table: `__mcount_loc` (gcc `-pg -mfentry -mnop-mcount -mrecord-mcount`, non-PIC code: the
 //! kernel's own recipe) or `__patchable_function_entries` (gcc or clang
-//! `-fpatchable-function-entry=5[,0]`, PIC or not). Each entry is the address of 5 bytes of
-//! nop at a function's entry. [`NopEntry::read`] reads them with the `object` crate: the
+//! `-fpatchable-function-entry=N[,M]`, PIC or not, `N - M >= 5`). Each entry is the address
+//! of 5 bytes of nop at a function's entry (or of the `M` nops before it, when the site is
+//! the function's start: see `assign`). [`NopEntry::read`] reads them with the `object` crate: the
 //! section headers from the file, the entries themselves from the loaded object's memory
 //! (so that a PIE's or a shared object's entries are read as the loader relocated them), or
 //! from the file for a file that is not loaded. Each entry is the site of the function it
@@ -106,6 +107,8 @@ pub(crate) const MAX_ENTRY_OFFSET: u64 = 16;
 const NOP5: [u8; 5] = [0x0f, 0x1f, 0x44, 0x00, 0x00];
 /// Five one-byte nops (gcc's patchable entries), rewritten into [`NOP5`] at attach.
 const NOP1X5: [u8; 5] = [0x90; 5];
+/// `endbr64`, which `-fcf-protection` puts at an address-taken function's start.
+const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
 const INT3: u8 = 0xcc;
 const CALL: u8 = 0xe8;
 
@@ -149,7 +152,9 @@ impl NopEntry {
     /// The nop'd sites listed in the ELF image `data`, each with its function: `(position in
     /// functions, entry)`, sorted by address, one per function (its first entry), the entries
     /// at most 16 bytes past a function's start (an `endbr64`, 4 bytes, comes first under
-    /// `-fcf-protection`); an entry outside every function is left out. `functions` are the
+    /// `-fcf-protection`); an entry in the 16 bytes before a function, outside the one before
+    /// it (`-fpatchable-function-entry=N,M`'s `M` nops), is at that function's start; any
+    /// other entry is left out. `functions` are the
     /// image's, sorted by address, as [`functions`](super::functions) gives them. With
     /// `loaded` (the object as loaded in this process, which `data` must be the file of) the
     /// entries are read from its memory, relocated; without, from the file (right for a
@@ -331,20 +336,44 @@ fn read_words(
 /// Each entry's function: `(position in functions, entry)` for the entries at most
 /// [`MAX_ENTRY_OFFSET`] bytes past a function's start (`functions` sorted by address, as
 /// [`functions`](super::functions) gives them), one entry per function (its first).
+///
+/// An entry outside the code of the function before it (by its symbol's size), at most
+/// [`MAX_ENTRY_OFFSET`] bytes before the next one's start, is that function's prefix:
+/// `-fpatchable-function-entry=N,M` puts `M` of its `N` nops before the function and lists
+/// the first. A call there never runs them: the site is the function's start instead
+/// ([`Patches::new`] steps over an `endbr64` there), whose nops must be 5 or more
+/// (`N - M >= 5`), else the site is left out with its bytes.
 fn assign(entries: &[NopEntry], functions: &[Function]) -> Vec<(usize, NopEntry)> {
     let mut out: Vec<(usize, NopEntry)> = Vec::new();
     for e in entries {
-        let pos = functions.partition_point(|f| f.addr <= e.addr());
-        let Some(p) = pos.checked_sub(1) else {
+        let next = functions.partition_point(|f| f.addr <= e.addr());
+        let before = next
+            .checked_sub(1)
+            .map(|p| &functions[p])
+            .filter(|f| e.addr() - f.addr <= MAX_ENTRY_OFFSET);
+        let after = functions
+            .get(next)
+            .filter(|f| f.addr - e.addr() <= MAX_ENTRY_OFFSET);
+        let inside = match before {
+            None => false,
+            // Its size says whether the entry is its code.
+            Some(f) if f.size > 0 => e.addr() < f.addr + f.size,
+            // No size (hand-written code such as crt's `frame_dummy`): its own entry is at
+            // its start or after an `endbr64`; further on, one just before the next
+            // function is that one's.
+            Some(f) => after.is_none() || e.addr() - f.addr <= 4,
+        };
+        let (p, e) = if inside {
+            (next - 1, *e)
+        } else if let Some(f) = after {
+            (next, e.at(f.addr))
+        } else {
             continue;
         };
-        if e.addr() - functions[p].addr > MAX_ENTRY_OFFSET {
-            continue;
-        }
         if out.last().is_some_and(|(q, _)| *q == p) {
             continue;
         }
-        out.push((p, *e));
+        out.push((p, e));
     }
     out
 }
@@ -384,7 +413,8 @@ impl fmt::Debug for Patches {
 
 impl Patches {
     /// The patchable sites of `object` (loaded in this process): `sites` are (position,
-    /// run-time address of the 5 nop bytes); calls go to `target`. Checks each site's bytes,
+    /// run-time address of the 5 nop bytes, or of an `endbr64` before them); calls go to
+    /// `target`. Checks each site's bytes,
     /// maps the stub and rewrites five one-byte nops into one five-byte nop (see the module
     /// doc). Sites holding anything else are left out and returned with why. Errors, with
     /// nothing changed: [`PatchError::Unsupported`] off x86-64 Linux,
@@ -418,7 +448,15 @@ impl Patches {
                 continue;
             }
             // SAFETY: `addr..addr + 5` is inside a loadable segment of a loaded object.
-            let found = unsafe { core::ptr::read_volatile(addr as *const [u8; 5]) };
+            let mut found = unsafe { core::ptr::read_volatile(addr as *const [u8; 5]) };
+            // A function's start found for a prefix entry (see `assign`) may open with an
+            // `endbr64` before its nops.
+            let mut addr = addr;
+            if found[..4] == ENDBR64 && object.contains(addr + 8) {
+                addr += 4;
+                // SAFETY: as above, for `addr..addr + 5` (checked just now).
+                found = unsafe { core::ptr::read_volatile(addr as *const [u8; 5]) };
+            }
             if found[..4] == NOP5[..4] || found == NOP1X5 {
                 ok.push((pos, addr, found));
             } else {
@@ -657,5 +695,51 @@ mod imp {
 
     pub(super) fn trap_counts() -> (u64, u64) {
         (0, 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(addr: u64, size: u64) -> Function {
+        Function {
+            addr,
+            size,
+            name: format!("f{addr:x}"),
+        }
+    }
+
+    /// Where each entry lands: `(position, site address)`.
+    fn sites(entries: &[u64], functions: &[Function]) -> Vec<(usize, u64)> {
+        let entries: Vec<NopEntry> = entries
+            .iter()
+            .map(|&a| NopEntry::PatchableEntry(a))
+            .collect();
+        assign(&entries, functions)
+            .into_iter()
+            .map(|(p, e)| (p, e.addr()))
+            .collect()
+    }
+
+    #[test]
+    fn entries_land_on_their_functions() {
+        // crt's `frame_dummy` (no size) at 0x1180, then functions of 8, 16 and 32 bytes.
+        let fns = [f(0x1180, 0), f(0x1192, 8), f(0x11a2, 16), f(0x11d4, 32)];
+        // At a start, or after an `endbr64`: that function's.
+        assert_eq!(sites(&[0x1180, 0x11a6], &fns), [(0, 0x1180), (2, 0x11a6)]);
+        // `M` nops before a function (`-fpatchable-function-entry=7,2`), outside the one
+        // before it, by size or because that one has none: the site is the start.
+        assert_eq!(
+            sites(&[0x1190, 0x11a0, 0x11d0], &fns),
+            [(1, 0x1192), (2, 0x11a2), (3, 0x11d4)]
+        );
+        // One function, one site: its first entry.
+        assert_eq!(sites(&[0x1192, 0x1196], &fns), [(1, 0x1192)]);
+        // Inside a sized function's code, however near the next one, it stays its own.
+        let small = [f(0x2000, 14), f(0x2010, 8)];
+        assert_eq!(sites(&[0x200c], &small), [(0, 0x200c)]);
+        // Nothing within reach: left out.
+        assert_eq!(sites(&[0x1000, 0x1300], &fns), []);
     }
 }
