@@ -10,7 +10,8 @@
 //! writes nothing. When the profiler cannot start (a `--filter` naming nothing, say), the
 //! library says why and ends the process with status 125 before its `main`. The library is
 //! found next to the `tracestat` executable (or its parent directory, for test binaries
-//! under `target/*/deps`), or where `--preload` says.
+//! under `target/*/deps`), or where `--preload` says. A statically linked program (an ELF
+//! file without a dynamic loader to name) cannot load it: refused before it runs.
 //!
 //! `--serve ADDR` (with `--allow-writes`, `--allow-remote` and `TRACESTAT_HTTP_TOKEN`, as
 //! `demo --serve` takes them) serves the running program's tracefs, `/metrics` and
@@ -98,8 +99,59 @@ fn bit(on: bool) -> &'static str {
     if on { "1" } else { "0" }
 }
 
+/// Where `program` runs from: itself if it names a directory, else the first executable
+/// file of that name on `PATH` (as `Command` finds it); `None` when there is none.
+fn resolve(program: &Path) -> Option<PathBuf> {
+    if program.components().count() > 1 {
+        return Some(program.to_owned());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|p| {
+            use std::os::unix::fs::PermissionsExt;
+            p.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// An error if `program` is an ELF executable that names no dynamic loader (`PT_INTERP`):
+/// statically linked, it never reads `LD_PRELOAD`. Anything else (a script, a file that
+/// cannot be read) is left to the run.
+fn check_dynamic(program: &Path) -> Result<(), String> {
+    use object::elf::{FileHeader64, PT_INTERP};
+    use object::read::elf::{FileHeader, ProgramHeader};
+    use std::io::Read;
+    let Some(path) = resolve(program) else {
+        return Ok(());
+    };
+    // The ELF header and the program headers: the first pages of the file.
+    let mut head = Vec::new();
+    let read = std::fs::File::open(&path).and_then(|f| f.take(1 << 16).read_to_end(&mut head));
+    if read.is_err() || !head.starts_with(b"\x7fELF") {
+        return Ok(());
+    }
+    let Ok(header) = FileHeader64::<object::Endianness>::parse(&*head) else {
+        return Ok(());
+    };
+    let Ok(endian) = header.endian() else {
+        return Ok(());
+    };
+    let Ok(phdrs) = header.program_headers(endian, &*head) else {
+        return Ok(());
+    };
+    if phdrs.iter().any(|p| p.p_type(endian) == PT_INTERP) {
+        return Ok(());
+    }
+    Err(format!(
+        "{} is statically linked: it loads no library, so the profiler cannot run in it \
+         (link it dynamically; it was not run)",
+        program.display()
+    ))
+}
+
 /// Runs `tracestat record`.
 pub fn run(args: &RecordArgs) -> Result<(), String> {
+    check_dynamic(Path::new(&args.command[0]))?;
     let lib = library(args)?;
     let lib = std::fs::canonicalize(&lib).unwrap_or(lib);
     let temp = args

@@ -1,5 +1,6 @@
 //! `tracestat record` on a C program built with `-finstrument-functions`: the table, the
-//! filters, an export, a bad filter, a program without instrumentation, a stripped one; and
+//! filters, an export, a bad filter, a program without instrumentation, a statically linked
+//! one, a stripped one; and
 //! `--serve`: the running program's tracefs over HTTP (reads, a filter written while it
 //! runs, refused writes), forked children, addresses it cannot serve.
 //!
@@ -159,6 +160,16 @@ fn bad_filters_uninstrumented_and_stripped_programs() {
     assert!(
         String::from_utf8_lossy(&out.stderr)
             .contains("is it built with -finstrument-functions, -pg or -pg -mfentry?")
+    );
+    // Statically linked (no dynamic loader to read LD_PRELOAD): refused before it runs.
+    let fixed = build(&dir, "static", &["-finstrument-functions", "-static"]);
+    let out = record(&[], &fixed);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is statically linked") && err.contains("it was not run"),
+        "{err}"
     );
     // Stripped: functions named by their offset in the executable, the same counts.
     let stripped = build(&dir, "stripped", &["-finstrument-functions", "-s"]);
