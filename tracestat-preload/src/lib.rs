@@ -72,7 +72,7 @@
 //!   constructor says why and ends the process with status 125 before the program's `main`.
 //! - **At exit** (`atexit`, registered first so it runs last): the exiting thread's open
 //!   frames return, hooks stop, and `trace_stat/functions` (or the export asked for) is
-//!   written to `TRACESTAT_OUTPUT`.
+//!   written to `TRACESTAT_OUTPUT` (a relative path taken from where the program started).
 //!
 //! # Invariants
 //!
@@ -824,6 +824,12 @@ fn start() -> Result<(), String> {
         call_paths: matches!(format.as_str(), "pprof" | "folded"),
     };
     let output = env("TRACESTAT_OUTPUT").ok_or("TRACESTAT_OUTPUT is not set")?;
+    // A relative path names a file in the directory the program starts in, not wherever it
+    // has moved to by its exit.
+    let output = std::path::absolute(&output)
+        .ok()
+        .and_then(|p| p.into_os_string().into_string().ok())
+        .unwrap_or(output);
     let start = Start {
         opts,
         filter: env("TRACESTAT_FILTER"),

@@ -198,6 +198,39 @@ fn bad_filters_uninstrumented_and_stripped_programs() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A relative `--output` names a file where `record` ran, though the program changes
+/// directory before it exits.
+#[test]
+#[ignore = "needs gcc and the preload library"]
+fn record_output_is_relative_to_where_it_ran() {
+    let dir = scratch("relative");
+    let source = r#"
+#include <stdio.h>
+#include <unistd.h>
+__attribute__((noinline)) int leaf(int x) { return x + 1; }
+int main(void) {
+    int s = 0;
+    for (int i = 0; i < 10; i++) s += leaf(i);
+    if (chdir("/")) return 1;
+    printf("%d\n", s);
+    return 0;
+}
+"#;
+    let prog = build_source(&dir, "moves", source, &["-finstrument-functions"]);
+    let out = tracestat_command()
+        .current_dir(&dir)
+        .args([
+            "record", "--timing", "0", "--format", "json", "--output", "out.json", "--",
+        ])
+        .arg(&prog)
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out), "55\n");
+    let json = std::fs::read_to_string(dir.join("out.json")).expect("written where record ran");
+    assert!(json.contains(r#""name":"leaf","hits":10"#), "{json}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A program that runs one round of calls (`middle` once, `leaf` 10 times, `other` 5
 /// times) per line of standard input and then prints `round R pid PID`, until the input
 /// ends. With `fork STOPFILE` it first forks a child that makes a round of its own and one
