@@ -118,20 +118,47 @@ type CxaDemangleFn = unsafe extern "C" fn(
 ) -> *mut libc::c_char;
 
 impl CxaDemangle {
-    /// The process's `__cxa_demangle`, if it has one.
+    /// The process's `__cxa_demangle`, if it has one: in its global scope, else that of a
+    /// libstdc++ loaded into a local scope (a C++ library opened `RTLD_LOCAL` brings its
+    /// runtime there), found from the runtime's file and load bias: not with `dlopen`
+    /// (even `RTLD_NOLOAD`), which a host of this crate may interpose and reach here from.
     pub(crate) fn find() -> Option<Self> {
         // SAFETY: `dlsym` with `RTLD_DEFAULT` and a NUL-terminated name only reads the
         // loaded objects' symbol tables.
-        let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__cxa_demangle".as_ptr()) };
+        let mut f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__cxa_demangle".as_ptr()) };
+        if f.is_null() {
+            f = Self::in_local_runtime().unwrap_or(f);
+        }
         if f.is_null() {
             return None;
         }
         // SAFETY: `__cxa_demangle` is the Itanium C++ ABI's function of this signature
         // (`char *(const char *mangled, char *buf, size_t *len, int *status)`), and a
-        // non-null symbol of that name in the global scope is that function.
+        // non-null symbol of that name in the global scope, or a loaded libstdc++'s, is
+        // that function, mapped for the process's life (see `in_local_runtime`; an object
+        // in the global scope is one a C++ program needs).
         Some(Self(unsafe {
             std::mem::transmute::<*mut libc::c_void, CxaDemangleFn>(f)
         }))
+    }
+
+    /// `__cxa_demangle`'s run-time address in a loaded libstdc++, from its dynamic symbol
+    /// table. libstdc++ defines `STB_GNU_UNIQUE` symbols, and glibc never unloads an object
+    /// that does, so the address stays the function's.
+    fn in_local_runtime() -> Option<*mut libc::c_void> {
+        super::LoadedObject::all()
+            .into_iter()
+            .filter(|o| o.name.starts_with("libstdc++.so"))
+            .find_map(|o| {
+                let data = std::fs::read(&o.path).ok()?;
+                let file = object::File::parse(&*data).ok()?;
+                let sym = file.dynamic_symbols().find(|s| {
+                    s.is_definition()
+                        && s.kind() == SymbolKind::Text
+                        && s.name() == Ok("__cxa_demangle")
+                })?;
+                Some(o.bias.wrapping_add(sym.address() as usize) as *mut libc::c_void)
+            })
     }
 
     /// `name` demangled, or `None` where the runtime refuses it (status not 0).

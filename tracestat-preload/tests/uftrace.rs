@@ -399,3 +399,41 @@ fn cpp_program_hits_equal_uftrace_calls() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A C program (`data/host.c`) opening a C++ library (`data/tuples.cpp`) `RTLD_LOCAL`, both
+/// built with `-finstrument-functions`: the library's C++ runtime is in no global scope, and
+/// its names are still the runtime's (found in the loaded libstdc++, without `dlopen`, which
+/// the preload library interposes: that deadlocked), equal to uftrace's, with every Hit.
+#[test]
+#[ignore = "needs gcc, g++ and uftrace"]
+fn cpp_library_opened_locally_by_a_c_program() {
+    let dir = scratch("local");
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let lib = dir.join("libtuples.so");
+    let status = Command::new("g++")
+        .args(["-O2", "-finstrument-functions", "-fPIC", "-shared", "-o"])
+        .arg(&lib)
+        .arg(data.join("tuples.cpp"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "g++ failed");
+    let host = data.join("host.c").display().to_string();
+    let prog = build("gcc", &dir, "host", Kind::Cyg, &[&host, "-ldl"]);
+    let theirs = uftrace_calls(&dir, &[&prog, &lib], Kind::Cyg);
+    assert_eq!(
+        theirs.get("int& std::__get_helper<1ul, int>(std::_Tuple_impl<1ul, int>&)"),
+        Some(&100),
+        "{theirs:?}"
+    );
+    for timing in ["0", "1"] {
+        let (out, json) = record(
+            Command::new(&prog).arg(&lib),
+            timing,
+            &[("TRACESTAT_FORMAT", "json")],
+        );
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(out.stdout, b"9900\n");
+        assert_eq!(json_hits(&json), theirs, "timing {timing}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
