@@ -1,6 +1,6 @@
 //! `libtracestat_preload.so`: the function profiler inside a program built with
 //! `-finstrument-functions`, `-pg` or `-pg -mfentry` (x86-64), or with nop'd entries
-//! (`-pg -mfentry -mnop-mcount -mrecord-mcount`, `-fpatchable-function-entry=5`) or XRay
+//! (`-pg -mfentry -mnop-mcount -mrecord-mcount`, `-fpatchable-function-entry=N[,M]`) or XRay
 //! sleds (clang `-fxray-instrument`, x86-64) patched live, loaded with `LD_PRELOAD` (what
 //! `tracestat record` does); and, linked as a Rust library, the same runtime inside a Rust
 //! program built with nightly's entry instrumentation, started by [`attach()`] in its `main`.
