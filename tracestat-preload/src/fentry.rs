@@ -73,8 +73,8 @@ use tracestat::hook::{Ftrace, Site};
 use tracestat::native::{NativeSites, functions};
 
 use crate::{
-    DEPTH, Frame, GENERATION, NATIVE, OVERRUNS, entering, existing_thread_state, hit_site,
-    next_symbol, pop_dead, pop_frame, push_frame, site_of,
+    DEPTH, Frame, GENERATION, NATIVE, OVERRUNS, entering, existing_thread_state, hit_other_stack,
+    hit_site, next_symbol, on_other_stack, pop_dead, pop_frame, push_frame, site_of,
 };
 
 /// Distances from `__fentry__`'s return address back to the function's entry, nearest
@@ -292,6 +292,10 @@ extern "C" fn entry(ret: usize, slot: *mut usize, kind: usize) {
         lookup_mcount
     };
     let at = slot as usize;
+    if on_other_stack(t, at) {
+        // Its return is not redirected: no frame would be there for it.
+        return hit_other_stack(t, ret, lookup);
+    }
     // SAFETY: `slot` is the parent's return-address slot of the function calling the hook,
     // on this thread's stack and live until that function returns.
     let original = unsafe { *slot };
@@ -356,6 +360,7 @@ extern "C" fn leave(slot: usize) -> usize {
         lost(slot)
     };
     let busy = core::mem::replace(&mut t.busy, true);
+    // Only a call on the thread's own stack has its return redirected: `slot` is on it.
     pop_dead(t, |f| f.sp < slot);
     let ret = match t.stack.last() {
         Some(frame) if frame.sp == slot && frame.ret != 0 => frame.ret,

@@ -63,6 +63,11 @@
 //!   thread's open frames return, innermost first, when it calls `pthread_exit`
 //!   (interposed, `unwind.rs`); any still open when it is torn down return then if the
 //!   hook layer's thread state is still there.
+//! - **Other stacks** (coroutines: `swapcontext`, user-space schedulers; alternate signal
+//!   stacks): a call whose frame is outside its thread's own stack is counted, not timed,
+//!   and gets no frame: its returns do not follow the thread's own calls, and a frame of
+//!   another stack would be taken for one `longjmp` left (a redirected return then had
+//!   nowhere to go). No frame is ended from another stack; the note at exit counts them.
 //! - **Processes**: exactly the process `tracestat record` started is profiled (its parent
 //!   is `TRACESTAT_PARENT`), and what it `exec`s in place; a child it forks keeps counting
 //!   but writes nothing; a program it starts (fork and exec) is not profiled.
@@ -312,6 +317,9 @@ static GENERATION: AtomicU64 = AtomicU64::new(0);
 static COUNT_ONLY: AtomicBool = AtomicBool::new(false);
 /// Calls not traced because a return stack was full.
 static OVERRUNS: AtomicU64 = AtomicU64::new(0);
+/// Calls counted, not timed, on a stack other than their thread's ([`on_other_stack`]), of
+/// the threads that ended (each thread counts its own, added here at its end).
+static OTHER_STACK: AtomicU64 = AtomicU64::new(0);
 static NATIVE: OnceLock<NativeSites> = OnceLock::new();
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
 
@@ -346,6 +354,11 @@ struct Thread {
     cache: Box<[(usize, *const Site); CACHE]>,
     generation: u64,
     busy: bool,
+    /// The thread's own stack, its lowest address and size: only calls on it are timed
+    /// (see [`on_other_stack`]).
+    own: (usize, usize),
+    /// Calls counted on another stack since the last flush to [`OTHER_STACK`].
+    other: u64,
 }
 
 /// Null before a thread's first hook, [`DEAD`] after its exit began.
@@ -366,6 +379,7 @@ impl Drop for Owner {
             // SAFETY: `p` came from `Box::into_raw` in `thread_state` and is freed only
             // here, once: `STATE` now holds `DEAD`, so no hook of this thread reaches it.
             let mut t = unsafe { Box::from_raw(p) };
+            OTHER_STACK.fetch_add(t.other, Ordering::Relaxed);
             // Open frames (`pthread_exit`, a thread ended inside traced code) return now,
             // innermost first; a guard whose thread state the hook layer already tore down
             // ends nothing.
@@ -430,6 +444,8 @@ fn first_state() -> Option<&'static mut Thread> {
         cache: Box::new([(0, core::ptr::null()); CACHE]),
         generation: GENERATION.load(Ordering::Acquire),
         busy: false,
+        own: own_stack(),
+        other: 0,
     });
     // Registers the destructor; fails during thread teardown (the state stays `DEAD`).
     OWNER.try_with(|_| ()).ok()?;
@@ -440,6 +456,47 @@ fn first_state() -> Option<&'static mut Thread> {
     });
     // SAFETY: as in `existing_thread_state`: `p` is now this thread's live `STATE`.
     Some(unsafe { &mut *p })
+}
+
+/// The calling thread's stack (`pthread_getattr_np`: for the main thread, as far as it may
+/// grow), its lowest address and size; every address when it cannot be known, so that
+/// every call is on it.
+fn own_stack() -> (usize, usize) {
+    let mut attr = core::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
+    let (mut addr, mut size) = (core::ptr::null_mut(), 0);
+    // SAFETY: `pthread_getattr_np` initialises `attr` when it returns 0, and only then is it
+    // read and destroyed; `addr` and `size` are written by `pthread_attr_getstack`.
+    let ok = unsafe {
+        libc::pthread_getattr_np(libc::pthread_self(), attr.as_mut_ptr()) == 0 && {
+            let got = libc::pthread_attr_getstack(attr.as_ptr(), &mut addr, &mut size) == 0;
+            libc::pthread_attr_destroy(attr.as_mut_ptr());
+            got
+        }
+    };
+    if ok && size > 0 {
+        (addr as usize, size)
+    } else {
+        (0, usize::MAX)
+    }
+}
+
+/// A call whose frame (`sp`) is on a stack other than its thread's own: a coroutine's
+/// (`swapcontext`, a user-space scheduler's), or an alternate signal stack. Its returns do
+/// not follow the calls made on the thread's stack, so it gets no frame on the return stack
+/// (a frame of another stack would be taken for one left by `longjmp`, or hide the
+/// thread's own): it is counted, not timed, and the note at exit says how many were.
+#[inline(always)]
+fn on_other_stack(t: &Thread, sp: usize) -> bool {
+    // One compare: below the stack's start wraps around to beyond its size.
+    sp.wrapping_sub(t.own.0) >= t.own.1
+}
+
+/// [`on_other_stack`]'s call: its site's hit; ends the hook (clears the busy flag).
+#[cold]
+#[inline(never)]
+fn hit_other_stack(t: &mut Thread, func: usize, lookup: fn(usize) -> Option<&'static Site>) {
+    t.other += 1;
+    hit_site(t, func, lookup);
 }
 
 /// The slot of the thread's cache that `key` maps to.
@@ -525,6 +582,16 @@ fn entering() -> Option<&'static mut Thread> {
     }
     t.busy = true;
     Some(t)
+}
+
+/// [`pop_dead`] when `at` (the stack address `dead` compares with) is on the thread's own
+/// stack, where every frame is: from another stack, addresses tell nothing of which frames
+/// are dead. (An entry hook has returned already when it is on another stack.)
+#[inline(always)]
+fn pop_dead_at(t: &mut Thread, at: usize, dead: impl Fn(&Frame) -> bool + Copy) {
+    if !on_other_stack(t, at) {
+        pop_dead(t, dead);
+    }
 }
 
 /// Pops the frames on top for which `dead` holds (left without their end), ending their
@@ -622,6 +689,9 @@ extern "C" fn enter(func: usize, _call_site: usize, sp: usize) {
         return hit(func);
     }
     let Some(t) = entering() else { return };
+    if on_other_stack(t, sp) {
+        return hit_other_stack(t, func, lookup);
+    }
     // Frames at or below this one's stack pointer were left without their exit (longjmp,
     // an exception): a live caller's frame is always above its callee's.
     pop_dead(t, |f| f.sp <= sp);
@@ -664,13 +734,27 @@ extern "C" fn exit(func: usize, _call_site: usize, sp: usize) {
         return;
     }
     t.busy = true;
-    // Frames deeper than this one were left without their exit (longjmp, an exception).
-    pop_dead(t, |f| f.sp < sp);
-    if t.stack.last().is_some_and(|f| f.func == func && f.sp == sp) {
+    let this = |f: &Frame| f.func == func && f.sp == sp;
+    if t.stack.last().is_some_and(this) {
+        // SAFETY: the stack has a last frame.
+        drop(unsafe { pop_frame(t) });
+    } else {
+        exit_past_dead(t, sp, this);
+    }
+    t.busy = false;
+}
+
+/// [`exit`] when the top frame is not the call's: frames deeper than it were left without
+/// their exit (longjmp, an exception) and end now, then its own, if it has one (a call on
+/// another stack has none, and leaves the thread's frames as they are).
+#[cold]
+#[inline(never)]
+fn exit_past_dead(t: &mut Thread, sp: usize, this: impl Fn(&Frame) -> bool) {
+    pop_dead_at(t, sp, |f| f.sp < sp);
+    if t.stack.last().is_some_and(this) {
         // SAFETY: the stack has a last frame.
         drop(unsafe { pop_frame(t) });
     }
-    t.busy = false;
 }
 
 /// The hooks' entry points (AArch64): naked, so that they pass the caller's stack pointer as it was
@@ -747,6 +831,7 @@ fn next_symbol(cache: &OnceLock<usize>, name: &core::ffi::CStr) -> usize {
 fn end_frames(live: usize) {
     if let Some(t) = thread_state() {
         t.busy = true;
+        OTHER_STACK.fetch_add(core::mem::take(&mut t.other), Ordering::Relaxed);
         while let Some(mut frame) = t.stack.pop() {
             if frame.sp >= live {
                 frame.restore();
@@ -970,13 +1055,28 @@ fn write_profile(settings: &Settings) -> std::io::Result<()> {
         "openmetrics" => Format::OpenMetrics,
         _ => {
             out.write_all(profiler.render(None).as_bytes())?;
-            let overruns = OVERRUNS.load(Ordering::Relaxed);
-            if overruns > 0 {
-                eprintln!("tracestat: {overruns} calls not traced (return stack full)");
-            }
+            notes();
             return out.flush();
         }
     };
     export::write(&profiler.to_profile(None), format, &mut out)?;
+    notes();
     out.flush()
+}
+
+/// What the profile leaves out, said on standard error: calls not traced (a full return
+/// stack) and calls counted but not timed (on another stack; of the threads still running
+/// at exit, only the exiting one's are known).
+fn notes() {
+    let overruns = OVERRUNS.load(Ordering::Relaxed);
+    if overruns > 0 {
+        eprintln!("tracestat: {overruns} calls not traced (return stack full)");
+    }
+    let other = OTHER_STACK.load(Ordering::Relaxed);
+    if other > 0 && !COUNT_ONLY.load(Ordering::Relaxed) {
+        eprintln!(
+            "tracestat: at least {other} calls on a stack other than their thread's \
+             (coroutines, signal stacks) counted, not timed"
+        );
+    }
 }

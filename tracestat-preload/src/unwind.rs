@@ -33,7 +33,7 @@
 use core::ffi::{c_int, c_void};
 use std::sync::OnceLock;
 
-use crate::{end_frames, next_symbol, pop_dead, thread_state};
+use crate::{end_frames, next_symbol, pop_dead_at, thread_state};
 
 /// The caller's stack pointer as the second argument, then a jump to `$target`.
 macro_rules! with_caller_sp {
@@ -104,7 +104,7 @@ fn unwinding(live: usize) {
         return;
     }
     t.busy = true;
-    pop_dead(t, |f| f.sp < live);
+    pop_dead_at(t, live, |f| f.sp < live);
     for frame in t.stack.iter_mut().rev() {
         frame.restore();
     }
@@ -143,7 +143,7 @@ extern "C" fn begin_catch_at(exc: *mut c_void, live: usize) -> *mut c_void {
         && !t.busy
     {
         t.busy = true;
-        pop_dead(t, |f| f.sp < live);
+        pop_dead_at(t, live, |f| f.sp < live);
         // Outermost first: of frames sharing a slot, the outermost's holds the original.
         #[cfg(target_arch = "x86_64")]
         for frame in t.stack.iter_mut() {

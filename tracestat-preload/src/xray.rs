@@ -47,7 +47,8 @@ use tracestat::hook::{Ftrace, Site};
 use tracestat::native::XrayTrampolines;
 
 use crate::{
-    COUNT_ONLY, DEPTH, Frame, NATIVE, OVERRUNS, entering, hit_site, pop_dead, push_frame, site_of,
+    COUNT_ONLY, DEPTH, Frame, NATIVE, OVERRUNS, entering, hit_other_stack, hit_site,
+    on_other_stack, pop_dead, push_frame, site_of,
 };
 
 /// Set in every key made from an id: no user-space code address has it.
@@ -170,6 +171,9 @@ extern "C" fn hit(id: u32, _slot: usize) {
 extern "C" fn entry(id: u32, slot: usize) {
     let Some(t) = entering() else { return };
     let func = key(id);
+    if on_other_stack(t, slot) {
+        return hit_other_stack(t, func, lookup);
+    }
     // Frames at or below this one's slot were left without their exit.
     pop_dead(t, |f| f.sp <= slot);
     let len = t.stack.len();

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{
-    Kind, build, data, exceptions_program_counts, expect, hits, nightly_program_counts, record,
-    rustc_nightly, scratch, times,
+    Kind, build, data, exceptions_program_counts, expect, have_clang, hits, nightly_program_counts,
+    record, rustc_nightly, scratch, times,
 };
 
 fn cases(dir: &Path, kind: Kind) -> PathBuf {
@@ -145,6 +145,48 @@ fn longjmp_signals_threads_fork_exec_and_overruns() {
 
 /// A `-pg` program writes `gmon.out` on its own (`record` checks that under the library it
 /// does not).
+/// Coroutines (`data/coroutines.c`: `swapcontext` onto a static and a mmap'd stack)
+/// interleave their calls with the thread's own: every function's hits exact, counted and
+/// timed, for every kind (nop'd and XRay: patched live). Timed, the calls on a coroutine's
+/// stack are counted, not timed (their returns do not follow the thread's own calls; a
+/// redirected return's frame was taken for one left by `longjmp` and lost: the program
+/// died), and the note at exit says how many.
+#[test]
+#[ignore = "needs gcc"]
+fn coroutines_on_stacks_of_their_own() {
+    let dir = scratch("coroutines");
+    let src = data("coroutines.c");
+    let want = expect(&[
+        ("main", 1),
+        ("coroutine", 2),
+        ("produce", 2000),
+        ("yield_to_main", 2000),
+        ("consume", 2000),
+        ("leaf", 6000),
+    ]);
+    let mut kinds: Vec<(Kind, &str)> = Kind::ALL
+        .into_iter()
+        .chain([Kind::Nop])
+        .map(|k| (k, "gcc"))
+        .collect();
+    if have_clang() {
+        kinds.push((Kind::Xray, "clang"));
+    }
+    for (kind, compiler) in kinds {
+        let prog = build(compiler, &dir, "coroutines", kind, &[&src]);
+        for timing in ["0", "1"] {
+            let (out, table) = record(&mut Command::new(&prog), timing, &[]);
+            assert!(out.status.success(), "{kind:?} timing {timing}: {out:?}");
+            assert_eq!(out.stdout, b"34000\n", "{kind:?} timing {timing}");
+            assert_eq!(hits(&table), want, "{kind:?} timing {timing}: {table}");
+            let note = "at least 8002 calls on a stack other than their thread's";
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(stderr.contains(note), timing == "1", "{kind:?}: {stderr}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 #[ignore = "needs gcc"]
 fn pg_programs_write_gmon_out_without_the_library() {
