@@ -271,7 +271,14 @@ fn decide() -> u8 {
                 _ => None,
             };
             if let Some(e) = problem {
-                eprintln!("tracestat: {ENV}: {e}; using {}", CpuClock::current());
+                // Not `eprintln!`, which panics when the write fails (standard error a pipe
+                // whose reader has gone): this runs inside the host program.
+                use std::io::Write as _;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "tracestat: {ENV}: {e}; using {}",
+                    CpuClock::current()
+                );
             }
             probed
         }

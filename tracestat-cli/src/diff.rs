@@ -382,17 +382,15 @@ pub fn run(args: &DiffArgs) -> Result<(), DiffError> {
     let summary = full.summary();
     write(args, &d, &summary, &merged).map_err(DiffError::Failure)?;
     if full.is_empty() {
-        eprintln!(
+        say!(
             "tracestat diff: no function changed: {} function{} compared",
             full.compared,
             if full.compared == 1 { "" } else { "s" }
         );
     } else {
-        eprintln!("tracestat diff: {summary}");
+        say!("tracestat diff: {summary}");
         if d.is_empty() {
-            eprintln!(
-                "tracestat diff: no row left to show after --min-change / --significant-only"
-            );
+            say!("tracestat diff: no row left to show after --min-change / --significant-only");
         }
     }
     let broken = super::gate::check(&args.fail_on, &full);
@@ -463,7 +461,7 @@ fn write_pprof(dir: &Path, runs: [(PathBuf, Profile); 2]) -> Result<(), String> 
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     for ((input, mut profile), file) in runs.into_iter().zip(["before.pb.gz", "after.pb.gz"]) {
         if !profile.uses_paths() && profile.is_timed() {
-            eprintln!(
+            say!(
                 "tracestat diff: {}: no call paths, so {file} has calls only (per-function \
                  times include callees, which pprof would count again)",
                 input.display()

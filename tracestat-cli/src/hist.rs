@@ -126,7 +126,7 @@ pub fn run(args: &HistArgs) -> Result<(), String> {
         )),
     })?;
     if !args.quiet || read.is_err() {
-        eprintln!("tracestat hist: {name}: {}", hist.report());
+        say!("tracestat hist: {name}: {}", hist.report());
     }
     read.map_err(|e| {
         format!("cannot read {name}: {e} (the tables show the lines read before it)")

@@ -19,6 +19,16 @@
 //! recorded program's own tracefs from inside it (the preload library's endpoint): see
 //! `record.rs`.
 
+/// A line on standard error that a failed write does not turn into a panic (`eprintln!`
+/// panics when standard error is a pipe whose reader has gone: `tracestat ... 2>&1 | head`);
+/// the exit status still says what happened.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod replay;
 
 use std::process::ExitCode;
@@ -116,7 +126,7 @@ fn main() -> ExitCode {
             };
             if serve.serve.is_some() {
                 if let Err(e) = demo::set_sleep_time(sleep_time == OnOff::On) {
-                    eprintln!("tracestat demo: {e}");
+                    say!("tracestat demo: {e}");
                     return ExitCode::FAILURE;
                 }
                 return serve::demo(cfg, &serve, alloc);
@@ -126,32 +136,32 @@ fn main() -> ExitCode {
         Command::Diff(args) => match diff::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(diff::DiffError::Failure(msg) | diff::DiffError::Gate(msg)) => {
-                eprintln!("tracestat diff: {msg}");
+                say!("tracestat diff: {msg}");
                 ExitCode::FAILURE
             }
             Err(diff::DiffError::Usage(msg)) => {
-                eprintln!("tracestat diff: {msg}");
+                say!("tracestat diff: {msg}");
                 ExitCode::from(2)
             }
         },
         Command::Hist(args) => match hist::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {
-                eprintln!("tracestat hist: {msg}");
+                say!("tracestat hist: {msg}");
                 ExitCode::FAILURE
             }
         },
         Command::Record(args) => match record::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {
-                eprintln!("tracestat record: {msg}");
+                say!("tracestat record: {msg}");
                 ExitCode::FAILURE
             }
         },
         Command::Replay(args) => match replay::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {
-                eprintln!("tracestat replay: {msg}");
+                say!("tracestat replay: {msg}");
                 ExitCode::FAILURE
             }
         },
@@ -170,7 +180,7 @@ enum OnOff {
 fn demo(cfg: Hackbench, sleep_time: bool, alloc: bool) -> ExitCode {
     match run_profiled(cfg, sleep_time, alloc) {
         Ok(run) => {
-            eprintln!(
+            say!(
                 "hackbench: {} groups x {} senders x {} receivers x {} loops: {} messages in {:.3} s",
                 cfg.groups,
                 cfg.fds,
@@ -191,13 +201,13 @@ fn demo(cfg: Hackbench, sleep_time: bool, alloc: bool) -> ExitCode {
             match written {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(msg) => {
-                    eprintln!("tracestat demo: {msg}");
+                    say!("tracestat demo: {msg}");
                     ExitCode::FAILURE
                 }
             }
         }
         Err(e) => {
-            eprintln!("tracestat demo: {e}");
+            say!("tracestat demo: {e}");
             ExitCode::FAILURE
         }
     }

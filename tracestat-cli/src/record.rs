@@ -209,7 +209,7 @@ pub fn run(args: &RecordArgs) -> Result<(), String> {
     } else if let Some(temp) = &temp {
         let body = std::fs::read(temp).map_err(|e| format!("cannot read the profile: {e}"))?;
         if args.format == "text" && body.iter().filter(|&&b| b == b'\n').count() <= 2 {
-            eprintln!(
+            say!(
                 "tracestat record: no function of {program} was entered: is it built with -finstrument-functions, -pg or -pg -mfentry?"
             );
         }

@@ -236,7 +236,7 @@ pub fn run(args: &ReplayArgs) -> Result<(), String> {
         pb.finish_and_clear();
     }
     if STOP.load(Ordering::Relaxed) && !args.quiet {
-        eprintln!("tracestat replay: interrupted: showing what was read so far");
+        say!("tracestat replay: interrupted: showing what was read so far");
     }
     if read.is_ok() && !summary.is_trace() {
         return Err(format!(
@@ -255,7 +255,7 @@ pub fn run(args: &ReplayArgs) -> Result<(), String> {
         .and_then(|()| out.flush())
         .map_err(|e| super::output::error(&e))?;
     if !args.quiet && (args.format != FormatArg::Json || read.is_err()) {
-        eprintln!("tracestat replay: {name}: {}", summary.report());
+        say!("tracestat replay: {name}: {}", summary.report());
     }
     read.map_err(|e| {
         format!("cannot read {name}: {e} (the tables show the lines read before it)")

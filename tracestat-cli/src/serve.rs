@@ -127,7 +127,7 @@ fn start(
     let server = setup(b)
         .serve()
         .map_err(|e| format!("cannot serve on {addr}: {e}"))?;
-    eprintln!("tracestat: serving http://{}/", server.local_addr());
+    say!("tracestat: serving http://{}/", server.local_addr());
     Ok(Some(server))
 }
 
@@ -177,7 +177,7 @@ pub fn demo(cfg: Hackbench, args: &ServeArgs, alloc: bool) -> ExitCode {
     match serve_demo(cfg, args, alloc) {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {
-            eprintln!("tracestat demo: {msg}");
+            say!("tracestat demo: {msg}");
             ExitCode::FAILURE
         }
     }
@@ -214,13 +214,13 @@ fn serve_demo(cfg: Hackbench, args: &ServeArgs, alloc: bool) -> Result<(), Strin
     };
     #[cfg(not(feature = "http"))]
     start(args, addr, |()| ())?;
-    eprintln!("tracestat demo: running the workload until Ctrl-C");
+    say!("tracestat demo: running the workload until Ctrl-C");
     let mut rounds = 0u64;
     while !stopped() {
         cfg.run().map_err(|e| e.to_string())?;
         rounds += 1;
     }
-    eprintln!("tracestat demo: stopped after {rounds} rounds");
+    say!("tracestat demo: stopped after {rounds} rounds");
     let functions = fs.read("trace_stat/functions").map_err(|e| e.to_string())?;
     let function_alloc = alloc
         .then(|| fs.read("trace_stat/function_alloc"))
@@ -241,7 +241,7 @@ fn serve_demo(cfg: Hackbench, args: &ServeArgs, alloc: bool) -> Result<(), Strin
 pub fn wait(served: &Served) {
     if served.is_some() {
         if !stopped() {
-            eprintln!("tracestat: still serving; Ctrl-C stops");
+            say!("tracestat: still serving; Ctrl-C stops");
         }
         while !stopped() {
             std::thread::sleep(Duration::from_millis(100));

@@ -234,7 +234,7 @@ impl Drop for Attached {
         let here = 0u8;
         end_frames(core::ptr::addr_of!(here) as usize);
         if let Err(e) = FunctionProfiler::global().disable() {
-            eprintln!("tracestat: cannot disable the profiler: {e}");
+            say!("tracestat: cannot disable the profiler: {e}");
         }
         ATTACHED.store(false, Ordering::Release);
     }

@@ -353,7 +353,7 @@ fn refresh() {
                 apply_standing(native, &before);
             }
         }
-        Err(e) => eprintln!("tracestat: cannot add the objects loaded: {e}"),
+        Err(e) => say!("tracestat: cannot add the objects loaded: {e}"),
     }
 }
 
@@ -413,7 +413,7 @@ fn report(result: Result<(), tracestat::Error>, option: &str, word: &str) {
         }
         cause = c.source();
     }
-    eprintln!("tracestat: {option} {word:?} for a library loaded later: {e}");
+    say!("tracestat: {option} {word:?} for a library loaded later: {e}");
 }
 
 /// The words of a filter `text`, each restricted to the functions of `module`: `WORD:mod:

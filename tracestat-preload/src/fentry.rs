@@ -345,7 +345,7 @@ fn check_own_unwinder() {
         .and_then(|data| functions(&data).ok())
         .is_some_and(|fs| fs.iter().any(|f| f.name == "_Unwind_RaiseException"));
     if own {
-        eprintln!(
+        say!(
             "tracestat: this program has its own C++ unwinder (static libstdc++ and libgcc): \
              an exception through a timed -pg function will end it; --timing 0 counts \
              without redirecting returns"
@@ -375,7 +375,7 @@ extern "C" fn leave(slot: usize) -> usize {
 /// A return through the trampoline with no frame for it: where to go is unknown.
 #[cold]
 fn lost(slot: usize) -> ! {
-    eprintln!("tracestat: a return through slot {slot:#x} has no frame on the return stack");
+    say!("tracestat: a return through slot {slot:#x} has no frame on the return stack");
     std::process::abort()
 }
 

@@ -287,6 +287,17 @@ macro_rules! vectors_around_leaf {
     };
 }
 
+/// A line on standard error, from inside the profiled program: `eprintln!` panics when
+/// the write fails (standard error a pipe whose reader has gone, in a program that ignores
+/// `SIGPIPE`, as every Rust program does), and a panic here, in the program's hooks or its
+/// `atexit`, would abort the program. A lost note is only lost.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod attach;
 mod dl;
 mod fast_tls;
@@ -865,7 +876,7 @@ const START_FAILED: i32 = 125;
 /// rather than running it unprofiled.
 extern "C" fn init() {
     if let Err(e) = start() {
-        eprintln!("tracestat: cannot profile: {e}");
+        say!("tracestat: cannot profile: {e}");
         // SAFETY: `_exit` has no preconditions; nothing of the program ran yet.
         unsafe { libc::_exit(START_FAILED) };
     }
@@ -989,11 +1000,11 @@ fn begin(
         }
     };
     for (path, why) in native.unpatched() {
-        eprintln!("tracestat: nop'd sites of {path} not patched: {why}");
+        say!("tracestat: nop'd sites of {path} not patched: {why}");
     }
     for (path, why) in native.skipped() {
         if !path.contains("vdso") && !path.is_empty() {
-            eprintln!("tracestat: no symbols read from {path}: {why}");
+            say!("tracestat: no symbols read from {path}: {why}");
         }
     }
     let written = |option: &'static str, text: &Option<String>, r: Result<(), tracestat::Error>| {
@@ -1039,7 +1050,7 @@ extern "C" fn finish() {
         return; // a forked child writes nothing
     }
     if let Err(e) = write_profile(settings) {
-        eprintln!("tracestat: cannot write {}: {e}", settings.output);
+        say!("tracestat: cannot write {}: {e}", settings.output);
     }
 }
 
@@ -1070,11 +1081,11 @@ fn write_profile(settings: &Settings) -> std::io::Result<()> {
 fn notes() {
     let overruns = OVERRUNS.load(Ordering::Relaxed);
     if overruns > 0 {
-        eprintln!("tracestat: {overruns} calls not traced (return stack full)");
+        say!("tracestat: {overruns} calls not traced (return stack full)");
     }
     let other = OTHER_STACK.load(Ordering::Relaxed);
     if other > 0 && !COUNT_ONLY.load(Ordering::Relaxed) {
-        eprintln!(
+        say!(
             "tracestat: at least {other} calls on a stack other than their thread's \
              (coroutines, signal stacks) counted, not timed"
         );

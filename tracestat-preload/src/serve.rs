@@ -65,7 +65,7 @@ pub(crate) fn start(flag: &dyn Fn(&str, bool) -> Result<bool, String>) -> Result
     if unsafe { libc::pthread_atfork(None, None, Some(close_in_child)) } != 0 {
         return Err("--serve: pthread_atfork failed".into());
     }
-    eprintln!("tracestat: serving http://{}/", server.local_addr());
+    say!("tracestat: serving http://{}/", server.local_addr());
     let _ = SERVER.set(server);
     Ok(())
 }

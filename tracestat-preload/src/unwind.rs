@@ -82,7 +82,7 @@ with_caller_sp! {
 fn real(cache: &OnceLock<usize>, name: &core::ffi::CStr) -> usize {
     let f = next_symbol(cache, name);
     if f == 0 {
-        eprintln!("tracestat: no {name:?} after the preload library");
+        say!("tracestat: no {name:?} after the preload library");
         std::process::abort();
     }
     f

@@ -256,6 +256,27 @@ fn a_closed_stdout_is_an_error() {
     assert!(err.contains("standard output was closed"), "{err}");
 }
 
+/// Standard output and standard error both closed by their reader (`tracestat ... 2>&1 |
+/// head`, the reader gone): the failure is the exit status, not a panic over the message
+/// that cannot be written (exit 101).
+#[test]
+fn closed_stdout_and_stderr_exit_with_the_failure() {
+    let (data, _) = trace(50_000);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tracestat"))
+        .args(["replay", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&data).unwrap();
+    drop(stdin);
+    assert_eq!(child.wait().unwrap().code(), Some(1));
+}
+
 #[test]
 fn interval_prints_ndjson_and_reset_each_covers_one_interval() {
     let (data, _) = trace(1000);
