@@ -6,8 +6,7 @@
 //! gcc's identical-code folding made one) the first in the table's order that does not
 //! start with an underscore (a C++ name counts as its demangled self) is kept, else the
 //! first: uftrace's choice, so that both name a function alike. Its size is the largest any
-//! of them
-//! gives. Names are demangled: Rust (legacy and v0) without the hash; C++ as the C++
+//! of them gives. Names are demangled: Rust (legacy and v0) without the hash; C++ as the C++
 //! runtime's own demangler writes them (`__cxa_demangle`: what `c++filt` and `uftrace
 //! --demangle=full` print) where the process has one, else with `cpp_demangle`, whose output
 //! differs on templates (`(unsigned long)0` for `0ul`, empty packs as `<int, >`); anything
@@ -38,7 +37,8 @@ pub fn functions(data: &[u8]) -> Result<Vec<Function>, object::Error> {
     };
     // By address alone, in a stable sort: names sharing an address stay in table order.
     raw.sort_by_key(|&(addr, _, _)| addr);
-    let cxa = CxaDemangle::find();
+    // Looked for at the object's first C++ name only: most objects have none.
+    let cxa = std::cell::OnceCell::new();
     Ok(raw
         .chunk_by(|a, b| a.0 == b.0)
         .filter_map(|aliases| {
@@ -47,7 +47,7 @@ pub fn functions(data: &[u8]) -> Result<Vec<Function>, object::Error> {
             Some(Function {
                 addr,
                 size,
-                name: demangle(name, cxa),
+                name: demangle(name, || *cxa.get_or_init(CxaDemangle::find)),
             })
         })
         .collect())
@@ -77,8 +77,9 @@ fn text_symbols<'data, S: ObjectSymbol<'data>>(
 }
 
 /// `name` demangled: Rust legacy (`_ZN…17h<hash>E`) and v0 (`_R…`) without the hash, C++
-/// (`_Z…`) with `cxa` where given, else `cpp_demangle`; anything else as it is.
-pub(crate) fn demangle(name: &str, cxa: Option<CxaDemangle>) -> String {
+/// (`_Z…`) with the runtime's demangler `cxa` gives (asked only for a C++ name), else
+/// `cpp_demangle`; anything else as it is.
+pub(crate) fn demangle(name: &str, cxa: impl FnOnce() -> Option<CxaDemangle>) -> String {
     // Only names with one of rustc-demangle's prefixes (legacy `_ZN`, v0 `_R`, each also
     // without and with a second underscore) are tried: a C name skips its search for an
     // `.llvm.` suffix, which made most of a large object's start-up demangling.
@@ -91,7 +92,7 @@ pub(crate) fn demangle(name: &str, cxa: Option<CxaDemangle>) -> String {
     if !name.starts_with("_Z") {
         return name.to_owned();
     }
-    if let Some(d) = cxa.and_then(|cxa| cxa.demangle(name)) {
+    if let Some(d) = cxa().and_then(|cxa| cxa.demangle(name)) {
         return d;
     }
     if let Ok(sym) = cpp_demangle::Symbol::new(name)
@@ -196,7 +197,7 @@ mod tests {
 
     #[test]
     fn demangles_rust_and_cpp() {
-        let d = |name| demangle(name, None);
+        let d = |name| demangle(name, || None);
         assert_eq!(
             d("_ZN4core3fmt5write17h0123456789abcdefE"),
             "core::fmt::write"

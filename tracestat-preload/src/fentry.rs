@@ -182,18 +182,14 @@ fn lookup(ret: usize, mcount: bool) -> Option<&'static Site> {
     // gcc's code shows the entry; else the function whose code (by its symbol's size) holds
     // the call, however long its prologue (rustc's); else, for a symbol of no size, each
     // distance is tried.
-    let known = || {
-        let entry = decoded_entry(native, ret, mcount);
-        entry
-            .and_then(|entry| native.site_of(entry))
-            .or_else(|| native.site_containing(ret.wrapping_sub(1)))
-            .or_else(|| {
-                entry.is_none().then(|| {
-                    distances
-                        .iter()
-                        .find_map(|d| native.site_of(ret.wrapping_sub(*d)))
-                })?
-            })
+    let containing = || native.site_containing(ret.wrapping_sub(1));
+    let known = || match decoded_entry(native, ret, mcount) {
+        Some(entry) => native.site_of(entry).or_else(containing),
+        None => containing().or_else(|| {
+            distances
+                .iter()
+                .find_map(|d| native.site_of(ret.wrapping_sub(*d)))
+        }),
     };
     let index = match known() {
         Some(i) => i,

@@ -116,6 +116,22 @@ fn compare(dir: &Path, cmd: &[&Path], kind: Kind, timing: &str) -> (usize, Vec<u
     (ours.len(), out.stdout)
 }
 
+/// `cmd` under the library, counted and timed, its profile read whole from JSON (the table
+/// cuts names at 30 characters): it prints `stdout`, and every function's Hit is `theirs`
+/// (uftrace's Calls, named as the library names them).
+fn compare_json(cmd: &[&Path], stdout: &[u8], theirs: &BTreeMap<String, u64>, label: &str) {
+    for timing in ["0", "1"] {
+        let (out, json) = record(
+            Command::new(cmd[0]).args(&cmd[1..]),
+            timing,
+            &[("TRACESTAT_FORMAT", "json")],
+        );
+        assert!(out.status.success(), "{label} timing {timing}: {out:?}");
+        assert_eq!(out.stdout, stdout, "{label} timing {timing}");
+        assert_eq!(&json_hits(&json), theirs, "{label} timing {timing}");
+    }
+}
+
 /// Lua 5.4's interpreter (the `lua-src` package's sources, driven by `tests/data/lua_main.c`):
 /// the compiler arguments that build it, and the script every comparison runs.
 ///
@@ -344,16 +360,8 @@ fn rust_program_hits_equal_uftrace_calls() {
         theirs.len() > 30 && theirs.get("words::count") == Some(&4),
         "{theirs:?}"
     );
-    for timing in ["0", "1"] {
-        let (out, json) = record(
-            &mut Command::new(&prog),
-            timing,
-            &[("TRACESTAT_FORMAT", "json")],
-        );
-        assert!(out.status.success(), "{out:?}");
-        assert_eq!(out.stdout, b"[258075, 516150, 918675, 1224900]\n");
-        assert_eq!(json_hits(&json), theirs, "timing {timing}");
-    }
+    let stdout = b"[258075, 516150, 918675, 1224900]\n";
+    compare_json(&[&prog], stdout, &theirs, "words");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -386,16 +394,8 @@ fn cpp_program_hits_equal_uftrace_calls() {
             "{kind:?}: {theirs:?}"
         );
         assert!(theirs.len() > 15, "{kind:?}: {theirs:?}");
-        for timing in ["0", "1"] {
-            let (out, json) = record(
-                &mut Command::new(&prog),
-                timing,
-                &[("TRACESTAT_FORMAT", "json")],
-            );
-            assert!(out.status.success(), "{kind:?}: {out:?}");
-            assert_eq!(out.stdout, b"569658.5 569643 545\n");
-            assert_eq!(json_hits(&json), theirs, "{kind:?} timing {timing}");
-        }
+        let stdout = b"569658.5 569643 545\n";
+        compare_json(&[&prog], stdout, &theirs, &format!("{kind:?}"));
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -425,15 +425,6 @@ fn cpp_library_opened_locally_by_a_c_program() {
         Some(&100),
         "{theirs:?}"
     );
-    for timing in ["0", "1"] {
-        let (out, json) = record(
-            Command::new(&prog).arg(&lib),
-            timing,
-            &[("TRACESTAT_FORMAT", "json")],
-        );
-        assert!(out.status.success(), "{out:?}");
-        assert_eq!(out.stdout, b"9900\n");
-        assert_eq!(json_hits(&json), theirs, "timing {timing}");
-    }
+    compare_json(&[&prog, &lib], b"9900\n", &theirs, "host");
     let _ = std::fs::remove_dir_all(&dir);
 }
