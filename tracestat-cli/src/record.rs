@@ -4,8 +4,9 @@
 //!
 //! The program runs with the workspace's preload library (`libtracestat_preload.so`,
 //! package `tracestat-preload`) in `LD_PRELOAD`, its settings in `TRACESTAT_*` variables;
-//! the library writes the profile at the program's exit to `--output` or to a temporary file
-//! that is printed here and removed. Which processes are profiled: the program started, and
+//! the library writes the profile at the program's exit to a temporary file of this
+//! process's, which is then printed here or written to `--output` (as `> FILE` would: a
+//! device or a symbolic link is written through, never replaced) and removed. Which processes are profiled: the program started, and
 //! what it `exec`s in place; not the programs it starts (fork and exec), and a child it forks
 //! writes nothing. When the profiler cannot start (a `--filter` naming nothing, say), the
 //! library says why and ends the process with status 125 before its `main`. The library is
@@ -149,22 +150,38 @@ fn check_dynamic(program: &Path) -> Result<(), String> {
     ))
 }
 
+/// The profile the library wrote to `temp`, printed or written to `--output`.
+fn deliver(args: &RecordArgs, temp: &Path, program: &str) -> Result<(), String> {
+    let body = std::fs::read(temp).map_err(|e| format!("cannot read the profile: {e}"))?;
+    if args.format == "text" && body.iter().filter(|&&b| b == b'\n').count() <= 2 {
+        say!(
+            "tracestat record: no function of {program} was entered: is it built with -finstrument-functions, -pg or -pg -mfentry?"
+        );
+    }
+    match &args.output {
+        // Opened for writing as it is (created if absent, else truncated), never replaced.
+        Some(path) => {
+            std::fs::write(path, &body).map_err(|e| format!("cannot write {}: {e}", path.display()))
+        }
+        None => output::write_stdout(|out| {
+            if args.format == "text" {
+                writeln!(out, "==> trace_stat/functions <==")?;
+            }
+            out.write_all(&body)
+        }),
+    }
+}
+
 /// Runs `tracestat record`.
 pub fn run(args: &RecordArgs) -> Result<(), String> {
     check_dynamic(Path::new(&args.command[0]))?;
     let lib = library(args)?;
     let lib = std::fs::canonicalize(&lib).unwrap_or(lib);
-    let temp = args
-        .output
-        .is_none()
-        .then(|| std::env::temp_dir().join(format!("tracestat-record-{}.out", std::process::id())));
-    let out_path: &Path = args
-        .output
-        .as_deref()
-        .or(temp.as_deref())
-        .expect("one of the two is set");
-    // A profile left from an earlier run must not pass for this one's.
-    let _ = std::fs::remove_file(out_path);
+    // The library writes here, whatever `--output` says: the file is this process's to
+    // remove (a profile left by an earlier process of this id must not pass for this one's),
+    // where removing `--output` would replace a user's file, link or device (`/dev/null`).
+    let temp = std::env::temp_dir().join(format!("tracestat-record-{}.out", std::process::id()));
+    let _ = std::fs::remove_file(&temp);
     let preload = match std::env::var_os("LD_PRELOAD") {
         Some(v) if !v.is_empty() => {
             let mut s = lib.clone().into_os_string();
@@ -178,7 +195,7 @@ pub fn run(args: &RecordArgs) -> Result<(), String> {
     cmd.args(&args.command[1..])
         .env("LD_PRELOAD", preload)
         .env("TRACESTAT_PARENT", std::process::id().to_string())
-        .env("TRACESTAT_OUTPUT", out_path)
+        .env("TRACESTAT_OUTPUT", &temp)
         .env("TRACESTAT_FORMAT", &args.format)
         .env("TRACESTAT_TIMING", &args.timing)
         .env("TRACESTAT_GRAPH_TIME", &args.graph_time)
@@ -199,32 +216,17 @@ pub fn run(args: &RecordArgs) -> Result<(), String> {
     let status = cmd
         .status()
         .map_err(|e| format!("cannot run {program}: {e}"))?;
-    let written = out_path.is_file();
+    let written = temp.is_file();
     let result = if !written && status.code() == Some(START_FAILED) {
         Err("the profiler could not start (the reason is above); the program did not run".into())
     } else if !written {
         Err(format!(
             "{program} wrote no profile ({status}; an uninstrumented program still writes one, so it did not reach exit)"
         ))
-    } else if let Some(temp) = &temp {
-        let body = std::fs::read(temp).map_err(|e| format!("cannot read the profile: {e}"))?;
-        if args.format == "text" && body.iter().filter(|&&b| b == b'\n').count() <= 2 {
-            say!(
-                "tracestat record: no function of {program} was entered: is it built with -finstrument-functions, -pg or -pg -mfentry?"
-            );
-        }
-        output::write_stdout(|out| {
-            if args.format == "text" {
-                writeln!(out, "==> trace_stat/functions <==")?;
-            }
-            out.write_all(&body)
-        })
     } else {
-        Ok(())
+        deliver(args, &temp, &program)
     };
-    if let Some(temp) = &temp {
-        let _ = std::fs::remove_file(temp);
-    }
+    let _ = std::fs::remove_file(&temp);
     result?;
     if !status.success() {
         return Err(format!("{program} failed: {status}"));

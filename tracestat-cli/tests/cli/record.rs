@@ -199,7 +199,7 @@ fn bad_filters_uninstrumented_and_stripped_programs() {
 }
 
 /// A relative `--output` names a file where `record` ran, though the program changes
-/// directory before it exits.
+/// directory before it exits; an output that is a link is written through.
 #[test]
 #[ignore = "needs gcc and the preload library"]
 fn record_output_is_relative_to_where_it_ran() {
@@ -227,6 +227,30 @@ int main(void) {
         .unwrap();
     assert_eq!(stdout(&out), "55\n");
     let json = std::fs::read_to_string(dir.join("out.json")).expect("written where record ran");
+    assert!(json.contains(r#""name":"leaf","hits":10"#), "{json}");
+    // An output that is a symbolic link (or a device: `/dev/null`) is written through, as
+    // `> FILE` writes it, not removed and replaced by a new file.
+    std::fs::write(dir.join("real.json"), "old").unwrap();
+    std::os::unix::fs::symlink("real.json", dir.join("link.json")).unwrap();
+    let out = tracestat_command()
+        .current_dir(&dir)
+        .args([
+            "record",
+            "--timing",
+            "0",
+            "--format",
+            "json",
+            "--output",
+            "link.json",
+            "--",
+        ])
+        .arg(&prog)
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out), "55\n");
+    let link = std::fs::symlink_metadata(dir.join("link.json")).unwrap();
+    assert!(link.file_type().is_symlink(), "the link was replaced");
+    let json = std::fs::read_to_string(dir.join("real.json")).unwrap();
     assert!(json.contains(r#""name":"leaf","hits":10"#), "{json}");
     let _ = std::fs::remove_dir_all(&dir);
 }
