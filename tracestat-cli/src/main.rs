@@ -100,9 +100,9 @@ enum Command {
     /// side (A1 A2 A3 -- B1 B2 B3) whether it is more than run-to-run noise; --fail-on
     /// gates CI.
     Diff(diff::DiffArgs),
-    /// Run a program built with -finstrument-functions under the function profiler
-    /// (every function of it and of its shared objects a site) and print its
-    /// trace_stat/functions when it exits.
+    /// Run a program built with -finstrument-functions, -pg, -pg -mfentry, nop'd entries
+    /// or XRay sleds under the function profiler (every function of it and of its shared
+    /// objects a site) and print its trace_stat/functions when it exits.
     Record(record::RecordArgs),
 }
 

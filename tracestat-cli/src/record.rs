@@ -150,12 +150,34 @@ fn check_dynamic(program: &Path) -> Result<(), String> {
     ))
 }
 
+/// Whether `body`, a profile in `format`, holds no function: the table's two header lines
+/// alone, JSON's empty list of functions, no folded stack. (A pprof or OpenMetrics profile
+/// is not read back.)
+fn is_empty_profile(format: &str, body: &[u8]) -> bool {
+    match format {
+        "text" => body.iter().filter(|&&b| b == b'\n').count() <= 2,
+        "json" => {
+            const NONE: &[u8] = b"\"functions\":[]";
+            body.windows(NONE.len()).any(|w| w == NONE)
+        }
+        "folded" => body.is_empty(),
+        _ => false,
+    }
+}
+
 /// The profile the library wrote to `temp`, printed or written to `--output`.
 fn deliver(args: &RecordArgs, temp: &Path, program: &str) -> Result<(), String> {
     let body = std::fs::read(temp).map_err(|e| format!("cannot read the profile: {e}"))?;
-    if args.format == "text" && body.iter().filter(|&&b| b == b'\n').count() <= 2 {
+    if is_empty_profile(&args.format, &body) {
+        let selected = if args.filter.is_some() || args.notrace.is_some() {
+            ", and do --filter and --notrace select a function it calls"
+        } else {
+            ""
+        };
         say!(
-            "tracestat record: no function of {program} was entered: is it built with -finstrument-functions, -pg or -pg -mfentry?"
+            "tracestat record: no function of {program} was entered: is it built with \
+             -finstrument-functions, -pg, -pg -mfentry, nop'd entries (-mnop-mcount \
+             -mrecord-mcount, -fpatchable-function-entry) or XRay (-fxray-instrument){selected}?"
         );
     }
     match &args.output {

@@ -157,9 +157,39 @@ fn bad_filters_uninstrumented_and_stripped_programs() {
         stdout(&out),
         "385\n==> trace_stat/functions <==\n  Function                               Hit    Time            Avg             s^2\n  --------                               ---    ----            ---             ---\n"
     );
+    let note = "no function of";
+    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        String::from_utf8_lossy(&out.stderr)
-            .contains("is it built with -finstrument-functions, -pg or -pg -mfentry?")
+        err.contains(note) && err.contains("-finstrument-functions, -pg, -pg -mfentry,"),
+        "{err}"
+    );
+    assert!(!err.contains("--filter"), "{err}");
+    // The same note for the other formats that can say they hold nothing, and a filter
+    // selecting only functions that are never called is named as a cause.
+    for format in ["json", "folded"] {
+        let out = record(&["--format", format], &plain);
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(note),
+            "{format}: {out:?}"
+        );
+    }
+    let out = record(&["--filter", "main", "--format", "json"], &prog);
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains(note),
+        "{out:?}"
+    );
+    let unused = build_source(
+        &dir,
+        "unused",
+        "__attribute__((noinline)) int never(int x) { return x + 1; }\n\
+         int main(int argc, char **argv) { (void)argv; return argc > 5 ? never(argc) : 0; }\n",
+        &["-finstrument-functions"],
+    );
+    let out = record(&["--filter", "never"], &unused);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(note) && err.contains("--filter and --notrace select"),
+        "{err}"
     );
     // Statically linked (no dynamic loader to read LD_PRELOAD): refused before it runs.
     let fixed = build(&dir, "static", &["-finstrument-functions", "-static"]);
