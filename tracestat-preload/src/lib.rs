@@ -18,7 +18,7 @@
 //! - `dl.rs`: `dlopen`, `dlmopen` and `dlclose`, interposed so that an object's functions
 //!   are sites from its load (its covered nop'd entries patched) until its unload;
 //! - `xray.rs`: the trampolines patched XRay sleds call (entry, exit, tail exit);
-//! - `unwind.rs`: `pthread_exit` and C++ exceptions, interposed to keep the return stack
+//! - `unwind.rs`: `exit`, `pthread_exit` and C++ exceptions, interposed to keep the return stack
 //!   and the redirected return addresses right.
 //!
 //! # Design
@@ -75,9 +75,12 @@
 //!   HTTP from inside the program, on threads that enter no site; see `serve.rs`.
 //! - **Bad settings** (a filter naming nothing, an address it cannot serve): the
 //!   constructor says why and ends the process with status 125 before the program's `main`.
-//! - **At exit** (`atexit`, registered first so it runs last): the exiting thread's open
-//!   frames return, hooks stop, and `trace_stat/functions` (or the export asked for) is
-//!   written to `TRACESTAT_OUTPUT` (a relative path taken from where the program started).
+//! - **At exit** (`exit` interposed, `unwind.rs`, then `atexit`, registered first so it
+//!   runs last): the exiting thread's open frames return, whichever thread it is, hooks
+//!   stop, and `trace_stat/functions` (or the export asked for) is written to
+//!   `TRACESTAT_OUTPUT` (a relative path taken from where the program started). Calls still
+//!   open on other threads never returned: timed, they are not in the profile (counting,
+//!   they are, counted at their entry).
 //!
 //! # Invariants
 //!
@@ -838,9 +841,13 @@ fn next_symbol(cache: &OnceLock<usize>, name: &core::ffi::CStr) -> usize {
 
 /// Ends the calling thread's open frames, innermost first (at `exit`, at `pthread_exit`);
 /// redirected frames whose return-address slot is at or above `live` (a live caller's
-/// stack pointer) get their original return address back first.
+/// stack pointer) get their original return address back first. Nothing for a thread that
+/// made no hook, or one whose hook is running (a signal handler that interrupted it ends
+/// the process or the thread): its frames are left as they are.
 fn end_frames(live: usize) {
-    if let Some(t) = thread_state() {
+    if let Some(t) = existing_thread_state()
+        && !t.busy
+    {
         t.busy = true;
         OTHER_STACK.fetch_add(core::mem::take(&mut t.other), Ordering::Relaxed);
         while let Some(mut frame) = t.stack.pop() {

@@ -111,6 +111,14 @@ fn longjmp_signals_threads_fork_exec_and_overruns() {
             ]),
             "{kind:?}"
         );
+        // exit() on another thread than main's: that thread's open calls (leaver, bye) end
+        // at the exit, timed as counted; main's two open calls, on a thread still waiting,
+        // never end, so only the count has them.
+        let [(counted, _), (timed, _)] = run_both(&prog, &["exit"]);
+        let exiting = [("leaver", 1), ("bye", 1), ("leaf", 1)];
+        assert_eq!(timed, expect(&exiting), "{kind:?}");
+        let all = [&exiting[..], &[("main", 1), ("exits", 1)]].concat();
+        assert_eq!(counted, expect(&all), "{kind:?}");
         // The forked child's 500 calls are its own; the parent's table has the parent's.
         let h = run(&prog, &["fork"]);
         assert_eq!(

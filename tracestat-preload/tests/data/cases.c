@@ -85,6 +85,26 @@ __attribute__((noinline)) static void threads(void) {
     for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
 }
 
+/* A thread ends the process with exit() from inside two calls (leaver, bye), while main
+ * waits for it: the exiting thread's open calls end at the exit, as main's do when main
+ * exits. */
+__attribute__((noinline)) void bye(void) {
+    printf("ok\n");
+    exit(0);
+}
+
+__attribute__((noinline)) void *leaver(void *arg) {
+    leaf(arg != NULL);
+    bye();
+    return NULL;
+}
+
+__attribute__((noinline)) static void exits(void) {
+    pthread_t t;
+    pthread_create(&t, NULL, leaver, NULL);
+    pthread_join(t, NULL);
+}
+
 /* The child calls leaf 500 times and exits; the parent 100 times. */
 __attribute__((noinline)) static void forks(void) {
     pid_t pid = fork();
@@ -139,6 +159,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "exec")) execs(argv);
     else if (!strcmp(argv[1], "threads")) threads();
     else if (!strcmp(argv[1], "fork")) forks();
+    else if (!strcmp(argv[1], "exit")) exits();
     else if (!strcmp(argv[1], "deep")) deep();
     else if (!strcmp(argv[1], "dlopen") && argc == 3) plugin(argv[2]);
     else return 2;
