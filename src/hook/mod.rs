@@ -134,6 +134,7 @@ pub use recursion::RecursionLock;
 pub(crate) use sink::{Sink, SinkOps, SinkPath};
 pub use site::{Site, SiteDef};
 pub use switch::SiteSwitch;
+pub(crate) use thread::prepare as prepare_thread;
 #[cfg(feature = "native")]
 pub(crate) use thread::use_static_tls;
 pub(crate) use thread::{SINK_WORDS, SinkWords};

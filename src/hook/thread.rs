@@ -212,6 +212,13 @@ crate::primitive::thread::thread_local! {
     static STATE: ThreadState = ThreadState::new();
 }
 
+/// Makes this thread's [`ThreadState`] now if it has none yet (it is otherwise made at the
+/// thread's first traced call), so that a thread-local first used after this is dropped
+/// before it: a thread's destructors run in the reverse order of their registration.
+pub(crate) fn prepare() {
+    let _ = STATE.try_with(|_| ());
+}
+
 // loom's `thread_local!` takes no `const` initializer.
 #[cfg(not(loom))]
 std::thread_local! {

@@ -61,8 +61,9 @@
 //!   (a signal handler interrupting it) is not traced, its exit ignored.
 //! - **Threads**: a thread's state is made at its first hook and freed at its exit. A
 //!   thread's open frames return, innermost first, when it calls `pthread_exit`
-//!   (interposed, `unwind.rs`); any still open when it is torn down return then if the
-//!   hook layer's thread state is still there.
+//!   (interposed, `unwind.rs`); any still open when it is torn down (a thread cancelled
+//!   inside traced code) return then: the state's destructor is registered after the
+//!   profiler's and the hook layer's thread state are made, so it runs before theirs.
 //! - **Other stacks** (coroutines: `swapcontext`, user-space schedulers; alternate signal
 //!   stacks): a call whose frame is outside its thread's own stack is counted, not timed,
 //!   and gets no frame: its returns do not follow the thread's own calls, and a frame of
@@ -461,7 +462,11 @@ fn first_state() -> Option<&'static mut Thread> {
         own: own_stack(),
         other: 0,
     });
-    // Registers the destructor; fails during thread teardown (the state stays `DEAD`).
+    // The profiler's and the hook layer's thread state first, then the destructor (which
+    // fails during thread teardown: the state stays `DEAD`): registered after theirs, it
+    // runs before them, so the frames it ends (a thread cancelled, or torn down inside
+    // traced code) are recorded.
+    FunctionProfiler::prepare_thread();
     OWNER.try_with(|_| ()).ok()?;
     let p = Box::into_raw(t);
     STATE.with(|s| {

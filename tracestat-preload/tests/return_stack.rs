@@ -119,6 +119,20 @@ fn longjmp_signals_threads_fork_exec_and_overruns() {
         assert_eq!(timed, expect(&exiting), "{kind:?}");
         let all = [&exiting[..], &[("main", 1), ("exits", 1)]].concat();
         assert_eq!(counted, expect(&all), "{kind:?}");
+        // A thread cancelled three calls deep: its open calls end with it, timed as counted.
+        let h = run(&prog, &["cancel"]);
+        assert_eq!(
+            h,
+            expect(&[
+                ("main", 1),
+                ("cancels", 1),
+                ("held", 1),
+                ("nest", 2),
+                ("parked", 1),
+                ("leaf", 1),
+            ]),
+            "{kind:?}"
+        );
         // The forked child's 500 calls are its own; the parent's table has the parent's.
         let h = run(&prog, &["fork"]);
         assert_eq!(

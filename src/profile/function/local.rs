@@ -122,6 +122,12 @@ loom::thread_local! {
     pub(super) static LOCALS: RefCell<Locals> = RefCell::new(Locals::default());
 }
 
+/// Makes this thread's `LOCALS` now if it has none yet (`FunctionProfiler::prepare_thread`).
+#[cfg(not(loom))]
+pub(super) fn prepare() {
+    let _ = LOCALS.try_with(|_| ());
+}
+
 /// Runs `f` with this thread's [`Last`] (in the hook layer's `Hot` block, reached by
 /// reference: `const`-initialised, no destructor). Under loom, whose thread-locals are
 /// dropped with the model's threads, `None` once it is gone.

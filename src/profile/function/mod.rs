@@ -358,6 +358,18 @@ impl FunctionProfiler {
         )
     }
 
+    /// Makes the calling thread's profiler and hook-layer state now; they are otherwise made
+    /// at its first traced call and its first record. For a runtime that ends the thread's
+    /// open calls from a thread-local destructor of its own (a thread torn down inside
+    /// traced code, cancelled say): a thread's destructors run in the reverse order of their
+    /// registration, so calling this before that thread-local's first use has the runtime's
+    /// destructor run while this state is still there to record the calls it ends.
+    #[cfg(not(loom))]
+    pub fn prepare_thread() {
+        crate::hook::prepare_thread();
+        local::prepare();
+    }
+
     /// Adds the control files and stat files (module docs) to `fs`.
     pub fn install(&self, fs: &Arc<Tracefs>) -> Result<(), Error> {
         let handle = Arc::new(TracefsHandle(Arc::clone(fs)));

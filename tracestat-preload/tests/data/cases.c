@@ -4,6 +4,7 @@
  * left after optimisation, -finstrument-functions in every one. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -105,6 +106,38 @@ __attribute__((noinline)) static void exits(void) {
     pthread_join(t, NULL);
 }
 
+/* A thread parked three calls deep (held, nest x2, parked) in a cancellation point is
+ * cancelled: its open calls end with it. */
+static sem_t ready;
+
+__attribute__((noinline)) void parked(void) {
+    sem_post(&ready);
+    for (;;) pause();
+}
+
+__attribute__((noinline)) void nest(int n) {
+    if (n > 0) nest(n - 1);
+    else parked();
+    sink++;
+}
+
+__attribute__((noinline)) void *held(void *arg) {
+    leaf(arg != NULL);
+    nest(1);
+    return NULL;
+}
+
+__attribute__((noinline)) static void cancels(void) {
+    pthread_t t;
+    void *result;
+    sem_init(&ready, 0, 0);
+    pthread_create(&t, NULL, held, NULL);
+    while (sem_wait(&ready) != 0) {}
+    pthread_cancel(t);
+    pthread_join(t, &result);
+    if (result != PTHREAD_CANCELED) exit(4);
+}
+
 /* The child calls leaf 500 times and exits; the parent 100 times. */
 __attribute__((noinline)) static void forks(void) {
     pid_t pid = fork();
@@ -160,6 +193,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "threads")) threads();
     else if (!strcmp(argv[1], "fork")) forks();
     else if (!strcmp(argv[1], "exit")) exits();
+    else if (!strcmp(argv[1], "cancel")) cancels();
     else if (!strcmp(argv[1], "deep")) deep();
     else if (!strcmp(argv[1], "dlopen") && argc == 3) plugin(argv[2]);
     else return 2;
