@@ -155,8 +155,9 @@ fn enabled_on(ftrace: &Arc<Ftrace>, opts: ProfileOptions) -> FunctionProfiler {
     profiler
 }
 
-/// Held by every static run: one profiler at a time on the global instance.
-fn serial() -> MutexGuard<'static, ()> {
+/// Held by every static run: one profiler at a time on the global instance (and held by a
+/// test that asserts what the global sites are outside its runs, while it does).
+pub fn serial() -> MutexGuard<'static, ()> {
     static SERIAL: Mutex<()> = Mutex::new(());
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }

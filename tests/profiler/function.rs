@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::common::kernel_format;
 use crate::common::profiler::{
-    BOTH, EVERY, HITS_AND_TIMED, SiteKind, Sites, TIMED, static_site, with_profiler_on,
+    BOTH, EVERY, HITS_AND_TIMED, SiteKind, Sites, TIMED, serial, static_site, with_profiler_on,
 };
 use kernel_format::{FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED, graph_duration};
 use tracestat::hook::{Ftrace, FtraceOps, ShadowStack, SiteDef};
@@ -264,7 +264,9 @@ fn leaf_hits_count_once_and_decline_the_rest() {
             assert_eq!(counted, 0, "with a second ops, {opts:?}");
         },
     );
-    // Disabled (the profiler off): done, nothing to count.
+    // Disabled (the profiler off): done, nothing to count. (Under the static runs' lock:
+    // another test's run may have the global sites enabled.)
+    let _serial = serial();
     assert!(!static_site("inner").is_enabled());
     assert!(static_site("inner").try_hit());
 }
