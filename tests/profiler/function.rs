@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::common::kernel_format;
 use crate::common::profiler::{
-    BOTH, EVERY, HITS_AND_TIMED, SiteKind, Sites, TIMED, serial, static_site, with_profiler_on,
+    BOTH, EVERY, HITS_AND_TIMED, SiteKind, Sites, TIMED, static_site, with_profiler_on,
 };
 use kernel_format::{FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED, graph_duration};
 use tracestat::hook::{Ftrace, FtraceOps, ShadowStack, SiteDef};
@@ -266,7 +266,7 @@ fn leaf_hits_count_once_and_decline_the_rest() {
     );
     // Disabled (the profiler off): done, nothing to count. (Under the static runs' lock:
     // another test's run may have the global sites enabled.)
-    let _serial = serial();
+    let _serial = crate::common::profiler::serial();
     assert!(!static_site("inner").is_enabled());
     assert!(static_site("inner").try_hit());
 }

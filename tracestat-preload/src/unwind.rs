@@ -10,9 +10,9 @@
 //!
 //! - `pthread_exit`: the thread's open frames end, innermost first, and redirected return
 //!   addresses are written back before glibc's forced unwind walks the stack.
-//! - `exit`: the calling thread's open frames end, innermost first, before glibc runs its
-//!   thread-local destructors (a thread other than the first has the hook layer's and the
-//!   profiler's made after this library's, so they are dropped first).
+//! - `exit`: the calling thread's open frames end, innermost first, before glibc runs that
+//!   thread's thread-local destructors and the `atexit` handlers: the calls end while the
+//!   state that records them is there, whatever order those run in.
 //! - `_Unwind_RaiseException`, `_Unwind_Resume_or_Rethrow` (a `throw`, a rethrow) and
 //!   `_Unwind_Resume` (the end of a cleanup that unwinds on): dead frames end, and every
 //!   live redirected frame gets its original return address back, so that the unwinder
@@ -92,12 +92,10 @@ fn real(cache: &OnceLock<usize>, name: &core::ffi::CStr) -> usize {
 }
 
 /// `exit`, with the calling thread's open frames returning first: they end here, while the
-/// thread's state and the hook layer's are there to end them. glibc's `exit` runs the
-/// calling thread's thread-local destructors before the `atexit` handlers (the profile's
-/// writer among them), and in a thread other than the first those of the hook layer and the
-/// profiler were made after this library's, so they go first and the frames the library's
-/// destructor ends then would record nothing. No return address is written back: nothing
-/// returns into those frames.
+/// thread's state, the hook layer's and the profiler's are there to record them. glibc's
+/// `exit` runs the calling thread's thread-local destructors (the program's and those
+/// states') before the `atexit` handlers, the profile's writer among them, which ends only
+/// what is left. No return address is written back: nothing returns into those frames.
 ///
 /// # Safety
 ///
