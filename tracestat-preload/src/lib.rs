@@ -18,7 +18,7 @@
 //! - `dl.rs`: `dlopen`, `dlmopen` and `dlclose`, interposed so that an object's functions
 //!   are sites from its load (its covered nop'd entries patched) until its unload;
 //! - `xray.rs`: the trampolines patched XRay sleds call (entry, exit, tail exit);
-//! - `unwind.rs`: `exit`, `pthread_exit` and C++ exceptions, interposed to keep the return stack
+//! - `unwind.rs`: `pthread_exit` and C++ exceptions, interposed to keep the return stack
 //!   and the redirected return addresses right.
 //!
 //! # Design
@@ -62,8 +62,10 @@
 //! - **Threads**: a thread's state is made at its first hook and freed at its exit. A
 //!   thread's open frames return, innermost first, when it calls `pthread_exit`
 //!   (interposed, `unwind.rs`); any still open when it is torn down (a thread cancelled
-//!   inside traced code) return then: the state's destructor is registered after the
-//!   profiler's and the hook layer's thread state are made, so it runs before theirs.
+//!   inside traced code, or calling `exit`: glibc's `exit` runs the calling thread's
+//!   thread-local destructors first) return then: the state's destructor is registered
+//!   after the profiler's and the hook layer's thread state are made, so it runs before
+//!   theirs, while they can still record the calls it ends.
 //! - **Other stacks** (coroutines: `swapcontext`, user-space schedulers; alternate signal
 //!   stacks): a call whose frame is outside its thread's own stack is counted, not timed,
 //!   and gets no frame: its returns do not follow the thread's own calls, and a frame of
@@ -76,9 +78,9 @@
 //!   HTTP from inside the program, on threads that enter no site; see `serve.rs`.
 //! - **Bad settings** (a filter naming nothing, an address it cannot serve): the
 //!   constructor says why and ends the process with status 125 before the program's `main`.
-//! - **At exit** (`exit` interposed, `unwind.rs`, then `atexit`, registered first so it
-//!   runs last): the exiting thread's open frames return, whichever thread it is, hooks
-//!   stop, and `trace_stat/functions` (or the export asked for) is written to
+//! - **At exit** (the exiting thread's state's destructor, then `atexit`, registered first
+//!   so it runs last): the exiting thread's open frames return, whichever thread it is,
+//!   hooks stop, and `trace_stat/functions` (or the export asked for) is written to
 //!   `TRACESTAT_OUTPUT` (a relative path taken from where the program started). Calls still
 //!   open on other threads never returned: timed, they are not in the profile (counting,
 //!   they are, counted at their entry).
@@ -844,7 +846,8 @@ fn next_symbol(cache: &OnceLock<usize>, name: &core::ffi::CStr) -> usize {
     })
 }
 
-/// Ends the calling thread's open frames, innermost first (at `exit`, at `pthread_exit`);
+/// Ends the calling thread's open frames, innermost first (at `pthread_exit`, at the exit
+/// handler, when [`Attached`] drops);
 /// redirected frames whose return-address slot is at or above `live` (a live caller's
 /// stack pointer) get their original return address back first. Nothing for a thread that
 /// made no hook, or one whose hook is running (a signal handler that interrupted it ends

@@ -1,4 +1,4 @@
-//! Calls that never return normally: `exit`, `pthread_exit` and C++ exceptions, interposed so that
+//! Calls that never return normally: `pthread_exit` and C++ exceptions, interposed so that
 //! the thread's return stack and its redirected return addresses stay right.
 //!
 //! # Design
@@ -10,9 +10,6 @@
 //!
 //! - `pthread_exit`: the thread's open frames end, innermost first, and redirected return
 //!   addresses are written back before glibc's forced unwind walks the stack.
-//! - `exit`: the calling thread's open frames end, innermost first, before glibc runs that
-//!   thread's thread-local destructors and the `atexit` handlers: the calls end while the
-//!   state that records them is there, whatever order those run in.
 //! - `_Unwind_RaiseException`, `_Unwind_Resume_or_Rethrow` (a `throw`, a rethrow) and
 //!   `_Unwind_Resume` (the end of a cleanup that unwinds on): dead frames end, and every
 //!   live redirected frame gets its original return address back, so that the unwinder
@@ -89,24 +86,6 @@ fn real(cache: &OnceLock<usize>, name: &core::ffi::CStr) -> usize {
         std::process::abort();
     }
     f
-}
-
-/// `exit`, with the calling thread's open frames returning first: they end here, while the
-/// thread's state, the hook layer's and the profiler's are there to record them. glibc's
-/// `exit` runs the calling thread's thread-local destructors (the program's and those
-/// states') before the `atexit` handlers, the profile's writer among them, which ends only
-/// what is left. No return address is written back: nothing returns into those frames.
-///
-/// # Safety
-///
-/// As `exit`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn exit(status: c_int) -> ! {
-    static REAL: OnceLock<usize> = OnceLock::new();
-    end_frames(usize::MAX);
-    let f = real(&REAL, c"exit");
-    // SAFETY: the next `exit` in the lookup order, of this very type.
-    unsafe { core::mem::transmute::<usize, unsafe extern "C" fn(c_int) -> !>(f)(status) }
 }
 
 extern "C" fn pthread_exit_at(retval: *mut c_void, live: usize) -> ! {
