@@ -106,8 +106,8 @@ use tracestat::stat::WriteMode;
 /// frame (`[rbp]` the caller's rbp, `[rbp + 8]` the trampoline's return address), the stack
 /// aligned to 16 bytes and 208 bytes below it, where it saves the general-purpose argument
 /// registers (rdi rsi rdx rcx r8 r9), rax (a variadic call's vector count), r10 (a static
-/// chain) and, when named, r11. [`save_vectors`] saves xmm0-7 in the same frame;
-/// [`restore_arguments`] closes it, given the same registers.
+/// chain) and, when named, r11. `save_vectors!` saves xmm0-7 in the same frame;
+/// `restore_arguments!` closes it, given the same registers.
 #[cfg(target_arch = "x86_64")]
 macro_rules! save_arguments {
     ($($r11:ident)?) => {
@@ -129,8 +129,8 @@ macro_rules! save_arguments {
     };
 }
 
-/// Saves the vector argument registers (xmm0-7) in [`save_arguments`]'s frame;
-/// [`restore_vectors`] restores them.
+/// Saves the vector argument registers (xmm0-7) in `save_arguments!`'s frame;
+/// `restore_vectors!` restores them.
 #[cfg(target_arch = "x86_64")]
 macro_rules! save_vectors {
     () => {
@@ -147,7 +147,7 @@ macro_rules! save_vectors {
     };
 }
 
-/// Restores what [`save_vectors`] saved.
+/// Restores what `save_vectors!` saved.
 #[cfg(target_arch = "x86_64")]
 macro_rules! restore_vectors {
     () => {
@@ -164,7 +164,7 @@ macro_rules! restore_vectors {
     };
 }
 
-/// Closes [`save_arguments`]'s frame: the general-purpose registers it saved restored,
+/// Closes `save_arguments!`'s frame: the general-purpose registers it saved restored,
 /// `rsp` and `rbp` as before it.
 #[cfg(target_arch = "x86_64")]
 macro_rules! restore_arguments {
@@ -187,7 +187,7 @@ macro_rules! restore_arguments {
 
 /// Opens a returning function's trampoline frame (assembly, one template string): `rbp` the
 /// frame, the stack aligned to 16 bytes, the return registers (rax rdx xmm0 xmm1) saved
-/// below it. [`restore_returns`] closes it.
+/// below it. `restore_returns!` closes it.
 #[cfg(target_arch = "x86_64")]
 macro_rules! save_returns {
     () => {
@@ -204,7 +204,7 @@ macro_rules! save_returns {
     };
 }
 
-/// Closes [`save_returns`]'s frame: the return registers restored, `rsp` and `rbp` as
+/// Closes `save_returns!`'s frame: the return registers restored, `rsp` and `rbp` as
 /// before it.
 #[cfg(target_arch = "x86_64")]
 macro_rules! restore_returns {
@@ -220,7 +220,7 @@ macro_rules! restore_returns {
     };
 }
 
-/// An entry trampoline's call of its hook, in the frame [`save_arguments`] opened
+/// An entry trampoline's call of its hook, in the frame `save_arguments!` opened
 /// (assembly, one template string, with `{count_only}`, `{try_hit}`, `{hit}` and `{entry}`
 /// bound; each `$arg` an instruction setting an argument, from the frame or `rbp`, since a
 /// call clobbers the registers; the first sets the cache key in `rdi`, all that `try_hit`
