@@ -308,6 +308,7 @@ extern "C" fn entry(ret: usize, slot: *mut usize, kind: usize) {
                 func: ret,
                 sp: at,
                 ret: original,
+                redirected: true,
                 hijacked: true,
                 _guard: guard,
             };
@@ -359,7 +360,7 @@ extern "C" fn leave(slot: usize) -> usize {
     // Only a call on the thread's own stack has its return redirected: `slot` is on it.
     pop_dead(t, |f| f.sp < slot);
     let ret = match t.stack.last() {
-        Some(frame) if frame.sp == slot && frame.ret != 0 => frame.ret,
+        Some(frame) if frame.sp == slot && frame.redirected => frame.ret,
         _ => lost(slot),
     };
     // SAFETY: the stack has a last frame (the match above); its drop ends the call.
@@ -380,7 +381,7 @@ impl Frame {
     /// holds the original return address (or the frame is a tail call's, returning to
     /// the trampoline).
     pub(crate) fn redirect_again(&mut self) {
-        if self.ret == 0 || self.hijacked {
+        if !self.redirected || self.hijacked {
             return;
         }
         let slot = self.sp as *mut usize;

@@ -42,11 +42,18 @@
 //!   stack pointer being the instrumented function's at its call of the hook (the hooks are
 //!   naked trampolines on x86-64 and AArch64 that pass it), or the address of the return
 //!   slot that `fentry.rs` redirected (with the original return address). A callee's
-//!   stack pointer is below its caller's, so frames at or below an entering function's, or
-//!   below an exiting one's, were left without their exit (`longjmp`, `siglongjmp`, a C++
+//!   stack pointer is below its caller's, so frames below an entering function's, or below
+//!   an exiting one's, were left without their exit (`longjmp`, `siglongjmp`, a C++
 //!   exception that did not run their exit): both hooks pop them first, so they never pile
 //!   up. An exit then pops its own frame; one that finds a shallower frame on top belongs
 //!   to an entry that was not traced (a full stack: an overrun, counted) and is ignored.
+//!   `-finstrument-functions` frames also keep the call site the hooks are given (the
+//!   function's return address): a function inlined into another is instrumented too and
+//!   enters at its stack pointer with its call site, so only a frame at an entering
+//!   function's stack pointer with another call site (or of the same function) is dead;
+//!   and an exit hook that runs at another stack pointer than its entry (jumped to in
+//!   place of a `void` function's `ret`; called below a variable-length array) finds its
+//!   frame by the function's return-address slot (`exit_past_dead`).
 //!   C++ exceptions: `unwind.rs` ends the frames unwound through when a handler catches.
 //!   Code running on another stack (a handler on `sigaltstack`, `ucontext` coroutines)
 //!   breaks that order and is not supported.
@@ -355,11 +362,16 @@ struct Frame {
     /// (`-finstrument-functions`), the address of its return-address slot (`mcount`,
     /// `__fentry__`). Deeper frames have lower addresses.
     sp: usize,
-    /// The original return address of a frame whose return was redirected (`fentry.rs`);
-    /// 0 for a `-finstrument-functions` frame, which returns through its exit hook.
+    /// The function's return address: the original one of a frame whose return was
+    /// redirected (`fentry.rs`); the call site a `-finstrument-functions` hook is given,
+    /// which the frames of functions inlined into one function share with it (as they
+    /// share its stack pointer); 0 for an XRay frame.
     ret: usize,
-    /// Whether the slot at `sp` holds the return trampoline now (set while `ret != 0`,
-    /// cleared while an exception unwinds through it).
+    /// Whether the frame's return was redirected (`fentry.rs`): `sp` is the address of its
+    /// return-address slot and `ret` the address the slot held.
+    redirected: bool,
+    /// Whether the slot at `sp` holds the return trampoline now (set only while
+    /// `redirected`, cleared while an exception unwinds through it).
     hijacked: bool,
     /// Ends the call when dropped.
     _guard: ScopeGuard<'static>,
@@ -704,7 +716,7 @@ unsafe fn pop_frame(t: &mut Thread) -> Frame {
 }
 
 /// `__cyg_profile_func_enter` with the instrumented function's stack pointer.
-extern "C" fn enter(func: usize, _call_site: usize, sp: usize) {
+extern "C" fn enter(func: usize, call_site: usize, sp: usize) {
     #[cfg(not(target_arch = "x86_64"))] // (x86-64: the trampoline tests it)
     if COUNT_ONLY.load(Ordering::Relaxed) {
         return hit(func);
@@ -713,9 +725,18 @@ extern "C" fn enter(func: usize, _call_site: usize, sp: usize) {
     if on_other_stack(t, sp) {
         return hit_other_stack(t, func, lookup);
     }
-    // Frames at or below this one's stack pointer were left without their exit (longjmp,
-    // an exception): a live caller's frame is always above its callee's.
-    pop_dead(t, |f| f.sp <= sp);
+    // Frames below this one's stack pointer were left without their exit (longjmp, an
+    // exception): a live caller's frame is always above its callee's. A frame at the same
+    // stack pointer is live only where this function is inlined into its function (gcc
+    // and clang instrument inlined functions too, with the call site of the function they
+    // are inlined into): one with another call site, or of this same function, belongs to
+    // a call of that place that was left (a new call in a loop after a `longjmp`). (A
+    // `longjmp` out of a function while a function inlined into it was open, followed by
+    // a new call of it from the same place, leaves those two frames until a shallower
+    // hook ends them.) Inline, the stack pointers' test alone; the rest out of line.
+    if t.stack.last().is_some_and(|f| f.sp <= sp) {
+        pop_dead_at_entry(t, func, call_site, sp);
+    }
     let len = t.stack.len();
     if len == DEPTH {
         OVERRUNS.fetch_add(1, Ordering::Relaxed);
@@ -724,15 +745,32 @@ extern "C" fn enter(func: usize, _call_site: usize, sp: usize) {
         let frame = Frame {
             func,
             sp,
-            ret: 0,
+            ret: call_site,
+            redirected: false,
             hijacked: false,
             _guard: guard,
         };
-        // SAFETY: `len` was read above, below `DEPTH`, and the busy flag kept the stack
-        // unchanged since.
-        unsafe { push_frame(t, len, frame) };
+        // SAFETY: the length was below `DEPTH` above, and the busy flag kept the stack
+        // unchanged since. (Read again, not kept across the entry: one register less.)
+        unsafe { push_frame(t, t.stack.len(), frame) };
     }
     t.busy = false;
+}
+
+/// Whether `f` was left without its exit, seen from the entry of `func` called from
+/// `call_site` at `sp` ([`enter`] says why).
+#[inline(always)]
+fn dead_at_entry(f: &Frame, func: usize, call_site: usize, sp: usize) -> bool {
+    f.sp < sp || (f.sp == sp && (f.ret != call_site || f.func == func))
+}
+
+/// [`enter`]'s popping of the frames on top left without their exit, where the top frame
+/// is at or below the entering function's stack pointer (out of line, with its arguments
+/// in registers: a hook finds one only there, or at the entry of an inlined function).
+#[cold]
+#[inline(never)]
+fn pop_dead_at_entry(t: &mut Thread, func: usize, call_site: usize, sp: usize) {
+    pop_dead_slow(t, |f| dead_at_entry(f, func, call_site, sp));
 }
 
 /// [`enter`] when the profiler counts only ([`COUNT_ONLY`]): the site's hit, no frame.
@@ -743,12 +781,30 @@ extern "C" fn hit(func: usize) {
 }
 
 /// `__cyg_profile_func_exit` with the instrumented function's stack pointer.
-extern "C" fn exit(func: usize, _call_site: usize, sp: usize) {
+extern "C" fn exit(func: usize, call_site: usize, sp: usize) {
     #[cfg(not(target_arch = "x86_64"))] // (x86-64: the trampoline tests it)
     if COUNT_ONLY.load(Ordering::Relaxed) {
         return;
     }
-    let Some(t) = existing_thread_state() else {
+    // The thread-local's own access (a call) out of line: no value is then kept across a
+    // call before the top frame is compared.
+    match fast_tls::state() {
+        Some(p) => exit_state(live(p), func, call_site, sp),
+        None => exit_any_tls(func, call_site, sp),
+    }
+}
+
+/// [`exit`] where the thread's state is not at the static offset.
+#[cold]
+#[inline(never)]
+fn exit_any_tls(func: usize, call_site: usize, sp: usize) {
+    exit_state(existing_thread_state(), func, call_site, sp);
+}
+
+/// [`exit`] given the thread's state (`None`: it has none).
+#[inline(always)]
+fn exit_state(t: Option<&'static mut Thread>, func: usize, call_site: usize, sp: usize) {
+    let Some(t) = t else {
         return;
     };
     if t.busy {
@@ -760,22 +816,86 @@ extern "C" fn exit(func: usize, _call_site: usize, sp: usize) {
         // SAFETY: the stack has a last frame.
         drop(unsafe { pop_frame(t) });
     } else {
-        exit_past_dead(t, sp, this);
+        exit_past_dead(t, func, call_site, sp);
     }
     t.busy = false;
 }
 
-/// [`exit`] when the top frame is not the call's: frames deeper than it were left without
-/// their exit (longjmp, an exception) and end now, then its own, if it has one (a call on
-/// another stack has none, and leaves the thread's frames as they are).
+/// [`exit`] when the top frame is not the call's `(func, sp)`: frames deeper than the
+/// exiting function were left without their exit (longjmp, an exception) and end now, then
+/// its own, if it has one (a call on another stack has none, and leaves the thread's
+/// frames as they are; so does an exit whose entry found the stack full).
+///
+/// An exit hook can run at another stack pointer than its entry hook did: gcc and clang
+/// jump to `__cyg_profile_func_exit` in place of a `void` function's `ret`, its frame
+/// already popped, and a function with a variable-length array or `alloca` calls it below
+/// its entry's stack pointer. Where the function's return-address slot is found
+/// ([`return_slot`]), everything deeper than the slot is its call's or dead: a jumped-to
+/// exit ends every frame below the slot (its own included; no frame of its caller is
+/// there), a called one the dead frames below its stack pointer and then its own among the
+/// frames of its activation (below the slot, with its call site: the function's and those
+/// of functions inlined into it). Matched on `(func, sp)` alone, a jumped-to exit of a
+/// recursive call ended its caller's frame, which has the same function and the stack
+/// pointer the callee's exit hook is given.
 #[cold]
 #[inline(never)]
-fn exit_past_dead(t: &mut Thread, sp: usize, this: impl Fn(&Frame) -> bool) {
+fn exit_past_dead(t: &mut Thread, func: usize, call_site: usize, sp: usize) {
+    let slot = return_slot(t, call_site, sp);
     pop_dead_at(t, sp, |f| f.sp < sp);
-    if t.stack.last().is_some_and(this) {
-        // SAFETY: the stack has a last frame.
-        drop(unsafe { pop_frame(t) });
+    match slot {
+        Some(slot) if slot + 8 == sp => {}
+        Some(slot) => pop_through(t, func, |f| f.sp < slot && f.ret == call_site),
+        None => pop_through(t, func, |f| f.sp == sp),
     }
+}
+
+/// Of the frames on top for which `run` holds, pops those above the topmost of `func` and
+/// that one, ending their calls; nothing if none of them is `func`'s.
+fn pop_through(t: &mut Thread, func: usize, run: impl Fn(&Frame) -> bool) {
+    let above = t
+        .stack
+        .iter()
+        .rev()
+        .take_while(|f| run(f))
+        .position(|f| f.func == func);
+    for _ in 0..above.map_or(0, |k| k + 1) {
+        drop(t.stack.pop());
+    }
+}
+
+/// How far above an exit hook's stack pointer [`return_slot`] looks: a frame with a larger
+/// variable-length array keeps the exact `(func, sp)` match alone.
+const SLOT_SEARCH: usize = 512;
+
+/// The address of the exiting function's return-address slot (x86-64): the first word at
+/// or above the exit hook's own return-address slot (`sp - 8`) that holds `call_site`,
+/// gcc's and clang's `__builtin_return_address(0)` of the function; `sp - 8` itself when
+/// the hook was jumped to in place of the function's `ret`. `None` where it cannot be
+/// told: no call site given (the sled and `mcount` kinds key frames by their slot), a call
+/// on another stack or one whose extent is unknown, no such word among the
+/// [`SLOT_SEARCH`] words (a word of the function's own frame holding the same address
+/// would be taken for it: its frame then is not ended here, as before).
+#[cfg(target_arch = "x86_64")]
+fn return_slot(t: &Thread, call_site: usize, sp: usize) -> Option<usize> {
+    let (low, size) = t.own;
+    if call_site == 0 || size == usize::MAX || on_other_stack(t, sp) || !sp.is_multiple_of(8) {
+        return None;
+    }
+    let top = low + size;
+    (0..SLOT_SEARCH)
+        .map(|i| sp - 8 + 8 * i)
+        .take_while(|&at| at + 8 <= top)
+        // SAFETY: `sp - 8` is this hook's return-address slot, on the thread's own stack
+        // (tested above), and every word from there to the stack's top is mapped: the
+        // words of this thread's live frames, read as plain integers while they stay
+        // untouched (this thread is running the hook).
+        .find(|&at| unsafe { core::ptr::read_volatile(at as *const usize) } == call_site)
+}
+
+/// [`return_slot`] where the return address is not kept on the stack at a fixed place.
+#[cfg(not(target_arch = "x86_64"))]
+fn return_slot(_: &Thread, _: usize, _: usize) -> Option<usize> {
+    None
 }
 
 /// The hooks' entry points (AArch64): naked, so that they pass the caller's stack pointer as it was

@@ -185,6 +185,7 @@ extern "C" fn entry(id: u32, slot: usize) {
             func,
             sp: slot,
             ret: 0,
+            redirected: false,
             hijacked: false,
             _guard: guard,
         };

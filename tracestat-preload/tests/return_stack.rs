@@ -338,6 +338,85 @@ fn timed_calls_nest() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Exit hooks that run at another stack pointer than their entry hooks, and functions
+/// inlined into others (`data/tails.c`), with each kind and with clang's
+/// `-finstrument-functions`: the call paths of timed runs are the program's, and a
+/// recursion's calls nest in time (each `spin` inside its six `walk` callers, so the calls of
+/// `walk` took at least six times what those of `spin` did).
+#[test]
+#[ignore = "needs gcc"]
+fn exits_away_from_their_entrys_stack_pointer_and_inlined_functions() {
+    let dir = scratch("tails");
+    let source = data("tails.c");
+    let mut builds: Vec<(&str, Kind, PathBuf)> = Kind::ALL
+        .iter()
+        .map(|&kind| ("gcc", kind, build("gcc", &dir, "tails", kind, &[&source])))
+        .collect();
+    if have_clang() {
+        let prog = build("clang", &dir, "tails-clang", Kind::Cyg, &[&source]);
+        builds.push(("clang", Kind::Cyg, prog));
+    }
+    for (cc, kind, prog) in &builds {
+        let run = |mode: &str, format: &str| {
+            let (out, profile) = record(
+                Command::new(prog).arg(mode),
+                "1",
+                &[("TRACESTAT_FORMAT", format)],
+            );
+            assert!(out.status.success(), "{cc} {kind:?} {mode}: {out:?}");
+            assert_eq!(out.stdout, b"ok\n");
+            profile
+        };
+        let paths = |mode: &str| -> Vec<String> {
+            let folded = run(mode, "folded");
+            folded
+                .lines()
+                .map(|l| l.rsplit_once(' ').unwrap().0.to_owned())
+                .collect()
+        };
+        let walks = |k: usize| ["main"].into_iter().chain(std::iter::repeat_n("walk", k));
+        let mut want: Vec<String> = (0..=6)
+            .map(|k| walks(k).collect::<Vec<_>>().join(";"))
+            .collect();
+        want.push(walks(6).chain(["spin"]).collect::<Vec<_>>().join(";"));
+        assert_eq!(paths("walk"), want, "{cc} {kind:?}");
+        assert_eq!(
+            paths("arrays"),
+            [
+                "main",
+                "main;arrays",
+                "main;arrays;big",
+                "main;arrays;grown",
+                "main;arrays;grown;fill",
+                "main;arrays;vla",
+                "main;arrays;vla;fill"
+            ],
+            "{cc} {kind:?}"
+        );
+        // Only -finstrument-functions instruments the inlined `square`.
+        let mut want = vec!["main", "main;outer", "main;outer;leaf"];
+        if *kind == Kind::Cyg {
+            want.push("main;outer;square");
+        }
+        assert_eq!(paths("inline"), want, "{cc} {kind:?}");
+        let json: serde_json::Value = serde_json::from_str(&run("walk", "json")).unwrap();
+        let time = |name: &str| {
+            json["functions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["name"] == name)
+                .and_then(|f| f["time_ns"].as_u64())
+                .unwrap_or_else(|| panic!("{cc} {kind:?}: no time for {name}: {json}"))
+        };
+        assert!(
+            time("walk") >= 6 * time("spin"),
+            "{cc} {kind:?}: calls of walk do not hold their calls of spin: {json}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A Rust program built with nightly rustc's `-Z instrument-mcount`: its own functions'
 /// hits (std's generic code instantiated in it is instrumented too, and left out here).
 #[test]
