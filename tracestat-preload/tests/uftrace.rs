@@ -3,7 +3,9 @@
 //! nop'd entries patched live; uftrace records the first three natively and patches the
 //! nop'd build's entries with `-P .`): the Lua 5.4 interpreter (the `lua-src` package's sources,
 //! driven by `data/lua_main.c` running `data/workload.lua`) and the bzip2 command line (the
-//! `bzip2-sys` package's sources) compressing and decompressing its own sources; with four
+//! `bzip2-sys` package's sources) compressing and decompressing its own sources, and
+//! compressing a smaller file timed, whose call paths equal uftrace's (each kind, and
+//! clang's `-finstrument-functions`); with four
 //! threads, its counts summed over threads by both, a program of known counts
 //! (`data/threads.c`) and bzip2's library (`data/bz_threads.c`); and Lua built with XRay
 //! sleds (clang), against uftrace on clang's `-pg` build; and a Rust program built with
@@ -16,7 +18,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -47,23 +49,7 @@ fn package_dir(name: &str) -> PathBuf {
 /// build's every entry, `uftrace report`, C++ names demangled whole), the kernel's pseudo
 /// functions (`linux:schedule`) left out.
 fn uftrace_calls(dir: &Path, cmd: &[&Path], kind: Kind) -> BTreeMap<String, u64> {
-    let data = dir.join("uftrace.data");
-    // In `dir`: a `-pg` program writes gmon.out there under uftrace.
-    let status = Command::new("uftrace")
-        .current_dir(dir)
-        .arg("record")
-        .args(if kind == Kind::Nop {
-            &["-P", "."][..]
-        } else {
-            &[]
-        })
-        .args(["--no-libcall", "-d"])
-        .arg(&data)
-        .args(cmd)
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("uftrace is installed");
-    assert!(status.success(), "uftrace record failed");
+    let data = uftrace_record(dir, cmd, kind);
     let out = Command::new("uftrace")
         .args([
             "report",
@@ -89,6 +75,61 @@ fn uftrace_calls(dir: &Path, cmd: &[&Path], kind: Kind) -> BTreeMap<String, u64>
         }
     }
     calls
+}
+
+/// uftrace's call paths of a single-threaded run (`uftrace replay`, which nests each call
+/// under its caller by two spaces), root first and joined by `;` as a folded profile
+/// writes them.
+fn uftrace_paths(dir: &Path, cmd: &[&Path], kind: Kind) -> BTreeSet<String> {
+    let data = uftrace_record(dir, cmd, kind);
+    let out = Command::new("uftrace")
+        .args(["replay", "--no-pager", "-f", "none", "-d"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "uftrace replay failed");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (mut stack, mut paths) = (Vec::new(), BTreeSet::new());
+    for line in text.lines() {
+        let body = line.trim_start();
+        let depth = (line.len() - body.len()) / 2;
+        let (name, opens) = match (body.strip_suffix("() {"), body.strip_suffix("();")) {
+            (Some(name), _) => (name, true),
+            (None, Some(name)) => (name, false),
+            _ => continue, // a call's end, a comment, a heading
+        };
+        assert!(depth <= stack.len(), "uftrace replay skips a level: {line}");
+        stack.truncate(depth);
+        stack.push(name);
+        paths.insert(stack.join(";"));
+        if !opens {
+            stack.pop();
+        }
+    }
+    paths
+}
+
+/// `uftrace record --no-libcall` of `cmd` (`-P .` to patch a nop'd build's every entry)
+/// into `dir`; its data directory.
+fn uftrace_record(dir: &Path, cmd: &[&Path], kind: Kind) -> PathBuf {
+    let data = dir.join("uftrace.data");
+    // In `dir`: a `-pg` program writes gmon.out there under uftrace.
+    let status = Command::new("uftrace")
+        .current_dir(dir)
+        .arg("record")
+        .args(if kind == Kind::Nop {
+            &["-P", "."][..]
+        } else {
+            &[]
+        })
+        .args(["--no-libcall", "-d"])
+        .arg(&data)
+        .args(cmd)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("uftrace is installed");
+    assert!(status.success(), "uftrace record failed");
+    data
 }
 
 /// Runs `cmd` under both and compares; the number of functions compared and what the
@@ -257,8 +298,41 @@ fn bzip2_hits_equal_uftrace_calls() {
         std::fs::write(&packed_file, packed).unwrap();
         let (_, unpacked) = compare(&dir, &[&bzip2, &dc, &packed_file], kind, "1");
         assert_eq!(unpacked, input, "{kind:?}");
+        same_paths(&dir, &bzip2, kind);
+    }
+    if common::have_clang() {
+        same_paths(
+            &dir,
+            &build("clang", &dir, "bzip2-clang", Kind::Cyg, &all),
+            Kind::Cyg,
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// bzip2 (`prog`) compressing 30 KB, timed: the call paths of its folded profile are
+/// uftrace's. Frames that end at the wrong hook show here where counts cannot: an inlined
+/// function's entry that ended the function it is inlined into, an exit hook the compiler
+/// jumps to that ended its caller's frame.
+fn same_paths(dir: &Path, prog: &Path, kind: Kind) {
+    let src = package_dir("bzip2-sys").join("bzip2-1.0.8");
+    let input = dir.join("paths.txt");
+    let text = std::fs::read(src.join("manual.html")).unwrap();
+    std::fs::write(&input, &text[..30_000]).unwrap();
+    let zc = PathBuf::from("-zc");
+    let theirs = uftrace_paths(dir, &[prog, &zc, &input], kind);
+    assert!(theirs.len() > 20, "{prog:?}: only {} paths", theirs.len());
+    let (out, folded) = record(
+        Command::new(prog).args([&zc, &input]),
+        "1",
+        &[("TRACESTAT_FORMAT", "folded")],
+    );
+    assert!(out.status.success(), "{prog:?}: {out:?}");
+    let ours: BTreeSet<String> = folded
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().0.to_owned())
+        .collect();
+    assert_eq!(ours, theirs, "{prog:?} {kind:?}: call paths");
 }
 
 /// Four threads doing different amounts of work (`data/threads.c`): each function's Hit
