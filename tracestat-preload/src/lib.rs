@@ -18,8 +18,8 @@
 //! - `dl.rs`: `dlopen`, `dlmopen` and `dlclose`, interposed so that an object's functions
 //!   are sites from its load (its covered nop'd entries patched) until its unload;
 //! - `xray.rs`: the trampolines patched XRay sleds call (entry, exit, tail exit);
-//! - `unwind.rs`: `pthread_exit` and C++ exceptions, interposed to keep the return stack
-//!   and the redirected return addresses right.
+//! - `unwind.rs`: `pthread_exit`, C++ exceptions and `longjmp`, interposed to keep the
+//!   return stack and the redirected return addresses right.
 //!
 //! # Design
 //!

@@ -1,5 +1,6 @@
-//! Calls that never return normally: `pthread_exit` and C++ exceptions, interposed so that
-//! the thread's return stack and its redirected return addresses stay right.
+//! Calls that never return normally: `pthread_exit`, C++ exceptions and (glibc, x86-64)
+//! the `longjmp` family, interposed so that the thread's return stack and its redirected
+//! return addresses stay right.
 //!
 //! # Design
 //!
@@ -16,6 +17,9 @@
 //!   never meets the return trampoline. Those frames stay on the stack, unredirected.
 //! - `__cxa_begin_catch` (a C++ handler catching): the frames unwound through end, and the
 //!   live ones are redirected again, so that they return through the trampoline as before.
+//! - `longjmp`, `_longjmp`, `siglongjmp`, `__longjmp_chk` (`jumps`): the frames below the
+//!   stack pointer the jump restores end before it jumps. (Elsewhere, and for a jump that
+//!   does not go through these, a later hook ends them when it finds them dead.)
 //!
 //! An exception caught by something other than a C++ handler (a Rust `catch_unwind`)
 //! leaves the frames above it unredirected: they return without ending their calls, and
@@ -155,5 +159,111 @@ extern "C" fn begin_catch_at(exc: *mut c_void, live: usize) -> *mut c_void {
     // SAFETY: the next `__cxa_begin_catch` in the lookup order, of this very type.
     unsafe {
         core::mem::transmute::<usize, unsafe extern "C" fn(*mut c_void) -> *mut c_void>(f)(exc)
+    }
+}
+
+/// The `longjmp` family (glibc, x86-64): the frames of the functions it leaves end here,
+/// before it jumps, rather than at a later hook that finds them dead. A
+/// `-finstrument-functions` frame is placed by its function's stack pointer after its
+/// prologue, which depends on the function: a call made after the jump from the function
+/// that called `setjmp` could enter below a frame it left (one with a smaller frame) and
+/// take it for its caller's. The jump's target is the stack pointer `setjmp` saved in the
+/// buffer (mangled with the thread's pointer guard): frames below it are dead.
+#[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+mod jumps {
+    use core::ffi::{c_int, c_void};
+    use std::sync::OnceLock;
+
+    use super::real;
+    use crate::{existing_thread_state, on_other_stack, pop_dead_at};
+
+    /// Defines an interposer of a `longjmp` of glibc's, named `$name`.
+    macro_rules! jump {
+        ($(#[$doc:meta])* $name:ident) => {
+            $(#[$doc])*
+            ///
+            /// # Safety
+            ///
+            /// As the function it interposes.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "C" fn $name(env: *mut c_void, val: c_int) -> ! {
+                static REAL: OnceLock<usize> = OnceLock::new();
+                // SAFETY: `env` is a buffer `setjmp` filled (the caller's contract).
+                unsafe { jumping(env) };
+                let f = real(&REAL, const { c_name(stringify!($name)) });
+                // SAFETY: the next definition of this very function and type.
+                unsafe {
+                    core::mem::transmute::<usize, unsafe extern "C" fn(*mut c_void, c_int) -> !>(
+                        f,
+                    )(env, val)
+                }
+            }
+        };
+    }
+
+    jump! {
+        /// `longjmp`, ending the frames it leaves.
+        longjmp
+    }
+    jump! {
+        /// `_longjmp` (no signal mask), ending the frames it leaves.
+        _longjmp
+    }
+    jump! {
+        /// `siglongjmp`, ending the frames it leaves.
+        siglongjmp
+    }
+    jump! {
+        /// `__longjmp_chk` (`longjmp` in a fortified build), ending the frames it leaves.
+        __longjmp_chk
+    }
+
+    /// `name` with its NUL, as a C string (a constant).
+    const fn c_name(name: &'static str) -> &'static core::ffi::CStr {
+        match name.as_bytes() {
+            b"longjmp" => c"longjmp",
+            b"_longjmp" => c"_longjmp",
+            b"siglongjmp" => c"siglongjmp",
+            _ => c"__longjmp_chk",
+        }
+    }
+
+    /// Ends the frames below the stack pointer the jump to `env` restores; nothing where it
+    /// cannot be told (a target off the thread's stack or below the caller's, as a buffer
+    /// of another layout would give), or while a hook of the thread is running (a signal
+    /// handler that interrupted it jumps out).
+    ///
+    /// # Safety
+    ///
+    /// `env` points to a `jmp_buf` that `setjmp` or `sigsetjmp` filled.
+    unsafe fn jumping(env: *const c_void) {
+        // SAFETY: the buffer's first member is the registers' array; its stack pointer word
+        // is within it (the contract).
+        let target = unsafe { demangle(*env.cast::<usize>().add(JB_RSP)) };
+        let Some(t) = existing_thread_state() else {
+            return;
+        };
+        let here = core::ptr::addr_of!(target) as usize;
+        if t.busy || target < here || on_other_stack(t, target) {
+            return;
+        }
+        t.busy = true;
+        pop_dead_at(t, target, |f| f.sp < target);
+        t.busy = false;
+    }
+
+    /// The stack pointer's word in glibc's `__jmp_buf` (`JB_RSP`).
+    const JB_RSP: usize = 6;
+
+    /// glibc's `PTR_DEMANGLE` on x86-64: rotated right by 17 bits, then xor'ed with the
+    /// thread's pointer guard (`tcbhead_t::pointer_guard`, at `%fs:0x30`).
+    fn demangle(word: usize) -> usize {
+        let guard: usize;
+        // SAFETY: reads one word of the calling thread's control block, which glibc keeps
+        // at `%fs:0` for the thread's life; no memory is written.
+        unsafe {
+            core::arch::asm!("mov {}, fs:[0x30]", out(reg) guard, options(nostack, readonly, preserves_flags));
+        }
+        word.rotate_right(17) ^ guard
     }
 }

@@ -41,6 +41,20 @@ fn run_both(prog: &Path, args: &[&str]) -> [(BTreeMap<String, u64>, String); 2] 
     })
 }
 
+/// The call paths of a timed run of `prog mode` (its folded profile's stacks).
+fn call_paths(prog: &Path, mode: &str) -> Vec<String> {
+    let (out, folded) = record(
+        Command::new(prog).arg(mode),
+        "1",
+        &[("TRACESTAT_FORMAT", "folded")],
+    );
+    assert!(out.status.success(), "{prog:?} {mode}: {out:?}");
+    folded
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().0.to_owned())
+        .collect()
+}
+
 /// Runs `prog args` counted and timed; the hits of each (equal).
 fn run(prog: &Path, args: &[&str]) -> BTreeMap<String, u64> {
     let [(counted, _), (timed, _)] = run_both(prog, args);
@@ -91,6 +105,34 @@ fn longjmp_signals_threads_fork_exec_and_overruns() {
             ]),
             "{kind:?}"
         );
+        // Call paths, timed: the frames left by the jumps end at the jumps, so the calls
+        // made after one are their caller's (a `leaf` called after `siglongjmp` had a larger
+        // frame than the `jumper` left, and went under it).
+        for (mode, want) in [
+            ("longjmp", &["main;longjmps;leaf"][..]),
+            (
+                "signal",
+                &[
+                    "main;signals;raiser;leaf",
+                    "main;signals;raiser;on_signal;handled",
+                ],
+            ),
+            (
+                "siglongjmp",
+                &[
+                    "main;siglongjmps;jumper;on_jump;handled",
+                    "main;siglongjmps;leaf",
+                ],
+            ),
+        ] {
+            let paths = call_paths(&prog, mode);
+            let leaves: Vec<&str> = paths
+                .iter()
+                .map(String::as_str)
+                .filter(|p| p.ends_with("leaf") || p.ends_with("handled"))
+                .collect();
+            assert_eq!(leaves, want, "{kind:?} {mode}: {paths:?}");
+        }
         // exec in place: the new image is profiled from its start, the old one's calls
         // (and redirected returns) are gone with it.
         let h = run(&prog, &["exec"]);
