@@ -46,4 +46,23 @@ impl Ftrace {
         Self::publish_global(global);
         global
     }
+
+    /// Closes the calling thread's open read-side sections, of every instance: for a
+    /// thread that left the hook layer by a non-local jump, which a signal handler that
+    /// interrupted a hook makes when it leaves by `siglongjmp` (a native runtime's
+    /// interposed `longjmp` sees it). The sections such a hook had open would otherwise
+    /// stay open, and every later unregistration, filter write or disabling (each waits
+    /// for the sections open when it begins, see [`unregister`](Self::unregister)) would
+    /// wait for them forever. Returns how many were open. The thread's other hook-layer
+    /// state stays as the jump left it (a recursion bit set, a graph frame without its
+    /// scope): the caller keeps the thread out of hooks from then on.
+    ///
+    /// # Safety
+    ///
+    /// No code of the hook layer that the calling thread entered can run again: every
+    /// such call on its stack was jumped out of (what the sections read may be freed as
+    /// soon as this returns).
+    pub unsafe fn abandon_thread_sections() -> usize {
+        super::thread::abandon_sections()
+    }
 }

@@ -158,6 +158,18 @@ impl ReaderSlot {
         self.opened.load(Ordering::Relaxed) == closed
     }
 
+    /// Closes every section the owner thread has open on this slot, all of them left for
+    /// good (its code jumped out of them); the number closed. Owner thread only, and only
+    /// where no code of an open section can run again: a writer may then free what those
+    /// sections read.
+    pub(crate) fn abandon(&self) -> usize {
+        let opened = self.opened.load(Ordering::Relaxed);
+        let closed = self.closed.load(Ordering::Relaxed);
+        // Release, as `close`: what the sections did happens before a writer's free.
+        self.closed.store(opened, Ordering::Release);
+        opened.wrapping_sub(closed)
+    }
+
     /// Whether the owner thread is inside a section (owner thread only).
     pub(crate) fn in_section(&self) -> bool {
         self.opened.load(Ordering::Relaxed) != self.closed.load(Ordering::Relaxed)
@@ -244,6 +256,26 @@ mod tests {
             );
         });
         assert!(!slot.in_section());
+    }
+
+    /// Sections left by a jump are closed by `abandon`, which counts them, and a writer
+    /// waiting on them ends its wait.
+    #[test]
+    fn abandoned_sections_end_the_grace_period() {
+        let rcu = Rcu::new();
+        let slot = rcu.register();
+        let outer = ReadGuard::new(&slot);
+        let inner = ReadGuard::new(&slot);
+        // The code holding them never runs again (as after a `siglongjmp`).
+        core::mem::forget(inner);
+        core::mem::forget(outer);
+        assert!(slot.in_section() && !slot.quiescent());
+        assert_eq!(slot.abandon(), 2);
+        assert!(!slot.in_section());
+        rcu.synchronize();
+        assert_eq!(slot.abandon(), 0);
+        drop(ReadGuard::new(&slot));
+        assert!(slot.quiescent());
     }
 
     /// The writer's test: quiescent only with every section closed, whatever the inner

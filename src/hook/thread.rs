@@ -212,6 +212,19 @@ crate::primitive::thread::thread_local! {
     static STATE: ThreadState = ThreadState::new();
 }
 
+/// Closes every read-side section the calling thread has open, in every domain (see
+/// [`ReaderSlot::abandon`], whose contract the caller keeps); the number closed.
+pub(crate) fn abandon_sections() -> usize {
+    STATE
+        .try_with(|ts| {
+            // SAFETY: owner thread only; no reference into the Vec escapes, and abandoning
+            // a slot calls nothing that could touch the Vec.
+            let slots = unsafe { &*ts.slots.get() };
+            slots.iter().map(|(_, slot)| slot.abandon()).sum()
+        })
+        .unwrap_or(0)
+}
+
 /// Makes this thread's [`ThreadState`] now if it has none yet (it is otherwise made at the
 /// thread's first traced call), so that a thread-local first used after this is dropped
 /// before it: a thread's destructors run in the reverse order of their registration.

@@ -322,7 +322,7 @@ extern "C" fn entry(ret: usize, slot: *mut usize, kind: usize) {
             }
         }
     }
-    t.busy = false;
+    t.busy = 0;
 }
 
 /// Set once the executable was checked for an unwinder of its own.
@@ -356,7 +356,7 @@ extern "C" fn leave(slot: usize) -> usize {
     let Some(t) = existing_thread_state() else {
         lost(slot)
     };
-    let busy = core::mem::replace(&mut t.busy, true);
+    let busy = core::mem::replace(&mut t.busy, crate::stack_pointer());
     // Only a call on the thread's own stack has its return redirected: `slot` is on it.
     pop_dead(t, |f| f.sp < slot);
     let ret = match t.stack.last() {

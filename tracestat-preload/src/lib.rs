@@ -65,7 +65,12 @@
 //!   that the release build saves xmm0-7 only for the full hook (`scripts/check-leaf.sh`
 //!   checks the compiled leaf; `build.rs` names that build).
 //! - **Reentrancy**: a per-thread flag; a hook that runs while this thread is inside one
-//!   (a signal handler interrupting it) is not traced, its exit ignored.
+//!   (a signal handler interrupting it) is not traced, its exit ignored. A handler that
+//!   leaves by `siglongjmp` to beyond the hook it interrupted leaves that hook half done:
+//!   the thread's hooks stay off from then on, the hook's read-side sections are closed
+//!   (so that nothing waits for them), and the note at exit says so (`unwind.rs`). Such a
+//!   jump out of a thread's first call of a function, whose setting up allocates, breaks
+//!   the heap, as it would in the program's own `malloc`.
 //! - **Threads**: a thread's state is made at its first hook and freed at its exit. A
 //!   thread's open frames return, innermost first, when it calls `pthread_exit`
 //!   (interposed, `unwind.rs`); any still open when it is torn down (a thread cancelled
@@ -344,6 +349,9 @@ static OVERRUNS: AtomicU64 = AtomicU64::new(0);
 /// Calls counted, not timed, on a stack other than their thread's ([`on_other_stack`]), of
 /// the threads that ended (each thread counts its own, added here at its end).
 static OTHER_STACK: AtomicU64 = AtomicU64::new(0);
+
+/// Threads whose hooks a jump out of a signal handler left off (`unwind.rs`).
+static LEFT_THREADS: AtomicU64 = AtomicU64::new(0);
 static NATIVE: OnceLock<NativeSites> = OnceLock::new();
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
 
@@ -382,12 +390,42 @@ struct Thread {
     stack: Vec<Frame>,
     cache: Box<[(usize, *const Site); CACHE]>,
     generation: u64,
-    busy: bool,
+    /// 0 while no hook of the thread runs; else the stack pointer of the running one (a
+    /// signal handler's hooks find it set and are not traced, and a jump out of a handler
+    /// to at or above it leaves that hook: `unwind.rs`), or [`LEFT`].
+    busy: usize,
     /// The thread's own stack, its lowest address and size: only calls on it are timed
     /// (see [`on_other_stack`]).
     own: (usize, usize),
     /// Calls counted on another stack since the last flush to [`OTHER_STACK`].
     other: u64,
+}
+
+/// [`Thread::busy`] of a thread that a jump took out of a running hook: its hooks stay off
+/// (what that hook left half done in the hook layer is never touched again).
+const LEFT: usize = usize::MAX;
+
+/// The stack pointer: where a hook marks its thread busy, so that a jump to at or above it
+/// is known to leave the hook.
+#[inline(always)]
+fn stack_pointer() -> usize {
+    let sp: usize;
+    // SAFETY: reads a register; no memory is touched.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        core::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags));
+    }
+    // SAFETY: as above.
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        core::arch::asm!("mov {}, sp", out(reg) sp, options(nomem, nostack, preserves_flags));
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        let here = 0u8;
+        sp = core::hint::black_box(core::ptr::addr_of!(here)) as usize;
+    }
+    sp
 }
 
 /// Null before a thread's first hook, [`DEAD`] after its exit began.
@@ -472,7 +510,7 @@ fn first_state() -> Option<&'static mut Thread> {
         stack: Vec::with_capacity(DEPTH),
         cache: Box::new([(0, core::ptr::null()); CACHE]),
         generation: GENERATION.load(Ordering::Acquire),
-        busy: false,
+        busy: 0,
         own: own_stack(),
         other: 0,
     });
@@ -610,10 +648,10 @@ fn entering() -> Option<&'static mut Thread> {
         return None;
     }
     let t = thread_state()?;
-    if t.busy {
+    if t.busy != 0 {
         return None;
     }
-    t.busy = true;
+    t.busy = stack_pointer();
     Some(t)
 }
 
@@ -662,15 +700,15 @@ fn try_hit_cached(key: usize) -> bool {
     let Some(t) = fast_tls::state().and_then(live) else {
         return false;
     };
-    if t.busy {
+    if t.busy != 0 {
         return true;
     }
     let Some(site) = cached_site(t, key) else {
         return false;
     };
-    t.busy = true;
+    t.busy = stack_pointer();
     let done = site.try_hit();
-    t.busy = false;
+    t.busy = 0;
     done
 }
 
@@ -680,7 +718,7 @@ fn hit_site(t: &mut Thread, func: usize, lookup: fn(usize) -> Option<&'static Si
     if let Some(site) = site_of(t, func, lookup) {
         site.hit();
     }
-    t.busy = false;
+    t.busy = 0;
 }
 
 /// Pushes `frame` onto the return stack, whose length is `len`: written in place, so the
@@ -754,7 +792,7 @@ extern "C" fn enter(func: usize, call_site: usize, sp: usize) {
         // unchanged since. (Read again, not kept across the entry: one register less.)
         unsafe { push_frame(t, t.stack.len(), frame) };
     }
-    t.busy = false;
+    t.busy = 0;
 }
 
 /// Whether `f` was left without its exit, seen from the entry of `func` called from
@@ -807,10 +845,10 @@ fn exit_state(t: Option<&'static mut Thread>, func: usize, call_site: usize, sp:
     let Some(t) = t else {
         return;
     };
-    if t.busy {
+    if t.busy != 0 {
         return;
     }
-    t.busy = true;
+    t.busy = stack_pointer();
     let this = |f: &Frame| f.func == func && f.sp == sp;
     if t.stack.last().is_some_and(this) {
         // SAFETY: the stack has a last frame.
@@ -818,7 +856,7 @@ fn exit_state(t: Option<&'static mut Thread>, func: usize, call_site: usize, sp:
     } else {
         exit_past_dead(t, func, call_site, sp);
     }
-    t.busy = false;
+    t.busy = 0;
 }
 
 /// [`exit`] when the top frame is not the call's `(func, sp)`: frames deeper than the
@@ -974,9 +1012,9 @@ fn next_symbol(cache: &OnceLock<usize>, name: &core::ffi::CStr) -> usize {
 /// the process or the thread): its frames are left as they are.
 fn end_frames(live: usize) {
     if let Some(t) = existing_thread_state()
-        && !t.busy
+        && t.busy == 0
     {
-        t.busy = true;
+        t.busy = stack_pointer();
         OTHER_STACK.fetch_add(core::mem::take(&mut t.other), Ordering::Relaxed);
         while let Some(mut frame) = t.stack.pop() {
             if frame.sp >= live {
@@ -984,7 +1022,7 @@ fn end_frames(live: usize) {
             }
             drop(frame);
         }
-        t.busy = false;
+        t.busy = 0;
     }
 }
 
@@ -1211,9 +1249,22 @@ fn write_profile(settings: &Settings) -> std::io::Result<()> {
 }
 
 /// What the profile leaves out, said on standard error: calls not traced (a full return
-/// stack) and calls counted but not timed (on another stack; of the threads still running
-/// at exit, only the exiting one's are known).
+/// stack; threads a signal handler's jump took out of a hook) and calls counted but not
+/// timed (on another stack; of the threads still running at exit, only the exiting one's
+/// are known).
 fn notes() {
+    let left = LEFT_THREADS.load(Ordering::Relaxed);
+    if left > 0 {
+        let open = if COUNT_ONLY.load(Ordering::Relaxed) {
+            ""
+        } else {
+            " (nor, timed, the calls open at it)"
+        };
+        say!(
+            "tracestat: on {left} thread(s), a signal handler jumped out of a running hook \
+             (siglongjmp): those threads' calls after the jump are not in the profile{open}"
+        );
+    }
     let overruns = OVERRUNS.load(Ordering::Relaxed);
     if overruns > 0 {
         say!("tracestat: {overruns} calls not traced (return stack full)");

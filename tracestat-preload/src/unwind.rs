@@ -104,15 +104,15 @@ extern "C" fn pthread_exit_at(retval: *mut c_void, live: usize) -> ! {
 /// of frames sharing a slot, a tail call's, the outermost's original is written last).
 fn unwinding(live: usize) {
     let Some(t) = thread_state() else { return };
-    if t.busy {
+    if t.busy != 0 {
         return;
     }
-    t.busy = true;
+    t.busy = crate::stack_pointer();
     pop_dead_at(t, live, |f| f.sp < live);
     for frame in t.stack.iter_mut().rev() {
         frame.restore();
     }
-    t.busy = false;
+    t.busy = 0;
 }
 
 type Unwind = unsafe extern "C" fn(*mut c_void) -> c_int;
@@ -144,16 +144,16 @@ extern "C" fn resume_at(exc: *mut c_void, live: usize) -> ! {
 extern "C" fn begin_catch_at(exc: *mut c_void, live: usize) -> *mut c_void {
     static REAL: OnceLock<usize> = OnceLock::new();
     if let Some(t) = thread_state()
-        && !t.busy
+        && t.busy == 0
     {
-        t.busy = true;
+        t.busy = crate::stack_pointer();
         pop_dead_at(t, live, |f| f.sp < live);
         // Outermost first: of frames sharing a slot, the outermost's holds the original.
         #[cfg(target_arch = "x86_64")]
         for frame in t.stack.iter_mut() {
             frame.redirect_again();
         }
-        t.busy = false;
+        t.busy = 0;
     }
     let f = real(&REAL, c"__cxa_begin_catch");
     // SAFETY: the next `__cxa_begin_catch` in the lookup order, of this very type.
@@ -174,8 +174,10 @@ mod jumps {
     use core::ffi::{c_int, c_void};
     use std::sync::OnceLock;
 
+    use core::sync::atomic::Ordering;
+
     use super::real;
-    use crate::{existing_thread_state, on_other_stack, pop_dead_at};
+    use crate::{LEFT, LEFT_THREADS, existing_thread_state, on_other_stack, pop_dead_at};
 
     /// Defines an interposer of a `longjmp` of glibc's, named `$name`.
     macro_rules! jump {
@@ -230,8 +232,15 @@ mod jumps {
 
     /// Ends the frames below the stack pointer the jump to `env` restores; nothing where it
     /// cannot be told (a target off the thread's stack or below the caller's, as a buffer
-    /// of another layout would give), or while a hook of the thread is running (a signal
-    /// handler that interrupted it jumps out).
+    /// of another layout would give).
+    ///
+    /// A jump from a signal handler that interrupted a hook of this thread, to at or above
+    /// that hook's stack pointer, leaves the hook half done: the thread's hooks stay off
+    /// from then on ([`LEFT`]), since what the hook had begun in the hook layer and the
+    /// profiler is never finished. Its read-side sections are closed (writers would wait
+    /// for them forever: a filter write, the profiler's disabling at exit), redirected
+    /// return addresses that are still live are given back, and the frames are dropped
+    /// without ending their calls. The note at exit counts such threads.
     ///
     /// # Safety
     ///
@@ -243,13 +252,41 @@ mod jumps {
         let Some(t) = existing_thread_state() else {
             return;
         };
-        let here = core::ptr::addr_of!(target) as usize;
-        if t.busy || target < here || on_other_stack(t, target) {
+        let here = crate::stack_pointer();
+        if target < here || on_other_stack(t, target) {
             return;
         }
-        t.busy = true;
-        pop_dead_at(t, target, |f| f.sp < target);
-        t.busy = false;
+        match t.busy {
+            0 => {
+                t.busy = here;
+                pop_dead_at(t, target, |f| f.sp < target);
+                t.busy = 0;
+            }
+            LEFT => {}
+            hook if target >= hook => leave_hooks(t, target),
+            // A jump within the handler: the hook it interrupted resumes.
+            _ => {}
+        }
+    }
+
+    /// Takes the thread out of hooks for good after a jump out of one of them (see
+    /// [`jumping`]).
+    #[cold]
+    fn leave_hooks(t: &mut crate::Thread, target: usize) {
+        t.busy = LEFT;
+        // SAFETY: the jump leaves every hook of this thread: the one it interrupted was
+        // below `target`, and no other was running (the handler's hooks found the thread
+        // busy and did nothing); no hook of the thread runs from now on.
+        unsafe { tracestat::hook::Ftrace::abandon_thread_sections() };
+        // Innermost first: of frames sharing a slot, the outermost's original is written
+        // last.
+        while let Some(mut frame) = t.stack.pop() {
+            if frame.sp >= target {
+                frame.restore();
+            }
+            core::mem::forget(frame);
+        }
+        LEFT_THREADS.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The stack pointer's word in glibc's `__jmp_buf` (`JB_RSP`).

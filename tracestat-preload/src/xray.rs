@@ -193,7 +193,7 @@ extern "C" fn entry(id: u32, slot: usize) {
         // unchanged since.
         unsafe { push_frame(t, len, frame) };
     }
-    t.busy = false;
+    t.busy = 0;
 }
 
 /// An exit or tail-call sled: ends the frame of the function `id` names at `slot`, as

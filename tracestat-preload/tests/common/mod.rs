@@ -158,10 +158,48 @@ pub fn build(compiler: &str, dir: &Path, name: &str, kind: Kind, args: &[&str]) 
 /// only), in a directory of its own; the program's output and the profile it wrote. A
 /// `-pg` program under the library writes no `gmon.out` (glibc's gprof does not start).
 pub fn record(cmd: &mut Command, timing: &str, extra: &[(&str, &str)]) -> (Output, String) {
+    record_with(cmd, timing, extra, |cmd| cmd.output().unwrap())
+}
+
+/// [`record`] for a program that might hang: killed, and the test failed, if it has not
+/// ended within `limit`.
+#[allow(dead_code)] // (not every test binary runs such a program)
+pub fn record_within(
+    cmd: &mut Command,
+    timing: &str,
+    extra: &[(&str, &str)],
+    limit: std::time::Duration,
+) -> (Output, String) {
+    record_with(cmd, timing, extra, |cmd| {
+        let mut child = cmd
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let start = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if start.elapsed() > limit {
+                let _ = child.kill();
+                let out = child.wait_with_output().unwrap();
+                panic!("{cmd:?} still ran after {limit:?}: {out:?}");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        child.wait_with_output().unwrap()
+    })
+}
+
+/// [`record`]'s setting up of `cmd` and reading of its profile around `run`.
+fn record_with(
+    cmd: &mut Command,
+    timing: &str,
+    extra: &[(&str, &str)],
+    run: impl FnOnce(&mut Command) -> Output,
+) -> (Output, String) {
     // One directory per run: tests of one binary run on parallel threads.
     static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = scratch(&format!("record{run}"));
+    let index = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = scratch(&format!("record{index}"));
     let profile = dir.join("profile.txt");
     cmd.current_dir(&dir)
         .env("LD_PRELOAD", library())
@@ -171,7 +209,7 @@ pub fn record(cmd: &mut Command, timing: &str, extra: &[(&str, &str)]) -> (Outpu
     for (k, v) in extra {
         cmd.env(k, v);
     }
-    let out = cmd.output().unwrap();
+    let out = run(cmd);
     let text = std::fs::read_to_string(&profile).unwrap_or_default();
     assert!(!dir.join("gmon.out").exists(), "gmon.out written: {cmd:?}");
     let _ = std::fs::remove_dir_all(&dir);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -69,6 +70,41 @@ __attribute__((noinline)) static void siglongjmps(void) {
         if (!sigsetjmp(sjb, 1)) jumper();
         leaf(i);
     }
+}
+
+static sigjmp_buf ajb;
+static volatile int alarms;
+
+static void on_alarm(int sig) {
+    (void)sig;
+    alarms++;
+    siglongjmp(ajb, 1);
+}
+
+__attribute__((noinline)) long twice(long x) { return leaf((int)x) + leaf((int)x + 1); }
+
+/* n calls of twice, or calls without end for n < 0. */
+__attribute__((noinline)) static void spinner(long n) {
+    for (long i = 0; n < 0 || i < n; i++) sink += (int)twice(i);
+}
+
+/* A timer every 100 us whose handler leaves by siglongjmp, 300 times, from code that does
+ * nothing but traced calls: the signal lands inside a hook (the handler's jump leaves it
+ * half done), and the program must still end. Each function is called once before the
+ * timer starts, so that no signal lands in a first call's setting up (which allocates:
+ * jumping out of malloc breaks the heap, as it would in the program's own code). */
+__attribute__((noinline)) static void alarmed(void) {
+    spinner(1);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval it = {{0, 100}, {0, 100}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    while (alarms < 300)
+        if (!sigsetjmp(ajb, 1)) spinner(-1);
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
 }
 
 __attribute__((noinline)) void quit(void) { pthread_exit(NULL); }
@@ -189,6 +225,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "longjmp")) longjmps();
     else if (!strcmp(argv[1], "signal")) signals();
     else if (!strcmp(argv[1], "siglongjmp")) siglongjmps();
+    else if (!strcmp(argv[1], "alarm")) alarmed();
     else if (!strcmp(argv[1], "exec")) execs(argv);
     else if (!strcmp(argv[1], "threads")) threads();
     else if (!strcmp(argv[1], "fork")) forks();
