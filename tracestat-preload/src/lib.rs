@@ -768,10 +768,12 @@ extern "C" fn enter(func: usize, call_site: usize, sp: usize) {
     // stack pointer is live only where this function is inlined into its function (gcc
     // and clang instrument inlined functions too, with the call site of the function they
     // are inlined into): one with another call site, or of this same function, belongs to
-    // a call of that place that was left (a new call in a loop after a `longjmp`). (A
-    // `longjmp` out of a function while a function inlined into it was open, followed by
-    // a new call of it from the same place, leaves those two frames until a shallower
-    // hook ends them.) Inline, the stack pointers' test alone; the rest out of line.
+    // a call of that place that was left (a new call in a loop after a `longjmp`: where
+    // the jump did not go through the interposed `longjmp`, `unwind.rs`, which ends them
+    // at the jump). (Without it, a jump out of a function while a function inlined into it
+    // was open, followed by a new call of it from the same place, leaves those two frames
+    // until a shallower hook ends them.) Inline, the stack pointers' test alone; the rest
+    // out of line.
     if t.stack.last().is_some_and(|f| f.sp <= sp) {
         pop_dead_at_entry(t, func, call_site, sp);
     }
@@ -854,15 +856,48 @@ fn exit_state(t: Option<&'static mut Thread>, func: usize, call_site: usize, sp:
         // SAFETY: the stack has a last frame.
         drop(unsafe { pop_frame(t) });
     } else {
-        exit_past_dead(t, func, call_site, sp);
+        exit_off_top(t, func, call_site, sp);
     }
     t.busy = 0;
 }
 
-/// [`exit`] when the top frame is not the call's `(func, sp)`: frames deeper than the
-/// exiting function were left without their exit (longjmp, an exception) and end now, then
-/// its own, if it has one (a call on another stack has none, and leaves the thread's
-/// frames as they are; so does an exit whose entry found the stack full).
+/// [`exit`] when the top frame is not the call's `(func, sp)`: the exit hook jumped to in
+/// place of a `void` function's `ret` with the top frame the function's
+/// ([`jumped_to_own_exit`]), else [`exit_past_dead`]. Out of line, one call, so that the
+/// matching exit keeps nothing across it.
+#[cold]
+#[inline(never)]
+fn exit_off_top(t: &mut Thread, func: usize, call_site: usize, sp: usize) {
+    if jumped_to_own_exit(t, func, call_site, sp) {
+        // SAFETY: the stack has a last frame (`jumped_to_own_exit` found it).
+        drop(unsafe { pop_frame(t) });
+    } else {
+        exit_past_dead(t, func, call_site, sp);
+    }
+}
+
+/// Whether the exit hook was jumped to in place of the function's `ret` (its own
+/// return-address slot, `sp - 8`, holds the function's return address) and the top frame
+/// alone is the function's: `func`'s, below the slot, with no other frame below the slot.
+/// [`exit_past_dead`]'s common case (a `void` function's exit), cheaper than it.
+#[inline(always)]
+fn jumped_to_own_exit(t: &Thread, func: usize, call_site: usize, sp: usize) -> bool {
+    let len = t.stack.len();
+    let below_slot = |i: usize| t.stack[i].sp < sp;
+    len > 0
+        && t.stack[len - 1].func == func
+        && below_slot(len - 1)
+        && (len == 1 || !below_slot(len - 2))
+        && call_site != 0
+        // SAFETY: `sp - 8` is where the call or jump to this hook left its return address:
+        // the word at the hook's own stack pointer, mapped and this thread's.
+        && unsafe { core::ptr::read_volatile((sp - 8) as *const usize) } == call_site
+}
+
+/// [`exit_off_top`]'s general case: frames deeper than the exiting function were left
+/// without their exit (longjmp, an exception) and end now, then its own, if it has one (a
+/// call on another stack has none, and leaves the thread's frames as they are; so does an
+/// exit whose entry found the stack full).
 ///
 /// An exit hook can run at another stack pointer than its entry hook did: gcc and clang
 /// jump to `__cyg_profile_func_exit` in place of a `void` function's `ret`, its frame
