@@ -252,8 +252,11 @@ mod jumps {
         let Some(t) = existing_thread_state() else {
             return;
         };
+        // A jump goes up its stack: a target below this call (on the thread's stack: a
+        // handler may run on an alternate one) or off the thread's stack is not one this
+        // knows how to read.
         let here = crate::stack_pointer();
-        if target < here || on_other_stack(t, target) {
+        if on_other_stack(t, target) || (!on_other_stack(t, here) && target < here) {
             return;
         }
         match t.busy {
