@@ -172,16 +172,15 @@ extern "C" fn begin_catch_at(exc: *mut c_void, live: usize) -> *mut c_void {
 #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
 mod jumps {
     use core::ffi::{c_int, c_void};
-    use std::sync::OnceLock;
-
     use core::sync::atomic::Ordering;
+    use std::sync::OnceLock;
 
     use super::real;
     use crate::{LEFT, LEFT_THREADS, existing_thread_state, on_other_stack, pop_dead_at};
 
-    /// Defines an interposer of a `longjmp` of glibc's, named `$name`.
+    /// Defines an interposer of a `longjmp` of glibc's, named `$name` (`$c` as a C string).
     macro_rules! jump {
-        ($(#[$doc:meta])* $name:ident) => {
+        ($(#[$doc:meta])* $name:ident, $c:literal) => {
             $(#[$doc])*
             ///
             /// # Safety
@@ -192,7 +191,7 @@ mod jumps {
                 static REAL: OnceLock<usize> = OnceLock::new();
                 // SAFETY: `env` is a buffer `setjmp` filled (the caller's contract).
                 unsafe { jumping(env) };
-                let f = real(&REAL, const { c_name(stringify!($name)) });
+                let f = real(&REAL, $c);
                 // SAFETY: the next definition of this very function and type.
                 unsafe {
                     core::mem::transmute::<usize, unsafe extern "C" fn(*mut c_void, c_int) -> !>(
@@ -205,29 +204,19 @@ mod jumps {
 
     jump! {
         /// `longjmp`, ending the frames it leaves.
-        longjmp
+        longjmp, c"longjmp"
     }
     jump! {
         /// `_longjmp` (no signal mask), ending the frames it leaves.
-        _longjmp
+        _longjmp, c"_longjmp"
     }
     jump! {
         /// `siglongjmp`, ending the frames it leaves.
-        siglongjmp
+        siglongjmp, c"siglongjmp"
     }
     jump! {
         /// `__longjmp_chk` (`longjmp` in a fortified build), ending the frames it leaves.
-        __longjmp_chk
-    }
-
-    /// `name` with its NUL, as a C string (a constant).
-    const fn c_name(name: &'static str) -> &'static core::ffi::CStr {
-        match name.as_bytes() {
-            b"longjmp" => c"longjmp",
-            b"_longjmp" => c"_longjmp",
-            b"siglongjmp" => c"siglongjmp",
-            _ => c"__longjmp_chk",
-        }
+        __longjmp_chk, c"__longjmp_chk"
     }
 
     /// Ends the frames below the stack pointer the jump to `env` restores; nothing where it
@@ -302,7 +291,11 @@ mod jumps {
         // SAFETY: reads one word of the calling thread's control block, which glibc keeps
         // at `%fs:0` for the thread's life; no memory is written.
         unsafe {
-            core::arch::asm!("mov {}, fs:[0x30]", out(reg) guard, options(nostack, readonly, preserves_flags));
+            core::arch::asm!(
+                "mov {}, fs:[0x30]",
+                out(reg) guard,
+                options(nostack, readonly, preserves_flags)
+            );
         }
         word.rotate_right(17) ^ guard
     }
