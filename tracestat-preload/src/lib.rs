@@ -65,7 +65,8 @@
 //!   that the release build saves xmm0-7 only for the full hook (`scripts/check-leaf.sh`
 //!   checks the compiled leaf; `build.rs` names that build).
 //! - **Reentrancy**: a per-thread flag; a hook that runs while this thread is inside one
-//!   (a signal handler interrupting it) is not traced, its exit ignored. A handler that
+//!   (a signal handler interrupting it) is not traced, its exit ignored, and the note at
+//!   exit counts such calls. A handler that
 //!   leaves by `siglongjmp` to beyond the hook it interrupted leaves that hook half done:
 //!   the thread's hooks stay off from then on, the hook's read-side sections are closed
 //!   (so that nothing waits for them), and the note at exit says so (`unwind.rs`). Such a
@@ -352,6 +353,10 @@ static OTHER_STACK: AtomicU64 = AtomicU64::new(0);
 
 /// Threads whose hooks a jump out of a signal handler left off (`unwind.rs`).
 static LEFT_THREADS: AtomicU64 = AtomicU64::new(0);
+
+/// Calls not traced because a hook of their thread was running: made by a signal handler
+/// that interrupted it (`skipped`).
+static SKIPPED: AtomicU64 = AtomicU64::new(0);
 static NATIVE: OnceLock<NativeSites> = OnceLock::new();
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
 
@@ -649,10 +654,22 @@ fn entering() -> Option<&'static mut Thread> {
     }
     let t = thread_state()?;
     if t.busy != 0 {
+        skipped(t.busy);
         return None;
     }
     t.busy = stack_pointer();
     Some(t)
+}
+
+/// An entry hook that found its thread's `busy` word set: a signal handler's call while a
+/// hook of the thread ran, not traced, counted for the note at exit ([`SKIPPED`]); nothing
+/// for a thread whose hooks a jump left off ([`LEFT`], said apart).
+#[cold]
+#[inline(never)]
+fn skipped(busy: usize) {
+    if busy != LEFT {
+        SKIPPED.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// [`pop_dead`] when `at` (the stack address `dead` compares with) is on the thread's own
@@ -686,8 +703,8 @@ fn pop_dead_slow(t: &mut Thread, dead: impl Fn(&Frame) -> bool) {
 /// The counting trampolines' first try (x86-64, [`call_hook`]): the hit of the site that
 /// `key` names where everything it needs is at hand, in code that calls nothing but the
 /// sink's count ([`Site::try_hit`]) and touches no vector register; `true` when done
-/// (counted, or nothing to do: the profiler not running, a hook of this thread running),
-/// `false` with nothing done where the full hook must run (no state for this thread yet,
+/// (counted, or nothing to do: the profiler not running), `false` with nothing done where
+/// the full hook must run (a hook of this thread running, no state for this thread yet,
 /// the static thread-local offset unknown, a cache miss or a stale cache, a site that is
 /// not a counting sink's alone).
 #[cfg(target_arch = "x86_64")]
@@ -701,7 +718,7 @@ fn try_hit_cached(key: usize) -> bool {
         return false;
     };
     if t.busy != 0 {
-        return true;
+        return false; // (the full hook counts the skipped call)
     }
     let Some(site) = cached_site(t, key) else {
         return false;
@@ -1284,10 +1301,17 @@ fn write_profile(settings: &Settings) -> std::io::Result<()> {
 }
 
 /// What the profile leaves out, said on standard error: calls not traced (a full return
-/// stack; threads a signal handler's jump took out of a hook) and calls counted but not
-/// timed (on another stack; of the threads still running at exit, only the exiting one's
-/// are known).
+/// stack; a signal handler's calls while a hook ran; threads a handler's jump took out of
+/// a hook) and calls counted but not timed (on another stack; of the threads still running
+/// at exit, only the exiting one's are known).
 fn notes() {
+    let skipped = SKIPPED.load(Ordering::Relaxed);
+    if skipped > 0 {
+        say!(
+            "tracestat: {skipped} calls made by signal handlers while a hook of their thread \
+             ran were not traced"
+        );
+    }
     let left = LEFT_THREADS.load(Ordering::Relaxed);
     if left > 0 {
         let open = if COUNT_ONLY.load(Ordering::Relaxed) {

@@ -107,6 +107,30 @@ __attribute__((noinline)) static void alarmed(void) {
     setitimer(ITIMER_REAL, &off, NULL);
 }
 
+static volatile int ticks;
+
+static void on_tick(int sig) {
+    ticks++;
+    handled(sig);
+}
+
+/* A timer every 50 us for 2000 signals whose handler calls handled(), interrupting code that
+ * makes nothing but traced calls: a handler that runs while a hook runs is not traced, and the
+ * note at exit counts it. Prints the handler's runs. */
+__attribute__((noinline)) static void storm(void) {
+    spinner(1);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_tick;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval it = {{0, 50}, {0, 50}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    while (ticks < 2000) twice(ticks);
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
+    printf("ticks %d\n", ticks);
+}
+
 __attribute__((noinline)) void quit(void) { pthread_exit(NULL); }
 
 __attribute__((noinline)) void *worker(void *arg) {
@@ -226,6 +250,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "signal")) signals();
     else if (!strcmp(argv[1], "siglongjmp")) siglongjmps();
     else if (!strcmp(argv[1], "alarm")) alarmed();
+    else if (!strcmp(argv[1], "storm")) storm();
     else if (!strcmp(argv[1], "exec")) execs(argv);
     else if (!strcmp(argv[1], "threads")) threads();
     else if (!strcmp(argv[1], "fork")) forks();
