@@ -88,6 +88,18 @@ __attribute__((noinline)) static void spinner(long n) {
     for (long i = 0; n < 0 || i < n; i++) sink += (int)twice(i);
 }
 
+/* SIGALRM to `handler` every `us` microseconds (0: the timer stopped). */
+static void every(int us, void (*handler)(int)) {
+    if (handler) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = handler;
+        sigaction(SIGALRM, &sa, NULL);
+    }
+    struct itimerval it = {{0, us}, {0, us}};
+    setitimer(ITIMER_REAL, &it, NULL);
+}
+
 /* A timer every 100 us whose handler leaves by siglongjmp, 300 times, from code that does
  * nothing but traced calls: the signal lands inside a hook (the handler's jump leaves it
  * half done), and the program must still end. Each function is called once before the
@@ -95,16 +107,10 @@ __attribute__((noinline)) static void spinner(long n) {
  * jumping out of malloc breaks the heap, as it would in the program's own code). */
 __attribute__((noinline)) static void alarmed(void) {
     spinner(1);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_alarm;
-    sigaction(SIGALRM, &sa, NULL);
-    struct itimerval it = {{0, 100}, {0, 100}};
-    setitimer(ITIMER_REAL, &it, NULL);
+    every(100, on_alarm);
     while (alarms < 300)
         if (!sigsetjmp(ajb, 1)) spinner(-1);
-    struct itimerval off = {{0, 0}, {0, 0}};
-    setitimer(ITIMER_REAL, &off, NULL);
+    every(0, NULL);
 }
 
 static volatile int ticks;
@@ -119,15 +125,9 @@ static void on_tick(int sig) {
  * note at exit counts it. Prints the handler's runs. */
 __attribute__((noinline)) static void storm(void) {
     spinner(1);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_tick;
-    sigaction(SIGALRM, &sa, NULL);
-    struct itimerval it = {{0, 50}, {0, 50}};
-    setitimer(ITIMER_REAL, &it, NULL);
+    every(50, on_tick);
     while (ticks < 2000) twice(ticks);
-    struct itimerval off = {{0, 0}, {0, 0}};
-    setitimer(ITIMER_REAL, &off, NULL);
+    every(0, NULL);
     printf("ticks %d\n", ticks);
 }
 
