@@ -64,9 +64,9 @@
 //!   counting sink alone on the site, it counts in code that touches no vector register, so
 //!   that the release build saves xmm0-7 only for the full hook (`scripts/check-leaf.sh`
 //!   checks the compiled leaf; `build.rs` names that build).
-//! - **Reentrancy**: a per-thread flag; a hook that runs while this thread is inside one
-//!   (a signal handler interrupting it) is not traced, its exit ignored, and the note at
-//!   exit counts such calls. A handler that
+//! - **Reentrancy**: a per-thread busy word (the running hook's stack pointer); a hook that
+//!   runs while this thread is inside one (a signal handler interrupting it) is not
+//!   traced, its exit ignored, and the note at exit counts such calls. A handler that
 //!   leaves by `siglongjmp` to beyond the hook it interrupted leaves that hook half done:
 //!   the thread's hooks stay off from then on, the hook's read-side sections are closed
 //!   (so that nothing waits for them), and the note at exit says so (`unwind.rs`). Such a
@@ -780,17 +780,12 @@ extern "C" fn enter(func: usize, call_site: usize, sp: usize) {
     if on_other_stack(t, sp) {
         return hit_other_stack(t, func, lookup);
     }
-    // Frames below this one's stack pointer were left without their exit (longjmp, an
-    // exception): a live caller's frame is always above its callee's. A frame at the same
-    // stack pointer is live only where this function is inlined into its function (gcc
-    // and clang instrument inlined functions too, with the call site of the function they
-    // are inlined into): one with another call site, or of this same function, belongs to
-    // a call of that place that was left (a new call in a loop after a `longjmp`: where
-    // the jump did not go through the interposed `longjmp`, `unwind.rs`, which ends them
-    // at the jump). (Without it, a jump out of a function while a function inlined into it
-    // was open, followed by a new call of it from the same place, leaves those two frames
-    // until a shallower hook ends them.) Inline, the stack pointers' test alone; the rest
-    // out of line.
+    // Frames below this one's stack pointer were left without their exit (a jump that
+    // missed the interposed `longjmp`, an exception): a live caller's frame is always
+    // above its callee's. At the same stack pointer a frame is live only if this function
+    // is inlined into its function (gcc and clang instrument inlined functions too, with
+    // the outer function's call site); one with another call site, or of this very
+    // function, was left (`dead_at_entry`). Inline, the stack pointers' test alone.
     if t.stack.last().is_some_and(|f| f.sp <= sp) {
         pop_dead_at_entry(t, func, call_site, sp);
     }
@@ -815,7 +810,9 @@ extern "C" fn enter(func: usize, call_site: usize, sp: usize) {
 }
 
 /// Whether `f` was left without its exit, seen from the entry of `func` called from
-/// `call_site` at `sp` ([`enter`] says why).
+/// `call_site` at `sp` ([`enter`] says why). (Without the interposed `longjmp`, a jump out
+/// of a function while a function inlined into it was open, then a new call of it from the
+/// same place, leaves those two frames until a shallower hook ends them.)
 #[inline(always)]
 fn dead_at_entry(f: &Frame, func: usize, call_site: usize, sp: usize) -> bool {
     f.sp < sp || (f.sp == sp && (f.ret != call_site || f.func == func))

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{
-    Kind, build, data, exceptions_program_counts, expect, have_clang, hits, nightly_program_counts,
-    record, record_within, rustc_nightly, scratch, times,
+    Kind, build, data, exceptions_program_counts, expect, folded_stacks, have_clang, hits,
+    nightly_program_counts, record, record_within, rustc_nightly, scratch, times,
 };
 
 fn cases(dir: &Path, kind: Kind) -> PathBuf {
@@ -45,8 +45,8 @@ fn run_both(prog: &Path, args: &[&str]) -> [(BTreeMap<String, u64>, String); 2] 
 /// nothing but traced calls (`cases alarm`): a signal lands inside a hook, whose jump leaves
 /// it half done. The program ends (the hook's read-side section, left open, made the
 /// profiler's disabling at exit wait forever in about one run in five), and the note says
-/// that the thread's later calls are not in the profile. Five runs a kind, counted and
-/// timed.
+/// that the thread's later calls are not in the profile. Ten runs a kind, alternately
+/// counted and timed.
 #[test]
 #[ignore = "needs gcc"]
 fn a_signal_handler_jumping_out_of_a_hook() {
@@ -130,18 +130,21 @@ fn signal_handlers_untraced_inside_a_hook_are_counted() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The call paths of a timed run of `prog mode` (its folded profile's stacks).
-fn call_paths(prog: &Path, mode: &str) -> Vec<String> {
-    let (out, folded) = record(
+/// A timed run of `prog mode` (which prints `ok`) writing `format`: its profile.
+fn timed(prog: &Path, mode: &str, format: &str) -> String {
+    let (out, profile) = record(
         Command::new(prog).arg(mode),
         "1",
-        &[("TRACESTAT_FORMAT", "folded")],
+        &[("TRACESTAT_FORMAT", format)],
     );
     assert!(out.status.success(), "{prog:?} {mode}: {out:?}");
-    folded
-        .lines()
-        .map(|l| l.rsplit_once(' ').unwrap().0.to_owned())
-        .collect()
+    assert_eq!(out.stdout, b"ok\n", "{prog:?} {mode}");
+    profile
+}
+
+/// The call paths of a timed run of `prog mode` (its folded profile's stacks).
+fn call_paths(prog: &Path, mode: &str) -> Vec<String> {
+    folded_stacks(&timed(prog, mode, "folded"))
 }
 
 /// Runs `prog args` counted and timed; the hits of each (equal).
@@ -488,31 +491,14 @@ fn exits_away_from_their_entrys_stack_pointer_and_inlined_functions() {
         builds.push(("clang", Kind::Cyg, prog));
     }
     for (cc, kind, prog) in &builds {
-        let run = |mode: &str, format: &str| {
-            let (out, profile) = record(
-                Command::new(prog).arg(mode),
-                "1",
-                &[("TRACESTAT_FORMAT", format)],
-            );
-            assert!(out.status.success(), "{cc} {kind:?} {mode}: {out:?}");
-            assert_eq!(out.stdout, b"ok\n");
-            profile
-        };
-        let paths = |mode: &str| -> Vec<String> {
-            let folded = run(mode, "folded");
-            folded
-                .lines()
-                .map(|l| l.rsplit_once(' ').unwrap().0.to_owned())
-                .collect()
-        };
         let walks = |k: usize| ["main"].into_iter().chain(std::iter::repeat_n("walk", k));
         let mut want: Vec<String> = (0..=6)
             .map(|k| walks(k).collect::<Vec<_>>().join(";"))
             .collect();
         want.push(walks(6).chain(["spin"]).collect::<Vec<_>>().join(";"));
-        assert_eq!(paths("walk"), want, "{cc} {kind:?}");
+        assert_eq!(call_paths(prog, "walk"), want, "{cc} {kind:?}");
         assert_eq!(
-            paths("arrays"),
+            call_paths(prog, "arrays"),
             [
                 "main",
                 "main;arrays",
@@ -529,8 +515,8 @@ fn exits_away_from_their_entrys_stack_pointer_and_inlined_functions() {
         if *kind == Kind::Cyg {
             want.push("main;outer;square");
         }
-        assert_eq!(paths("inline"), want, "{cc} {kind:?}");
-        let json: serde_json::Value = serde_json::from_str(&run("walk", "json")).unwrap();
+        assert_eq!(call_paths(prog, "inline"), want, "{cc} {kind:?}");
+        let json: serde_json::Value = serde_json::from_str(&timed(prog, "walk", "json")).unwrap();
         let time = |name: &str| {
             json["functions"]
                 .as_array()

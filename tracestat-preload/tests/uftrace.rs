@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{Kind, build, hits, json_hits, record, rustc_nightly, scratch};
+use common::{Kind, build, folded_stacks, hits, json_hits, record, rustc_nightly, scratch};
 
 /// A package's source directory, from `cargo metadata`.
 fn package_dir(name: &str) -> PathBuf {
@@ -328,10 +328,7 @@ fn same_paths(dir: &Path, prog: &Path, kind: Kind) {
         &[("TRACESTAT_FORMAT", "folded")],
     );
     assert!(out.status.success(), "{prog:?}: {out:?}");
-    let ours: BTreeSet<String> = folded
-        .lines()
-        .map(|l| l.rsplit_once(' ').unwrap().0.to_owned())
-        .collect();
+    let ours: BTreeSet<String> = folded_stacks(&folded).into_iter().collect();
     assert_eq!(ours, theirs, "{prog:?} {kind:?}: call paths");
 }
 

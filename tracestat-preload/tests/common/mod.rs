@@ -216,6 +216,21 @@ fn record_with(
     (out, text)
 }
 
+/// The stacks of a folded profile (`TRACESTAT_FORMAT=folded`), one per line, in its order
+/// (sorted), the weights left out.
+#[allow(dead_code)] // (not every test binary reads call paths)
+pub fn folded_stacks(folded: &str) -> Vec<String> {
+    folded
+        .lines()
+        .map(|l| {
+            l.rsplit_once(' ')
+                .expect("a stack and its weight")
+                .0
+                .to_owned()
+        })
+        .collect()
+}
+
 /// `trace_stat/functions` rows as name → hits (names seen twice, such as two `static`
 /// functions of one name, summed).
 pub fn hits(table: &str) -> BTreeMap<String, u64> {
