@@ -29,73 +29,88 @@
 # fraction of uftrace's on the same binary (the targets: timed <= 0.3, count <= 0.1).
 #
 # Usage: scripts/bench-native.sh [ROUNDS]   (default 7; needs gcc and uftrace; clang for XRay)
+#        scripts/bench-native.sh --build DIR   builds the workloads, their input and the
+#                                              release library into DIR, runs nothing
+#        scripts/bench-native.sh --run DIR [ROUNDS]   measures what --build left in DIR (needs
+#                                              uftrace only: for a host without a compiler)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds=${1:-7}
-work=$(mktemp -d /tmp/bench-native.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+phase=all
+case ${1:-} in
+  --build) phase=build work=${2:?--build needs a directory} ;;
+  --run) phase=run work=${2:?--run needs a directory} rounds=${3:-7} ;;
+  *) rounds=${1:-7} work=$(mktemp -d /tmp/bench-native.XXXXXX); trap 'rm -rf "$work"' EXIT ;;
+esac
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
+lib=$work/libtracestat_preload.so
 
-command -v uftrace >/dev/null || { echo "uftrace is not installed" >&2; exit 1; }
-cargo build --release -q -p tracestat-preload
-lib=$(pwd)/target/release/libtracestat_preload.so
-src=$(cargo metadata --format-version 1 --manifest-path tracestat-preload/Cargo.toml |
-  sed -n 's/.*"manifest_path":"\([^"]*bzip2-sys[^"]*\)\/Cargo.toml".*/\1/p' | head -1)
-bz=$src/bzip2-1.0.8
-[ -d "$bz" ] || { echo "bzip2-sys sources not found" >&2; exit 1; }
+# The workloads, their input, the floor's hooks and a copy of the release library, in $work.
+build() {
+  cargo build --release -q -p tracestat-preload
+  cp target/release/libtracestat_preload.so "$lib"
+  src=$(cargo metadata --format-version 1 --manifest-path tracestat-preload/Cargo.toml |
+    sed -n 's/.*"manifest_path":"\([^"]*bzip2-sys[^"]*\)\/Cargo.toml".*/\1/p' | head -1)
+  bz=$src/bzip2-1.0.8
+  [ -d "$bz" ] || { echo "bzip2-sys sources not found" >&2; exit 1; }
 
-cat >"$work/fib.c" <<'EOF'
+  cat >"$work/fib.c" <<'EOF'
 #include <stdio.h>
 __attribute__((noinline)) static int fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
 int main(void) { long s = 0; for (int i = 0; i < 3; i++) s += fib(31); printf("%ld\n", s); return 0; }
 EOF
-bzsrc=("$bz"/{bzip2,blocksort,huffman,crctable,randtable,compress,decompress,bzlib}.c)
-gcc -O2 -o "$work/fib.plain" "$work/fib.c"
-gcc -O2 -finstrument-functions -o "$work/fib" "$work/fib.c"
-gcc -O2 -D_FILE_OFFSET_BITS=64 -o "$work/bzip2.plain" "${bzsrc[@]}"
-gcc -O2 -D_FILE_OFFSET_BITS=64 -finstrument-functions -o "$work/bzip2" "${bzsrc[@]}"
-# -pg -mfentry objects linked without -pg (no gcrt1.o: no gprof timer, no gmon.out).
-fentry() { # OUT SOURCES...
-  local out=$1 objs=() d
-  shift
-  d=$(mktemp -d "$work/obj.XXXXXX")
-  for c in "$@"; do
-    gcc -O2 -D_FILE_OFFSET_BITS=64 -pg -mfentry -c -o "$d/$(basename "$c" .c).o" "$c"
-    objs+=("$d/$(basename "$c" .c).o")
-  done
-  gcc -o "$out" "${objs[@]}"
-}
-fentry "$work/fib.fentry" "$work/fib.c"
-fentry "$work/bzip2.fentry" "${bzsrc[@]}"
-# Nop'd entries (the kernel's recipe: nop'd -mfentry calls listed in __mcount_loc; non-PIC),
-# patched into calls only where a filter selects.
-nopd=(-O2 -D_FILE_OFFSET_BITS=64 -pg -mfentry -mnop-mcount -mrecord-mcount -fno-pie -no-pie)
-gcc "${nopd[@]}" -o "$work/fib.nop" "$work/fib.c"
-gcc "${nopd[@]}" -o "$work/bzip2.nop" "${bzsrc[@]}"
-# XRay sleds and clang's -pg (objects compiled with -pg, linked without: no gprof start-up).
-xray=0
-if command -v clang >/dev/null; then
-  xray=1
-  xr=(-O2 -D_FILE_OFFSET_BITS=64 -fxray-instrument -fxray-instruction-threshold=1 -fno-pie -no-pie)
-  clang "${xr[@]}" -o "$work/fib.xray" "$work/fib.c"
-  clang "${xr[@]}" -o "$work/bzip2.xray" "${bzsrc[@]}"
-  clangpg() { # OUT SOURCES...
+  bzsrc=("$bz"/{bzip2,blocksort,huffman,crctable,randtable,compress,decompress,bzlib}.c)
+  gcc -O2 -o "$work/fib.plain" "$work/fib.c"
+  gcc -O2 -finstrument-functions -o "$work/fib" "$work/fib.c"
+  gcc -O2 -D_FILE_OFFSET_BITS=64 -o "$work/bzip2.plain" "${bzsrc[@]}"
+  gcc -O2 -D_FILE_OFFSET_BITS=64 -finstrument-functions -o "$work/bzip2" "${bzsrc[@]}"
+  # -pg -mfentry objects linked without -pg (no gcrt1.o: no gprof timer, no gmon.out).
+  fentry() { # OUT SOURCES...
     local out=$1 objs=() d
     shift
     d=$(mktemp -d "$work/obj.XXXXXX")
     for c in "$@"; do
-      clang -O2 -D_FILE_OFFSET_BITS=64 -pg -c -o "$d/$(basename "$c" .c).o" "$c"
+      gcc -O2 -D_FILE_OFFSET_BITS=64 -pg -mfentry -c -o "$d/$(basename "$c" .c).o" "$c"
       objs+=("$d/$(basename "$c" .c).o")
     done
-    clang -o "$out" "${objs[@]}"
+    gcc -o "$out" "${objs[@]}"
   }
-  clangpg "$work/fib.mcount" "$work/fib.c"
-  clangpg "$work/bzip2.mcount" "${bzsrc[@]}"
-fi
-gcc -O2 -fPIC -shared -ftls-model=initial-exec -o "$work/floor.so" scripts/native-floor.c
-# The library's start-up alone (symbol tables, patching, clock calibration): an empty main.
-echo 'int main(void) { return 0; }' >"$work/empty.c"
-gcc "${nopd[@]}" -o "$work/empty.nop" "$work/empty.c"
-for _ in $(seq 16); do cat "$bz"/words* "$bz"/*.c "$bz"/manual.html; done >"$work/input"
+  fentry "$work/fib.fentry" "$work/fib.c"
+  fentry "$work/bzip2.fentry" "${bzsrc[@]}"
+  # Nop'd entries (the kernel's recipe: nop'd -mfentry calls listed in __mcount_loc; non-PIC),
+  # patched into calls only where a filter selects.
+  nopd=(-O2 -D_FILE_OFFSET_BITS=64 -pg -mfentry -mnop-mcount -mrecord-mcount -fno-pie -no-pie)
+  gcc "${nopd[@]}" -o "$work/fib.nop" "$work/fib.c"
+  gcc "${nopd[@]}" -o "$work/bzip2.nop" "${bzsrc[@]}"
+  # XRay sleds and clang's -pg (objects compiled with -pg, linked without: no gprof start-up).
+  if command -v clang >/dev/null; then
+    xr=(-O2 -D_FILE_OFFSET_BITS=64 -fxray-instrument -fxray-instruction-threshold=1 -fno-pie -no-pie)
+    clang "${xr[@]}" -o "$work/fib.xray" "$work/fib.c"
+    clang "${xr[@]}" -o "$work/bzip2.xray" "${bzsrc[@]}"
+    clangpg() { # OUT SOURCES...
+      local out=$1 objs=() d
+      shift
+      d=$(mktemp -d "$work/obj.XXXXXX")
+      for c in "$@"; do
+        clang -O2 -D_FILE_OFFSET_BITS=64 -pg -c -o "$d/$(basename "$c" .c).o" "$c"
+        objs+=("$d/$(basename "$c" .c).o")
+      done
+      clang -o "$out" "${objs[@]}"
+    }
+    clangpg "$work/fib.mcount" "$work/fib.c"
+    clangpg "$work/bzip2.mcount" "${bzsrc[@]}"
+  fi
+  gcc -O2 -fPIC -shared -ftls-model=initial-exec -o "$work/floor.so" scripts/native-floor.c
+  # The library's start-up alone (symbol tables, patching, clock calibration): an empty main.
+  echo 'int main(void) { return 0; }' >"$work/empty.c"
+  gcc "${nopd[@]}" -o "$work/empty.nop" "$work/empty.c"
+  for _ in $(seq 16); do cat "$bz"/words* "$bz"/*.c "$bz"/manual.html; done >"$work/input"
+}
+[ "$phase" = build ] || command -v uftrace >/dev/null || { echo "uftrace is not installed" >&2; exit 1; }
+[ "$phase" = run ] || build
+[ "$phase" = build ] && { echo "built into $work"; exit 0; }
+xray=0
+[ -x "$work/fib.xray" ] && xray=1
 
 # run WORKLOAD MODE: the wall time in ms of one run.
 run() {
@@ -176,3 +191,5 @@ for w in fib bzip2; do
   done
   unset times med
 done
+# What the rounds left beside the built files.
+rm -rf "$work/uftrace.data" "$work/uftrace.data.old" "$work/profile"
