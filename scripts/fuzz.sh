@@ -8,8 +8,8 @@
 # The flags are cargo-fuzz's for `-O` with the address sanitizer: libFuzzer's coverage
 # instrumentation (inline 8-bit counters, the PC table, compare tracing, stack depth),
 # `--cfg fuzzing`, one codegen unit, and `--target` so that build scripts and proc macros are
-# built without them. Debug assertions are on too (`-a` in cargo-fuzz's terms): an overflow
-# the fuzzer reaches is a finding. A target runs from the corpus it left last time
+# built without them. Debug assertions are off, as with `-O` (with them the build took twice
+# as long: 3 minutes on 2 cores). A target runs from the corpus it left last time
 # (fuzz/corpus/<target>/, ignored by git) and saves a failing input under
 # fuzz/artifacts/<target>/.
 #
@@ -41,7 +41,6 @@ flags=(
   --cfg fuzzing
   -Clink-dead-code
   -Zsanitizer=address
-  -Cdebug-assertions
   -Ccodegen-units=1
 )
 export RUSTFLAGS="${flags[*]} ${RUSTFLAGS:-}"
