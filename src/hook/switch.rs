@@ -72,6 +72,23 @@ impl Switches {
         }
     }
 
+    /// Makes `switch` (or none) the switch of the sites at exactly `indices`, in place of
+    /// the one recorded for that range (its object unloaded, now loaded again); the one
+    /// replaced, to put back if the change is refused.
+    pub(crate) fn replace(
+        &mut self,
+        indices: Range<usize>,
+        switch: Option<Arc<dyn SiteSwitch>>,
+    ) -> Option<Arc<dyn SiteSwitch>> {
+        let old = (self.ranges.iter())
+            .position(|(r, _)| *r == indices)
+            .map(|k| self.ranges.remove(k).1);
+        if let Some(switch) = switch {
+            self.add(indices, switch);
+        }
+        old
+    }
+
     /// Whether no site is switched (the common case: a commit does nothing here).
     pub(crate) fn is_empty(&self) -> bool {
         self.ranges.is_empty()

@@ -20,9 +20,11 @@
 //!
 //! A **retired** site (its shared object unloaded) stays where it is, with its index and
 //! its line: filter hashes are bitsets over indices, so nothing may shift. The owner never
-//! covers it again ([`is_retired`](SiteTable::is_retired), read under its update lock), so
-//! after the owner's grace period it is never called again; its record stays valid for
-//! anyone still holding it (no dangling record).
+//! covers it while retired ([`is_retired`](SiteTable::is_retired), read under its update
+//! lock), so after the owner's grace period it is not called; its record stays valid for
+//! anyone still holding it (no dangling record). The same object loaded again takes its
+//! sites back ([`revive`](SiteTable::revive)) rather than adding new ones, so a program
+//! that loads and unloads a library all day keeps one set of its sites.
 //!
 //! # Invariants
 //!
@@ -202,6 +204,14 @@ impl SiteTable {
             bits.resize(index / 64 + 1, 0);
         }
         bits[index / 64] |= 1 << (index % 64);
+    }
+
+    /// Clears `index`'s retired mark (the owner's update lock held): its object is loaded
+    /// again, and the owner may cover it again.
+    pub(crate) fn revive(&self, index: usize) {
+        if let Some(w) = self.retired.lock().get_mut(index / 64) {
+            *w &= !(1 << (index % 64));
+        }
     }
 
     /// Whether `index` is retired.

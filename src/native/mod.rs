@@ -16,9 +16,14 @@
 //! Objects loaded later (`dlopen`) are added by [`refresh`](NativeSites::refresh), which
 //! [`site_for_call`](NativeSites::site_for_call) runs when an address falls outside every
 //! known object; objects gone (`dlclose`) are retired there ([`Ftrace::retire_sites`]): their
-//! sites are never called again, and [`generation`](NativeSites::generation) changes so
-//! that caches drop what they hold. A function the symbol tables do not list (a stripped
-//! object) becomes a site at its first call, named by its offset in its object (`0x1139`).
+//! sites are not called while they are gone, and [`generation`](NativeSites::generation)
+//! changes so that caches drop what they hold. The same file loaded again (same path, same
+//! functions) takes its retired sites back ([`Ftrace::revive_sites`]) at its new addresses,
+//! XRay number and patches included: the sites of a program that loads and unloads a
+//! library all day are bounded by the files it loads, not by the loads, and a function's
+//! profile counts its calls across loads. A function the symbol tables do not list (a
+//! stripped object) becomes a site at its first call, named by its offset in its object
+//! (`0x1139`); it is retired with its object and taken back at a first call after a reload.
 //!
 //! With [`attach_with`](NativeSites::attach_with) and a target ([`SiteOptions`]`::fentry`),
 //! an object built for dynamic tracing (nop'd entries listed in `__mcount_loc` or `__patchable_function_entries`) has
@@ -34,8 +39,10 @@
 //! # Invariants
 //!
 //! - Every address in the map is a function's entry in a loaded object, and maps to a live
-//!   (not retired) site of the instance; an object's entries leave the map when it is
-//!   retired.
+//!   (not retired) site of the instance; an object's entries (its functions met at a first
+//!   call too) leave the map when it is retired.
+//! - A retired site is taken back by at most one loaded object: its record in the gone
+//!   list is removed when it is.
 //! - An object that could not be read is listed in [`skipped`](NativeSites::skipped) with
 //!   why, never dropped silently.
 //! - An object's extents are its sites' functions' code, in site order and by address.
@@ -151,11 +158,38 @@ struct Attached {
     extents: Vec<Range<usize>>,
     /// Its nop'd sites, patched as their coverage changes.
     patches: Option<Arc<Patches>>,
+    /// Its XRay object number, if its sleds are patched.
+    xray: Option<u8>,
+    /// Its functions met at a first call (no symbol): offset in the object → site index,
+    /// live ones and, for an object loaded again, the retired ones a first call takes back.
+    met: HashMap<usize, Met>,
+}
+
+/// A function of an object that became a site at its first call.
+#[derive(Clone, Copy)]
+struct Met {
+    index: usize,
+    /// Whether its site is live (else retired with an earlier load of the object).
+    live: bool,
+}
+
+/// An object unloaded, kept so that the same file loaded again takes its sites back
+/// ([`Ftrace::revive_sites`]) instead of adding a set a load: what bounds the sites (and
+/// the profiles' rows) of a program that loads and unloads a library all day by the
+/// libraries it loads, not by the loads.
+struct Gone {
+    path: String,
+    sites: Range<usize>,
+    xray: Option<u8>,
+    /// Its functions met at a first call, by offset, all retired.
+    met: HashMap<usize, Met>,
 }
 
 #[derive(Default)]
 struct Map {
     objects: Vec<Attached>,
+    /// Objects unloaded, each file (and function list) once.
+    gone: Vec<Gone>,
     /// Function address → site index.
     by_addr: HashMap<usize, usize>,
     skipped: Vec<(String, String)>,
@@ -298,19 +332,28 @@ impl NativeSites {
         if let Some(&i) = map.by_addr.get(&addr) {
             return Ok(Some(i));
         }
-        let Some(object) = map
-            .objects
-            .iter()
-            .find(|a| a.object.contains(addr))
-            .map(|a| a.object.clone())
-        else {
+        let Some(attached) = map.objects.iter_mut().find(|a| a.object.contains(addr)) else {
             return Ok(None);
         };
-        let def = SiteDef::new(
-            format!("{:#x}", addr.wrapping_sub(object.bias)),
-            object.name.clone(),
+        let offset = addr.wrapping_sub(attached.object.bias);
+        let i = match attached.met.get(&offset) {
+            // Met with an earlier load of the object: its site back.
+            Some(met) => {
+                self.ftrace.revive_sites(met.index..met.index + 1, None)?;
+                met.index
+            }
+            None => {
+                let def = SiteDef::new(format!("{offset:#x}"), attached.object.name.clone());
+                self.ftrace.add_sites([def])?.start
+            }
+        };
+        attached.met.insert(
+            offset,
+            Met {
+                index: i,
+                live: true,
+            },
         );
-        let i = self.ftrace.add_sites([def])?.start;
         map.by_addr.insert(addr, i);
         Ok(Some(i))
     }
@@ -333,9 +376,22 @@ impl NativeSites {
             if let Some(patches) = &attached.patches {
                 patches.forget();
             }
-            self.ftrace.retire_sites(attached.sites.clone())?;
-            map.by_addr.retain(|_, i| !attached.sites.contains(i));
+            let met_live = (attached.met.values()).filter(|m| m.live).map(|m| m.index);
+            self.ftrace
+                .retire_sites(attached.sites.clone().chain(met_live))?;
+            let gone = |i: &usize| {
+                attached.sites.contains(i) || attached.met.values().any(|m| m.index == *i)
+            };
+            map.by_addr.retain(|_, i| !gone(i));
             map.by_xray.retain(|_, i| !attached.sites.contains(i));
+            map.gone.push(Gone {
+                path: attached.object.path,
+                sites: attached.sites,
+                xray: attached.xray,
+                met: (attached.met.into_iter())
+                    .map(|(o, m)| (o, Met { live: false, ..m }))
+                    .collect(),
+            });
             retired += 1;
         }
         map.objects = kept;
@@ -362,6 +418,8 @@ impl NativeSites {
                         sites: 0..0,
                         extents: Vec::new(),
                         patches: None,
+                        xray: None,
+                        met: HashMap::new(),
                     });
                     continue;
                 }
@@ -378,8 +436,26 @@ impl NativeSites {
                     })
                 })
                 .collect();
+            // The same file (by path and function list) unloaded before takes its sites back.
+            let back = (map.gone.iter()).position(|g| {
+                g.path == object.path
+                    && g.sites.len() == kept
+                    && (fns.iter().zip(&positions))
+                        .filter(|(_, p)| p.is_some())
+                        .zip(g.sites.clone())
+                        .all(|((f, _), i)| self.ftrace.site(i).is_some_and(|s| s.name() == f.name))
+            });
+            let number = back.and_then(|k| map.gone[k].xray);
             let xray = self.options.xray.and_then(|trampolines| {
-                xray_sites_of(&object, &data, &fns, &positions, trampolines, &mut map)
+                xray_sites_of(
+                    &object,
+                    &data,
+                    &fns,
+                    &positions,
+                    trampolines,
+                    number,
+                    &mut map,
+                )
             });
             let patches = (self.options.fentry.is_some() || xray.is_some())
                 .then(|| {
@@ -413,11 +489,20 @@ impl NativeSites {
             let defs = fns
                 .into_iter()
                 .map(|f| SiteDef::new(f.name, object.name.clone()));
-            let sites = match &patches {
-                Some(p) => self
-                    .ftrace
-                    .add_switched_sites(defs, Arc::clone(p) as Arc<dyn SiteSwitch>)?,
-                None => self.ftrace.add_sites(defs)?,
+            let switch = patches.clone().map(|p| p as Arc<dyn SiteSwitch>);
+            let (sites, met) = match back {
+                Some(k) => {
+                    let sites = map.gone[k].sites.clone();
+                    self.ftrace.revive_sites(sites.clone(), switch)?;
+                    (sites, map.gone.swap_remove(k).met)
+                }
+                None => match switch {
+                    Some(switch) => (
+                        self.ftrace.add_switched_sites(defs, switch)?,
+                        HashMap::new(),
+                    ),
+                    None => (self.ftrace.add_sites(defs)?, HashMap::new()),
+                },
             };
             map.by_addr.reserve(addrs.len());
             for (addr, i) in addrs.into_iter().zip(sites.clone()) {
@@ -433,7 +518,12 @@ impl NativeSites {
                 object,
                 sites,
                 extents,
+                xray: xray
+                    .as_ref()
+                    .filter(|_| patches.is_some())
+                    .map(|x| x.object),
                 patches,
+                met,
             });
             added += 1;
         }
@@ -509,17 +599,18 @@ impl NativeSites {
 
 /// The XRay functions of `object` (`data` its file, `fns` its functions, each one's
 /// position among the sites or `None` when it is left out) that have a symbol and are kept,
-/// numbered as the next XRay object, if it has any; what cannot be patched is noted in the
-/// map's `unpatched`.
+/// numbered `number` (an earlier load's) or as the next XRay object, if it has any; what
+/// cannot be patched is noted in the map's `unpatched`.
 fn xray_sites_of(
     object: &LoadedObject,
     data: &[u8],
     fns: &[Function],
     positions: &[Option<usize>],
     trampolines: XrayTrampolines,
+    number: Option<u8>,
     map: &mut Map,
 ) -> Option<XraySites> {
-    let mut note = |why: String| map.unpatched.push((object.path.clone(), why));
+    let mut note = |why: String| note_unpatched(&mut map.unpatched, object, why);
     let found = match XrayFunction::read(data) {
         Ok(found) if found.is_empty() => return None,
         Ok(found) => found,
@@ -528,11 +619,18 @@ fn xray_sites_of(
             return None;
         }
     };
-    let Ok(number) = u8::try_from(map.xray_objects) else {
-        note("more than 256 objects with XRay sleds".to_owned());
-        return None;
+    // A file loaded again keeps its number (and its sleds' packed ids).
+    let number = match number {
+        Some(number) => number,
+        None => {
+            let Ok(number) = u8::try_from(map.xray_objects) else {
+                note("more than 256 objects with XRay sleds".to_owned());
+                return None;
+            };
+            map.xray_objects += 1;
+            number
+        }
     };
-    map.xray_objects += 1;
     let mut functions = Vec::with_capacity(found.len());
     let mut nameless = 0;
     for f in found {
@@ -553,6 +651,17 @@ fn xray_sites_of(
     })
 }
 
+/// Notes why (some of) `object`'s sites are not patched, once: an object loaded again and
+/// again is noted once.
+fn note_unpatched(unpatched: &mut Vec<(String, String)>, object: &LoadedObject, why: String) {
+    if !unpatched
+        .iter()
+        .any(|(p, w)| *p == object.path && *w == why)
+    {
+        unpatched.push((object.path.clone(), why));
+    }
+}
+
 /// The patches of `object`'s nop'd sites (when `fentry` is where they call) and XRay sleds
 /// (`data` its file, `fns` its functions, each one's position among the sites or `None`
 /// when it is left out), if it has any; what cannot be patched is noted in `unpatched`.
@@ -571,7 +680,7 @@ fn patches_of(
         Some(Err(PatchError::NoTables)) if xray.is_some() => Vec::new(),
         Some(Err(PatchError::NoTables)) => return None,
         Some(Err(e)) => {
-            unpatched.push((object.path.clone(), e.to_string()));
+            note_unpatched(unpatched, object, e.to_string());
             xray?;
             Vec::new()
         }
@@ -584,12 +693,12 @@ fn patches_of(
     match Patches::with_xray(object, &sites, fentry.unwrap_or(0), xray) {
         Ok((patches, left_out)) => {
             for e in left_out {
-                unpatched.push((object.path.clone(), e.to_string()));
+                note_unpatched(unpatched, object, e.to_string());
             }
             Some(Arc::new(patches))
         }
         Err(e) => {
-            unpatched.push((object.path.clone(), e.to_string()));
+            note_unpatched(unpatched, object, e.to_string());
             None
         }
     }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::ops::{calls, hit, recorder, refcounts};
 
 use tracestat::Error;
-use tracestat::hook::{Ftrace, FtraceOps, OpsFlags, SiteDef};
+use tracestat::hook::{Ftrace, FtraceOps, OpsFlags, SiteDef, SiteSwitch};
 use tracestat::stat::WriteMode::Truncate;
 
 #[test]
@@ -87,6 +87,93 @@ fn retired_sites_are_never_called_again_and_keep_their_record() {
     assert_eq!(refcounts(&f)[41], 1);
     assert_eq!(refcounts(&f)[40], 0);
     f.unregister(&all).unwrap();
+}
+
+/// A switch that logs what it is told and refuses to enable when `refuse` is set.
+#[derive(Default)]
+struct LoggedSwitch {
+    log: std::sync::Mutex<Vec<(bool, Vec<usize>)>>,
+    refuse: bool,
+}
+
+impl SiteSwitch for LoggedSwitch {
+    fn enable(&self, positions: &[usize]) -> Result<(), Error> {
+        if self.refuse {
+            return Err(Error::Busy {
+                path: "test".into(),
+                reason: "refused".into(),
+            });
+        }
+        self.log.lock().unwrap().push((true, positions.to_vec()));
+        Ok(())
+    }
+    fn disable(&self, positions: &[usize]) {
+        self.log.lock().unwrap().push((false, positions.to_vec()));
+    }
+}
+
+impl LoggedSwitch {
+    fn take(&self) -> Vec<(bool, Vec<usize>)> {
+        std::mem::take(&mut self.log.lock().unwrap())
+    }
+}
+
+#[test]
+fn retired_sites_are_taken_back_by_a_reload() {
+    let f = Ftrace::new([SiteDef::new("main", "prog")]);
+    let all = recorder(OpsFlags::NONE);
+    let some = recorder(OpsFlags::NONE);
+    f.register(&all).unwrap();
+    f.register(&some).unwrap();
+    let first = Arc::new(LoggedSwitch::default());
+    let defs = || (0..4).map(|i| SiteDef::new(format!("f{i}"), "libplugin.so"));
+    let lib = f.add_switched_sites(defs(), first.clone()).unwrap();
+    f.set_filter(&some, "f1", Truncate).unwrap();
+    assert_eq!(refcounts(&f), [1, 1, 2, 1, 1]);
+    let before: Vec<usize> = lib.clone().map(|i| f.site(i).unwrap().ip()).collect();
+    f.retire_sites(lib.clone()).unwrap();
+    assert_eq!(refcounts(&f), [1, 0, 0, 0, 0]);
+    assert_eq!(
+        first.take(),
+        [(true, vec![0, 1, 2, 3]), (false, vec![0, 1, 2, 3])]
+    );
+    // Taking back sites that are not retired, or past the table, changes nothing.
+    for wrong in [0..1, 1..9] {
+        assert!(matches!(
+            f.revive_sites(wrong, None),
+            Err(Error::NotFound { .. })
+        ));
+    }
+    assert!(f.is_retired(1) && !f.is_retired(0));
+    // A switch that refuses: nothing changes, the sites stay retired.
+    let refusing = Arc::new(LoggedSwitch {
+        refuse: true,
+        ..LoggedSwitch::default()
+    });
+    assert!(matches!(
+        f.revive_sites(lib.clone(), Some(refusing)),
+        Err(Error::Busy { .. })
+    ));
+    assert_eq!(refcounts(&f), [1, 0, 0, 0, 0]);
+    assert!(lib.clone().all(|i| f.is_retired(i)));
+    // Loaded again: the same indices and records, covered as before (`some` still names
+    // `f1`), the new code's switch told, the old one not.
+    let second = Arc::new(LoggedSwitch::default());
+    f.revive_sites(lib.clone(), Some(second.clone())).unwrap();
+    assert!(lib.clone().all(|i| !f.is_retired(i)));
+    assert_eq!(refcounts(&f), [1, 1, 2, 1, 1]);
+    assert_eq!(second.take(), [(true, vec![0, 1, 2, 3])]);
+    assert_eq!(first.take(), []);
+    let after: Vec<usize> = lib.clone().map(|i| f.site(i).unwrap().ip()).collect();
+    assert_eq!(before, after);
+    assert_eq!(f.sites().count(), 5, "no site added");
+    hit(&f, 2);
+    assert_eq!(calls(&some), [(before[1], 0)]);
+    // Coverage dropping reaches the new switch.
+    f.unregister(&all).unwrap();
+    assert_eq!(second.take(), [(false, vec![0, 2, 3])]);
+    f.unregister(&some).unwrap();
+    assert_eq!(refcounts(&f), [0, 0, 0, 0, 0]);
 }
 
 #[test]

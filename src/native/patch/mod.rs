@@ -30,7 +30,10 @@
 //! that nop with another displacement (`0f 1f 44 00 08`, what rustc's LLVM writes) is one
 //! instruction already and is taken as it is. Afterwards every change replaces one whole
 //! instruction by another (see the safety argument for why that matters). A stub page stays mapped for the process: a thread may be inside it while its
-//! site is unpatched.
+//! site is unpatched. Its bytes never change, so an object whose stubs would be those
+//! bytes, at that place (the same file loaded again where it was, or another object's
+//! nop'd entries calling the same target within reach), takes it rather than mapping one
+//! more page: a program loading and unloading a library all day maps its stubs once.
 //!
 //! **The protocol** (the kernel's `text_poke_bp`, `arch/x86/kernel/alternative.c`). The
 //! Intel SDM (vol. 3, 8.1.3, "Handling Self- and Cross-Modifying Code") allows another
@@ -78,7 +81,8 @@
 //!
 //! - One batch at a time in the process (a global lock); a site's bytes are always either
 //!   its nop or its call between batches (an XRay sled's: the compiler's or its jump).
-//! - A stub, once mapped, stays mapped and unchanged for the process.
+//! - A stub, once mapped, stays mapped and unchanged for the process (and so may be shared
+//!   by objects that need exactly its bytes).
 //! - All of a function's instructions (its XRay sleds) are patched or unpatched in one
 //!   batch.
 //! - Every site address ever patched stays in the handler's known set, read without a

@@ -142,6 +142,29 @@ pub(super) fn rewrite(edits: &[(usize, [u8; 5])]) -> Result<(), PatchError> {
 /// Adds `addrs` (each site with where a trap there resumes) to the handler's known sites.
 pub(super) fn register_known(mut addrs: Vec<(usize, usize)>) -> Result<&'static Known, PatchError> {
     addrs.sort_unstable();
+    // Writers one at a time (the handler only reads): a set taken back below stays in its
+    // slot, which no other writer can be giving to another set meanwhile.
+    static WRITERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _writers = WRITERS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // The same sites and resumptions as a dead object's still in its slot (the same file
+    // loaded again where it was): that set is taken back rather than another one leaked, so
+    // a library loaded and unloaded all day leaks none.
+    if !addrs.is_empty() {
+        for slot in &KNOWN {
+            let cur = slot.load(Ordering::Acquire);
+            if cur.is_null() {
+                break;
+            }
+            // SAFETY: a non-null slot holds a leaked `Known`, never freed.
+            let known = unsafe { &*cur };
+            if known.dead.load(Ordering::Acquire) && *known.addrs == *addrs {
+                known.dead.store(false, Ordering::Release);
+                return Ok(known);
+            }
+        }
+    }
     let known: &'static Known = Box::leak(Box::new(Known {
         addrs: addrs.into_boxed_slice(),
         dead: AtomicBool::new(false),
@@ -274,10 +297,17 @@ pub(super) fn map_stub(code: Range<usize>, target: usize) -> Option<usize> {
     })
 }
 
+/// The pages [`map_near`] mapped, (address, length): never unmapped or written again, so
+/// any number of objects may share one whose bytes are what each needs.
+static NEAR: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
+
 /// Pages within reach of `code` (a `rel32` from any byte of it reaches any byte of them,
 /// and back), filled with what `fill` gives for their address, then made read-execute:
 /// their address. `fill` is called again for each place tried (its bytes may depend on
-/// the address); its length must not change.
+/// the address); its length must not change. Pages mapped earlier (for another object, or
+/// for this one's earlier load) that are within reach and hold exactly those bytes are
+/// taken as they are: an object loaded and unloaded all day maps its stubs once, rather
+/// than a page a load until none is left within reach.
 pub(super) fn map_near(
     code: Range<usize>,
     fill: &mut dyn FnMut(usize) -> Vec<u8>,
@@ -291,6 +321,22 @@ pub(super) fn map_near(
             .iter()
             .all(|&a| code.end.abs_diff(a) < REACH && code.start.abs_diff(a) < REACH)
     };
+    let mut near = NEAR
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for &(at, mapped) in near
+        .iter()
+        .filter(|&&(at, mapped)| mapped == len && reaches(at))
+    {
+        let bytes = fill(at);
+        // SAFETY: a page this function mapped read-execute, `mapped` bytes, never unmapped
+        // or written again (`NEAR`), so reading it races with nothing.
+        let held = unsafe { core::slice::from_raw_parts(at as *const u8, mapped) };
+        let (head, tail) = held.split_at(bytes.len().min(mapped));
+        if head == &bytes[..head.len()] && tail.iter().all(|&b| b == 0) {
+            return Some(at);
+        }
+    }
     let lo = code.start & !(page - 1);
     let hi = (code.end + page - 1) & !(page - 1);
     for k in 1..(REACH / STEP) {
@@ -330,6 +376,7 @@ pub(super) fn map_near(
                 unsafe { libc::munmap(p, len) };
                 return None;
             }
+            near.push((at, len));
             return Some(at);
         }
     }
