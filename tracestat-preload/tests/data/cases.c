@@ -104,12 +104,21 @@ static void every(int us, void (*handler)(int)) {
  * nothing but traced calls: the signal lands inside a hook (the handler's jump leaves it
  * half done), and the program must still end. Each function is called once before the
  * timer starts, so that no signal lands in a first call's setting up (which allocates:
- * jumping out of malloc breaks the heap, as it would in the program's own code). */
+ * jumping out of malloc breaks the heap, as it would in the program's own code). The timer
+ * starts once the jump buffer is set: a signal before that (the process descheduled right
+ * after starting it) would jump through a zeroed buffer. */
 __attribute__((noinline)) static void alarmed(void) {
+    volatile int started = 0;
     spinner(1);
-    every(100, on_alarm);
-    while (alarms < 300)
-        if (!sigsetjmp(ajb, 1)) spinner(-1);
+    while (alarms < 300) {
+        if (!sigsetjmp(ajb, 1)) {
+            if (!started) {
+                started = 1;
+                every(100, on_alarm);
+            }
+            spinner(-1);
+        }
+    }
     every(0, NULL);
 }
 
