@@ -338,10 +338,11 @@ impl NativeSites {
         let offset = addr.wrapping_sub(attached.object.bias);
         let i = match attached.met.get(&offset) {
             // Met with an earlier load of the object: its site back.
-            Some(met) => {
+            Some(met) if !met.live => {
                 self.ftrace.revive_sites(met.index..met.index + 1, None)?;
                 met.index
             }
+            Some(met) => met.index,
             None => {
                 let def = SiteDef::new(format!("{offset:#x}"), attached.object.name.clone());
                 self.ftrace.add_sites([def])?.start
