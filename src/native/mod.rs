@@ -162,15 +162,7 @@ struct Attached {
     xray: Option<u8>,
     /// Its functions met at a first call (no symbol): offset in the object → site index,
     /// live ones and, for an object loaded again, the retired ones a first call takes back.
-    met: HashMap<usize, Met>,
-}
-
-/// A function of an object that became a site at its first call.
-#[derive(Clone, Copy)]
-struct Met {
-    index: usize,
-    /// Whether its site is live (else retired with an earlier load of the object).
-    live: bool,
+    met: HashMap<usize, usize>,
 }
 
 /// An object unloaded, kept so that the same file loaded again takes its sites back
@@ -182,7 +174,7 @@ struct Gone {
     sites: Range<usize>,
     xray: Option<u8>,
     /// Its functions met at a first call, by offset, all retired.
-    met: HashMap<usize, Met>,
+    met: HashMap<usize, usize>,
 }
 
 #[derive(Default)]
@@ -338,23 +330,17 @@ impl NativeSites {
         let offset = addr.wrapping_sub(attached.object.bias);
         let i = match attached.met.get(&offset) {
             // Met with an earlier load of the object: its site back.
-            Some(met) if !met.live => {
-                self.ftrace.revive_sites(met.index..met.index + 1, None)?;
-                met.index
+            Some(&i) if self.ftrace.is_retired(i) => {
+                self.ftrace.revive_sites(i..i + 1, None)?;
+                i
             }
-            Some(met) => met.index,
+            Some(&i) => i,
             None => {
                 let def = SiteDef::new(format!("{offset:#x}"), attached.object.name.clone());
                 self.ftrace.add_sites([def])?.start
             }
         };
-        attached.met.insert(
-            offset,
-            Met {
-                index: i,
-                live: true,
-            },
-        );
+        attached.met.insert(offset, i);
         map.by_addr.insert(addr, i);
         Ok(Some(i))
     }
@@ -377,21 +363,22 @@ impl NativeSites {
             if let Some(patches) = &attached.patches {
                 patches.forget();
             }
-            let met_live = (attached.met.values()).filter(|m| m.live).map(|m| m.index);
+            // Those met at a first call with an earlier load and not since are retired
+            // already; retiring them again changes nothing.
+            let met = attached.met.values().copied();
             self.ftrace
-                .retire_sites(attached.sites.clone().chain(met_live))?;
-            let gone = |i: &usize| {
-                attached.sites.contains(i) || attached.met.values().any(|m| m.index == *i)
-            };
-            map.by_addr.retain(|_, i| !gone(i));
+                .retire_sites(attached.sites.clone().chain(met))?;
+            map.by_addr.retain(|_, i| !attached.sites.contains(i));
+            for offset in attached.met.keys() {
+                map.by_addr
+                    .remove(&attached.object.bias.wrapping_add(*offset));
+            }
             map.by_xray.retain(|_, i| !attached.sites.contains(i));
             map.gone.push(Gone {
                 path: attached.object.path,
                 sites: attached.sites,
                 xray: attached.xray,
-                met: (attached.met.into_iter())
-                    .map(|(o, m)| (o, Met { live: false, ..m }))
-                    .collect(),
+                met: attached.met,
             });
             retired += 1;
         }
