@@ -10,14 +10,16 @@
 //! ```text
 //! cargo +nightly rustc --release -- -Z instrument-mcount
 //! cargo +nightly rustc --release -- -Z patchable-function-entry=5
+//! cargo +nightly rustc --release -- -Z instrument-xray=always
 //! ```
 //!
 //! With `-Z instrument-mcount` every function of the crate calls `mcount` (this crate's
 //! trampoline) after its prologue; with `-Z patchable-function-entry=5` it starts with a
 //! five-byte nop listed in `__patchable_function_entries`, patched live into a call of
-//! `__fentry__` while the profiler covers it (`patched.rs`). Generic code of other crates
-//! instantiated in the program's crate is instrumented with it; the standard library,
-//! precompiled, is not.
+//! `__fentry__` while the profiler covers it (`patched.rs`); with `-Z instrument-xray=always`
+//! its entry and exits are XRay sleds, patched into calls of `xray.rs`'s trampolines while
+//! covered. Generic code of other crates instantiated in the program's crate is
+//! instrumented with it; the standard library, precompiled, is not.
 //!
 //! # Design
 //!
@@ -187,8 +189,8 @@ static ATTACHED: AtomicBool = AtomicBool::new(false);
 
 /// Makes every function of the program (those of the `tracestat*` crates left out) a site
 /// of `Ftrace::global()`, writes the filters and enables `FunctionProfiler::global()` with
-/// `options`; the functions built with `-Z instrument-mcount` or
-/// `-Z patchable-function-entry=5` are profiled from then until the handle is finished or
+/// `options`; the functions built with `-Z instrument-mcount`,
+/// `-Z patchable-function-entry=5` or `-Z instrument-xray=always` are profiled from then until the handle is finished or
 /// dropped. Errors: see [`AttachError`]; nothing is switched on then.
 pub fn attach(options: AttachOptions) -> Result<Attached, AttachError> {
     if !cfg!(target_arch = "x86_64") {

@@ -34,11 +34,9 @@
 //!
 //! - As for `__fentry__`: the upper halves of ymm/zmm argument registers are not saved.
 //! - An XRay function no symbol table names is not patched (its sleds stay as compiled).
-//! - A shared object with sleds loaded by `dlopen` after start is patched when the native
-//!   sites are next brought up to date (at a `dlclose`, or at a call from an unknown object
-//!   into another kind's hook): an unpatched sled calls nothing, so nothing asks sooner.
-//!   (Interposing `dlopen` would make the library, not the program, its caller, whose
-//!   `RUNPATH` and `$ORIGIN` the loader uses.)
+//! - A shared object with sleds loaded by `dlopen` after start has its covered sleds
+//!   patched when the call returns (`dl.rs`); one loaded otherwise (`dlmopen` into a new
+//!   namespace, which the native map does not see) keeps its sleds as compiled.
 
 use core::arch::naked_asm;
 use core::sync::atomic::Ordering;

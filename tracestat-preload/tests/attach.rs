@@ -1,9 +1,9 @@
 //! In-process attach: a Rust program (`data/attach.rs`) whose crate alone is built with
-//! nightly rustc's `-Z instrument-mcount` or `-Z patchable-function-entry=5` calls
-//! `tracestat_preload::attach` in `main`; each of its functions' Hit equals the calls it
-//! made, counted and timed, a filter selects, and finishing stops the counts. Built with the
-//! flag on every crate (the runtime too), `attach` refuses rather than recursing; under
-//! `tracestat record` it refuses too.
+//! nightly rustc's `-Z instrument-mcount`, `-Z patchable-function-entry=5` or
+//! `-Z instrument-xray=always` calls `tracestat_preload::attach` in `main`; each of its
+//! functions' Hit equals the calls it made, counted and timed, a filter selects, and
+//! finishing stops the counts. Built with the flag on every crate (the runtime too),
+//! `attach` refuses rather than recursing; under `tracestat record` it refuses too.
 //!
 //! Ignored by default: it needs a nightly toolchain (skipped, loudly, without one) and builds
 //! the runtime with it (a few minutes the first time; `target/attach-nightly` keeps it).
@@ -101,7 +101,11 @@ fn a_rust_program_attaches_to_itself() {
     let dir = project();
     // main entered before the attach: not counted; fib(15) is 1973 calls.
     let all = expect(&[("leaf", 1000), ("middle", 100), ("fib", 1973)]);
-    for flag in ["-Zinstrument-mcount", "-Zpatchable-function-entry=5"] {
+    for flag in [
+        "-Zinstrument-mcount",
+        "-Zpatchable-function-entry=5",
+        "-Zinstrument-xray=always",
+    ] {
         let prog = build(&dir, &[flag], false);
         for mode in ["timed", "counted"] {
             assert_eq!(
