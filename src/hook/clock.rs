@@ -256,7 +256,8 @@ pub(crate) fn init() {
 
 /// Takes the TSC calibration's first sample now (once; microseconds), so that the time
 /// until [`init`] counts towards the calibration: an instance's construction calls it, and
-/// [`init`] at its first registration then waits only for what is still missing.
+/// [`init`] at its first graph ops's registration (or the clock's first read) then waits
+/// only for what is still missing.
 pub(crate) fn prepare() {
     if tsc::invariant() {
         tsc::prepare();
@@ -332,8 +333,8 @@ fn now_ns_other(mode: u8) -> u64 {
     }
 }
 
-/// The first read in a process whose hook layer never registered an ops (the clock is
-/// initialized at the first registration): initializes, then reads. Out of line, so that
+/// The first read in a process whose hook layer never registered a graph ops (the clock is
+/// initialized at the first such registration): initializes, then reads. Out of line, so that
 /// [`now_ns`] is not recursive and inlines into the hooks.
 #[cold]
 #[inline(never)]

@@ -34,7 +34,7 @@
 //!   synchronised among themselves here.
 
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
-use std::collections::HashMap;
+use hashbrown::HashMap;
 
 use super::site::Site;
 use crate::primitive::unmodeled::{Mutex, RwLock};

@@ -151,7 +151,7 @@ impl CxaDemangle {
             .into_iter()
             .filter(|o| o.name.starts_with("libstdc++.so"))
             .find_map(|o| {
-                let data = std::fs::read(&o.path).ok()?;
+                let data = super::mapped::FileBytes::open(&o.path).ok()?;
                 let file = object::File::parse(&*data).ok()?;
                 let sym = file.dynamic_symbols().find(|s| {
                     s.is_definition()

@@ -5,7 +5,7 @@
 //!
 //! [`NativeSites::attach`] walks the loaded objects (`dl_iterate_phdr`: the executable, each
 //! shared object, in load order), reads each one's functions from its file's ELF symbol
-//! tables (`elf.rs`) and adds one site per function to an [`Ftrace`] instance
+//! tables (`elf.rs`; the file mapped, not copied: `mapped.rs`) and adds one site per function to an [`Ftrace`] instance
 //! ([`Ftrace::add_sites`]), named as demangled and with the object's file name as its module
 //! (so `:mod:libz.so.1` selects a shared object's functions, as `:mod:` selects a kernel
 //! module's; the executable's module is its file name). The map from a function's address to
@@ -50,10 +50,11 @@
 //!   leaves the map when its object is retired.
 
 mod elf;
+mod mapped;
 mod patch;
 mod tls;
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::ffi::CStr;
 use std::ops::Range;
 use std::sync::Arc;
@@ -393,7 +394,7 @@ impl NativeSites {
             {
                 continue;
             }
-            let read = std::fs::read(&object.path)
+            let read = mapped::FileBytes::open(&object.path)
                 .map_err(|e| e.to_string())
                 .and_then(|data| Ok((functions(&data).map_err(|e| e.to_string())?, data)));
             let (fns, data) = match read {

@@ -323,9 +323,13 @@ impl Ftrace {
     pub fn register(&self, ops: &Arc<FtraceOps>) -> Result<(), Error> {
         const PATH: &str = "register_ftrace_function";
         self.check_not_in_callback(PATH)?;
-        // The trace clock calibrates once per process (milliseconds): here, on a control
-        // path, rather than in the first timed call.
-        super::clock::init();
+        // The trace clock calibrates once per process (milliseconds): at a graph ops's
+        // registration, on a control path, rather than in its first timed call. A function
+        // ops's calls read no clock (a counting profile starts without the wait); a
+        // callback of one that reads it calibrates at that first read.
+        if ops.is_graph() {
+            super::clock::init();
+        }
         let mut st = self.lock();
         self.claim(ops, PATH)?;
         let result = (|| {
