@@ -40,11 +40,23 @@ use super::glob::{Glob, GlobError};
 use crate::stat::WriteMode;
 
 /// A set of site indices (a filter or notrace hash).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct FilterHash {
     bits: Box<[u64]>,
     len: usize,
 }
+
+/// The same indices, whatever room each set has (a set made after sites were added has
+/// more words, all zero past the older one's).
+impl PartialEq for FilterHash {
+    fn eq(&self, other: &Self) -> bool {
+        let word = |bits: &[u64], i: usize| bits.get(i).copied().unwrap_or(0);
+        let words = self.bits.len().max(other.bits.len());
+        self.len == other.len && (0..words).all(|i| word(&self.bits, i) == word(&other.bits, i))
+    }
+}
+
+impl Eq for FilterHash {}
 
 impl FilterHash {
     /// An empty set able to hold indices `0..sites`.
@@ -293,6 +305,34 @@ mod tests {
 
     fn write(current: &FilterHash, text: &str, mode: WriteMode) -> Result<Vec<usize>, FilterError> {
         apply_write(current, text, mode, SITES.iter().copied()).map(|h| h.iter().collect())
+    }
+
+    /// Sets are equal by their indices, whatever room each has: a set made after sites were
+    /// added is equal to an older one holding the same indices.
+    #[test]
+    fn sets_are_equal_by_their_indices() {
+        let targets = |n: usize| SITES.iter().copied().cycle().take(n);
+        let (small, large) = (FilterHash::empty(4), FilterHash::empty(200));
+        assert_eq!(small, large);
+        let read = |current: &FilterHash, n| {
+            apply_write(current, "read", WriteMode::Truncate, targets(n)).unwrap()
+        };
+        // Sites 0 and 3 of the first four; of 200, every fourth from 0 and from 3.
+        assert_eq!(read(&small, 4), read(&small, 4));
+        assert_ne!(read(&small, 4), read(&large, 200));
+        assert_eq!(
+            read(&small, 4),
+            apply_write(&large, "1 4", WriteMode::Truncate, targets(200)).unwrap()
+        );
+        assert_ne!(read(&small, 4), small);
+        assert_ne!(
+            read(&small, 4),
+            apply_write(&small, "1 3", WriteMode::Truncate, targets(4)).unwrap()
+        );
+        assert_ne!(
+            read(&small, 4),
+            apply_write(&large, "1 4 200", WriteMode::Truncate, targets(200)).unwrap()
+        );
     }
 
     /// Terms resolve against names and module paths alone: exact names, globs, `:mod:`,

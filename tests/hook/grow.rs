@@ -9,7 +9,16 @@ use crate::ops::{calls, hit, recorder, refcounts};
 
 use tracestat::Error;
 use tracestat::hook::{Ftrace, FtraceOps, OpsFlags, SiteDef, SiteSwitch};
-use tracestat::stat::WriteMode::Truncate;
+use tracestat::stat::WriteMode::{self, Truncate};
+
+/// Adds a shared object's two functions to `f`, whose one site is `main`: sites 1 and 2.
+fn add_libz(f: &Ftrace) {
+    let added = f.add_sites([
+        SiteDef::new("deflate", "libz.so.1"),
+        SiteDef::new("inflate", "libz.so.1"),
+    ]);
+    assert_eq!(added.unwrap(), 1..3);
+}
 
 #[test]
 fn added_sites_follow_unfiltered_ops_and_filters_written_after() {
@@ -19,13 +28,7 @@ fn added_sites_follow_unfiltered_ops_and_filters_written_after() {
     f.set_filter(&some, "main", Truncate).unwrap();
     f.register(&all).unwrap();
     f.register(&some).unwrap();
-    let added = f
-        .add_sites([
-            SiteDef::new("deflate", "libz.so.1"),
-            SiteDef::new("inflate", "libz.so.1"),
-        ])
-        .unwrap();
-    assert_eq!(added, 1..3);
+    add_libz(&f);
     assert_eq!(f.site(2).unwrap().index(), 2);
     assert_eq!(
         f.site_by_ip(f.site(2).unwrap().ip()).unwrap().name(),
@@ -47,6 +50,35 @@ fn added_sites_follow_unfiltered_ops_and_filters_written_after() {
     assert_eq!(calls(&some), [(ip(2), 0)]);
     f.unregister(&all).unwrap();
     f.unregister(&some).unwrap();
+    assert_eq!(refcounts(&f), [0, 0, 0]);
+}
+
+/// A global filter or notrace write that leaves the set as it was changes nothing (no commit
+/// is made for it), also after sites were added: the new sites an unfiltered ops covers stay
+/// covered; a write that changes the set still applies to them.
+#[test]
+fn unchanged_global_writes_keep_added_sites_covered() {
+    let f = Ftrace::new([SiteDef::new("main", "prog")]);
+    let follows = Arc::new(FtraceOps::builder(|_, _, _, _| {}).global_filter().build());
+    f.register(&follows).unwrap();
+    f.set_global_notrace("", Truncate).unwrap();
+    add_libz(&f);
+    assert_eq!(refcounts(&f), [1, 1, 1]);
+    f.set_global_filter("", Truncate).unwrap();
+    f.set_global_notrace("", Truncate).unwrap();
+    f.set_global_notrace("no_such_*", WriteMode::Append)
+        .unwrap_err();
+    assert_eq!(refcounts(&f), [1, 1, 1]);
+    f.set_global_notrace("inflate", Truncate).unwrap();
+    assert_eq!(refcounts(&f), [1, 1, 0]);
+    f.set_global_notrace("inflate", Truncate).unwrap();
+    assert_eq!(refcounts(&f), [1, 1, 0]);
+    // As many sites, other ones: a change.
+    f.set_global_notrace("deflate", Truncate).unwrap();
+    assert_eq!(refcounts(&f), [1, 0, 1]);
+    f.set_global_filter(":mod:libz*", Truncate).unwrap();
+    assert_eq!(refcounts(&f), [0, 0, 1]);
+    f.unregister(&follows).unwrap();
     assert_eq!(refcounts(&f), [0, 0, 0]);
 }
 

@@ -110,6 +110,11 @@ impl Ftrace {
         let hashes = self
             .new_hashes(&st.global, which, text, mode)
             .map_err(|e| rejected(path, e))?;
+        if hashes == *st.global {
+            // Nothing changes, so nothing is committed (a commit passes over every site: a
+            // profiled program's start writes its empty filter and notrace).
+            return Ok(());
+        }
         let mut next = st.clone();
         next.global = Arc::new(hashes);
         self.commit(&mut st, next, None)
