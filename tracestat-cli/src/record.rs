@@ -6,13 +6,17 @@
 //! package `tracestat-preload`) in `LD_PRELOAD`, its settings in `TRACESTAT_*` variables;
 //! the library writes the profile at the program's exit to a temporary file of this
 //! process's, which is then printed here or written to `--output` (as `> FILE` would: a
-//! device or a symbolic link is written through, never replaced) and removed. Which processes are profiled: the program started, and
-//! what it `exec`s in place; not the programs it starts (fork and exec), and a child it forks
-//! writes nothing. When the profiler cannot start (a `--filter` naming nothing, say), the
-//! library says why and ends the process with status 125 before its `main`. The library is
-//! found next to the `tracestat` executable (or its parent directory, for test binaries
-//! under `target/*/deps`), or where `--preload` says. A statically linked program (an ELF
-//! file without a dynamic loader to name) cannot load it: refused before it runs.
+//! device or a symbolic link is written through, never replaced) and removed. Which
+//! processes are profiled: the program started, and what it `exec`s in place; not the
+//! programs it starts (fork and exec), and a child it forks writes nothing. When the
+//! profiler cannot start (a `--filter` naming nothing, say), the library says why and ends
+//! the process with status 125 before its `main`. A program stopped by `SIGINT` (Ctrl-C),
+//! `SIGTERM` or `SIGHUP` that it leaves at their default still writes its profile, which is
+//! printed, and its death by the signal is said; a signal sent to `tracestat record` alone
+//! is passed on to the program ([`PassOn`]). The library is found next to the `tracestat`
+//! executable (or its parent directory, for test binaries under `target/*/deps`), or where
+//! `--preload` says. A statically linked program (an ELF file without a dynamic loader to
+//! name) cannot load it: refused before it runs.
 //!
 //! `--serve ADDR` (with `--allow-writes`, `--allow-remote` and `TRACESTAT_HTTP_TOKEN`, as
 //! `demo --serve` takes them) serves the running program's tracefs, `/metrics` and
@@ -22,6 +26,8 @@
 //! serve is a start failure like a bad filter: status 125 before `main`, so the program does
 //! not run.
 
+use core::ffi::c_int;
+use core::sync::atomic::{AtomicI32, Ordering};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -194,6 +200,80 @@ fn deliver(args: &RecordArgs, temp: &Path, program: &str) -> Result<(), String> 
     }
 }
 
+/// The program's process id while it runs (0 otherwise): where [`PassOn`]'s handler sends
+/// a signal on.
+static CHILD: AtomicI32 = AtomicI32::new(0);
+
+/// The signals that stop a program, which `tracestat record` must outlive to print its
+/// profile.
+const STOPPING: [c_int; 4] = [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP];
+
+/// While the program runs, `tracestat record` is not ended by a signal that stops it
+/// ([`STOPPING`]): its handler sends one that a process sent (`kill`) on to the program,
+/// and passes over one the terminal sent (Ctrl-C, Ctrl-\, a hangup), which the terminal
+/// sent to the program too (its whole foreground group). The program, ending, writes its
+/// profile (the preload library catches those signals where the program leaves them at
+/// their default), which is printed as at a normal exit. A process that signals the whole
+/// group reaches the program twice. `exec` resets a handled signal, so the program starts
+/// with each at its default, as it would without `tracestat record`; one ignored here
+/// (`nohup tracestat record ...`) is left ignored, for the program to inherit. Dropped,
+/// the previous dispositions are restored.
+struct PassOn {
+    old: Vec<(c_int, libc::sigaction)>,
+}
+
+impl PassOn {
+    fn install() -> Self {
+        let mut old = Vec::new();
+        for sig in STOPPING {
+            // SAFETY: zeroed sigactions are valid values; `pass_on` has the signature of an
+            // `SA_SIGINFO` handler; sigemptyset initialises the mask it is given, and
+            // sigaction writes the previous action into `prev` (a null new action only
+            // reads).
+            unsafe {
+                let mut prev: libc::sigaction = core::mem::zeroed();
+                if libc::sigaction(sig, core::ptr::null(), &mut prev) != 0
+                    || prev.sa_sigaction == libc::SIG_IGN
+                {
+                    // Ignored (`nohup`): left so, and the program inherits it.
+                    continue;
+                }
+                let mut action: libc::sigaction = core::mem::zeroed();
+                action.sa_sigaction = pass_on
+                    as extern "C" fn(c_int, *mut libc::siginfo_t, *mut core::ffi::c_void)
+                    as usize;
+                action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+                libc::sigemptyset(&mut action.sa_mask);
+                if libc::sigaction(sig, &action, &mut prev) == 0 {
+                    old.push((sig, prev));
+                }
+            }
+        }
+        PassOn { old }
+    }
+}
+
+impl Drop for PassOn {
+    fn drop(&mut self) {
+        for (sig, prev) in &self.old {
+            // SAFETY: `prev` is the action sigaction returned for `sig`.
+            unsafe { libc::sigaction(*sig, prev, core::ptr::null_mut()) };
+        }
+    }
+}
+
+/// [`PassOn`]'s handler: `sig` on to the program, unless the terminal sent it
+/// (`SI_KERNEL`). Async-signal-safe: an atomic load and `kill`.
+extern "C" fn pass_on(sig: c_int, info: *mut libc::siginfo_t, _: *mut core::ffi::c_void) {
+    // SAFETY: the kernel passes a valid siginfo to an `SA_SIGINFO` handler.
+    let from_terminal = !info.is_null() && unsafe { (*info).si_code } == libc::SI_KERNEL;
+    let child = CHILD.load(Ordering::Acquire);
+    if !from_terminal && child > 0 {
+        // SAFETY: kill has no memory preconditions.
+        unsafe { libc::kill(child, sig) };
+    }
+}
+
 /// Runs `tracestat record`.
 pub fn run(args: &RecordArgs) -> Result<(), String> {
     check_dynamic(Path::new(&args.command[0]))?;
@@ -235,9 +315,16 @@ pub fn run(args: &RecordArgs) -> Result<(), String> {
         };
     }
     let program = args.command[0].to_string_lossy().into_owned();
-    let status = cmd
-        .status()
-        .map_err(|e| format!("cannot run {program}: {e}"))?;
+    let status = {
+        let _passing = PassOn::install();
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot run {program}: {e}"))?;
+        CHILD.store(child.id() as i32, Ordering::Release);
+        let status = child.wait();
+        CHILD.store(0, Ordering::Release);
+        status.map_err(|e| format!("cannot wait for {program}: {e}"))?
+    };
     let written = temp.is_file();
     let result = if !written && status.code() == Some(START_FAILED) {
         Err("the profiler could not start (the reason is above); the program did not run".into())

@@ -19,7 +19,9 @@
 //!   are sites from its load (its covered nop'd entries patched) until its unload;
 //! - `xray.rs`: the trampolines patched XRay sleds call (entry, exit, tail exit);
 //! - `unwind.rs`: `pthread_exit`, C++ exceptions and `longjmp`, interposed to keep the
-//!   return stack and the redirected return addresses right.
+//!   return stack and the redirected return addresses right;
+//! - `signals.rs`: `SIGINT`, `SIGTERM` and `SIGHUP` left at their default: the profile
+//!   written before the program dies of them.
 //!
 //! # Design
 //!
@@ -96,7 +98,9 @@
 //!   hooks stop, and `trace_stat/functions` (or the export asked for) is written to
 //!   `TRACESTAT_OUTPUT` (a relative path taken from where the program started). Calls still
 //!   open on other threads never returned: timed, they are not in the profile (counting,
-//!   they are, counted at their entry).
+//!   they are, counted at their entry). A program ended by `SIGINT`, `SIGTERM` or `SIGHUP`
+//!   that it leaves at their default writes its profile the same way, from a thread of this
+//!   library, then dies of the signal (`signals.rs`).
 //!
 //! # Invariants
 //!
@@ -324,6 +328,7 @@ mod fast_tls;
 mod fentry;
 mod patched;
 mod serve;
+mod signals;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod unwind;
 #[cfg(target_arch = "x86_64")]
@@ -1169,6 +1174,10 @@ fn start() -> Result<(), String> {
     if unsafe { libc::atexit(finish) } != 0 {
         return Err("atexit failed".into());
     }
+    // A termination signal the program leaves at its default writes the profile too.
+    if let Err(e) = signals::install(finish) {
+        say!("tracestat: {e}: a signal ending the program will lose its profile");
+    }
     READY.store(true, Ordering::Release);
     Ok(())
 }
@@ -1258,7 +1267,8 @@ fn begin(
     Ok(())
 }
 
-/// At exit: end the exiting thread's open frames, stop, write the profile.
+/// At exit (or at a termination signal, from `signals.rs`'s thread): end the calling
+/// thread's open frames, stop, write the profile, once.
 extern "C" fn finish() {
     // No redirected slot is written back: nothing returns through them after `exit`, and
     // which of them are live is not known here.
@@ -1270,6 +1280,15 @@ extern "C" fn finish() {
     // SAFETY: no preconditions.
     if unsafe { libc::getpid() } as u32 != settings.pid {
         return; // a forked child writes nothing
+    }
+    // The exit and a signal's thread may both come: the first writes, and the other waits
+    // until it has (an exit that went on meanwhile would cut the file short).
+    static WRITTEN: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+    let mut written = WRITTEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if core::mem::replace(&mut *written, true) {
+        return;
     }
     if let Err(e) = write_profile(settings) {
         say!("tracestat: cannot write {}: {e}", settings.output);

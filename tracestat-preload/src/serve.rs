@@ -84,7 +84,7 @@ extern "C" fn close_in_child() {
 
 /// Runs `f` (which starts threads) with every signal blocked in the calling thread, so that
 /// the threads it starts inherit the full mask; the caller's mask is restored after.
-fn with_signals_blocked<T>(f: impl FnOnce() -> T) -> T {
+pub(crate) fn with_signals_blocked<T>(f: impl FnOnce() -> T) -> T {
     // SAFETY: sigset_t is plain data, initialised by sigfillset / pthread_sigmask before
     // use; pthread_sigmask changes only the calling thread's mask, restored below.
     unsafe {

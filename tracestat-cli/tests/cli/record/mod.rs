@@ -2,7 +2,8 @@
 //! filters, an export, a bad filter, a program without instrumentation, a statically linked
 //! one, a stripped one; and
 //! `--serve`: the running program's tracefs over HTTP (reads, a filter written while it
-//! runs, refused writes), forked children, addresses it cannot serve.
+//! runs, refused writes), forked children, addresses it cannot serve; a program stopped by
+//! a signal (`signals.rs`).
 //!
 //! Ignored by default: they need gcc, and the preload library built beside the `tracestat`
 //! binary (`cargo build -p tracestat-preload`; `cargo test --workspace` builds it). `.ci/run`
@@ -14,6 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, ChildStdout, Command, Output, Stdio};
 
 use crate::serve::{Served, decode_pprof};
+
+mod signals;
 
 const PROGRAM: &str = r#"
 #include <stdio.h>
