@@ -378,19 +378,19 @@ fn repeated_rows(table: &str) -> Vec<String> {
 #[ignore = "needs gcc"]
 fn a_library_loaded_closed_and_loaded_again() {
     let dir = scratch("dlopen");
-    let plugin = |kind: Kind, compiler: &str, flags: &[&str]| {
+    let plugin = |kind: Kind, compiler: &str| {
         let lib = build(
             compiler,
             &dir,
             "libplugin.so",
             kind,
-            &[&["-shared", "-fPIC", &data("plugin.c")], flags].concat(),
+            &["-shared", "-fPIC", &data("plugin.c")],
         );
         lib.display().to_string()
     };
     let mut plugins: Vec<(Kind, String)> = Kind::ALL
         .into_iter()
-        .map(|kind| (kind, plugin(kind, "gcc", &[])))
+        .map(|kind| (kind, plugin(kind, "gcc")))
         .collect();
     // Nop'd entries alone (no kind's flags: -mnop-mcount wants code that is not PIC).
     let nopd = dir.join("libplugin-patchable.so");
@@ -423,7 +423,7 @@ fn a_library_loaded_closed_and_loaded_again() {
     let stripped = stripped.display().to_string();
     plugins.push((Kind::Cyg, stripped.clone()));
     if have_clang() {
-        plugins.push((Kind::Cyg, plugin(Kind::Xray, "clang", &[])));
+        plugins.push((Kind::Cyg, plugin(Kind::Xray, "clang")));
     }
     for (kind, lib) in plugins {
         // Patched plugins: more loads than there are places within reach of the object

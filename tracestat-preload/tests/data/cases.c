@@ -257,7 +257,8 @@ static long rss_kb(void) {
 }
 
 /* A library loaded and closed `rounds` times, 3 calls each time; on stderr, how much the
-   resident set grew from the first tenth of the rounds to the end. */
+   resident set grew from the first tenth of the rounds to the end (nothing said where it
+   cannot be read). */
 __attribute__((noinline)) static void reload(const char *path, int rounds) {
     long first = -1;
     for (int round = 0; round < rounds; round++) {
@@ -268,7 +269,8 @@ __attribute__((noinline)) static void reload(const char *path, int rounds) {
         for (int i = 0; i < 3; i++) sink += plug(i);
         dlclose(h);
     }
-    fprintf(stderr, "rss growth: %ld kB\n", rss_kb() - first);
+    long last = rss_kb();
+    if (first >= 0 && last >= 0) fprintf(stderr, "rss growth: %ld kB\n", last - first);
 }
 
 /* Calls, then the program again in place, in longjmp mode: the profile is the new image's. */
