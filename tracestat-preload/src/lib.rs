@@ -1176,7 +1176,7 @@ fn start() -> Result<(), String> {
     }
     // A termination signal the program leaves at its default writes the profile too.
     if let Err(e) = signals::install(finish) {
-        say!("tracestat: {e}: a signal ending the program will lose its profile");
+        say!("tracestat: {e}");
     }
     READY.store(true, Ordering::Release);
     Ok(())

@@ -36,7 +36,7 @@ static PROFILED: AtomicI32 = AtomicI32::new(0);
 
 /// Installs the handler for each of [`SIGNALS`] the program leaves at its default, and
 /// starts the thread that writes the profile when one arrives; nothing when none is left
-/// at its default. `finish` writes the profile.
+/// at its default. `finish` writes the profile. An error says which signals lose it.
 pub(crate) fn install(finish: extern "C" fn()) -> Result<(), String> {
     let defaults: Vec<c_int> = SIGNALS.into_iter().filter(|&s| is_default(s)).collect();
     if defaults.is_empty() {
@@ -45,9 +45,9 @@ pub(crate) fn install(finish: extern "C" fn()) -> Result<(), String> {
     let mut fds = [0 as c_int; 2];
     // SAFETY: `fds` has room for the two descriptors pipe2 writes.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        let e = std::io::Error::last_os_error();
         return Err(format!(
-            "signals: pipe2 failed: {}",
-            std::io::Error::last_os_error()
+            "pipe2 failed ({e}): a signal ending the program loses its profile"
         ));
     }
     let [read, write] = fds;
@@ -60,25 +60,30 @@ pub(crate) fn install(finish: extern "C" fn()) -> Result<(), String> {
             .spawn(move || watch(read, finish))
             .map(drop)
     })
-    .map_err(|e| format!("signals: cannot start a thread: {e}"))?;
-    for sig in defaults {
-        // SAFETY: a zeroed sigaction is a valid value (no flags, empty mask) before its
-        // fields are set; `on_signal` is an `extern "C" fn(c_int)`, what a handler without
-        // `SA_SIGINFO` is; sigemptyset initialises the mask it is given.
-        unsafe {
-            let mut action: libc::sigaction = core::mem::zeroed();
-            action.sa_sigaction = on_signal as extern "C" fn(c_int) as usize;
-            action.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut action.sa_mask);
-            if libc::sigaction(sig, &action, core::ptr::null_mut()) != 0 {
-                return Err(format!(
-                    "signals: sigaction({sig}) failed: {}",
-                    std::io::Error::last_os_error()
-                ));
-            }
-        }
+    .map_err(|e| {
+        format!("cannot start a thread ({e}): a signal ending the program loses its profile")
+    })?;
+    let failed: Vec<c_int> = defaults.into_iter().filter(|&sig| !handle(sig)).collect();
+    if !failed.is_empty() {
+        return Err(format!(
+            "sigaction failed for signal(s) {failed:?}: the program ended by one loses its profile"
+        ));
     }
     Ok(())
+}
+
+/// Makes [`on_signal`] `sig`'s handler; `false` if refused.
+fn handle(sig: c_int) -> bool {
+    // SAFETY: a zeroed sigaction is a valid value (no flags, empty mask) before its fields
+    // are set; `on_signal` is an `extern "C" fn(c_int)`, what a handler without
+    // `SA_SIGINFO` is; sigemptyset initialises the mask it is given.
+    unsafe {
+        let mut action: libc::sigaction = core::mem::zeroed();
+        action.sa_sigaction = on_signal as extern "C" fn(c_int) as usize;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(sig, &action, core::ptr::null_mut()) == 0
+    }
 }
 
 /// Whether `sig`'s disposition is the default.
