@@ -9,8 +9,13 @@
 //! one multiply and one shift costs about half of that. So:
 //!
 //! - [`TraceClock::X86Tsc`] (the default where usable): `rdtsc`, converted to nanoseconds
-//!   as `(tsc · mult >> 32) + offset` (a 64×64→128-bit multiply, a shift and an add;
-//!   `offset` folds the anchor in, so no subtraction or clamp is needed). `mult` is
+//!   as `(tsc · mult >> 64) + offset`: `mult` is nanoseconds per tick as a 0.64 fixed-point
+//!   number, so the conversion is one 64×64→128-bit multiply whose high half is the
+//!   result, and an add (`offset` folds the anchor in, so no subtraction or clamp is
+//!   needed). A 32.32 rate would add a double-word shift (`shld`, several micro-ops on
+//!   AMD cores) to every read, on a timed call's path from its second read to its record:
+//!   about 1 ns a timed call on the AMD host measured. A 0.64 rate requires a TSC faster
+//!   than 1 GHz (under a nanosecond a tick); a slower one is not used. `mult` is
 //!   calibrated once against `CLOCK_MONOTONIC` over a few milliseconds (each sample
 //!   brackets the monotonic read between two TSC reads and keeps the tightest of
 //!   several). Usable only where the TSC is *invariant*
@@ -78,10 +83,11 @@ impl TraceClock {
     }
 
     /// The clocks this process can use, in the `trace_clock` file's order: `x86-tsc` only
-    /// where the TSC is invariant.
+    /// where the TSC is invariant and its calibration accepted it (it runs first, once: a
+    /// few milliseconds).
     pub fn available() -> Vec<TraceClock> {
         ALL.into_iter()
-            .filter(|c| *c != TraceClock::X86Tsc || tsc::invariant())
+            .filter(|c| *c != TraceClock::X86Tsc || tsc_calibrated())
             .collect()
     }
 
@@ -211,12 +217,12 @@ fn from_code(c: u8) -> TraceClock {
 struct ClockState {
     /// The selected clock; [`UNSET`] until [`init`] ran.
     mode: AtomicU8,
-    /// Nanoseconds per tick, as a 32.32 fixed-point number.
+    /// Nanoseconds per tick, as a 0.64 fixed-point number (the TSC ticks faster than 1 GHz).
     mult: AtomicU64,
     /// `mult` while the TSC is the selected clock, else 0: [`tsc_selected`]'s one load, for
     /// both its test and its multiply.
     selected_mult: AtomicU64,
-    /// What to add (wrapping) to `tsc · mult >> 32` to get nanoseconds since the anchor:
+    /// What to add (wrapping) to `tsc · mult >> 64` to get nanoseconds since the anchor:
     /// the anchor's own scaled TSC reading subtracted, `CLOCK_MONOTONIC` − anchor at that
     /// reading (a few ns: the samples are taken apart) added.
     offset: AtomicU64,
@@ -252,6 +258,17 @@ pub(crate) fn init() {
         };
         set_mode(default);
     });
+}
+
+/// Whether the TSC is a clock here: invariant, and given a rate by [`init`]'s calibration
+/// (which refuses a TSC that stood still or ticks at 1 GHz or slower: selected, it would
+/// time every call as 0 ns).
+fn tsc_calibrated() -> bool {
+    if !tsc::invariant() {
+        return false;
+    }
+    init();
+    STATE.mult.load(Ordering::Relaxed) != 0
 }
 
 /// Takes the TSC calibration's first sample now (once; microseconds), so that the time
@@ -437,7 +454,8 @@ mod tsc {
     /// where `clock_gettime` reads in tens of nanoseconds), since a profiled program's start
     /// waits for it; a first sample taken early ([`prepare`]) shortens the wait. False (and
     /// no TSC clock) when the measurement makes no sense (a TSC that went backwards or
-    /// stood still, a rate outside 10 MHz..100 GHz).
+    /// stood still, a rate over 100 GHz) or the TSC ticks at 1 GHz or slower (a 0.64 rate
+    /// cannot hold a nanosecond a tick; no invariant TSC known is that slow).
     pub(super) fn calibrate() -> bool {
         let (mut t0, mut n0, mut w0) = *FIRST.get_or_init(sample);
         let (dt, dn) = loop {
@@ -458,16 +476,21 @@ mod tsc {
             }
             std::thread::sleep(std::time::Duration::from_millis(1));
         };
-        if dn == 0 {
+        let Some(mult) = rate(dt, dn) else {
             return false;
-        }
-        let mult = ((u128::from(dn) << 32) / u128::from(dt)) as u64;
-        // 10 MHz .. 100 GHz: 100 .. 0.01 ns per tick.
-        if !((1u64 << 32) / 100..=100 << 32).contains(&mult) {
-            return false;
-        }
+        };
         STATE.mult.store(mult, Ordering::Relaxed);
         true
+    }
+
+    /// The 0.64 rate of a TSC that ticked `dt` times in `dn` nanoseconds: `None` unless it
+    /// ticks faster than 1 GHz (under 1 ns a tick: the rate fits 0.64) and at most at
+    /// 100 GHz (0.01 ns), and `dn` is not 0.
+    fn rate(dt: u64, dn: u64) -> Option<u64> {
+        if dn == 0 || dn >= dt || dn.saturating_mul(100) < dt {
+            return None;
+        }
+        Some(((u128::from(dn) << 64) / u128::from(dt)) as u64)
     }
 
     /// Ties the TSC to the anchor instant whose `CLOCK_MONOTONIC` reading is `mono`
@@ -480,14 +503,14 @@ mod tsc {
         STATE.offset.store(offset, Ordering::Relaxed);
     }
 
-    /// `ticks · mult >> 32`, modulo 2⁶⁴: differences of two such values are exact to a
-    /// nanosecond (each is rounded down once) for any two readings, however large.
+    /// `ticks · mult >> 64`, the high half of one multiply: differences of two such values
+    /// are exact to a nanosecond (each is rounded down once) for any two readings.
     #[inline(always)]
     fn scaled_by(ticks: u64, mult: u64) -> u64 {
-        ((u128::from(ticks) * u128::from(mult)) >> 32) as u64
+        ((u128::from(ticks) * u128::from(mult)) >> 64) as u64
     }
 
-    /// Nanoseconds since the anchor: `(tsc · mult >> 32) + offset`, wrapping (a reading
+    /// Nanoseconds since the anchor: `(tsc · mult >> 64) + offset`, wrapping (a reading
     /// taken before the anchor, on a CPU whose TSC lags by a few ticks, would read as a
     /// huge value; durations saturate at zero, so such a call counts as 0 ns).
     #[cfg(not(loom))]
@@ -524,6 +547,37 @@ mod tsc {
     mod tests {
         use super::*;
 
+        /// The 0.64 rate converts exactly to the nanosecond over a day of ticks at common
+        /// rates, and is refused for a TSC of 1 GHz or slower, over 100 GHz, or no time.
+        #[test]
+        fn rates_convert_ticks_and_slow_or_absurd_ones_are_refused() {
+            for hz in [
+                1_000_000_001u64,
+                2_100_000_000,
+                2_994_373_000,
+                3_700_000_000,
+            ] {
+                let mult = rate(hz, 1_000_000_000).unwrap();
+                for secs in [1u64, 60, 86_400] {
+                    let ns = scaled_by(hz * secs, mult);
+                    // Rounded down twice (the rate, then the product): at most 1 ns short.
+                    assert!(
+                        (secs * 1_000_000_000).abs_diff(ns) <= 1,
+                        "{hz} Hz over {secs} s: {ns} ns"
+                    );
+                }
+                // A difference of two readings is exact to a nanosecond too.
+                let (t0, t1) = (123_456_789_012_345u64, 123_456_789_012_345 + hz / 1_000);
+                let d = scaled_by(t1, mult) - scaled_by(t0, mult);
+                assert!(1_000_000u64.abs_diff(d) <= 1, "{hz} Hz: {d} ns for 1 ms");
+            }
+            assert_eq!(rate(1_000_000_000, 1_000_000_000), None);
+            assert_eq!(rate(999_999_999, 1_000_000_000), None);
+            assert_eq!(rate(100_000_000_001, 1_000_000_000), None);
+            assert!(rate(100_000_000_000, 1_000_000_000).is_some());
+            assert_eq!(rate(3_000_000_000, 0), None);
+        }
+
         /// The calibrated rate (first sample taken at an instance's construction, the rest
         /// at its first registration) predicts `CLOCK_MONOTONIC` over a later interval to
         /// within 1,000 ppm (NTP may slew `CLOCK_MONOTONIC` by up to 500 ppm, and change its
@@ -542,8 +596,7 @@ mod tsc {
             let (t1, n1, w1) = sample();
             let predicted = scaled_by(t1, mult).wrapping_sub(scaled_by(t0, mult));
             let actual = n1 - n0;
-            // The brackets' widths, in ns (a tick is under 1 ns on any TSC this accepts
-            // over 1 GHz; below it, the slack is the wider the slower the TSC).
+            // The brackets' widths, in ns (a tick is under 1 ns on any TSC this accepts).
             let slack = actual / 1_000 + scaled_by(w0 + w1, mult) + 1_000;
             assert!(
                 predicted.abs_diff(actual) <= slack,
