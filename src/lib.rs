@@ -25,7 +25,7 @@
 //! | get stats out as JSON, pprof, folded stacks, OpenMetrics | [`export::write`], [`Format`](export::Format) | [`export`] |
 //! | serve all of it over HTTP (feature `http`) | `Server` | `http` |
 //!
-//! On a hot path: `#[traced]` counts a call in 73 instructions and times it in 174 (the
+//! On a hot path: `#[traced]` counts a call in 73 instructions and times it in 169 (the
 //! `BENCHMARKS.md` of the repository); for keyed events of your own, a single-writer
 //! [`Shard`](hist::Shard) per thread merged on read is the fastest table measured,
 //! [`HashHist::update_in`](hist::HashHist::update_in) under a guard held for a batch when

@@ -123,6 +123,13 @@ pub(crate) fn log2_index_formula(v: u64, sub_bits: u8) -> Option<usize> {
 #[cold]
 #[inline(never)]
 fn log2_index_reference(v: u64, sub_bits: u8) -> usize {
+    log2_index_exact(v, sub_bits)
+}
+
+/// [`log2_index_reference`] inline: for a path that takes it rarely but must not call (a
+/// call would cost the path's every run the registers kept across it).
+#[inline(always)]
+pub(crate) fn log2_index_exact(v: u64, sub_bits: u8) -> usize {
     if v == 0 {
         return 0;
     }

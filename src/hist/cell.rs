@@ -306,10 +306,11 @@ fn count_deferred<C: ConstTiming>(e: EntryRef<'_>, x: u64) {
 }
 
 /// [`count_deferred`] of a sample outside the bucket formula's range: counted at once.
-#[cold]
-#[inline(never)]
+/// Inline though rare: a call here would make the timed exit it is part of keep its
+/// registers across it (and unwind through it), saving and restoring them at every call.
+#[inline(always)]
 fn count_now<C: ConstTiming>(e: EntryRef<'_>, x: u64) {
-    let bucket = super::buckets::log2_index(x, C::SUB_BITS);
+    let bucket = super::buckets::log2_index_exact(x, C::SUB_BITS);
     Owned::add(e.word(C::AT[7] + bucket), 1, Ordering::Relaxed);
 }
 

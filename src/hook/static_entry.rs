@@ -317,7 +317,29 @@ impl Ftrace {
     /// the instance itself only on the fallback.
     #[inline(never)]
     fn exit_global_sink<P: SinkOps>(prev_ip: usize) {
-        let hot = thread::hot_ref();
+        // The thread's words at their static offset, else (their thread-local's own access,
+        // a call) out of line: with no call on the path, it keeps no register across one.
+        #[cfg(feature = "native")]
+        if let Some(hot) = thread::hot_static() {
+            return Self::exit_global_sink_at::<P>(hot, prev_ip);
+        }
+        #[cfg(feature = "native")]
+        Self::exit_global_sink_tls::<P>(prev_ip);
+        #[cfg(not(feature = "native"))]
+        Self::exit_global_sink_at::<P>(thread::hot_ref(), prev_ip);
+    }
+
+    /// [`exit_global_sink`](Self::exit_global_sink) where the thread's words are not at
+    /// their static offset.
+    #[cfg(feature = "native")]
+    #[inline(never)]
+    fn exit_global_sink_tls<P: SinkOps>(prev_ip: usize) {
+        Self::exit_global_sink_at::<P>(thread::hot_ref(), prev_ip);
+    }
+
+    /// [`exit_global_sink`](Self::exit_global_sink) given this thread's words.
+    #[inline(always)]
+    fn exit_global_sink_at<P: SinkOps>(hot: &'static Hot, prev_ip: usize) {
         hot.current_ip.set(prev_ip);
         let slot = hot.cached_global_slot();
         if Self::try_exit_sink::<P>(hot, slot).is_none() {
