@@ -73,8 +73,9 @@ use tracestat::hook::{Ftrace, Site};
 use tracestat::native::{NativeSites, functions};
 
 use crate::{
-    DEPTH, Frame, GENERATION, NATIVE, OVERRUNS, entering, existing_thread_state, hit_other_stack,
-    hit_site, next_symbol, on_other_stack, pop_dead, pop_frame, push_frame, site_of,
+    DEPTH, Frame, GENERATION, NATIVE, OVERRUNS, Thread, entering, existing_thread_state,
+    hit_other_stack, hit_site, next_symbol, on_other_stack, pop_dead, pop_dead_slow, pop_frame,
+    push_frame, site_of,
 };
 
 /// Distances from `__fentry__`'s return address back to the function's entry, nearest
@@ -269,12 +270,7 @@ extern "C" fn try_hit(ret: usize) -> bool {
 /// not: the hit of the site of the function `ret` is in; no frame, no redirected return.
 extern "C" fn hit(ret: usize, _slot: *mut usize, kind: usize) {
     if let Some(t) = entering() {
-        let lookup = if kind == 0 {
-            lookup_fentry
-        } else {
-            lookup_mcount
-        };
-        hit_site(t, ret, lookup);
+        hit_site(t, ret, lookup_of(kind));
     }
 }
 
@@ -282,26 +278,23 @@ extern "C" fn hit(ret: usize, _slot: *mut usize, kind: usize) {
 /// address at `slot` when the call is traced.
 extern "C" fn entry(ret: usize, slot: *mut usize, kind: usize) {
     let Some(t) = entering() else { return };
-    let lookup = if kind == 0 {
-        lookup_fentry
-    } else {
-        lookup_mcount
-    };
     let at = slot as usize;
     if on_other_stack(t, at) {
         // Its return is not redirected: no frame would be there for it.
-        return hit_other_stack(t, ret, lookup);
+        return hit_other_stack(t, ret, lookup_of(kind));
     }
-    // SAFETY: `slot` is the parent's return-address slot of the function calling the hook,
-    // on this thread's stack and live until that function returns.
-    let original = unsafe { *slot };
-    // A tail call keeps its caller's slot, redirected already: that frame is live.
-    let tail = original == trampoline();
-    pop_dead(t, |f| f.sp < at || (f.sp == at && !(tail && f.hijacked)));
+    // Frames at or below this one's slot were left without returning (`longjmp`), but for
+    // a tail call's caller ([`pop_dead_at_entry`]). Inline, the slots' test alone.
+    if t.stack.last().is_some_and(|f| f.sp <= at) {
+        pop_dead_at_entry(t, slot);
+    }
     let len = t.stack.len();
     if len == DEPTH {
         OVERRUNS.fetch_add(1, Ordering::Relaxed);
-    } else if let Some(site) = site_of(t, ret, lookup) {
+    } else if let Some(site) = site_of(t, ret, |ret| lookup(ret, kind != 0)) {
+        // SAFETY: `slot` is the parent's return-address slot of the function calling the
+        // hook, on this thread's stack and live until that function returns.
+        let original = unsafe { *slot };
         let guard = site.enter();
         if guard.is_traced() {
             let frame = Frame {
@@ -323,6 +316,29 @@ extern "C" fn entry(ret: usize, slot: *mut usize, kind: usize) {
         }
     }
     t.busy = 0;
+}
+
+/// The lookup of the hook `kind` names (0 `__fentry__`, else `mcount`).
+fn lookup_of(kind: usize) -> fn(usize) -> Option<&'static Site> {
+    if kind == 0 {
+        lookup_fentry
+    } else {
+        lookup_mcount
+    }
+}
+
+/// [`entry`]'s popping of the frames on top left without returning, where the top frame's
+/// slot is at or below the entering function's `slot`: those below it, and the one at it
+/// unless this call is a tail call (`jmp` to a hooked function), which keeps its caller's
+/// slot, redirected already: that frame is live (out of line: a hook finds one only after
+/// a `longjmp`, or at a tail call).
+#[cold]
+#[inline(never)]
+fn pop_dead_at_entry(t: &mut Thread, slot: *mut usize) {
+    let at = slot as usize;
+    // SAFETY: as in `entry`: the parent's return-address slot, live.
+    let tail = unsafe { *slot } == trampoline();
+    pop_dead_slow(t, |f| f.sp < at || (f.sp == at && !(tail && f.hijacked)));
 }
 
 /// Set once the executable was checked for an unwinder of its own.

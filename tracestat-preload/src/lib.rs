@@ -593,7 +593,7 @@ fn cache_index(key: usize) -> usize {
 fn site_of(
     t: &mut Thread,
     func: usize,
-    lookup: fn(usize) -> Option<&'static Site>,
+    lookup: impl FnOnce(usize) -> Option<&'static Site>,
 ) -> Option<&'static Site> {
     // A `match`, as in `thread_state`: the miss stays out of the hit's way.
     match cached_site(t, func) {
@@ -628,7 +628,7 @@ fn cached_site(t: &Thread, key: usize) -> Option<&'static Site> {
 fn fill_cache(
     t: &mut Thread,
     key: usize,
-    lookup: fn(usize) -> Option<&'static Site>,
+    lookup: impl FnOnce(usize) -> Option<&'static Site>,
 ) -> Option<&'static Site> {
     let generation = GENERATION.load(Ordering::Relaxed);
     if t.generation != generation {
