@@ -260,13 +260,10 @@ pub(crate) fn init() {
     });
 }
 
-/// Whether the TSC is a clock here: invariant, and given a rate by [`init`]'s calibration
-/// (which refuses a TSC that stood still or ticks at 1 GHz or slower: selected, it would
-/// time every call as 0 ns).
+/// Whether the TSC is a clock here: given a rate by [`init`], which calibrates only an
+/// invariant TSC and refuses one that stood still or ticks at 1 GHz or slower (selected, it
+/// would time every call as 0 ns).
 fn tsc_calibrated() -> bool {
-    if !tsc::invariant() {
-        return false;
-    }
     init();
     STATE.mult.load(Ordering::Relaxed) != 0
 }

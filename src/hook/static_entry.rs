@@ -323,16 +323,13 @@ impl Ftrace {
         if let Some(hot) = thread::hot_static() {
             return Self::exit_global_sink_at::<P>(hot, prev_ip);
         }
-        #[cfg(feature = "native")]
         Self::exit_global_sink_tls::<P>(prev_ip);
-        #[cfg(not(feature = "native"))]
-        Self::exit_global_sink_at::<P>(thread::hot_ref(), prev_ip);
     }
 
     /// [`exit_global_sink`](Self::exit_global_sink) where the thread's words are not at
-    /// their static offset.
-    #[cfg(feature = "native")]
-    #[inline(never)]
+    /// their static offset: out of line where they can be (`native`), else the only path.
+    #[cfg_attr(feature = "native", inline(never))]
+    #[cfg_attr(not(feature = "native"), inline(always))]
     fn exit_global_sink_tls<P: SinkOps>(prev_ip: usize) {
         Self::exit_global_sink_at::<P>(thread::hot_ref(), prev_ip);
     }

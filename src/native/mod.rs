@@ -5,13 +5,13 @@
 //!
 //! [`NativeSites::attach`] walks the loaded objects (`dl_iterate_phdr`: the executable, each
 //! shared object, in load order), reads each one's functions from its file's ELF symbol
-//! tables (`elf.rs`; the file mapped, not copied: `mapped.rs`) and adds one site per function to an [`Ftrace`] instance
-//! ([`Ftrace::add_sites`]), named as demangled and with the object's file name as its module
-//! (so `:mod:libz.so.1` selects a shared object's functions, as `:mod:` selects a kernel
-//! module's; the executable's module is its file name). The map from a function's address to
-//! its site is kept here, behind a lock that only [`site_of`](NativeSites::site_of) and the
-//! writers take: a hook on a hot path caches what it looks up (the preload library keeps a
-//! per-thread direct-mapped cache).
+//! tables (`elf.rs`; the file mapped, not copied: `mapped.rs`) and adds one site per
+//! function to an [`Ftrace`] instance ([`Ftrace::add_sites`]), named as demangled and with
+//! the object's file name as its module (so `:mod:libz.so.1` selects a shared object's
+//! functions, as `:mod:` selects a kernel module's; the executable's module is its file
+//! name). The map from a function's address to its site is kept here, behind a lock that
+//! only [`site_of`](NativeSites::site_of) and the writers take: a hook on a hot path caches
+//! what it looks up (the preload library keeps a per-thread direct-mapped cache).
 //!
 //! Objects loaded later (`dlopen`) are added by [`refresh`](NativeSites::refresh), which
 //! [`site_for_call`](NativeSites::site_for_call) runs when an address falls outside every

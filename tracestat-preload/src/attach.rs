@@ -190,8 +190,9 @@ static ATTACHED: AtomicBool = AtomicBool::new(false);
 /// Makes every function of the program (those of the `tracestat*` crates left out) a site
 /// of `Ftrace::global()`, writes the filters and enables `FunctionProfiler::global()` with
 /// `options`; the functions built with `-Z instrument-mcount`,
-/// `-Z patchable-function-entry=5` or `-Z instrument-xray=always` are profiled from then until the handle is finished or
-/// dropped. Errors: see [`AttachError`]; nothing is switched on then.
+/// `-Z patchable-function-entry=5` or `-Z instrument-xray=always` are profiled from then
+/// until the handle is finished or dropped. Errors: see [`AttachError`]; nothing is
+/// switched on then.
 pub fn attach(options: AttachOptions) -> Result<Attached, AttachError> {
     if !cfg!(target_arch = "x86_64") {
         return Err(AttachError::Unsupported);

@@ -57,7 +57,7 @@ pub(crate) fn start(flag: &dyn Fn(&str, bool) -> Result<bool, String>) -> Result
     if let Ok(token) = std::env::var("TRACESTAT_HTTP_TOKEN") {
         builder = builder.token(token);
     }
-    let server = with_signals_blocked(|| builder.serve())
+    let server = crate::signals::with_signals_blocked(|| builder.serve())
         .map_err(|e| format!("--serve {addr}: cannot serve: {e}"))?;
     LISTENER.store(server.as_raw_fd(), Ordering::Release);
     // SAFETY: `close_in_child` is an `extern "C" fn()` that lives for the process and only
@@ -79,21 +79,5 @@ extern "C" fn close_in_child() {
         // uses it (the accept thread did not survive the fork, and the server is never
         // dropped).
         unsafe { libc::close(fd) };
-    }
-}
-
-/// Runs `f` (which starts threads) with every signal blocked in the calling thread, so that
-/// the threads it starts inherit the full mask; the caller's mask is restored after.
-pub(crate) fn with_signals_blocked<T>(f: impl FnOnce() -> T) -> T {
-    // SAFETY: sigset_t is plain data, initialised by sigfillset / pthread_sigmask before
-    // use; pthread_sigmask changes only the calling thread's mask, restored below.
-    unsafe {
-        let mut all: libc::sigset_t = core::mem::zeroed();
-        let mut old: libc::sigset_t = core::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let out = f();
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, core::ptr::null_mut());
-        out
     }
 }

@@ -22,6 +22,10 @@
 //!   profiled one it restores the default and raises the signal again at once, so a child
 //!   dies as it would have, and never wakes the parent's thread through the shared pipe.
 //! - `exec` resets handled signals to their default, and the pipe is close-on-exec.
+//!
+//! The library's threads (this module's, the server's of `serve.rs`) are started with
+//! every signal blocked ([`with_signals_blocked`]), so that a signal meant for the program
+//! never runs on one of them.
 
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicI32, Ordering};
@@ -54,7 +58,7 @@ pub(crate) fn install(finish: extern "C" fn()) -> Result<(), String> {
     // SAFETY: getpid has no preconditions.
     PROFILED.store(unsafe { libc::getpid() }, Ordering::Relaxed);
     PIPE.store(write, Ordering::Release);
-    crate::serve::with_signals_blocked(|| {
+    with_signals_blocked(|| {
         std::thread::Builder::new()
             .name("tracestat-signals".into())
             .spawn(move || watch(read, finish))
@@ -138,5 +142,21 @@ fn watch(read: c_int, finish: extern "C" fn()) {
     unsafe {
         libc::signal(sig, libc::SIG_DFL);
         libc::kill(libc::getpid(), sig);
+    }
+}
+
+/// Runs `f` (which starts threads) with every signal blocked in the calling thread, so that
+/// the threads it starts inherit the full mask; the caller's mask is restored after.
+pub(crate) fn with_signals_blocked<T>(f: impl FnOnce() -> T) -> T {
+    // SAFETY: sigset_t is plain data, initialised by sigfillset / pthread_sigmask before
+    // use; pthread_sigmask changes only the calling thread's mask, restored below.
+    unsafe {
+        let mut all: libc::sigset_t = core::mem::zeroed();
+        let mut old: libc::sigset_t = core::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let out = f();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, core::ptr::null_mut());
+        out
     }
 }
