@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use tracestat::Error;
 use tracestat::hook::{Ftrace, FtraceOps, SiteDef, SiteSwitch};
-use tracestat::native::{NativeSites, NopEntry, PatchError, Patches, SiteOptions, functions};
+use tracestat::native::{
+    EntryStubs, NativeSites, NopEntry, PatchError, Patches, SiteOptions, functions,
+};
 use tracestat::stat::WriteMode::Truncate;
 
 /// Functions `nop_f0..nop_f7`: `f_k(x) = x + k + 1`.
@@ -306,6 +308,187 @@ fn covered_sites_are_patched_and_restored() {
     );
     assert_eq!(MISSES.load(Ordering::Relaxed), 0);
     assert_eq!(patches.failed_disables().0, 0);
+}
+
+// A function of eight integer arguments, two of them on the stack, with a nop'd entry that
+// no table lists (patched by address below): the sum of its arguments times its stack
+// pointer's parity check (`rsp + 8` is 16-byte aligned at a function's first instruction:
+// else it returns 0).
+core::arch::global_asm!(
+    ".globl tracestat_stub_sum8",
+    ".type tracestat_stub_sum8,@function",
+    ".p2align 4",
+    "tracestat_stub_sum8:",
+    ".byte 0x0f, 0x1f, 0x44, 0x00, 0x00",
+    "lea rax, [rdi + rsi]",
+    "add rax, rdx",
+    "add rax, rcx",
+    "add rax, r8",
+    "add rax, r9",
+    "add rax, [rsp + 8]",
+    "add rax, [rsp + 16]",
+    "lea r11, [rsp + 8]",
+    "test r11, 15",
+    "jz 2f",
+    "xor eax, eax",
+    "2:",
+    "ret",
+    ".size tracestat_stub_sum8, . - tracestat_stub_sum8",
+);
+
+// The stubs' test trampolines: the entry saves the integer argument registers (and rax,
+// r10), passes the stub's key and the slot to `stub_entered` and answers in r11; the exit
+// saves the return registers, gets the original return address from `stub_left` and
+// returns there by `push; ret`.
+core::arch::global_asm!(
+    ".globl tracestat_test_stub_entry",
+    "tracestat_test_stub_entry:",
+    "push rbp",
+    "mov rbp, rsp",
+    "push rdi",
+    "push rsi",
+    "push rdx",
+    "push rcx",
+    "push r8",
+    "push r9",
+    "push rax",
+    "push r10",
+    "and rsp, -16",
+    "mov rdi, [rbp + 8]",
+    "lea rsi, [rbp + 16]",
+    "call {entered}",
+    "movzx r11d, al",
+    "lea rsp, [rbp - 64]",
+    "pop r10",
+    "pop rax",
+    "pop r9",
+    "pop r8",
+    "pop rcx",
+    "pop rdx",
+    "pop rsi",
+    "pop rdi",
+    "pop rbp",
+    "ret",
+    ".globl tracestat_test_stub_exit",
+    "tracestat_test_stub_exit:",
+    "push rbp",
+    "mov rbp, rsp",
+    "push rax",
+    "push rdx",
+    "and rsp, -16",
+    "mov rdi, rbp",
+    "call {left}",
+    "mov r11, rax",
+    "lea rsp, [rbp - 16]",
+    "pop rdx",
+    "pop rax",
+    "pop rbp",
+    "push r11",
+    "ret",
+    entered = sym stub_entered,
+    left = sym stub_left,
+);
+
+unsafe extern "C" {
+    fn tracestat_stub_sum8(a: u64, b: u64, c: u64, d: u64, e: u64, f: u64, g: u64, h: u64) -> u64;
+    fn tracestat_test_stub_entry();
+    fn tracestat_test_stub_exit();
+}
+
+/// What the stubs' test trampolines saw: each entry's key, and the returns redirected
+/// (the slot and the original address), innermost last.
+#[derive(Default)]
+struct StubLog {
+    redirect: bool,
+    keys: Vec<usize>,
+    open: Vec<(usize, usize)>,
+    returned: Vec<(usize, usize)>,
+}
+
+static STUB_LOG: Mutex<StubLog> = Mutex::new(StubLog {
+    redirect: false,
+    keys: Vec::new(),
+    open: Vec::new(),
+    returned: Vec::new(),
+});
+
+fn stub_log() -> std::sync::MutexGuard<'static, StubLog> {
+    STUB_LOG.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+extern "C" fn stub_entered(key: usize, slot: *mut usize) -> bool {
+    let mut log = stub_log();
+    log.keys.push(key);
+    if log.redirect {
+        // SAFETY: the parent's return-address slot, as the trampoline passed it.
+        log.open.push((slot as usize, unsafe { *slot }));
+    }
+    log.redirect
+}
+
+extern "C" fn stub_left(slot: usize) -> usize {
+    let mut log = stub_log();
+    let (at, original) = log.open.pop().expect("a return with its entry");
+    assert_eq!(at, slot, "the stub returns with the slot its entry had");
+    log.returned.push((at, original));
+    original
+}
+
+/// Nop'd entries patched into jumps to stubs of their own (`Patches::with_entry_stubs`):
+/// every call enters through its stub, whose key names its function's site; answered 0,
+/// the function runs and returns directly; answered 1, its return reaches the exit
+/// trampoline with its own slot, and the parent gets the original address back. Arguments
+/// on the stack and the stack's alignment are the function's own either way; unpatched,
+/// nothing is called.
+#[test]
+fn entry_stubs_enter_and_return_through_their_stub() {
+    let (native, _serial) = native();
+    let exe = native.objects()[0].0.clone();
+    let sum8 = tracestat_stub_sum8 as *const () as usize;
+    let mut sites: Vec<(usize, usize)> = addrs().into_iter().enumerate().collect();
+    sites.push((8, sum8));
+    let stubs = EntryStubs {
+        entry: tracestat_test_stub_entry as unsafe extern "C" fn() as usize,
+        exit: tracestat_test_stub_exit as unsafe extern "C" fn() as usize,
+    };
+    let (patches, left_out) = Patches::with_entry_stubs(&exe, &sites, stubs).unwrap();
+    assert!(left_out.is_empty(), "{left_out:?}");
+    let sum = || {
+        // SAFETY: the function above takes eight u64 and returns one.
+        unsafe { tracestat_stub_sum8(1, 2, 3, 4, 5, 6, 7, 8) }
+    };
+    patches.set(&(0..9).collect::<Vec<_>>(), true).unwrap();
+    assert!(sites.iter().all(|&(_, a)| bytes(a)[0] == 0xe9), "jumps");
+    for redirect in [false, true] {
+        *stub_log() = StubLog {
+            redirect,
+            ..StubLog::default()
+        };
+        call_all(2);
+        assert_eq!(sum(), 36);
+        let log = std::mem::take(&mut *stub_log());
+        assert_eq!(log.keys.len(), 17, "redirect {redirect}");
+        for (k, &key) in log.keys.iter().enumerate() {
+            // SAFETY: the key a stub's call of the entry trampoline pushed.
+            let i = unsafe { native.site_of_stub(key) }.expect("the key's site");
+            let name = native.ftrace().site(i).unwrap().name().to_owned();
+            let want = match k {
+                16 => "tracestat_stub_sum8".to_owned(),
+                k => format!("tracestat_nop_f{}", k % 8),
+            };
+            assert_eq!(name, want, "call {k}");
+            if k < 16 {
+                assert_eq!(key, log.keys[k % 8], "one key a site");
+            }
+        }
+        assert!(log.open.is_empty());
+        assert_eq!(log.returned.len(), if redirect { 17 } else { 0 });
+    }
+    patches.set(&(0..9).collect::<Vec<_>>(), false).unwrap();
+    call_all(1);
+    assert_eq!(sum(), 36);
+    assert!(stub_log().keys.is_empty(), "unpatched: no stub runs");
+    assert!(sites.iter().all(|&(_, a)| bytes(a) == NOP5));
 }
 
 /// Eight threads call the nop'd sites while the main thread toggles another ops' filter

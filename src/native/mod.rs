@@ -62,8 +62,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use elf::{Function, functions};
 use patch::MAX_ENTRY_OFFSET;
-use patch::XraySites;
-pub use patch::{NopEntry, PatchError, Patches, SledKind, XrayFunction, XrayTrampolines};
+pub use patch::{
+    EntryStubs, NopEntry, PatchError, Patches, SledKind, XrayFunction, XrayTrampolines,
+};
+use patch::{NopTarget, XraySites};
 
 use crate::Error;
 use crate::hook::{Ftrace, SiteDef, SiteSwitch};
@@ -213,6 +215,11 @@ pub struct SiteOptions {
     /// `[rsp+8]` the parent's return address, every argument register live; it finds the
     /// site with [`site_of_patched`](NativeSites::site_of_patched). `None`: not patched.
     pub fentry: Option<usize>,
+    /// Where nop'd entries go instead of [`fentry`](Self::fentry), each through a stub of
+    /// its own (see [`EntryStubs`]), so that a hook redirecting the function's return keeps
+    /// the processor's return predictions right; the entry trampoline finds the site with
+    /// [`site_of_stub`](NativeSites::site_of_stub). `None`: `fentry` is used.
+    pub entry_stubs: Option<EntryStubs>,
     /// The trampolines XRay sleds (`xray_instr_map`: see [`XrayFunction`]) call while an ops
     /// covers their functions, which find the site from the packed id in `r10d` with
     /// [`site_of_xray`](NativeSites::site_of_xray); the objects are numbered in the order
@@ -227,6 +234,7 @@ impl Default for SiteOptions {
             keep: |_| true,
             keep_function: |_| true,
             fentry: None,
+            entry_stubs: None,
             xray: None,
         }
     }
@@ -236,6 +244,7 @@ impl core::fmt::Debug for SiteOptions {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("SiteOptions")
             .field("fentry", &self.fentry)
+            .field("entry_stubs", &self.entry_stubs)
             .field("xray", &self.xray.is_some())
             .finish_non_exhaustive()
     }
@@ -446,16 +455,19 @@ impl NativeSites {
                     &mut map,
                 )
             });
-            let patches = (self.options.fentry.is_some() || xray.is_some())
+            let nop = match (self.options.entry_stubs, self.options.fentry) {
+                (Some(stubs), _) => Some(NopTarget::Stubs(stubs)),
+                (None, fentry) => fentry.map(NopTarget::Fentry),
+            };
+            let patches = (nop.is_some() || xray.is_some())
                 .then(|| {
-                    let fentry = self.options.fentry;
                     let xray = xray.as_ref();
                     patches_of(
                         &object,
                         &data,
                         &fns,
                         &positions,
-                        fentry,
+                        nop,
                         xray,
                         &mut map.unpatched,
                     )
@@ -555,6 +567,18 @@ impl NativeSites {
             .filter_map(|back| map.by_addr.get(&site_addr.checked_sub(back)?))
             .next()
             .copied()
+    }
+
+    /// The site index of the function whose nop'd entry's stub has the key `key` (see
+    /// [`EntryStubs::entry`]), if it is a known function's.
+    ///
+    /// # Safety
+    ///
+    /// `key` is what a stub's call of [`EntryStubs::entry`] pushed: the entry trampoline's
+    /// own return address, nothing else.
+    pub unsafe fn site_of_stub(&self, key: usize) -> Option<usize> {
+        // SAFETY: the caller's contract.
+        self.site_of_patched(unsafe { patch::site_of_return(key) }?)
     }
 
     /// The site index of the function whose XRay sleds carry the packed id `id` (see
@@ -659,11 +683,11 @@ fn patches_of(
     data: &[u8],
     fns: &[Function],
     positions: &[Option<usize>],
-    fentry: Option<usize>,
+    nop: Option<NopTarget>,
     xray: Option<&XraySites>,
     unpatched: &mut Vec<(String, String)>,
 ) -> Option<Arc<Patches>> {
-    let entries = match fentry.map(|_| NopEntry::read(data, Some(object), fns)) {
+    let entries = match nop.map(|_| NopEntry::read(data, Some(object), fns)) {
         None => Vec::new(),
         Some(Ok(entries)) => entries,
         Some(Err(PatchError::NoTables)) if xray.is_some() => Vec::new(),
@@ -679,7 +703,8 @@ fn patches_of(
         .filter_map(|(pos, e)| Some((positions[pos]?, object.bias.wrapping_add(e.addr() as usize))))
         .collect();
     // Without a target no nop'd entry is listed, so none calls it.
-    match Patches::with_xray(object, &sites, fentry.unwrap_or(0), xray) {
+    let nop = nop.unwrap_or(NopTarget::Fentry(0));
+    match Patches::with_xray(object, &sites, nop, xray) {
         Ok((patches, left_out)) => {
             for e in left_out {
                 note_unpatched(unpatched, object, e.to_string());

@@ -35,6 +35,16 @@
 //! ends the site at once and redirects nothing (no return stack, so no overruns either),
 //! as the kernel's function profiler counts without the graph tracer.
 //!
+//! **Nop'd entries' stubs** (`patched.rs`, timing): a patched nop'd entry jumps to a stub
+//! of its own, which calls [`stub_entry_trampoline`]: the same hook, keyed by the stub's
+//! key rather than the return into the function, except that it leaves the slot alone and
+//! answers in r11 whether a frame was pushed. If so the stub calls the function's body from
+//! the slot's place, which writes the stub's return point there (the frame's
+//! `Frame::redirect`) and leaves it on the processor's return-prediction stack; the
+//! function's `ret` lands in the stub, which jumps to [`stub_return`]: [`leave`], then
+//! `push; ret` to the original address, predicted as well. Otherwise the stub jumps to the
+//! body, which returns normally.
+//!
 //! Frames left without returning (`longjmp`) are dead: their slots are below the stack
 //! pointer. An entry pops the frames at or below its own slot, a return those below its
 //! own: nothing returns through a dead slot. A tail call (`jmp` to a hooked function)
@@ -44,9 +54,10 @@
 //!
 //! # Invariants
 //!
-//! - A slot holds the trampoline's address only while a frame of the thread's stack with
-//!   that slot is marked redirected; [`leave`] always finds its frame, else it ends the
-//!   process with a message rather than jump to an unknown address.
+//! - A slot holds the trampoline's address (or a stub's return point) only while a frame
+//!   of the thread's stack with that slot is marked redirected; [`leave`] always finds its
+//!   frame, else it ends the process with a message rather than jump to an unknown
+//!   address.
 //! - Values returned in x87 registers (`long double`) pass untouched: no code here uses
 //!   them.
 //!
@@ -70,7 +81,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use tracestat::hook::{Ftrace, Site};
-use tracestat::native::{NativeSites, functions};
+use tracestat::native::{EntryStubs, NativeSites, functions};
 
 use crate::{
     DEPTH, Frame, GENERATION, NATIVE, OVERRUNS, Thread, entering, existing_thread_state,
@@ -91,27 +102,38 @@ const MCOUNT: &[usize] = &[
 /// The trampoline body: returns at once while the profiler is not running (so that nothing
 /// here runs, and an instrumented build of this crate cannot recurse, before a start: see
 /// `attach.rs`); else saves the argument registers, aligns the stack, calls the hooks
-/// (`call_hook`: [`try_hit`], then [`hit`], counting only; else
-/// [`entry`]) with `rdi = self`, `rsi = slot`, `rdx = kind` (the last two set by `$args`,
-/// with rbp the trampoline's frame: `[rbp]` the caller's rbp, `[rbp + 8]` the return into
-/// the function), restores.
+/// (`call_hook`: [`try_hit`], then `$hit`, counting only; else `$entry`) with
+/// `rdi = self`, `rsi = slot` and a third argument (set by `$args`, with rbp the
+/// trampoline's frame: `[rbp]` the caller's rbp, `[rbp + 8]` the return into the function),
+/// restores. With `answer`, r11 is returned too: 0 unless the hook wrote its saved word
+/// (`[rsp + 64]`, which `$args` can pass).
 macro_rules! hook {
-    ($($args:literal),*) => {
+    ($entry:path, $hit:path $(, answer $r11:ident)?; $($args:literal),*) => {
         naked_asm!(
             "cmp byte ptr [rip + {ready}], 0",
             "jne 2f",
+            $(concat!("xor ", stringify!($r11), "d, ", stringify!($r11), "d"),)?
             "ret",
             "2:",
             save_arguments!(),
+            $(answer_word!($r11),)?
             call_hook!("mov rdi, [rbp + 8]" $(, $args)*),
-            restore_arguments!(),
+            restore_arguments!($($r11)?),
             "ret",
-            entry = sym entry,
-            hit = sym hit,
+            entry = sym $entry,
+            hit = sym $hit,
             try_hit = sym try_hit,
             count_only = sym crate::COUNT_ONLY,
             ready = sym crate::READY,
         )
+    };
+}
+
+/// [`hook`]'s answer, 0 until the hook writes it: the word `restore_arguments!` restores
+/// `$r11` from (r11 itself, dead at a function's entry, is not saved).
+macro_rules! answer_word {
+    ($r11:ident) => {
+        "mov qword ptr [rsp + 64], 0"
     };
 }
 
@@ -127,7 +149,7 @@ macro_rules! hook {
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn __fentry__() {
-    hook!("lea rsi, [rbp + 16]", "xor edx, edx")
+    hook!(entry, hit; "lea rsi, [rbp + 16]", "xor edx, edx")
 }
 
 /// gcc's `-pg` hook (and rustc's `-Z instrument-mcount`), called after the instrumented
@@ -142,7 +164,39 @@ pub unsafe extern "C" fn __fentry__() {
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mcount() {
-    hook!("mov rsi, [rbp]", "add rsi, 8", "mov edx, 1")
+    hook!(entry, hit; "mov rsi, [rbp]", "add rsi, 8", "mov edx, 1")
+}
+
+/// A nop'd entry's stub's entry trampoline ([`tracestat::native::EntryStubs::entry`]):
+/// `[rsp]` is the stub's key, `[rsp + 8]` the parent's return address. As `__fentry__`,
+/// and it answers in r11 whether the stub is to call the function's body so that its
+/// return reaches [`stub_return`] (nonzero: a frame was pushed, the slot not written).
+///
+/// # Safety
+///
+/// Only as a stub of `tracestat::native`'s calls it, first in a function.
+#[unsafe(naked)]
+pub(crate) unsafe extern "C" fn stub_entry_trampoline() {
+    hook!(stub_entry, stub_hit, answer r11; "lea rsi, [rbp + 16]", "lea rdx, [rsp + 64]")
+}
+
+/// Where a stub jumps once a timed call's body returned into it
+/// ([`tracestat::native::EntryStubs::exit`]): as [`return_to_handler`], but back to the
+/// parent by `push; ret`, which the processor predicts (its `call` pushed that address on
+/// the return-prediction stack, and the function's `ret` into the stub popped only the
+/// stub's own).
+#[unsafe(naked)]
+pub(crate) unsafe extern "C" fn stub_return() {
+    naked_asm!(
+        save_returns!(),
+        "mov rdi, rbp",
+        "call {leave}",
+        "mov r11, rax",
+        restore_returns!(),
+        "push r11",
+        "ret",
+        leave = sym leave,
+    )
 }
 
 /// Where a redirected function returns: `rsp` is one past the slot its `ret` consumed.
@@ -168,12 +222,24 @@ fn trampoline() -> usize {
     return_to_handler as *const () as usize
 }
 
-/// The site of the function that `ret` (the hook's return address) is in (`mcount`:
-/// called by `mcount`, else `__fentry__`).
+/// The kinds of hook, [`entry`]'s third argument.
+const FENTRY_KIND: usize = 0;
+const MCOUNT_KIND: usize = 1;
+/// A nop'd entry's stub ([`stub_entry_trampoline`]): `ret` is the stub's key.
+const STUB_KIND: usize = 2;
+
+/// The site of the function that `ret` (the hook's return address) is in, for a hook of
+/// `kind`.
 #[cold]
 #[inline(never)]
-fn lookup(ret: usize, mcount: bool) -> Option<&'static Site> {
+fn lookup(ret: usize, kind: usize) -> Option<&'static Site> {
     let native = NATIVE.get()?;
+    if kind == STUB_KIND {
+        // SAFETY: a stub's trampoline's return address (`stub_entry_trampoline`).
+        let index = unsafe { native.site_of_stub(ret) }?;
+        return Ftrace::global().site(index);
+    }
+    let mcount = kind == MCOUNT_KIND;
     // A nop'd entry patched into a call of `__fentry__` (`patched.rs`): its site is known
     // by the patched address.
     if !mcount && let Some(index) = native.site_of_patched(ret.wrapping_sub(5)) {
@@ -252,11 +318,15 @@ fn decoded_entry(native: &NativeSites, ret: usize, mcount: bool) -> Option<usize
 }
 
 fn lookup_fentry(ret: usize) -> Option<&'static Site> {
-    lookup(ret, false)
+    lookup(ret, FENTRY_KIND)
 }
 
 fn lookup_mcount(ret: usize) -> Option<&'static Site> {
-    lookup(ret, true)
+    lookup(ret, MCOUNT_KIND)
+}
+
+fn lookup_stub(key: usize) -> Option<&'static Site> {
+    lookup(key, STUB_KIND)
 }
 
 /// Both hooks' first try when the profiler counts only: the hit of the site of the function
@@ -274,14 +344,35 @@ extern "C" fn hit(ret: usize, _slot: *mut usize, kind: usize) {
     }
 }
 
+/// [`hit`] from a stub (its answer stays 0: nothing to return through).
+extern "C" fn stub_hit(key: usize, slot: *mut usize, _answer: *mut usize) {
+    hit(key, slot, STUB_KIND);
+}
+
 /// Both hooks: enters the site of the function `ret` is in and redirects the return
 /// address at `slot` when the call is traced.
 extern "C" fn entry(ret: usize, slot: *mut usize, kind: usize) {
-    let Some(t) = entering() else { return };
+    enter(ret, slot, kind);
+}
+
+/// A stub's entry: [`entry`], the slot left to the stub's call of the body, which writes
+/// the stub's return point there; `*answer` set when it is to (a frame was pushed).
+extern "C" fn stub_entry(key: usize, slot: *mut usize, answer: *mut usize) {
+    if enter(key, slot, STUB_KIND) {
+        // SAFETY: the trampoline's word for r11, in its frame.
+        unsafe { *answer = 1 };
+    }
+}
+
+/// [`entry`] and [`stub_entry`]: whether a frame redirecting the return was pushed.
+#[inline(always)]
+fn enter(ret: usize, slot: *mut usize, kind: usize) -> bool {
+    let Some(t) = entering() else { return false };
     let at = slot as usize;
     if on_other_stack(t, at) {
         // Its return is not redirected: no frame would be there for it.
-        return hit_other_stack(t, ret, lookup_of(kind));
+        hit_other_stack(t, ret, lookup_of(kind));
+        return false;
     }
     // Frames at or below this one's slot were left without returning (`longjmp`), but for
     // a tail call's caller ([`pop_dead_at_entry`]). Inline, the slots' test alone.
@@ -289,41 +380,48 @@ extern "C" fn entry(ret: usize, slot: *mut usize, kind: usize) {
         pop_dead_at_entry(t, slot);
     }
     let len = t.stack.len();
+    let mut pushed = false;
     if len == DEPTH {
         OVERRUNS.fetch_add(1, Ordering::Relaxed);
-    } else if let Some(site) = site_of(t, ret, |ret| lookup(ret, kind != 0)) {
+    } else if let Some(site) = site_of(t, ret, |ret| lookup(ret, kind)) {
         // SAFETY: `slot` is the parent's return-address slot of the function calling the
         // hook, on this thread's stack and live until that function returns.
         let original = unsafe { *slot };
         let guard = site.enter();
         if guard.is_traced() {
+            let stub = kind == STUB_KIND;
             let frame = Frame {
                 func: ret,
                 sp: at,
                 ret: original,
                 redirected: true,
                 hijacked: true,
+                stub,
                 _guard: guard,
             };
             // SAFETY: `len` was read above, below `DEPTH`, and the busy flag kept the
             // stack unchanged since.
             unsafe { push_frame(t, len, frame) };
-            // SAFETY: as above; the frame just pushed records the original.
-            unsafe { *slot = trampoline() };
+            if !stub {
+                // SAFETY: as above; the frame just pushed records the original.
+                unsafe { *slot = trampoline() };
+            }
+            pushed = true;
             if !CHECKED.load(Ordering::Relaxed) {
                 check_own_unwinder();
             }
         }
     }
     t.busy = 0;
+    pushed
 }
 
-/// The lookup of the hook `kind` names (0 `__fentry__`, else `mcount`).
+/// The lookup of the hook `kind` names.
 fn lookup_of(kind: usize) -> fn(usize) -> Option<&'static Site> {
-    if kind == 0 {
-        lookup_fentry
-    } else {
-        lookup_mcount
+    match kind {
+        FENTRY_KIND => lookup_fentry,
+        STUB_KIND => lookup_stub,
+        _ => lookup_mcount,
     }
 }
 
@@ -337,8 +435,10 @@ fn lookup_of(kind: usize) -> fn(usize) -> Option<&'static Site> {
 fn pop_dead_at_entry(t: &mut Thread, slot: *mut usize) {
     let at = slot as usize;
     // SAFETY: as in `entry`: the parent's return-address slot, live.
-    let tail = unsafe { *slot } == trampoline();
-    pop_dead_slow(t, |f| f.sp < at || (f.sp == at && !(tail && f.hijacked)));
+    let held = unsafe { *slot };
+    pop_dead_slow(t, |f| {
+        f.sp < at || (f.sp == at && !(f.hijacked && held == f.redirect()))
+    });
 }
 
 /// Set once the executable was checked for an unwinder of its own.
@@ -393,6 +493,16 @@ fn lost(slot: usize) -> ! {
 }
 
 impl Frame {
+    /// What a redirected frame's slot holds while it is: the return trampoline's address,
+    /// or its stub's return point.
+    fn redirect(&self) -> usize {
+        if self.stub {
+            EntryStubs::return_point(self.func)
+        } else {
+            trampoline()
+        }
+    }
+
     /// After an exception was caught: redirects a live frame's slot again if it still
     /// holds the original return address (or the frame is a tail call's, returning to
     /// the trampoline).
@@ -405,7 +515,7 @@ impl Frame {
         // this thread.
         unsafe {
             if self.ret == trampoline() || *slot == self.ret {
-                *slot = trampoline();
+                *slot = self.redirect();
                 self.hijacked = true;
             }
         }

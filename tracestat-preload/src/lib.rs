@@ -13,8 +13,10 @@
 //! - `attach.rs`: [`attach()`], its options, handle and errors, and the check that this
 //!   crate's own code is not instrumented;
 //! - `fentry.rs`: the `mcount` / `__fentry__` hooks, which end a call by redirecting its
-//!   return address through a trampoline; glibc's gprof kept quiet;
-//! - `patched.rs`: what nop'd entries are patched to call (`__fentry__`);
+//!   return address through a trampoline, and the same for nop'd entries' stubs; glibc's
+//!   gprof kept quiet;
+//! - `patched.rs`: what nop'd entries are patched to reach (a stub of their own timing,
+//!   `__fentry__` counting);
 //! - `dl.rs`: `dlopen`, `dlmopen` and `dlclose`, interposed so that an object's functions
 //!   are sites from its load (its covered nop'd entries patched) until its unload;
 //! - `xray.rs`: the trampolines patched XRay sleds call (entry, exit, tail exit);
@@ -33,8 +35,8 @@
 //! profiler. gcc's `__cyg_profile_func_enter` / `__cyg_profile_func_exit` then enter and end
 //! the function's site; `mcount` / `__fentry__` enter it and redirect its return to end it
 //! (`fentry.rs`, whose frames share the return stack); in objects with nop'd entries, the
-//! covered sites are patched into calls of `__fentry__` and back into nops as coverage
-//! changes:
+//! covered sites are patched into jumps to stubs that do the same (timing; counting, calls
+//! of `__fentry__`) and back into nops as coverage changes (`patched.rs`):
 //!
 //! - **ip → site**: a per-thread direct-mapped cache (no lock, no hash on a hit), filled
 //!   from the native map on a miss (a function not in the symbol tables becomes a site
@@ -391,6 +393,9 @@ struct Frame {
     /// Whether the slot at `sp` holds the return trampoline now (set only while
     /// `redirected`, cleared while an exception unwinds through it).
     hijacked: bool,
+    /// Whether the return is redirected through the stub of a nop'd entry (`fentry.rs`):
+    /// its return point, not the return trampoline, is what the slot holds.
+    stub: bool,
     /// Ends the call when dropped.
     _guard: ScopeGuard<'static>,
 }
@@ -805,6 +810,7 @@ extern "C" fn enter(func: usize, call_site: usize, sp: usize) {
             ret: call_site,
             redirected: false,
             hijacked: false,
+            stub: false,
             _guard: guard,
         };
         // SAFETY: the length was below `DEPTH` above, and the busy flag kept the stack
@@ -1197,7 +1203,7 @@ struct Start {
 
 /// The start shared by the constructor and [`attach()`]: every function of the objects `keep`
 /// accepts (those `keep_function` accepts) a site of the global `Ftrace`, nop'd entries
-/// patched into calls of `__fentry__` as they are covered, the filters written (empty when
+/// patched as they are covered (`patched.rs`), the filters written (empty when
 /// not given: every function), the profiler's options set and the profiler enabled. The
 /// hooks run once the caller sets [`READY`]. Refused when this crate's own code is
 /// instrumented (its hooks would call themselves).

@@ -185,6 +185,7 @@ extern "C" fn entry(id: u32, slot: usize) {
             ret: 0,
             redirected: false,
             hijacked: false,
+            stub: false,
             _guard: guard,
         };
         // SAFETY: `len` was read above, below `DEPTH`, and the busy flag kept the stack

@@ -51,7 +51,7 @@ fn run_both(prog: &Path, args: &[&str]) -> [(BTreeMap<String, u64>, String); 2] 
 #[ignore = "needs gcc"]
 fn a_signal_handler_jumping_out_of_a_hook() {
     let dir = scratch("alarm");
-    for kind in Kind::ALL {
+    for kind in Kind::RETURNS {
         let prog = cases(&dir, kind);
         for run in 0..10 {
             let timing = ["0", "1"][run % 2];
@@ -87,7 +87,7 @@ fn a_signal_handler_jumping_out_of_a_hook() {
 fn signal_handlers_untraced_inside_a_hook_are_counted() {
     let dir = scratch("storm");
     let mut all_skipped = 0;
-    for kind in Kind::ALL {
+    for kind in Kind::RETURNS {
         let prog = cases(&dir, kind);
         for timing in ["0", "1"] {
             let (out, table) = record_within(
@@ -161,7 +161,7 @@ fn run(prog: &Path, args: &[&str]) -> BTreeMap<String, u64> {
 #[ignore = "needs gcc"]
 fn longjmp_signals_threads_fork_exec_and_overruns() {
     let dir = scratch("cases");
-    for kind in Kind::ALL {
+    for kind in Kind::RETURNS {
         let prog = cases(&dir, kind);
         let h = run(&prog, &["longjmp"]);
         assert_eq!(
@@ -507,7 +507,7 @@ fn a_library_loaded_closed_and_loaded_again() {
 #[ignore = "needs g++"]
 fn cpp_exceptions_through_traced_frames() {
     let dir = scratch("exceptions");
-    for kind in Kind::ALL {
+    for kind in Kind::RETURNS {
         let prog = build("g++", &dir, "exceptions", kind, &[&data("exceptions.cpp")]);
         exceptions_program_counts(&prog, &format!("{kind:?}"));
     }
@@ -540,7 +540,7 @@ fn cpp_exceptions_through_traced_frames() {
 #[ignore = "needs gcc"]
 fn timed_calls_nest() {
     let dir = scratch("nested");
-    for kind in Kind::ALL {
+    for kind in Kind::RETURNS {
         let prog = build("gcc", &dir, "nested", kind, &[&data("nested.c")]);
         let (out, table) = record(&mut Command::new(&prog), "1", &[]);
         assert!(out.status.success(), "{kind:?}: {out:?}");
@@ -714,7 +714,7 @@ fn stripped_programs_name_functions_by_their_entry() {
 #[ignore = "needs gcc"]
 fn signals_at_arbitrary_points() {
     let dir = scratch("async");
-    for kind in Kind::ALL {
+    for kind in Kind::RETURNS {
         let prog = build("gcc", &dir, "async", kind, &[&data("async.c")]);
         for timing in ["0", "1"] {
             let (out, table) = record(&mut Command::new(&prog), timing, &[]);

@@ -382,6 +382,16 @@ fn assign(entries: &[NopEntry], functions: &[Function]) -> Vec<(usize, NopEntry)
     out
 }
 
+/// Where a [`Patches`]' nop'd entries go.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum NopTarget {
+    /// A `call rel32` of the object's stub, which jumps to a trampoline called as
+    /// `__fentry__` is.
+    Fentry(usize),
+    /// A `jmp rel32` to a stub of the site's own ([`EntryStubs`]).
+    Stubs(EntryStubs),
+}
+
 /// One patchable instruction of a [`Patches`]: its first 5 bytes while disabled and while
 /// enabled (a nop'd entry: the nop and `call rel32` to the object's stub; an XRay sled:
 /// the compiler's bytes and `jmp rel32` to the sled's stub, `xray.rs`).
@@ -429,7 +439,17 @@ impl Patches {
         sites: &[(usize, usize)],
         target: usize,
     ) -> Result<(Patches, Vec<PatchError>), PatchError> {
-        Self::with_xray(object, sites, target, None)
+        Self::with_xray(object, sites, NopTarget::Fentry(target), None)
+    }
+
+    /// [`new`](Self::new), each site patched into a jump to a stub of its own that calls
+    /// `stubs.entry` and returns through `stubs.exit` (see [`EntryStubs`]).
+    pub fn with_entry_stubs(
+        object: &LoadedObject,
+        sites: &[(usize, usize)],
+        stubs: EntryStubs,
+    ) -> Result<(Patches, Vec<PatchError>), PatchError> {
+        Self::with_xray(object, sites, NopTarget::Stubs(stubs), None)
     }
 
     /// [`new`](Self::new), and the XRay sleds of `xray` (see [`XraySites`]) patched with
@@ -437,7 +457,7 @@ impl Patches {
     pub(crate) fn with_xray(
         object: &LoadedObject,
         sites: &[(usize, usize)],
-        target: usize,
+        target: NopTarget,
         xray: Option<&XraySites>,
     ) -> Result<(Patches, Vec<PatchError>), PatchError> {
         imp::supported()?;
@@ -471,17 +491,26 @@ impl Patches {
         if !ok.is_empty() {
             let lo = ok.iter().map(|s| s.1).min().expect("non-empty");
             let hi = ok.iter().map(|s| s.1 + 5).max().expect("non-empty");
-            let stub = imp::map_stub(lo..hi, target).ok_or_else(|| PatchError::NoStub {
+            let no_stub = || PatchError::NoStub {
                 object: object.name.clone(),
-            })?;
-            for &(pos, addr, _) in &ok {
-                let site = PatchSite {
-                    addr,
-                    off: NOP5,
-                    on: rel32(CALL, addr, stub),
-                    patched: false,
-                };
-                edits.push((pos, site, addr + 5));
+            };
+            match target {
+                NopTarget::Fentry(target) => {
+                    let stub = imp::map_stub(lo..hi, target).ok_or_else(no_stub)?;
+                    for &(pos, addr, _) in &ok {
+                        let site = PatchSite {
+                            addr,
+                            off: NOP5,
+                            on: rel32(CALL, addr, stub),
+                            patched: false,
+                        };
+                        edits.push((pos, site, addr + 5));
+                    }
+                }
+                NopTarget::Stubs(stubs) => {
+                    let sites: Vec<(usize, usize)> = ok.iter().map(|s| (s.0, s.1)).collect();
+                    edits.extend(entry_stubs::edits(&sites, stubs).ok_or_else(no_stub)?);
+                }
             }
         }
         if let Some(xray) = xray {
@@ -655,10 +684,13 @@ fn pages(edits: &[(usize, [u8; 5])], page: usize) -> Vec<Range<usize>> {
     set.into_iter().map(|p| p..p + page).collect()
 }
 
+mod entry_stubs;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod text_poke;
 mod xray;
 
+pub use entry_stubs::EntryStubs;
+pub(crate) use entry_stubs::site_of_return;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 use text_poke as imp;
 pub(crate) use xray::XraySites;

@@ -94,6 +94,10 @@ pub enum Kind {
     /// `__mcount_loc`, patched live into a call of `__fentry__` while covered. Not in
     /// [`ALL`](Kind::ALL): a non-PIC build links no shared object of the cases.
     Nop,
+    /// gcc's `-fpatchable-function-entry=5` (PIC): a five-byte nop listed in
+    /// `__patchable_function_entries`, patched live; timed, into a jump to a stub of its own
+    /// that redirects the return by calling the function's body (`patched.rs`).
+    Patchable,
     /// clang's `-fxray-instrument -fxray-instruction-threshold=1`: XRay sleds listed in
     /// `xray_instr_map`, patched live into calls of the library's trampolines while covered.
     /// Not in [`ALL`](Kind::ALL): clang builds it.
@@ -103,6 +107,10 @@ pub enum Kind {
 impl Kind {
     /// Every kind, each test's loop.
     pub const ALL: [Kind; 3] = [Kind::Cyg, Kind::Mcount, Kind::Fentry];
+
+    /// Every way a return reaches the hooks, the return stack's hard cases' loop: the
+    /// exit hook, the return trampoline (`-pg`, `-pg -mfentry`) and a nop'd entry's stub.
+    pub const RETURNS: [Kind; 4] = [Kind::Cyg, Kind::Mcount, Kind::Fentry, Kind::Patchable];
 
     /// gcc's flags for it.
     pub fn flags(self) -> &'static [&'static str] {
@@ -118,6 +126,7 @@ impl Kind {
                 "-fno-pie",
                 "-no-pie",
             ],
+            Kind::Patchable => &["-fpatchable-function-entry=5"],
             Kind::Xray => &["-fxray-instrument", "-fxray-instruction-threshold=1"],
         }
     }
@@ -129,6 +138,7 @@ impl Kind {
             Kind::Mcount => "mcount",
             Kind::Fentry => "fentry",
             Kind::Nop => "nop",
+            Kind::Patchable => "patchable",
             Kind::Xray => "xray",
         }
     }
