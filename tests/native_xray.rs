@@ -10,6 +10,7 @@
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
 #[path = "common/mod.rs"]
+#[macro_use]
 mod common;
 
 use std::sync::OnceLock;
@@ -37,16 +38,7 @@ macro_rules! trampoline {
         core::arch::global_asm!(
             concat!(".globl ", $name),
             concat!($name, ":"),
-            "push rbp",
-            "mov rbp, rsp",
-            "push rdi",
-            "push rsi",
-            "push rdx",
-            "push rcx",
-            "push r8",
-            "push r9",
-            "push rax",
-            "push r10",
+            push_arguments!(),
             "push r11",
             "and rsp, -16",
             "mov edi, r10d",
@@ -54,15 +46,7 @@ macro_rules! trampoline {
             "call {hit}",
             "lea rsp, [rbp - 72]",
             "pop r11",
-            "pop r10",
-            "pop rax",
-            "pop r9",
-            "pop r8",
-            "pop rcx",
-            "pop rdx",
-            "pop rsi",
-            "pop rdi",
-            "pop rbp",
+            pop_arguments!(),
             "ret",
             hit = sym xray_hit,
         );

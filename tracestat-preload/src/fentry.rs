@@ -180,40 +180,38 @@ pub(crate) unsafe extern "C" fn stub_entry_trampoline() {
     hook!(stub_entry, stub_hit, answer r11; "lea rsi, [rbp + 16]", "lea rdx, [rsp + 64]")
 }
 
-/// Where a stub jumps once a timed call's body returned into it
-/// ([`tracestat::native::EntryStubs::exit`]): as [`return_to_handler`], but back to the
-/// parent by `push; ret`, which the processor predicts (its `call` pushed that address on
-/// the return-prediction stack, and the function's `ret` into the stub popped only the
-/// stub's own).
-#[unsafe(naked)]
-pub(crate) unsafe extern "C" fn stub_return() {
-    naked_asm!(
-        save_returns!(),
-        "mov rdi, rbp",
-        "call {leave}",
-        "mov r11, rax",
-        restore_returns!(),
-        "push r11",
-        "ret",
-        leave = sym leave,
-    )
+/// A returning function's trampoline: `rsp` is one past the slot its `ret` consumed. Saves
+/// the return values, asks [`leave`] for the original address, restores them and goes
+/// there (r11, free at a return, holds it) by `$to`.
+macro_rules! returning {
+    ($($to:literal),+) => {
+        naked_asm!(
+            // The slot's word is consumed: rbp goes there, so rbp is the slot's address.
+            save_returns!(),
+            "mov rdi, rbp",
+            "call {leave}",
+            "mov r11, rax",
+            restore_returns!(),
+            $($to,)+
+            leave = sym leave,
+        )
+    };
 }
 
-/// Where a redirected function returns: `rsp` is one past the slot its `ret` consumed.
-/// Saves the return values, asks [`leave`] for the original address, restores them and
-/// jumps there (r11, free at a return, holds it).
+/// Where a stub jumps once a timed call's body returned into it
+/// ([`tracestat::native::EntryStubs::exit`]): back to the parent by `push; ret`, which the
+/// processor predicts (its `call` pushed that address on the return-prediction stack, and
+/// the function's `ret` into the stub popped only the stub's own).
+#[unsafe(naked)]
+pub(crate) unsafe extern "C" fn stub_return() {
+    returning!("push r11", "ret")
+}
+
+/// Where a redirected function returns: back by `jmp` (its `ret` here was mispredicted
+/// already, and consumed the prediction of the parent's return address).
 #[unsafe(naked)]
 unsafe extern "C" fn return_to_handler() {
-    naked_asm!(
-        // The slot's word is consumed: rbp goes there, so rbp is the slot's address.
-        save_returns!(),
-        "mov rdi, rbp",
-        "call {leave}",
-        "mov r11, rax",
-        restore_returns!(),
-        "jmp r11",
-        leave = sym leave,
-    )
+    returning!("jmp r11")
 }
 
 /// [`return_to_handler`]'s address, the value of a redirected slot.
