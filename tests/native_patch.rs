@@ -560,6 +560,27 @@ fn deny_writable_code() -> bool {
     }
 }
 
+/// Runs `checks` in a forked child (one thread: this one) and asserts that they passed.
+/// The child runs only this thread's code, then `_exit`s; the instance's locks are free
+/// there (`SERIAL` is held by the caller, and only its holder uses the instance).
+fn in_a_forked_child(checks: impl FnOnce()) {
+    // SAFETY: as the doc says; the child touches nothing another thread held.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let checks = std::panic::catch_unwind(std::panic::AssertUnwindSafe(checks));
+        // SAFETY: ends the child without running the parent's atexit handlers.
+        unsafe { libc::_exit(if checks.is_ok() { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the child's checks failed (status {status:#x}; --nocapture shows its panic)"
+    );
+}
+
 /// In a forked child (one thread) under a seccomp filter that refuses writable code:
 /// registering an ops is refused with the typed error, and nothing changes.
 #[test]
@@ -572,41 +593,26 @@ fn a_patch_the_system_refuses_changes_nothing() {
         .set_filter(&ops, "tracestat_nop_f3", Truncate)
         .unwrap();
     let before = addrs().map(bytes);
-    // SAFETY: the child runs only this thread's code, then `_exit`s; the instance's locks
-    // are free (`SERIAL` is held here, and only its holder uses the instance).
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork failed");
-    if pid == 0 {
-        let checks = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            assert!(deny_writable_code(), "seccomp filter not installed");
-            let err = ftrace.register(&ops).unwrap_err();
-            let Error::Refused { source, .. } = &err else {
-                panic!("{err}")
-            };
-            let patch = source.downcast_ref::<PatchError>().expect("a PatchError");
-            assert!(
-                matches!(patch, PatchError::Protect { errno, .. } if *errno == libc::EPERM),
-                "{patch}"
-            );
-            assert!(err.to_string().contains("mprotect refused"), "{err}");
-            assert!(!ftrace.is_registered(&ops));
-            assert!(ftrace.sites().all(|s| s.refcount() == 0));
-            assert_eq!(addrs().map(bytes), before, "no byte changed");
-            assert_eq!(patches.patched_count(), 0);
-            assert!(addrs().iter().all(|&a| protection(a) == "r-xp"));
-            call_all(2);
-            assert_eq!(total.load(Ordering::Relaxed), 0);
-        }));
-        // SAFETY: ends the child without running the parent's atexit handlers.
-        unsafe { libc::_exit(if checks.is_ok() { 0 } else { 1 }) };
-    }
-    let mut status = 0;
-    // SAFETY: waits for the child forked above.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "the child's checks failed (status {status:#x}; --nocapture shows its panic)"
-    );
+    in_a_forked_child(|| {
+        assert!(deny_writable_code(), "seccomp filter not installed");
+        let err = ftrace.register(&ops).unwrap_err();
+        let Error::Refused { source, .. } = &err else {
+            panic!("{err}")
+        };
+        let patch = source.downcast_ref::<PatchError>().expect("a PatchError");
+        assert!(
+            matches!(patch, PatchError::Protect { errno, .. } if *errno == libc::EPERM),
+            "{patch}"
+        );
+        assert!(err.to_string().contains("mprotect refused"), "{err}");
+        assert!(!ftrace.is_registered(&ops));
+        assert!(ftrace.sites().all(|s| s.refcount() == 0));
+        assert_eq!(addrs().map(bytes), before, "no byte changed");
+        assert_eq!(patches.patched_count(), 0);
+        assert!(addrs().iter().all(|&a| protection(a) == "r-xp"));
+        call_all(2);
+        assert_eq!(total.load(Ordering::Relaxed), 0);
+    });
     // The parent, without the filter, patches as usual.
     ftrace.register(&ops).unwrap();
     call_all(1);
@@ -624,6 +630,11 @@ int main(int argc, char **argv) { (void)argv; return (int)pf(argc); }
 /// Builds `C_SOURCE` with gcc and `flags` into `out` in a directory of this test's: one per
 /// output name, since the tests that build run on parallel threads and each removes its own.
 fn gcc(out: &str, flags: &[&str]) -> std::path::PathBuf {
+    gcc_with("gcc", out, flags)
+}
+
+/// [`gcc`] with another compiler (`clang`).
+fn gcc_with(compiler: &str, out: &str, flags: &[&str]) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "tracestat-native-patch-{}-{out}",
         std::process::id()
@@ -632,14 +643,14 @@ fn gcc(out: &str, flags: &[&str]) -> std::path::PathBuf {
     let src = dir.join("prog.c");
     std::fs::write(&src, C_SOURCE).unwrap();
     let path = dir.join(out);
-    let status = std::process::Command::new("gcc")
+    let status = std::process::Command::new(compiler)
         .args(flags)
         .arg("-o")
         .arg(&path)
         .arg(&src)
         .status()
-        .expect("gcc runs");
-    assert!(status.success(), "gcc {flags:?} failed");
+        .expect("the compiler runs");
+    assert!(status.success(), "{compiler} {flags:?} failed");
     path
 }
 
@@ -757,6 +768,138 @@ fn a_gcc_shared_object_is_patched_live() {
     assert_eq!(total.load(Ordering::Relaxed), 7);
     assert_eq!(MISSES.load(Ordering::Relaxed), 0);
     let _ = std::fs::remove_dir_all(so.parent().unwrap());
+}
+
+/// `-pg -mfentry` shared objects (gcc's `call [rip + GOT]`, 6 bytes; clang's `call rel32`
+/// to the PLT, where clang is installed): with `entry_stubs`, their functions' calls of
+/// `__fentry__` are patchable sites, found by decoding. Covered, a site is a `jmp` to its
+/// stub (the first 5 bytes; a 6-byte call's last byte stays); every call enters through it,
+/// its key naming the function, and returns through the exit trampoline; uncovered, the
+/// compiler's call is back, byte for byte. Where patching is refused, covering them still
+/// works: they keep the call.
+#[test]
+#[ignore = "needs gcc (CI's native section installs it)"]
+fn pg_calls_of_fentry_are_taken_through_stubs() {
+    let (_native, _serial) = native();
+    let mut builds = vec![("gcc", "libtracestat_pg_gcc.so")];
+    let clang = std::process::Command::new("clang")
+        .arg("--version")
+        .output();
+    if clang.is_ok_and(|o| o.status.success()) {
+        builds.push(("clang", "libtracestat_pg_clang.so"));
+    } else {
+        eprintln!("clang not installed: its PLT calls not checked");
+    }
+    for (compiler, name) in builds {
+        let so = gcc_with(
+            compiler,
+            name,
+            &["-O2", "-pg", "-mfentry", "-fPIC", "-shared"],
+        );
+        let cpath = std::ffi::CString::new(so.to_str().unwrap()).unwrap();
+        // SAFETY: loads a shared object built above (no constructors).
+        let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW) };
+        assert!(!handle.is_null(), "dlopen failed");
+        // SAFETY: a symbol of the object, a function of this type.
+        let pf: extern "C" fn(i64) -> i64 =
+            unsafe { core::mem::transmute(libc::dlsym(handle, c"pf".as_ptr())) };
+        // SAFETY: as above.
+        let pg_addr = unsafe { libc::dlsym(handle, c"pg".as_ptr()) } as usize;
+        let options = SiteOptions {
+            keep: |o| o.name.starts_with("libtracestat_pg_"),
+            entry_stubs: Some(EntryStubs {
+                entry: tracestat_test_stub_entry as unsafe extern "C" fn() as usize,
+                exit: tracestat_test_stub_exit as unsafe extern "C" fn() as usize,
+            }),
+            ..SiteOptions::default()
+        };
+        let sites = NativeSites::attach_with(Ftrace::new([]), options).unwrap();
+        let patches = sites.patches();
+        assert_eq!(patches.len(), 1, "{compiler}: {:?}", sites.unpatched());
+        let patches = &patches[0].1;
+        assert_eq!(patches.len(), 3, "{compiler}: main, pf and pg");
+        let entry = |addr: usize| {
+            // SAFETY: the first bytes of a function of the object.
+            let head = unsafe { core::ptr::read_volatile(addr as *const [u8; 4]) };
+            addr + if head == [0xf3, 0x0f, 0x1e, 0xfa] {
+                4
+            } else {
+                0
+            }
+        };
+        let read6 = |addr: usize| {
+            // SAFETY: as above.
+            unsafe { core::ptr::read_volatile(entry(addr) as *const [u8; 6]) }
+        };
+        let (f_off, g_off) = (read6(pf as usize), read6(pg_addr));
+        assert!(
+            [f_off, g_off]
+                .iter()
+                .all(|c| c[0] == 0xe8 || c[..2] == [0xff, 0x15]),
+            "{compiler}: calls {f_off:x?} {g_off:x?}"
+        );
+        let ftrace = sites.ftrace();
+        let (ops, _) = counting();
+        ftrace.set_filter(&ops, "pf pg", Truncate).unwrap();
+        ftrace.register(&ops).unwrap();
+        assert_eq!(patches.patched_count(), 2);
+        let (f_on, g_on) = (read6(pf as usize), read6(pg_addr));
+        assert_eq!((f_on[0], g_on[0]), (0xe9, 0xe9), "{compiler}: jumps");
+        assert_eq!(
+            (f_on[5], g_on[5]),
+            (f_off[5], g_off[5]),
+            "the sixth byte stays"
+        );
+        for redirect in [false, true] {
+            *stub_log() = StubLog {
+                redirect,
+                ..StubLog::default()
+            };
+            for x in 0..5 {
+                assert_eq!(pf(x), x * 3 + 3);
+            }
+            let log = std::mem::take(&mut *stub_log());
+            assert_eq!(log.keys.len(), 10, "{compiler}: pf and pg, five times");
+            let names: Vec<String> = log.keys[..2]
+                .iter()
+                .map(|&key| {
+                    // SAFETY: the key a stub's call of the entry trampoline pushed.
+                    let i = unsafe { sites.site_of_stub(key) }.expect("the key's site");
+                    ftrace.site(i).unwrap().name().to_owned()
+                })
+                .collect();
+            assert_eq!(names, ["pf", "pg"], "{compiler}");
+            assert_eq!(log.returned.len(), if redirect { 10 } else { 0 });
+            assert!(log.open.is_empty());
+        }
+        ftrace.unregister(&ops).unwrap();
+        assert_eq!(patches.patched_count(), 0);
+        assert_eq!(
+            (read6(pf as usize), read6(pg_addr)),
+            (f_off, g_off),
+            "{compiler}"
+        );
+        assert_eq!(pf(1), 6);
+        assert!(
+            stub_log().keys.is_empty(),
+            "{compiler}: uncovered, no stub runs"
+        );
+        // Under a policy that refuses writable code (a forked child of one thread), the
+        // change stands and the functions keep the compiler's call, counted and told.
+        in_a_forked_child(|| {
+            assert!(deny_writable_code(), "seccomp filter not installed");
+            ftrace.register(&ops).unwrap();
+            let (kept, why) = patches.kept_calls();
+            assert_eq!(kept, 1);
+            assert!(matches!(why, Some(PatchError::Protect { .. })), "{why:?}");
+            assert_eq!(patches.patched_count(), 0);
+            assert_eq!((read6(pf as usize), read6(pg_addr)), (f_off, g_off));
+            assert_eq!(pf(1), 6);
+            assert!(stub_log().keys.is_empty());
+        });
+        drop(sites);
+        let _ = std::fs::remove_dir_all(so.parent().unwrap());
+    }
 }
 
 /// Figures, not a check of speed: the time to patch N sites of a gcc-built shared object

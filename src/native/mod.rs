@@ -218,7 +218,10 @@ pub struct SiteOptions {
     /// Where nop'd entries go instead of [`fentry`](Self::fentry), each through a stub of
     /// its own (see [`EntryStubs`]), so that a hook redirecting the function's return keeps
     /// the processor's return predictions right; the entry trampoline finds the site with
-    /// [`site_of_stub`](NativeSites::site_of_stub). `None`: `fentry` is used.
+    /// [`site_of_stub`](NativeSites::site_of_stub). `-pg -mfentry` functions' calls of
+    /// `__fentry__` become such sites too (the call is their unpatched state, so the hook's
+    /// `__fentry__` must do what `entry` does). `None`: `fentry` is used, and `-pg` calls
+    /// are left alone.
     pub entry_stubs: Option<EntryStubs>,
     /// The trampolines XRay sleds (`xray_instr_map`: see [`XrayFunction`]) call while an ops
     /// covers their functions, which find the site from the packed id in `r10d` with
@@ -687,10 +690,15 @@ fn patches_of(
     xray: Option<&XraySites>,
     unpatched: &mut Vec<(String, String)>,
 ) -> Option<Arc<Patches>> {
+    // `-pg -mfentry` calls, to take through stubs of their own (`patch/fentry_calls.rs`).
+    let calls = match nop {
+        Some(NopTarget::Stubs(_)) => patch::call_sites(data, object, fns, positions),
+        _ => Vec::new(),
+    };
     let entries = match nop.map(|_| NopEntry::read(data, Some(object), fns)) {
         None => Vec::new(),
         Some(Ok(entries)) => entries,
-        Some(Err(PatchError::NoTables)) if xray.is_some() => Vec::new(),
+        Some(Err(PatchError::NoTables)) if xray.is_some() || !calls.is_empty() => Vec::new(),
         Some(Err(PatchError::NoTables)) => return None,
         Some(Err(e)) => {
             note_unpatched(unpatched, object, e.to_string());
@@ -704,7 +712,7 @@ fn patches_of(
         .collect();
     // Without a target no nop'd entry is listed, so none calls it.
     let nop = nop.unwrap_or(NopTarget::Fentry(0));
-    match Patches::with_xray(object, &sites, nop, xray) {
+    match Patches::with_xray(object, &sites, &calls, nop, xray) {
         Ok((patches, left_out)) => {
             for e in left_out {
                 note_unpatched(unpatched, object, e.to_string());

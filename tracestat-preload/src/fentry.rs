@@ -35,8 +35,9 @@
 //! ends the site at once and redirects nothing (no return stack, so no overruns either),
 //! as the kernel's function profiler counts without the graph tracer.
 //!
-//! **Nop'd entries' stubs** (`patched.rs`, timing): a patched nop'd entry jumps to a stub
-//! of its own, which calls [`stub_entry_trampoline`]: the same hook, keyed by the stub's
+//! **Stubs** (`patched.rs`, timing): a patched nop'd entry, and a covered `-pg -mfentry`
+//! function's call of `__fentry__` (patched too), jumps to a stub of its own, which calls
+//! [`stub_entry_trampoline`]: the same hook, keyed by the stub's
 //! key rather than the return into the function, except that it leaves the slot alone and
 //! answers in r11 whether a frame was pushed. If so the stub calls the function's body from
 //! the slot's place, which writes the stub's return point there (the frame's

@@ -36,7 +36,8 @@
 //! the function's site; `mcount` / `__fentry__` enter it and redirect its return to end it
 //! (`fentry.rs`, whose frames share the return stack); in objects with nop'd entries, the
 //! covered sites are patched into jumps to stubs that do the same (timing; counting, calls
-//! of `__fentry__`) and back into nops as coverage changes (`patched.rs`):
+//! of `__fentry__`) and back into nops as coverage changes, and timing, the covered
+//! `-pg -mfentry` functions' calls of `__fentry__` into such jumps too (`patched.rs`):
 //!
 //! - **ip → site**: a per-thread direct-mapped cache (no lock, no hash on a hit), filled
 //!   from the native map on a miss (a function not in the symbol tables becomes a site
@@ -1356,5 +1357,14 @@ fn notes() {
             "tracestat: at least {other} calls on a stack other than their thread's \
              (coroutines, signal stacks) counted, not timed"
         );
+    }
+    for (object, patches) in NATIVE.get().map(|n| n.patches()).unwrap_or_default() {
+        if let (kept @ 1.., Some(why)) = patches.kept_calls() {
+            say!(
+                "tracestat: {}: {kept} patches refused ({why}): those -pg functions kept \
+                 gcc's call, timed through __fentry__ as before",
+                object.path
+            );
+        }
     }
 }

@@ -1,13 +1,15 @@
 //! Nop'd call sites (`-pg -mfentry -mnop-mcount -mrecord-mcount`,
 //! `-fpatchable-function-entry=5`), patched live into jumps to stubs of their own (or calls
 //! of this library's `__fentry__`) while the profiler covers their functions
-//! ([`tracestat::native::Patches`]); XRay sleds alike, into calls of `xray.rs`'s
-//! trampolines ([`attach`]).
+//! ([`tracestat::native::Patches`]), and timing, `-pg -mfentry` calls of `__fentry__` into
+//! such jumps; XRay sleds alike, into calls of `xray.rs`'s trampolines ([`attach`]).
 //!
 //! # Design
 //!
 //! A patched site is the function's first instruction (after an `endbr64`), as a `-mfentry`
-//! call is. Timing (or keeping call paths), each site jumps to a stub of its own
+//! call is. Timing (or keeping call paths), each site jumps to a stub of its own, and so
+//! does each `-pg -mfentry` function's call of `__fentry__` while it is covered (the
+//! compiler's call, back while it is not, reaches `fentry.rs`'s `__fentry__` as before)
 //! ([`tracestat::native::EntryStubs`]), which calls `fentry.rs`'s stub trampoline with the
 //! stub's key (the site read back from the stub: `NativeSites::site_of_stub`) and, for a
 //! traced call, calls the function's body so that its return comes back through the stub

@@ -23,13 +23,16 @@
 //! ```text
 //! +0   ff 15 disp32      call [entry]        ; [rsp] = +6 (the key), [rsp + 8] the slot
 //! +6   4d 85 db          test r11, r11       ; the trampoline's answer
-//! +9   0f 84 rel32       jz   site + 5       ; not timed: the body, returning normally
+//! +9   0f 84 rel32       jz   body          ; not timed: the body, returning normally
 //! +15  48 8d 64 24 08    lea  rsp, [rsp + 8] ; one past the slot
-//! +20  e8 rel32          call site + 5       ; the slot now holds +25
+//! +20  e8 rel32          call body          ; the slot now holds +25
 //! +25  ff 25 disp32      jmp  [exit]         ; rsp one past the slot, as after a `ret`
 //! ```
 //!
-//! The trampolines' addresses are the first 16 bytes of the stubs' pages (a trampoline in
+//! `body` is the instruction after the site: its 5 bytes (a nop'd entry, a `call rel32`), or
+//! 6 (`call [rip + disp32]`, whose sixth byte the patch leaves as it is: nothing executes
+//! it, since the `jmp` never falls through and the stub returns past it). The trampolines'
+//! addresses are the first 16 bytes of the stubs' pages (a trampoline in
 //! another object may be out of `rel32` reach). The body's stack is exactly what the
 //! function's entry had (its stack arguments one word above the slot), and flags are dead at
 //! a function's entry. The entry trampoline is given, in `[rsp]`, the stub's `+6`: a key of
@@ -78,12 +81,13 @@ pub struct EntryStubs {
     pub exit: usize,
 }
 
-/// The stubs of the nop'd entries `sites` (`(position, address of the 5 nop bytes)`), in
-/// pages mapped within reach of them: each site's patch (`jmp rel32` to its stub) and where
-/// a thread trapping at it resumes (past it: the call not taken). `None` when no pages
-/// could be mapped within reach.
+/// The stubs of the sites `sites` (`(position, address, its first 5 bytes unpatched, its
+/// length)`: a nop'd entry's nop, or a compiler's `call __fentry__`), in pages mapped
+/// within reach of them: each site's patch (`jmp rel32` to its stub) and where a thread
+/// trapping at it resumes (past it: the call not taken). `None` when no pages could be
+/// mapped within reach.
 pub(super) fn edits(
-    sites: &[(usize, usize)],
+    sites: &[(usize, usize, [u8; 5], usize)],
     stubs: EntryStubs,
 ) -> Option<Vec<(usize, PatchSite, usize)>> {
     let lo = sites.iter().map(|s| s.1).min()?;
@@ -93,8 +97,9 @@ pub(super) fn edits(
         code.extend_from_slice(&(stubs.entry as u64).to_le_bytes());
         code.extend_from_slice(&(stubs.exit as u64).to_le_bytes());
         code.resize(STUB, 0xcc);
-        for (k, &(_, addr)) in sites.iter().enumerate() {
-            code.extend_from_slice(&stub(base, base.wrapping_add(STUB * (k + 1)), addr));
+        for (k, &(_, addr, _, len)) in sites.iter().enumerate() {
+            let at = base.wrapping_add(STUB * (k + 1));
+            code.extend_from_slice(&stub(base, at, addr + len));
         }
         code
     })?;
@@ -102,24 +107,24 @@ pub(super) fn edits(
         sites
             .iter()
             .enumerate()
-            .map(|(k, &(pos, addr))| {
+            .map(|(k, &(pos, addr, off, len))| {
                 let stub = base + STUB * (k + 1);
                 let site = PatchSite {
                     addr,
-                    off: super::NOP5,
+                    off,
                     on: rel32(JMP, addr, stub),
                     patched: false,
+                    optional: off != super::NOP5,
                 };
-                (pos, site, addr + 5)
+                (pos, site, addr + len)
             })
             .collect(),
     )
 }
 
-/// The stub at `at` of the site at `addr`, the trampolines' addresses at `base` (see the
-/// module doc).
-fn stub(base: usize, at: usize, addr: usize) -> [u8; STUB] {
-    let body = addr + 5;
+/// The stub at `at` of a site whose next instruction is `body`, the trampolines' addresses
+/// at `base` (see the module doc).
+fn stub(base: usize, at: usize, body: usize) -> [u8; STUB] {
     let mut code = Vec::with_capacity(STUB);
     // `call [rip + entry]`, 6 bytes ending at `at + KEY`.
     code.extend_from_slice(&[0xff, 0x15]);
@@ -141,7 +146,8 @@ fn disp32(to: usize, end: usize) -> i32 {
     (to as i64).wrapping_sub(end as i64) as i32
 }
 
-/// The site (the address of its 5 patched bytes) of the stub whose key `key` is: what
+/// An address inside the site (its body's less 5: the site's own for a 5-byte site, its
+/// second byte for a 6-byte call) of the stub whose key `key` is: what
 /// [`EntryStubs::entry`] finds in `[rsp]`. `None` where the bytes there are not a stub's.
 ///
 /// # Safety
@@ -180,7 +186,7 @@ mod tests {
         let base = buf.as_ptr() as usize;
         let at = base + STUB;
         let addr = base.wrapping_sub(0x1234_5678);
-        let code = stub(base, at, addr);
+        let code = stub(base, at, addr + 5);
         let field = |i: usize| i32::from_le_bytes(code[i..i + 4].try_into().unwrap()) as i64;
         let target = |end: usize, i: usize| (end as i64 + field(i)) as usize;
         assert_eq!(code[..2], [0xff, 0x15]);

@@ -17,9 +17,14 @@
 //! `-Z instrument-xray`) are listed in `xray_instr_map` instead: `xray.rs` reads them and
 //! makes their patches, several per function (entry, exits, tail calls), each one
 //! instruction over a sled's first 5 bytes, so that all of the below holds for them too.
+//! With [`EntryStubs`] (a hook that redirects returns), the `call __fentry__` at the entry
+//! of `-pg -mfentry` functions is a site as well, found by decoding (`fentry_calls.rs`):
+//! its unpatched bytes are the compiler's call, which reaches the same hook, so a patch
+//! the system refuses leaves those functions working ([`Patches::kept_calls`]).
 //!
 //! **Patching.** [`Patches`] holds one object's sites. Enabling a site writes
-//! `call rel32` over its nop; the call goes to a **stub** of the object's (`jmp [rip+0]`
+//! `call rel32` over its nop (or, with [`EntryStubs`], `jmp rel32` to a stub of the site's
+//! own: `entry_stubs.rs`); the call goes to a **stub** of the object's (`jmp [rip+0]`
 //! then the 8-byte target), in a page mapped within ±2 GiB of the object (a `rel32` reaches
 //! no further, and the target, a trampoline in another object, may be anywhere). The target
 //! is called as `__fentry__` is: as the function's first instruction, with `[rsp]` the
@@ -400,6 +405,9 @@ struct PatchSite {
     off: [u8; 5],
     on: [u8; 5],
     patched: bool,
+    /// Whether its unpatched bytes reach the hooks too (a compiler's `call __fentry__`):
+    /// a refused patch then only leaves the calls slower ([`Patches::kept_calls`]).
+    optional: bool,
 }
 
 /// One object's nop'd sites and their stub (see the module doc); the [`SiteSwitch`] of
@@ -413,6 +421,8 @@ pub struct Patches {
     known: &'static Known,
     /// Disables that failed (a site left patched: harmless, its calls find it uncovered).
     failed_disables: AtomicU64,
+    /// Enables refused where every site was optional (their calls kept).
+    kept_calls: AtomicU64,
     last_failure: Mutex<Option<PatchError>>,
 }
 
@@ -439,7 +449,7 @@ impl Patches {
         sites: &[(usize, usize)],
         target: usize,
     ) -> Result<(Patches, Vec<PatchError>), PatchError> {
-        Self::with_xray(object, sites, NopTarget::Fentry(target), None)
+        Self::with_xray(object, sites, &[], NopTarget::Fentry(target), None)
     }
 
     /// [`new`](Self::new), each site patched into a jump to a stub of its own that calls
@@ -449,14 +459,18 @@ impl Patches {
         sites: &[(usize, usize)],
         stubs: EntryStubs,
     ) -> Result<(Patches, Vec<PatchError>), PatchError> {
-        Self::with_xray(object, sites, NopTarget::Stubs(stubs), None)
+        Self::with_xray(object, sites, &[], NopTarget::Stubs(stubs), None)
     }
 
-    /// [`new`](Self::new), and the XRay sleds of `xray` (see [`XraySites`]) patched with
-    /// them: a function's sleds are enabled and disabled together, as one position.
+    /// [`new`](Self::new), with `-pg -mfentry` call sites (`calls`: position, address, the
+    /// call's first 5 bytes, its length; with [`NopTarget::Stubs`] only, `fentry_calls.rs`),
+    /// and the XRay sleds
+    /// of `xray` (see [`XraySites`]) patched with them: a function's sleds are enabled and
+    /// disabled together, as one position.
     pub(crate) fn with_xray(
         object: &LoadedObject,
         sites: &[(usize, usize)],
+        calls: &[(usize, usize, [u8; 5], usize)],
         target: NopTarget,
         xray: Option<&XraySites>,
     ) -> Result<(Patches, Vec<PatchError>), PatchError> {
@@ -503,15 +517,23 @@ impl Patches {
                             off: NOP5,
                             on: rel32(CALL, addr, stub),
                             patched: false,
+                            optional: false,
                         };
                         edits.push((pos, site, addr + 5));
                     }
                 }
                 NopTarget::Stubs(stubs) => {
-                    let sites: Vec<(usize, usize)> = ok.iter().map(|s| (s.0, s.1)).collect();
+                    let sites: Vec<_> = ok.iter().map(|s| (s.0, s.1, NOP5, 5)).collect();
                     edits.extend(entry_stubs::edits(&sites, stubs).ok_or_else(no_stub)?);
                 }
             }
+        }
+        if let (false, NopTarget::Stubs(stubs)) = (calls.is_empty(), target) {
+            edits.extend(
+                entry_stubs::edits(calls, stubs).ok_or_else(|| PatchError::NoStub {
+                    object: object.name.clone(),
+                })?,
+            );
         }
         if let Some(xray) = xray {
             edits.extend(xray::edits(object, xray, &mut left_out)?);
@@ -541,6 +563,7 @@ impl Patches {
             sites: Mutex::new(sites),
             known,
             failed_disables: AtomicU64::new(0),
+            kept_calls: AtomicU64::new(0),
             last_failure: Mutex::new(None),
         }
     }
@@ -614,6 +637,38 @@ impl Patches {
         self.len() == 0
     }
 
+    /// Enables that patching refused (a W^X policy, a seccomp filter) where every site was
+    /// a `-pg -mfentry` call, which reaches the hooks unpatched: the coverage change stood
+    /// and those functions kept the compiler's call (slower, as correct), with the last
+    /// failure (shared with [`failed_disables`](Self::failed_disables)).
+    pub fn kept_calls(&self) -> (u64, Option<PatchError>) {
+        (self.kept_calls.load(Ordering::Relaxed), self.last_failure())
+    }
+
+    fn last_failure(&self) -> Option<PatchError> {
+        self.last_failure
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn failed(&self, e: PatchError) {
+        *self
+            .last_failure
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
+    }
+
+    /// Whether every patchable site at `positions` is optional.
+    fn all_optional(&self, positions: &[usize]) -> bool {
+        let sites = self.lock();
+        positions
+            .iter()
+            .filter_map(|&p| sites.get(p))
+            .flatten()
+            .all(|s| s.optional)
+    }
+
     /// Disables that failed (sites left patched, their calls finding them uncovered), and
     /// the last failure.
     pub fn failed_disables(&self) -> (u64, Option<PatchError>) {
@@ -635,16 +690,23 @@ impl Patches {
 
 impl SiteSwitch for Patches {
     fn enable(&self, positions: &[usize]) -> Result<(), Error> {
-        self.set(positions, true).map_err(Error::from)
+        match self.set(positions, true) {
+            Ok(()) => Ok(()),
+            // Sites whose compiler's call reaches the hooks unpatched: the change stands,
+            // their calls slower.
+            Err(e) if self.all_optional(positions) => {
+                self.kept_calls.fetch_add(1, Ordering::Relaxed);
+                self.failed(e);
+                Ok(())
+            }
+            Err(e) => Err(Error::from(e)),
+        }
     }
 
     fn disable(&self, positions: &[usize]) {
         if let Err(e) = self.set(positions, false) {
             self.failed_disables.fetch_add(1, Ordering::Relaxed);
-            *self
-                .last_failure
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
+            self.failed(e);
         }
     }
 }
@@ -685,12 +747,14 @@ fn pages(edits: &[(usize, [u8; 5])], page: usize) -> Vec<Range<usize>> {
 }
 
 mod entry_stubs;
+mod fentry_calls;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod text_poke;
 mod xray;
 
 pub use entry_stubs::EntryStubs;
 pub(crate) use entry_stubs::site_of_return;
+pub(crate) use fentry_calls::call_sites;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 use text_poke as imp;
 pub(crate) use xray::XraySites;

@@ -299,6 +299,7 @@ pub(super) fn edits(
                 off: found,
                 on: rel32(JMP, addr, stub),
                 patched: false,
+                optional: false,
             };
             (pos, site, stub)
         })
