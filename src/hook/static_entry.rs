@@ -150,10 +150,30 @@ impl Site {
         self.enter_slow()
     }
 
-    /// The entry of a site whose one covering ops is `P`'s timing sink.
+    /// The entry of a site whose one covering ops is `P`'s timing sink. The thread's words
+    /// at their static offset, else (their thread-local's own access, a call) out of line,
+    /// as the exit does: with no call on the path, it keeps no register across one.
     #[inline(never)]
     fn enter_timed<P: SinkOps>(&'static self) -> GuardWords {
-        if let Some(guard) = Ftrace::try_enter_timed::<P>(self) {
+        #[cfg(feature = "native")]
+        if let Some(hot) = thread::hot_static() {
+            return self.enter_timed_at::<P>(hot);
+        }
+        self.enter_timed_tls::<P>()
+    }
+
+    /// [`enter_timed`](Self::enter_timed) where the thread's words are not at their static
+    /// offset: out of line where they can be (`native`), else the only path.
+    #[cfg_attr(feature = "native", inline(never))]
+    #[cfg_attr(not(feature = "native"), inline(always))]
+    fn enter_timed_tls<P: SinkOps>(&'static self) -> GuardWords {
+        self.enter_timed_at::<P>(thread::hot_ref())
+    }
+
+    /// [`enter_timed`](Self::enter_timed) given this thread's words.
+    #[inline(always)]
+    fn enter_timed_at<P: SinkOps>(&'static self, hot: &'static Hot) -> GuardWords {
+        if let Some(guard) = Ftrace::try_enter_timed::<P>(hot, self) {
             return guard;
         }
         self.enter_slow()
@@ -237,9 +257,9 @@ impl Ftrace {
     /// sink, decided beforehand, the frame pushed here. `None`, with nothing done, for
     /// anything else, as [`try_enter_count`](Self::try_enter_count).
     #[inline(always)]
-    fn try_enter_timed<P: SinkOps>(site: &'static Site) -> Option<GuardWords> {
+    fn try_enter_timed<P: SinkOps>(hot: &'static Hot, site: &'static Site) -> Option<GuardWords> {
         Self::with_direct(
-            thread::hot_ref(),
+            hot,
             site,
             Hot::cached_global_slot,
             // The generation before the direct entry: one read under generation `g` is
