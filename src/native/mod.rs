@@ -690,9 +690,15 @@ fn patches_of(
     xray: Option<&XraySites>,
     unpatched: &mut Vec<(String, String)>,
 ) -> Option<Arc<Patches>> {
-    // `-pg -mfentry` calls, to take through stubs of their own (`patch/fentry_calls.rs`).
+    // `-pg -mfentry` calls, to take through stubs of their own (`patch/fentry_calls.rs`);
+    // without stubs they are only told apart from a listed site that is not a nop (which
+    // `-mrecord-mcount` without `-mnop-mcount` lists: the call works as it is).
+    let found = match nop {
+        Some(_) => patch::call_sites(data, object, fns, positions),
+        None => Vec::new(),
+    };
     let calls = match nop {
-        Some(NopTarget::Stubs(_)) => patch::call_sites(data, object, fns, positions),
+        Some(NopTarget::Stubs(_)) => found.clone(),
         _ => Vec::new(),
     };
     let entries = match nop.map(|_| NopEntry::read(data, Some(object), fns)) {
@@ -715,6 +721,11 @@ fn patches_of(
     match Patches::with_xray(object, &sites, &calls, nop, xray) {
         Ok((patches, left_out)) => {
             for e in left_out {
+                if let PatchError::BadBytes { addr, .. } = e
+                    && found.iter().any(|c| c.1 == addr || c.1 == addr + 4)
+                {
+                    continue; // a call of `__fentry__`, working as it is
+                }
                 note_unpatched(unpatched, object, e.to_string());
             }
             Some(Arc::new(patches))
