@@ -250,3 +250,34 @@ fn graph_on_static_sites_and_unwinding() {
     f.unregister(&g).unwrap();
     assert_eq!(depth_sum.load(Ordering::Relaxed), 1);
 }
+
+/// `Site::enter_hook` (what native entry hooks call) enters as `enter` does: nothing while
+/// no ops covers the site; the entry callback and the return, with the site's ip, once a
+/// graph ops does; nothing again after it is unregistered.
+#[test]
+fn a_hook_entry_enters_as_enter_does() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let f = Ftrace::global();
+    let site = f.find("vfs_read").unwrap();
+    let entries = Arc::new(AtomicUsize::new(0));
+    let rets = Arc::new(Mutex::new(Vec::new()));
+    let (e, r) = (Arc::clone(&entries), Arc::clone(&rets));
+    let g = FtraceOps::graph(
+        move |_, _| {
+            e.fetch_add(1, Ordering::Relaxed);
+            true
+        },
+        move |ret, _| r.lock().unwrap().push(ret.func),
+    )
+    .build();
+    drop(site.enter_hook());
+    f.set_filter(&g, "vfs_read", tracestat::stat::WriteMode::Truncate)
+        .unwrap();
+    f.register(&g).unwrap();
+    drop(site.enter_hook());
+    drop(site.enter());
+    f.unregister(&g).unwrap();
+    drop(site.enter_hook());
+    assert_eq!(entries.load(Ordering::Relaxed), 2);
+    assert_eq!(*rets.lock().unwrap(), [site.ip(), site.ip()]);
+}

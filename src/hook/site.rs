@@ -270,6 +270,14 @@ impl Site {
     #[cold]
     #[inline(never)]
     pub(super) fn enter_enabled(&'static self) -> GuardWords {
+        self.call_entry()
+    }
+
+    /// The site's entry, called: [`enter_enabled`](Self::enter_enabled)'s body, inline for
+    /// callers whose enabled path is the common one (`Site::enter_hook`).
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(super) fn call_entry(&'static self) -> GuardWords {
         let entry = self.entry.load(Ordering::Relaxed);
         // SAFETY: `entry` only ever holds a `StaticEntry` cast to a data pointer (the
         // constructor's store, and `set_entry`'s of an `ErasedEntry`, which

@@ -100,6 +100,24 @@ impl Site {
         ScopeGuard::from_words(self.enter_enabled())
     }
 
+    /// [`enter`](Self::enter) for a hook that is itself out of line and reached only from
+    /// code that is traced (a native function's entry hook): the enabled path is the
+    /// expected one, laid out first, and the site's entry is called directly rather than
+    /// through an out-of-line trampoline.
+    #[inline(always)]
+    pub fn enter_hook(&'static self) -> ScopeGuard<'static> {
+        /// The unexpected way out, marked so that the other is laid out first.
+        #[cold]
+        #[inline(never)]
+        fn disabled() -> ScopeGuard<'static> {
+            ScopeGuard::none()
+        }
+        if !self.is_enabled() {
+            return disabled();
+        }
+        ScopeGuard::from_words(self.call_entry())
+    }
+
     /// Enters and at once ends a call of this **static** site: what `drop(site.enter())`
     /// does, for hooks of code that keeps no scope open across the call (a counting-only
     /// hook of a native function). Where a counting sink alone covers the site, the hit

@@ -804,7 +804,7 @@ extern "C" fn enter(func: usize, call_site: usize, sp: usize) {
     if len == DEPTH {
         OVERRUNS.fetch_add(1, Ordering::Relaxed);
     } else if let Some(site) = site_of(t, func, lookup) {
-        let guard = site.enter();
+        let guard = site.enter_hook();
         let frame = Frame {
             func,
             sp,

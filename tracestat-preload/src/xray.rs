@@ -178,7 +178,7 @@ extern "C" fn entry(id: u32, slot: usize) {
     if len == DEPTH {
         OVERRUNS.fetch_add(1, Ordering::Relaxed);
     } else if let Some(site) = site_of(t, func, lookup) {
-        let guard = site.enter();
+        let guard = site.enter_hook();
         let frame = Frame {
             func,
             sp: slot,
