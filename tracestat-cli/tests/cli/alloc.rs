@@ -153,6 +153,26 @@ fn accepted(path: &str, status: u16, head: &str, body: &[u8]) -> crate::serve::p
 #[test]
 fn the_fleet_scrapers_default_targets_are_accepted_or_cleanly_absent() {
     let served = Served::start(DEMO);
+    let cumulative = || -> u64 {
+        let (_, _, functions) = get(&served.addr, "/trace_stat/functions?format=json");
+        let doc: serde_json::Value = serde_json::from_slice(&functions).unwrap();
+        doc["data"]["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["hits"].as_u64().unwrap())
+            .sum()
+    };
+    // Calls made before any window opens: the demo's first round may start after its
+    // serving line, and a window holding every call so far would equal the count after it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while cumulative() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the demo made no call"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     for (path, served_here) in SCRAPER_TARGETS {
         let target = if path.ends_with("/profile") {
             format!("{path}?seconds=1")
@@ -191,16 +211,9 @@ fn the_fleet_scrapers_default_targets_are_accepted_or_cleanly_absent() {
             continue;
         }
         // The CPU profile is a delta: the calls of a 1 s window are fewer than the
-        // profiler's cumulative count read after it.
+        // profiler's cumulative count read after it (calls were made before it opened).
         let window: i64 = p.sample.iter().map(|s| s.value[0]).sum();
-        let (_, _, functions) = get(&served.addr, "/trace_stat/functions?format=json");
-        let doc: serde_json::Value = serde_json::from_slice(&functions).unwrap();
-        let cumulative: u64 = doc["data"]["functions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| f["hits"].as_u64().unwrap())
-            .sum();
+        let cumulative = cumulative();
         assert!(window > 0, "an empty window");
         assert!(
             (window as u64) < cumulative,
