@@ -697,9 +697,9 @@ fn patches_of(
         Some(_) => patch::call_sites(data, object, fns, positions),
         None => Vec::new(),
     };
-    let calls = match nop {
-        Some(NopTarget::Stubs(_)) => found.clone(),
-        _ => Vec::new(),
+    let calls: &[_] = match nop {
+        Some(NopTarget::Stubs(_)) => &found,
+        _ => &[],
     };
     let entries = match nop.map(|_| NopEntry::read(data, Some(object), fns)) {
         None => Vec::new(),
@@ -718,7 +718,7 @@ fn patches_of(
         .collect();
     // Without a target no nop'd entry is listed, so none calls it.
     let nop = nop.unwrap_or(NopTarget::Fentry(0));
-    match Patches::with_xray(object, &sites, &calls, nop, xray) {
+    match Patches::with_xray(object, &sites, calls, nop, xray) {
         Ok((patches, left_out)) => {
             for e in left_out {
                 if let PatchError::BadBytes { addr, .. } = e

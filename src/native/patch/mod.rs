@@ -331,38 +331,35 @@ impl Patches {
             }
         }
         let mut edits: Vec<(usize, PatchSite, usize)> = Vec::new();
-        if !ok.is_empty() {
-            let lo = ok.iter().map(|s| s.1).min().expect("non-empty");
-            let hi = ok.iter().map(|s| s.1 + 5).max().expect("non-empty");
-            let no_stub = || PatchError::NoStub {
-                object: object.name.clone(),
-            };
-            match target {
-                NopTarget::Fentry(target) => {
-                    let stub = imp::map_stub(lo..hi, target).ok_or_else(no_stub)?;
-                    for &(pos, addr, _) in &ok {
-                        let site = PatchSite {
-                            addr,
-                            off: NOP5,
-                            on: rel32(CALL, addr, stub),
-                            patched: false,
-                            optional: false,
-                        };
-                        edits.push((pos, site, addr + 5));
-                    }
+        let no_stub = || PatchError::NoStub {
+            object: object.name.clone(),
+        };
+        match target {
+            NopTarget::Fentry(target) if !ok.is_empty() => {
+                let lo = ok.iter().map(|s| s.1).min().expect("non-empty");
+                let hi = ok.iter().map(|s| s.1 + 5).max().expect("non-empty");
+                let stub = imp::map_stub(lo..hi, target).ok_or_else(no_stub)?;
+                for &(pos, addr, _) in &ok {
+                    let site = PatchSite {
+                        addr,
+                        off: NOP5,
+                        on: rel32(CALL, addr, stub),
+                        patched: false,
+                        optional: false,
+                    };
+                    edits.push((pos, site, addr + 5));
                 }
-                NopTarget::Stubs(stubs) => {
-                    let sites: Vec<_> = ok.iter().map(|s| (s.0, s.1, NOP5, 5)).collect();
+            }
+            NopTarget::Fentry(_) => {}
+            NopTarget::Stubs(stubs) => {
+                // The nop'd entries and the `-pg` calls, in one run of stubs.
+                let sites: Vec<_> = (ok.iter().map(|s| (s.0, s.1, NOP5, 5)))
+                    .chain(calls.iter().copied())
+                    .collect();
+                if !sites.is_empty() {
                     edits.extend(entry_stubs::edits(&sites, stubs).ok_or_else(no_stub)?);
                 }
             }
-        }
-        if let (false, NopTarget::Stubs(stubs)) = (calls.is_empty(), target) {
-            edits.extend(
-                entry_stubs::edits(calls, stubs).ok_or_else(|| PatchError::NoStub {
-                    object: object.name.clone(),
-                })?,
-            );
         }
         if let Some(xray) = xray {
             edits.extend(xray::edits(object, xray, &mut left_out)?);
@@ -501,12 +498,10 @@ impl Patches {
     /// Disables that failed (sites left patched, their calls finding them uncovered), and
     /// the last failure.
     pub fn failed_disables(&self) -> (u64, Option<PatchError>) {
-        let last = self
-            .last_failure
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
-        (self.failed_disables.load(Ordering::Relaxed), last)
+        (
+            self.failed_disables.load(Ordering::Relaxed),
+            self.last_failure(),
+        )
     }
 
     /// The object is gone (unloaded): nothing of it is written again, and its addresses
