@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The counting trampolines of tracestat-preload (`-pg`, nop'd and XRay entries) save only the
-# general-purpose argument registers before their first try at a hit (`call_hook`, whose leaf
-# is `try_hit_cached`); an optimised build saves xmm0-7 only when that try fails. So the
-# compiled try must touch no vector, MMX or x87 register and call nothing but the sink's
-# count through its path (and the abort of a panic that cannot unwind, never reached), and
-# the count must do the same and call nothing. This reads those functions' instructions in
-# the built library and fails naming the first one that breaks the rule, so that a change of
-# code or compiler that makes the compiler use a vector register there cannot go unseen.
+# The trampolines of tracestat-preload (`-pg`, nop'd and XRay entries, and the returns they
+# redirect) save only the general-purpose registers before their first try at a hook
+# (`call_hook` and `call_return_hook`, whose leaves are the tries below); an optimised build
+# saves the vector registers only when that try fails. So the compiled tries must touch no
+# vector, MMX or x87 register and call nothing but each other and, through their paths, the
+# sink's count and its timed exit's leaf, and those must do the same and call nothing. This
+# reads those functions' instructions in the built library and fails naming the first one
+# that breaks the rule, so that a change of code or compiler that makes the compiler use a
+# vector register there cannot go unseen.
 #
 # Usage: scripts/check-leaf.sh [LIB]     (default target/release/libtracestat_preload.so,
 #                                         built first)
@@ -14,20 +15,29 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The leaves: the hooks' tries and the hook layer's (`Site::try_hit`), which the hooks call
-# and which calls the sink's count through a register.
+# The leaves: the hooks' tries (counting, entering timed, ending timed) and the hook
+# layer's (`Site::try_hit`, `Site::try_enter_hook`), which the hooks call and which reach
+# the sink through a register.
 leaves=(
   'tracestat_preload::fentry::try_hit'
   'tracestat_preload::xray::try_hit'
   'tracestat::hook::static_entry::<impl tracestat::hook::site::Site>::try_hit'
+  'tracestat_preload::fentry::try_entry'
+  'tracestat_preload::fentry::try_stub_entry'
+  'tracestat_preload::fentry::try_leave'
+  'tracestat_preload::xray::try_entry'
+  'tracestat_preload::xray::try_exit'
+  'tracestat::hook::static_entry::<impl tracestat::hook::site::Site>::try_enter_leaf'
 )
 # Functions a leaf may call directly: the leaves themselves.
 callable="^($(IFS='|'; echo "${leaves[*]}" | sed 's/[][().*+?^$]/\\&/g'))\$"
 
-# The one sink whose count those calls reach (`SinkOps` is crate-private and this its only
-# implementation), which must call nothing.
+# What those calls reach through a register, which must call nothing: the one sink's count
+# (`SinkOps` is crate-private and this its only implementation) and its timed scopes' leaf
+# end (`ScopeGuard::try_end`'s call through the sink's path).
 counts=(
   '<tracestat::profile::function::fast::Fast as tracestat::hook::sink::SinkOps>::count'
+  'tracestat::hook::static_entry::<impl tracestat::hook::ftrace::Ftrace>::try_exit_global_sink'
 )
 # Calls a leaf may hold on its unwinding paths, reached only if a call unwinds (the count,
 # calling nothing, cannot): the abort of a panic that cannot unwind, the resumption of one.
@@ -130,4 +140,4 @@ got() {
 body() { awk -v f="<$1>:" '/^[0-9a-f]+ </ && substr($0, index($0, " ") + 1) == f { on = 1; next } on && /^$/ { exit } on' <<<"$disasm"; }
 for f in "${leaves[@]}"; do check "$f" leaf < <(body "$f"); done
 for f in "${counts[@]}"; do check "$f" count < <(body "$f"); done
-echo "check-leaf: ${#leaves[@]} leaves and ${#counts[@]} sink count touch no vector register and call nothing else ($lib)"
+echo "check-leaf: ${#leaves[@]} leaves and ${#counts[@]} sink functions touch no vector register and call nothing else ($lib)"

@@ -86,6 +86,34 @@ impl ScopeGuard<'_> {
         }
     }
 
+    /// Ends the scope now where that is a leaf, as [`Site::try_enter_hook`] enters one:
+    /// `true` when it is ended (an untraced scope, or a static timed entry's whose sink
+    /// took the sample), and the guard then does nothing when dropped; `false`, with
+    /// nothing changed but the thread's current ip (set to the parent's, as any end sets
+    /// it), where dropping the guard is needed to end it. Calls nothing but the sink's
+    /// leaf exit and touches no vector register (`scripts/check-leaf.sh`).
+    ///
+    /// [`Site::try_enter_hook`]: super::Site::try_enter_hook
+    #[cfg(all(not(loom), feature = "native"))]
+    #[inline(always)]
+    pub fn try_end(&mut self) -> bool {
+        let exit = self.exit;
+        if exit == 0 {
+            return true;
+        }
+        if exit & SINK == 0 {
+            return false;
+        }
+        // SAFETY: as in `drop`: a `SINK` word is a `&'static SinkPath`'s exposed address
+        // plus the tag.
+        let path = unsafe { &*core::ptr::with_exposed_provenance::<SinkPath>(exit - SINK) };
+        if !(path.try_timed_exit)(self.prev_ip) {
+            return false;
+        }
+        self.exit = 0;
+        true
+    }
+
     /// Whether the call was dispatched (some ops covered it and tracing was on).
     pub fn is_traced(&self) -> bool {
         self.exit != 0

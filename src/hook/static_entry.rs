@@ -65,6 +65,8 @@ impl SinkPath {
             timed_entry: erase(Site::enter_timed::<P>),
             #[cfg(not(loom))]
             timed_exit: Ftrace::exit_global_sink::<P>,
+            #[cfg(all(not(loom), feature = "native"))]
+            try_timed_exit: Ftrace::try_exit_global_sink::<P>,
             #[cfg(not(loom))]
             ops: core::any::TypeId::of::<P>,
         }
@@ -84,6 +86,11 @@ const fn erase(entry: StaticEntry) -> ErasedEntry {
 /// sink's case applies), erased for the instance to store.
 #[cfg(not(loom))]
 pub(super) const GENERAL: ErasedEntry = erase(Site::enter_slow);
+
+/// The `exit` word `Site::try_enter_leaf` answers when it did nothing: no guard's (an
+/// instance's address has neither low bit set, a sink path's has `SINK` alone).
+#[cfg(all(not(loom), feature = "native"))]
+const NOT_ENTERED: usize = usize::MAX;
 
 #[cfg(not(loom))]
 impl Site {
@@ -157,6 +164,44 @@ impl Site {
             return true;
         }
         thread::hot_static().is_some_and(|hot| Ftrace::try_hit(hot, self))
+    }
+
+    /// [`enter_hook`](Self::enter_hook) where it is a leaf: `Some` with the scope's guard
+    /// when done (the site is disabled: an untraced guard; or its one covering ops is a
+    /// timing sink whose frame it pushed), `None` with nothing done where `enter_hook` is
+    /// needed (this thread's words not yet at their static place, its reader slot not
+    /// cached, any other covering, a full stack). Calls nothing and, compiled, touches no
+    /// vector register (`scripts/check-leaf.sh`), so that a native entry hook that saves
+    /// only the general-purpose argument registers can try it first, and save the vector
+    /// ones only for `enter_hook`. Its guard ends where that is a leaf too
+    /// ([`ScopeGuard::try_end`]).
+    ///
+    /// Its work is out of line, as [`try_hit`](Self::try_hit)'s, and answers in two
+    /// registers; the `Option` is made here, inline, so that no copy of it goes through
+    /// memory (a vector register's move, for its three words).
+    #[cfg(feature = "native")]
+    #[inline(always)]
+    pub fn try_enter_hook(&'static self) -> Option<ScopeGuard<'static>> {
+        let words = self.try_enter_leaf();
+        (words.exit != NOT_ENTERED).then(|| ScopeGuard::from_words(words))
+    }
+
+    /// [`try_enter_hook`](Self::try_enter_hook)'s work: the guard's words, or an `exit`
+    /// word of [`NOT_ENTERED`] with nothing done.
+    #[cfg(feature = "native")]
+    #[inline(never)]
+    fn try_enter_leaf(&'static self) -> GuardWords {
+        if !self.is_enabled() {
+            return ScopeGuard::none().into_words();
+        }
+        let not_entered = GuardWords {
+            exit: NOT_ENTERED,
+            prev_ip: 0,
+        };
+        let Some(hot) = thread::hot_static() else {
+            return not_entered;
+        };
+        Ftrace::try_enter_timed_by(hot, self, |entry| entry.sink_path).unwrap_or(not_entered)
     }
 
     /// The entry of a site whose one covering ops is `P`'s counting sink.
@@ -276,6 +321,22 @@ impl Ftrace {
     /// anything else, as [`try_enter_count`](Self::try_enter_count).
     #[inline(always)]
     fn try_enter_timed<P: SinkOps>(hot: &'static Hot, site: &'static Site) -> Option<GuardWords> {
+        Self::try_enter_timed_by(hot, site, |entry| {
+            debug_assert!(Self::is_path_of::<P>(entry));
+            // `P`'s path as a constant: its address is one RIP-relative operand.
+            Some(const { &SinkPath::of::<P>() })
+        })
+    }
+
+    /// [`try_enter_timed`](Self::try_enter_timed) given how to get the sink's path from
+    /// the site's direct entry (a timing sink's: `None` never happens, but a caller that
+    /// does not know the sink reads it from the entry).
+    #[inline(always)]
+    fn try_enter_timed_by(
+        hot: &'static Hot,
+        site: &'static Site,
+        path: impl FnOnce(&OpsEntry) -> Option<&'static SinkPath>,
+    ) -> Option<GuardWords> {
         Self::with_direct(
             hot,
             site,
@@ -292,22 +353,21 @@ impl Ftrace {
                 {
                     return None;
                 }
-                debug_assert!(Self::is_path_of::<P>(entry));
+                let path = path(entry)?;
                 let (tag, flag) = (entry.frame_tag, entry.sink_flag);
                 drop(section);
                 let rate = super::clock::tsc_selected()?;
                 let ip = site.ip();
                 let index = site.dense_index();
-                let frame = Frame::entered_site(ip, index, 0, tag, generation, flag);
+                // The call time is set below; until then the frame holds the generation
+                // there, not 0: two zero words side by side are stored through a vector
+                // register, which `Site::try_enter_hook`, a leaf, must not touch.
+                let frame = Frame::entered_site(ip, index, generation, tag, generation, flag);
                 let place = hot.stack.push_untimed(frame)?;
                 // The time after the frame's other words are stored: none kept across it.
                 hot.stack.set_calltime(place, rate.now_ns());
                 let parent = hot.current_ip.replace(ip);
-                // `P`'s path as a constant: its address is one RIP-relative operand.
-                Some(ScopeGuard::global_sink(
-                    const { &SinkPath::of::<P>() },
-                    parent,
-                ))
+                Some(ScopeGuard::global_sink(path, parent))
             },
         )
     }
@@ -362,6 +422,20 @@ impl Ftrace {
             return Self::exit_global_sink_at::<P>(hot, prev_ip);
         }
         Self::exit_global_sink_tls::<P>(prev_ip);
+    }
+
+    /// [`exit_global_sink`](Self::exit_global_sink) where it is a leaf
+    /// (`SinkPath::try_timed_exit`): `true` when the scope ended, `false` with nothing
+    /// changed but the restored parent ip where the full exit is needed (the thread's words
+    /// not at their static offset, or anything `try_exit_sink` does not take).
+    #[cfg(feature = "native")]
+    #[inline(never)]
+    fn try_exit_global_sink<P: SinkOps>(prev_ip: usize) -> bool {
+        let Some(hot) = thread::hot_static() else {
+            return false;
+        };
+        hot.current_ip.set(prev_ip);
+        Self::try_exit_sink::<P>(hot, hot.cached_global_slot()).is_some()
     }
 
     /// [`exit_global_sink`](Self::exit_global_sink) where the thread's words are not at

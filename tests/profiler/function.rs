@@ -271,6 +271,100 @@ fn leaf_hits_count_once_and_decline_the_rest() {
     assert!(static_site("inner").try_hit());
 }
 
+/// `Site::try_enter_hook` and `ScopeGuard::try_end`, the leaf cases of `enter_hook` and of
+/// a guard's drop that native trampolines try before saving the vector registers: where
+/// the profiler's timing sink alone covers the site they enter and end every call (once
+/// the thread's reader slot is cached), timed as `enter_hook` times it; anywhere else the
+/// entry declines with nothing done, so that "try, else `enter_hook`" times every call
+/// exactly once in every mode; a disabled site's entry is an untraced guard.
+#[cfg(all(feature = "native", target_arch = "x86_64", target_os = "linux"))]
+#[test]
+fn leaf_entries_time_once_and_decline_the_rest() {
+    const THREADS: u64 = 4;
+    const CALLS: u64 = 5_000;
+    // The leaves read the thread's words only at their static place (a test binary's are).
+    assert!(tracestat::native::NativeSites::enable_static_tls());
+    let (entered, ended) = (AtomicU64::new(0), AtomicU64::new(0));
+    let run = |sites: &Sites| {
+        entered.store(0, Ordering::Relaxed);
+        ended.store(0, Ordering::Relaxed);
+        std::thread::scope(|s| {
+            for _ in 0..THREADS {
+                s.spawn(|| {
+                    let (mut leaf_in, mut leaf_out) = (0, 0);
+                    for _ in 0..CALLS {
+                        let _outer = sites.call(0);
+                        for _ in 0..2 {
+                            let inner = static_site("inner");
+                            match inner.try_enter_hook() {
+                                Some(mut guard) => {
+                                    leaf_in += 1;
+                                    if guard.try_end() {
+                                        leaf_out += 1;
+                                    }
+                                }
+                                None => drop(inner.enter_hook()),
+                            }
+                        }
+                    }
+                    entered.fetch_add(leaf_in, Ordering::Relaxed);
+                    ended.fetch_add(leaf_out, Ordering::Relaxed);
+                });
+            }
+        });
+        (
+            entered.load(Ordering::Relaxed),
+            ended.load(Ordering::Relaxed),
+        )
+    };
+    let expected = outer_and_inner(THREADS * CALLS);
+    let inner_timed = |profiler: &FunctionProfiler| {
+        let rows = profiler.rows(None);
+        let inner = rows.into_iter().find(|r| r.name == "inner").unwrap();
+        inner.buckets.iter().sum::<u64>()
+    };
+    with_profiler_on(
+        &[SiteKind::Static],
+        &EVERY,
+        &["outer", "inner"],
+        |_, opts, sites, profiler| {
+            let (entered, ended) = run(sites);
+            assert_eq!(hits(&profiler), expected, "alone, {opts:?}");
+            if opts.timing {
+                assert_eq!(inner_timed(&profiler), 2 * THREADS * CALLS, "{opts:?}");
+            }
+            let all = 2 * THREADS * CALLS;
+            if opts.timing && opts.sleep_time && !opts.call_paths {
+                // Wall time through the sink's own path: every call a leaf's; each
+                // thread's first end caches its sink, the general exit's work.
+                assert_eq!(entered, all, "{opts:?}");
+                assert!((all - THREADS..=all).contains(&ended), "{ended}, {opts:?}");
+            } else {
+                assert_eq!(
+                    (entered, ended),
+                    (0, 0),
+                    "not the sink's own path, {opts:?}"
+                );
+            }
+            // A second ops on `inner`: the general entry's, never the leaf's.
+            let seen = FtraceOps::builder(|_, _, _, _| {}).build();
+            let (entered, ended) = with_ops_on_inner(sites, &seen, || {
+                profiler.reset();
+                run(sites)
+            });
+            assert_eq!(hits(&profiler), expected, "with a second ops, {opts:?}");
+            assert_eq!((entered, ended), (0, 0), "with a second ops, {opts:?}");
+        },
+    );
+    // Disabled (the profiler off): an untraced guard, ended at once. (Under the static
+    // runs' lock: another test's run may have the global sites enabled.)
+    let _serial = crate::common::profiler::serial();
+    assert!(!static_site("inner").is_enabled());
+    let mut guard = static_site("inner").try_enter_hook().unwrap();
+    assert!(!guard.is_traced());
+    assert!(guard.try_end());
+}
+
 /// Threads that exit fold their records into one retained table: their per-thread files
 /// go, and `functions` keeps every call with its exact time and sum of squares (the
 /// variance's inputs), for hash-shard records (explicit timestamps) and the dense records of

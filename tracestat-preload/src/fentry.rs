@@ -8,10 +8,11 @@
 //! Neither hook is a C call: the instrumented function's arguments are live in registers,
 //! so each trampoline saves every argument register (rdi rsi rdx rcx r8 r9, rax for
 //! varargs, r10 for a static chain, xmm0-7), aligns the stack to 16 bytes, calls
-//! [`entry`] and restores them. Counting only, it first saves the general-purpose ones
-//! alone and tries [`try_hit`], a leaf that touches no vector register, and saves xmm0-7
-//! for [`hit`] only when that cannot count the call (`crate::call_hook`). [`entry`] gets
-//! two addresses:
+//! [`entry`] and restores them. It first saves the general-purpose ones alone and tries a
+//! leaf that touches no vector register, [`try_entry`] (timing) or [`try_hit`] (counting
+//! only), and saves xmm0-7 for [`entry`] or [`hit`] only when that leaf cannot do the
+//! common case (`crate::call_hook`); the return trampolines do the same with [`try_leave`]
+//! and xmm0-1 (`crate::call_return_hook`). [`entry`] gets two addresses:
 //!
 //! - **self**: the hook's return address, inside the instrumented function: the key of the
 //!   per-thread ip → site cache. On a miss the function's entry is read from the code
@@ -81,7 +82,7 @@ use core::arch::naked_asm;
 use core::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
-use tracestat::hook::{Ftrace, Site};
+use tracestat::hook::{Ftrace, ScopeGuard, Site};
 use tracestat::native::{EntryStubs, NativeSites, functions};
 
 use crate::{
@@ -103,38 +104,28 @@ const MCOUNT: &[usize] = &[
 /// The trampoline body: returns at once while the profiler is not running (so that nothing
 /// here runs, and an instrumented build of this crate cannot recurse, before a start: see
 /// `attach.rs`); else saves the argument registers, aligns the stack, calls the hooks
-/// (`call_hook`: [`try_hit`], then `$hit`, counting only; else `$entry`) with
-/// `rdi = self`, `rsi = slot` and a third argument (set by `$args`, with rbp the
-/// trampoline's frame: `[rbp]` the caller's rbp, `[rbp + 8]` the return into the function),
-/// restores. With `answer`, r11 is returned too: 0 unless the hook wrote its saved word
-/// (`[rsp + 64]`, which `$args` can pass).
+/// (`call_hook`: [`try_hit`], then `$hit`, counting only; else `$try_entry`, then
+/// `$entry`) with `rdi = self`, `rsi = slot` and a third argument (set by `$args`, with rbp
+/// the trampoline's frame: `[rbp]` the caller's rbp, `[rbp + 8]` the return into the
+/// function), restores. The running profiler's way falls through.
 macro_rules! hook {
-    ($entry:path, $hit:path $(, answer $r11:ident)?; $($args:literal),*) => {
+    ($try_entry:path, $entry:path, $hit:path; $($args:literal),*) => {
         naked_asm!(
             "cmp byte ptr [rip + {ready}], 0",
-            "jne 2f",
-            $(concat!("xor ", stringify!($r11), "d, ", stringify!($r11), "d"),)?
+            "je 2f",
+            save_arguments!(),
+            call_hook!("mov rdi, [rbp + 8]" $(, $args)*),
+            restore_arguments!(),
             "ret",
             "2:",
-            save_arguments!(),
-            $(answer_word!($r11),)?
-            call_hook!("mov rdi, [rbp + 8]" $(, $args)*),
-            restore_arguments!($($r11)?),
             "ret",
             entry = sym $entry,
+            try_entry = sym $try_entry,
             hit = sym $hit,
             try_hit = sym try_hit,
             count_only = sym crate::COUNT_ONLY,
             ready = sym crate::READY,
         )
-    };
-}
-
-/// [`hook`]'s answer, 0 until the hook writes it: the word `restore_arguments!` restores
-/// `$r11` from (r11 itself, dead at a function's entry, is not saved).
-macro_rules! answer_word {
-    ($r11:ident) => {
-        "mov qword ptr [rsp + 64], 0"
     };
 }
 
@@ -150,7 +141,7 @@ macro_rules! answer_word {
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn __fentry__() {
-    hook!(entry, hit; "lea rsi, [rbp + 16]", "xor edx, edx")
+    hook!(try_entry, entry, hit; "lea rsi, [rbp + 16]", "xor edx, edx")
 }
 
 /// gcc's `-pg` hook (and rustc's `-Z instrument-mcount`), called after the instrumented
@@ -165,7 +156,7 @@ pub unsafe extern "C" fn __fentry__() {
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mcount() {
-    hook!(entry, hit; "mov rsi, [rbp]", "add rsi, 8", "mov edx, 1")
+    hook!(try_entry, entry, hit; "mov rsi, [rbp]", "add rsi, 8", "mov edx, 1")
 }
 
 /// A nop'd entry's stub's entry trampoline ([`tracestat::native::EntryStubs::entry`]):
@@ -178,23 +169,48 @@ pub unsafe extern "C" fn mcount() {
 /// Only as a stub of `tracestat::native`'s calls it, first in a function.
 #[unsafe(naked)]
 pub(crate) unsafe extern "C" fn stub_entry_trampoline() {
-    hook!(stub_entry, stub_hit, answer r11; "lea rsi, [rbp + 16]", "lea rdx, [rsp + 64]")
+    // As `hook!`, timed only (stubs are made only when the profiler times: `patched.rs`),
+    // with the answer: its word (`[rsp + 64]`, where `restore_arguments!` restores r11
+    // from; r11 itself, dead at a function's entry, is not saved) 0 until the hook writes
+    // it.
+    naked_asm!(
+        "cmp byte ptr [rip + {ready}], 0",
+        "je 2f",
+        save_arguments!(),
+        "mov qword ptr [rsp + 64], 0",
+        leaf_first!(
+            "{try_entry}",
+            "{entry}",
+            "mov rdi, [rbp + 8]",
+            "lea rsi, [rbp + 16]",
+            "lea rdx, [rsp + 64]"
+        ),
+        restore_arguments!(r11),
+        "ret",
+        "2:",
+        "xor r11d, r11d",
+        "ret",
+        entry = sym stub_entry,
+        try_entry = sym try_stub_entry,
+        ready = sym crate::READY,
+    )
 }
 
 /// A returning function's trampoline: `rsp` is one past the slot its `ret` consumed. Saves
-/// the return values, asks [`leave`] for the original address, restores them and goes
-/// there (r11, free at a return, holds it) by `$to`.
+/// the return values, asks [`try_leave`], else [`leave`] (`call_return_hook`), for the
+/// original address, restores them and goes there (r11, free at a return, holds it) by
+/// `$to`.
 macro_rules! returning {
     ($($to:literal),+) => {
         naked_asm!(
             // The slot's word is consumed: rbp goes there, so rbp is the slot's address.
             save_returns!(),
-            "mov rdi, rbp",
-            "call {leave}",
+            call_return_hook!("mov rdi, rbp"),
             "mov r11, rax",
             restore_returns!(),
             $($to,)+
-            leave = sym leave,
+            try_exit = sym try_leave,
+            exit = sym leave,
         )
     };
 }
@@ -343,11 +359,6 @@ extern "C" fn hit(ret: usize, _slot: *mut usize, kind: usize) {
     }
 }
 
-/// [`hit`] from a stub (its answer stays 0: nothing to return through).
-extern "C" fn stub_hit(key: usize, slot: *mut usize, _answer: *mut usize) {
-    hit(key, slot, STUB_KIND);
-}
-
 /// Both hooks: enters the site of the function `ret` is in and redirects the return
 /// address at `slot` when the call is traced.
 extern "C" fn entry(ret: usize, slot: *mut usize, kind: usize) {
@@ -361,6 +372,54 @@ extern "C" fn stub_entry(key: usize, slot: *mut usize, answer: *mut usize) {
         // SAFETY: the trampoline's word for r11, in its frame.
         unsafe { *answer = 1 };
     }
+}
+
+/// [`entry`] where it is a leaf (`crate::try_entering`): `true` when done, `false` with
+/// nothing done where `entry` is needed. The trampoline has saved no vector register for
+/// it.
+extern "C" fn try_entry(ret: usize, slot: *mut usize, kind: usize) -> bool {
+    try_enter(ret, slot, kind).is_some()
+}
+
+/// [`stub_entry`] where it is a leaf, as [`try_entry`].
+extern "C" fn try_stub_entry(key: usize, slot: *mut usize, answer: *mut usize) -> bool {
+    let Some(pushed) = try_enter(key, slot, STUB_KIND) else {
+        return false;
+    };
+    if pushed {
+        // SAFETY: the trampoline's word for r11, in its frame.
+        unsafe { *answer = 1 };
+    }
+    true
+}
+
+/// [`try_entry`] and [`try_stub_entry`]: [`enter`]'s common case, `Some` (whether a frame
+/// redirecting the return was pushed) when done.
+#[inline(always)]
+fn try_enter(ret: usize, slot: *mut usize, kind: usize) -> Option<bool> {
+    // The first redirected return's check calls out: the full hook makes it.
+    if !CHECKED.load(Ordering::Relaxed) {
+        return None;
+    }
+    let (t, len, site) = crate::try_entering(ret, slot as usize)?;
+    let stub = kind == STUB_KIND;
+    // SAFETY: as in `enter`: the parent's return-address slot, live.
+    let original = unsafe { *slot };
+    let frame = Frame {
+        func: ret,
+        sp: slot as usize,
+        ret: original,
+        redirected: true,
+        hijacked: true,
+        stub,
+        guard: ScopeGuard::none(),
+    };
+    crate::try_push(t, len, site, frame, || {
+        if !stub {
+            // SAFETY: as above; the frame just pushed records the original.
+            unsafe { *slot = trampoline() };
+        }
+    })
 }
 
 /// [`entry`] and [`stub_entry`]: whether a frame redirecting the return was pushed.
@@ -396,7 +455,7 @@ fn enter(ret: usize, slot: *mut usize, kind: usize) -> bool {
                 redirected: true,
                 hijacked: true,
                 stub,
-                _guard: guard,
+                guard,
             };
             // SAFETY: `len` was read above, below `DEPTH`, and the busy flag kept the
             // stack unchanged since.
@@ -463,6 +522,14 @@ fn check_own_unwinder() {
              without redirecting returns"
         );
     }
+}
+
+/// [`leave`] where it is a leaf: the original return address when the top frame is the
+/// one whose slot it is and its call ended as a leaf; 0 with nothing done where `leave` is
+/// needed (frames left by `longjmp` above it, a sink that does not end as a leaf). The
+/// trampoline has saved no vector register for it.
+extern "C" fn try_leave(slot: usize) -> usize {
+    crate::try_pop(|f| f.sp == slot && f.redirected).unwrap_or(0)
 }
 
 /// [`return_to_handler`]'s work: pops the frames below `slot` (left by `longjmp`) and the

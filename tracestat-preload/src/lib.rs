@@ -69,6 +69,12 @@
 //!   counting sink alone on the site, it counts in code that touches no vector register, so
 //!   that the release build saves xmm0-7 only for the full hook (`scripts/check-leaf.sh`
 //!   checks the compiled leaf; `build.rs` names that build).
+//! - **Leaf tries, timing**: the same trampolines, and the return trampolines of the
+//!   calls they redirect, try a leaf first as well (`try_entering` and `try_push`, then
+//!   `try_pop` at the return): with a cached site, room on the stack, no dead frame and a
+//!   timing sink alone on the site, the frame is pushed and ended by the hook layer's leaf
+//!   cases (`Site::try_enter_hook`, `ScopeGuard::try_end`), so xmm0-7 (xmm0-1 at a return)
+//!   are saved only for the full hooks, which any other case takes from the start.
 //! - **Reentrancy**: a per-thread busy word (the running hook's stack pointer); a hook that
 //!   runs while this thread is inside one (a signal handler interrupting it) is not
 //!   traced, its exit ignored, and the note at exit counts such calls. A handler that
@@ -206,8 +212,10 @@ macro_rules! restore_arguments {
 }
 
 /// Opens a returning function's trampoline frame (assembly, one template string): `rbp` the
-/// frame, the stack aligned to 16 bytes, the return registers (rax rdx xmm0 xmm1) saved
-/// below it. `restore_returns!` closes it.
+/// frame, the stack aligned to 16 bytes and 64 bytes below it, where it saves the
+/// general-purpose return registers (rax rdx); `save_return_vectors!` saves xmm0 and xmm1
+/// in the same frame, `[rsp + 48]` is free for the trampoline. `restore_returns!` closes
+/// it.
 #[cfg(target_arch = "x86_64")]
 macro_rules! save_returns {
     () => {
@@ -215,45 +223,84 @@ macro_rules! save_returns {
             "push rbp\n",
             "mov rbp, rsp\n",
             "and rsp, -16\n",
-            "sub rsp, 48\n",
+            "sub rsp, 64\n",
             "mov [rsp], rax\n",
             "mov [rsp + 8], rdx\n",
-            "movaps [rsp + 16], xmm0\n",
-            "movaps [rsp + 32], xmm1\n",
         )
     };
 }
 
-/// Closes `save_returns!`'s frame: the return registers restored, `rsp` and `rbp` as
-/// before it.
+/// Saves the vector return registers (xmm0 xmm1) in `save_returns!`'s frame;
+/// `restore_return_vectors!` restores them.
+#[cfg(target_arch = "x86_64")]
+macro_rules! save_return_vectors {
+    () => {
+        concat!("movaps [rsp + 16], xmm0\n", "movaps [rsp + 32], xmm1\n")
+    };
+}
+
+/// Restores what `save_return_vectors!` saved.
+#[cfg(target_arch = "x86_64")]
+macro_rules! restore_return_vectors {
+    () => {
+        concat!("movaps xmm0, [rsp + 16]\n", "movaps xmm1, [rsp + 32]\n")
+    };
+}
+
+/// Closes `save_returns!`'s frame: rax and rdx restored, `rsp` and `rbp` as before it.
 #[cfg(target_arch = "x86_64")]
 macro_rules! restore_returns {
     () => {
         concat!(
             "mov rax, [rsp]\n",
             "mov rdx, [rsp + 8]\n",
-            "movaps xmm0, [rsp + 16]\n",
-            "movaps xmm1, [rsp + 32]\n",
             "mov rsp, rbp\n",
             "pop rbp\n",
         )
     };
 }
 
+/// A returning function's trampoline's call of its hook, in the frame `save_returns!`
+/// opened (assembly, one template string, with `{try_exit}` and `{exit}` bound; each `$arg`
+/// an instruction setting an argument, from the frame or `rbp`): `try_exit` first, a leaf
+/// that ends the call where everything it needs is at hand and touches no vector register
+/// (`scripts/check-leaf.sh`), so xmm0 and xmm1 are saved only when it returns 0, for
+/// `exit`. The hook's answer (never 0 from `exit`) is left in rax. Only the build that
+/// check reads skips them (as for `call_hook`); numeric label 9.
+#[cfg(target_arch = "x86_64")]
+macro_rules! call_return_hook {
+    ($($arg:literal),+) => {
+        concat!(
+            vectors_around_leaf!(before, save_return_vectors),
+            $($arg, "\n",)+
+            "call {try_exit}\n",
+            "test rax, rax\n",
+            "jnz 9f\n",
+            vectors_around_leaf!(after_try, save_return_vectors),
+            $($arg, "\n",)+
+            "call {exit}\n",
+            vectors_around_leaf!(after_full, restore_return_vectors),
+            "9:\n",
+            vectors_around_leaf!(end, restore_return_vectors),
+        )
+    };
+}
+
 /// An entry trampoline's call of its hook, in the frame `save_arguments!` opened
-/// (assembly, one template string, with `{count_only}`, `{try_hit}`, `{hit}` and `{entry}`
-/// bound; each `$arg` an instruction setting an argument, from the frame or `rbp`, since a
-/// call clobbers the registers; the first sets the cache key in `rdi`, all that `try_hit`
-/// takes):
+/// (assembly, one template string, with `{count_only}`, `{try_hit}`, `{hit}`,
+/// `{try_entry}` and `{entry}` bound; each `$arg` an instruction setting an argument, from
+/// the frame or `rbp`, since a call clobbers the registers; the first sets the cache key in
+/// `rdi`, all that `try_hit` takes):
 ///
 /// - counting only ([`COUNT_ONLY`]): `try_hit` first, which counts the hit where that is a
 ///   leaf ([`try_hit_cached`]); its code touches no vector register (`scripts/check-leaf.sh`
 ///   checks the release build's instructions), so xmm0-7 are saved only when it returns
 ///   `false`, for `hit`, which keeps no frame;
-/// - else `entry`, xmm0-7 saved.
+/// - else `try_entry` first, the timed entry where that is a leaf ([`try_entering`]), and
+///   xmm0-7 saved only when it returns `false`, for `entry`.
 ///
 /// Only the build that check reads (cargo's release profile, `build.rs`'s
-/// `leaf_skips_vectors`) skips them: any other saves xmm0-7 before `try_hit` too
+/// `leaf_skips_vectors`) skips them: any other saves xmm0-7 before the tries too
 /// (unoptimised code may use any register).
 #[cfg(target_arch = "x86_64")]
 macro_rules! call_hook {
@@ -261,55 +308,70 @@ macro_rules! call_hook {
         concat!(
             "cmp byte ptr [rip + {count_only}], 0\n",
             "je 5f\n",
-            vectors_around_leaf!(save),
-            $($arg, "\n",)+
-            "call {try_hit}\n",
-            "test al, al\n",
-            "jz 6f\n",
-            vectors_around_leaf!(restore),
-            "jmp 7f\n",
-            "6:\n",
-            vectors_around_leaf!(save_after),
-            $($arg, "\n",)+
-            "call {hit}\n",
-            restore_vectors!(),
+            leaf_first!("{try_hit}", "{hit}" $(, $arg)+),
             "jmp 7f\n",
             "5:\n",
-            save_vectors!(),
-            $($arg, "\n",)+
-            "call {entry}\n",
-            restore_vectors!(),
+            leaf_first!("{try_entry}", "{entry}" $(, $arg)+),
             "7:\n",
         )
     };
 }
 
-/// [`call_hook`]'s vector registers around its leaf call: saved before it and restored
-/// after it, except in the checked build (`leaf_skips_vectors`), which saves them only after
-/// it returned `false`.
+/// [`call_hook`]'s call of a leaf try (`$try`, which returns a `bool`: done) and, when it
+/// returns `false`, of the full hook (`$full`), xmm0-7 saved around it; numeric label 4.
+#[cfg(target_arch = "x86_64")]
+macro_rules! leaf_first {
+    ($try:literal, $full:literal $(, $arg:literal)+) => {
+        concat!(
+            vectors_around_leaf!(before, save_vectors),
+            $($arg, "\n",)+
+            "call ", $try, "\n",
+            "test al, al\n",
+            "jnz 4f\n",
+            vectors_around_leaf!(after_try, save_vectors),
+            $($arg, "\n",)+
+            "call ", $full, "\n",
+            vectors_around_leaf!(after_full, restore_vectors),
+            "4:\n",
+            vectors_around_leaf!(end, restore_vectors),
+        )
+    };
+}
+
+/// The vector registers around a leaf try and the full hook after it (`$m!`, a macro
+/// saving or restoring them, for the place named): in the checked build
+/// (`leaf_skips_vectors`), saved only after the try failed and restored after the full
+/// hook, so a try that succeeds jumps past both; in any other, saved before the try and
+/// restored at the end, whichever ran.
 #[cfg(all(target_arch = "x86_64", not(leaf_skips_vectors)))]
 macro_rules! vectors_around_leaf {
-    (save) => {
-        save_vectors!()
+    (before, $m:ident) => {
+        $m!()
     };
-    (restore) => {
-        restore_vectors!()
-    };
-    (save_after) => {
+    (after_try, $m:ident) => {
         ""
+    };
+    (after_full, $m:ident) => {
+        ""
+    };
+    (end, $m:ident) => {
+        $m!()
     };
 }
 
 #[cfg(all(target_arch = "x86_64", leaf_skips_vectors))]
 macro_rules! vectors_around_leaf {
-    (save) => {
+    (before, $m:ident) => {
         ""
     };
-    (restore) => {
-        ""
+    (after_try, $m:ident) => {
+        $m!()
     };
-    (save_after) => {
-        save_vectors!()
+    (after_full, $m:ident) => {
+        $m!()
+    };
+    (end, $m:ident) => {
+        ""
     };
 }
 
@@ -398,7 +460,7 @@ struct Frame {
     /// its return point, not the return trampoline, is what the slot holds.
     stub: bool,
     /// Ends the call when dropped.
-    _guard: ScopeGuard<'static>,
+    guard: ScopeGuard<'static>,
 }
 
 /// One thread's state.
@@ -740,6 +802,107 @@ fn try_hit_cached(key: usize) -> bool {
     done
 }
 
+/// The timed trampolines' first try at an entry (x86-64, [`call_hook`]), up to the site:
+/// this thread's state marked busy, the return stack's length and the site `key` names,
+/// where the entry needs nothing but a push (no frame left dead at or below `at`, the
+/// call's frame address, nor on another stack, room on the stack, a cached site); `None`
+/// with nothing done where the full hook must run. The caller enters the site with
+/// [`Site::try_enter_hook`], pushes the frame and clears the busy flag, all leaves.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn try_entering(key: usize, at: usize) -> Option<(&'static mut Thread, usize, &'static Site)> {
+    let t = fast_tls::state().and_then(live)?;
+    if t.busy != 0 || on_other_stack(t, at) || t.stack.last().is_some_and(|f| f.sp <= at) {
+        return None;
+    }
+    let len = t.stack.len();
+    if len == DEPTH {
+        return None;
+    }
+    let site = cached_site(t, key)?;
+    t.busy = stack_pointer();
+    Some((t, len, site))
+}
+
+/// [`try_entering`]'s end: enters `site` where that is a leaf and, if the call is traced,
+/// pushes `frame` (its guard replaced by the entry's) on the stack of length `len`, then
+/// runs `pushed`; `Some` (whether a frame was pushed) when done, `None` with nothing done.
+/// Clears the busy flag.
+///
+/// The frame's other words are written to their slot before the entry, so that only the
+/// thread's state and what `pushed` needs are kept across that call.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn try_push(
+    t: &mut Thread,
+    len: usize,
+    site: &'static Site,
+    frame: Frame,
+    pushed: impl FnOnce(),
+) -> Option<bool> {
+    debug_assert!(len == t.stack.len() && len < t.stack.capacity() && !frame.guard.is_traced());
+    // SAFETY: slot `len` is within the capacity (`try_entering` found it below `DEPTH`,
+    // the stack's fixed capacity) and past the length: no frame is there. The frame's
+    // fields are written one by one, its guard (untraced: nothing to forget) left out.
+    unsafe {
+        let slot = t.stack.as_mut_ptr().add(len);
+        (&raw mut (*slot).func).write(frame.func);
+        (&raw mut (*slot).sp).write(frame.sp);
+        (&raw mut (*slot).ret).write(frame.ret);
+        (&raw mut (*slot).redirected).write(frame.redirected);
+        (&raw mut (*slot).hijacked).write(frame.hijacked);
+        (&raw mut (*slot).stub).write(frame.stub);
+    }
+    core::mem::forget(frame);
+    let Some(guard) = site.try_enter_hook() else {
+        t.busy = 0;
+        return None;
+    };
+    let traced = guard.is_traced();
+    if traced {
+        // SAFETY: the busy flag kept the stack unchanged since `try_entering` read its
+        // length, so slot `len` still holds the words written above; with its guard it is
+        // a whole frame, and setting the length past it makes it the top.
+        unsafe {
+            let len = t.stack.len();
+            (&raw mut (*t.stack.as_mut_ptr().add(len)).guard).write(guard);
+            t.stack.set_len(len + 1);
+        }
+        pushed();
+    } else {
+        // An untraced scope has nothing to end (forgotten: its drop's code stays out).
+        core::mem::forget(guard);
+    }
+    t.busy = 0;
+    Some(traced)
+}
+
+/// The timed trampolines' first try at an exit (x86-64): ends the top frame where it is
+/// the call's (`is_call`) and its guard ends as a leaf ([`ScopeGuard::try_end`]); the
+/// frame's `ret` when done; `None` with nothing done where the full hook must run (no
+/// state, a hook running, another frame on top: one left dead, a tail call's, none).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn try_pop(is_call: impl FnOnce(&Frame) -> bool) -> Option<usize> {
+    let t = fast_tls::state().and_then(live)?;
+    if t.busy != 0 {
+        return None;
+    }
+    let top = t.stack.last_mut().filter(|f| is_call(f))?;
+    t.busy = stack_pointer();
+    let ended = top.guard.try_end();
+    let ret = ended.then(|| {
+        // SAFETY: the stack has a last frame (`top`).
+        let frame = unsafe { pop_frame(t) };
+        let ret = frame.ret;
+        // Its guard is ended (forgotten: its drop's code stays out).
+        core::mem::forget(frame);
+        ret
+    });
+    t.busy = 0;
+    ret
+}
+
 /// Counts a hit of the site of `func` (entered and ended at once) and clears the busy flag.
 #[inline(always)]
 fn hit_site(t: &mut Thread, func: usize, lookup: fn(usize) -> Option<&'static Site>) {
@@ -812,7 +975,7 @@ extern "C" fn enter(func: usize, call_site: usize, sp: usize) {
             redirected: false,
             hijacked: false,
             stub: false,
-            _guard: guard,
+            guard,
         };
         // SAFETY: the length was below `DEPTH` above, and the busy flag kept the stack
         // unchanged since. (Read again, not kept across the entry: one register less.)

@@ -10,10 +10,11 @@
 //!   xmm0-7), rax (a variadic call's vector count), r10 and r11, as compiler-rt's
 //!   `__xray_FunctionEntry` does, and enters the function's site with the address of its
 //!   return-address slot as the frame's stack pointer (the function's own `rsp` at its
-//!   first instruction). Counting only, xmm0-7 are saved only when the leaf try
-//!   ([`try_hit`]) cannot count the call (`crate::call_hook`).
+//!   first instruction). xmm0-7 are saved only when the leaf try ([`try_entry`] timing,
+//!   [`try_hit`] counting only) cannot do the call's common case (`crate::call_hook`).
 //! - **Exit** (jumped to from an exit sled, in place of the function's `ret`: `[rsp]` the
-//!   function's return address): saves the return registers (rax rdx xmm0 xmm1), ends the
+//!   function's return address): saves the return registers (rax rdx, and xmm0 xmm1 only
+//!   when the leaf [`try_exit`] cannot end the call: `crate::call_return_hook`), ends the
 //!   frame with that same slot address, restores them and returns to the function's
 //!   caller.
 //! - **Tail exit** (called from a tail-call sled, before the tail call's `jmp`): saves the
@@ -41,7 +42,7 @@
 use core::arch::naked_asm;
 use core::sync::atomic::Ordering;
 
-use tracestat::hook::{Ftrace, Site};
+use tracestat::hook::{Ftrace, ScopeGuard, Site};
 use tracestat::native::XrayTrampolines;
 
 use crate::{
@@ -93,6 +94,7 @@ unsafe extern "C" fn xray_entry_trampoline() {
         restore_arguments!(r11),
         "ret",
         entry = sym entry,
+        try_entry = sym try_entry,
         hit = sym hit,
         try_hit = sym try_hit,
         count_only = sym COUNT_ONLY,
@@ -139,13 +141,14 @@ unsafe extern "C" fn xray_exit_trampoline() {
         "cmp byte ptr [rip + {count_only}], 0",
         "jne 3f",
         save_returns!(),
-        "mov edi, r10d",
-        "lea rsi, [rbp + 8]",
-        "call {exit}",
+        // The id kept in the frame's free word for each call (a call clobbers r10).
+        "mov [rsp + 48], r10",
+        call_return_hook!("mov edi, dword ptr [rsp + 48]", "lea rsi, [rbp + 8]"),
         restore_returns!(),
         "3:",
         "ret",
-        exit = sym exit,
+        try_exit = sym try_exit,
+        exit = sym exit_answering,
         count_only = sym COUNT_ONLY,
     )
 }
@@ -165,6 +168,35 @@ extern "C" fn hit(id: u32, _slot: usize) {
     }
 }
 
+/// [`entry`] where it is a leaf (`crate::try_entering`): `true` when done, `false` with
+/// nothing done where `entry` is needed. The trampoline has saved no vector register for
+/// it.
+extern "C" fn try_entry(id: u32, slot: usize) -> bool {
+    if !crate::READY.load(Ordering::Relaxed) {
+        return true;
+    }
+    let func = key(id);
+    let Some((t, len, site)) = crate::try_entering(func, slot) else {
+        return false;
+    };
+    let frame = xray_frame(func, slot, ScopeGuard::none());
+    crate::try_push(t, len, site, frame, || ()).is_some()
+}
+
+/// The frame of a call of the function `func` keys, at `slot`, ended by `guard`: nothing
+/// redirected (XRay's exit sleds call the exit hook).
+fn xray_frame(func: usize, slot: usize, guard: ScopeGuard<'static>) -> Frame {
+    Frame {
+        func,
+        sp: slot,
+        ret: 0,
+        redirected: false,
+        hijacked: false,
+        stub: false,
+        guard,
+    }
+}
+
 /// An entry sled: enters the site of the function `id` names, its frame at `slot`.
 extern "C" fn entry(id: u32, slot: usize) {
     let Some(t) = entering() else { return };
@@ -178,21 +210,26 @@ extern "C" fn entry(id: u32, slot: usize) {
     if len == DEPTH {
         OVERRUNS.fetch_add(1, Ordering::Relaxed);
     } else if let Some(site) = site_of(t, func, lookup) {
-        let guard = site.enter_hook();
-        let frame = Frame {
-            func,
-            sp: slot,
-            ret: 0,
-            redirected: false,
-            hijacked: false,
-            stub: false,
-            _guard: guard,
-        };
+        let frame = xray_frame(func, slot, site.enter_hook());
         // SAFETY: `len` was read above, below `DEPTH`, and the busy flag kept the stack
         // unchanged since.
         unsafe { push_frame(t, len, frame) };
     }
     t.busy = 0;
+}
+
+/// An exit sled's first try: [`exit`] where the top frame is the call's and it ends as a
+/// leaf (`crate::try_pop`); nonzero when done, 0 with nothing done. The trampoline has
+/// saved no vector register for it.
+extern "C" fn try_exit(id: u32, slot: usize) -> usize {
+    let func = key(id);
+    usize::from(crate::try_pop(|f| f.func == func && f.sp == slot).is_some())
+}
+
+/// [`exit`] as the exit trampoline's full hook, answering as [`try_exit`] does when done.
+extern "C" fn exit_answering(id: u32, slot: usize) -> usize {
+    exit(id, slot);
+    1
 }
 
 /// An exit or tail-call sled: ends the frame of the function `id` names at `slot`, as
