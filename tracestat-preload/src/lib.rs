@@ -808,7 +808,6 @@ fn try_hit_cached(key: usize) -> bool {
 /// call's frame address, nor on another stack, room on the stack, a cached site); `None`
 /// with nothing done where the full hook must run. The caller enters the site with
 /// [`Site::try_enter_hook`], pushes the frame and clears the busy flag, all leaves.
-#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn try_entering(key: usize, at: usize) -> Option<(&'static mut Thread, usize, &'static Site)> {
     let t = fast_tls::state().and_then(live)?;
@@ -828,9 +827,6 @@ fn try_entering(key: usize, at: usize) -> Option<(&'static mut Thread, usize, &'
 /// pushes `frame` (its guard replaced by the entry's) on the stack of length `len`, then
 /// runs `pushed`; `Some` (whether a frame was pushed) when done, `None` with nothing done.
 /// Clears the busy flag.
-///
-/// The frame's other words are written to their slot before the entry, so that only the
-/// thread's state and what `pushed` needs are kept across that call.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn try_push(
@@ -840,10 +836,36 @@ fn try_push(
     frame: Frame,
     pushed: impl FnOnce(),
 ) -> Option<bool> {
+    // SAFETY: `try_entering` found `len` below `DEPTH` with the busy flag set since.
+    let traced = unsafe { push_entered(t, len, frame, false, || site.try_enter_hook()) };
+    if traced == Some(true) {
+        pushed();
+    }
+    t.busy = 0;
+    traced
+}
+
+/// Pushes `frame` with the guard `enter` returns (called after the frame's other words are
+/// stored, so that only the thread's state is kept across it) on the stack of length
+/// `len`, if the guard is traced or `untraced_too`; `Some(pushed)`, or `None` with nothing
+/// pushed when `enter` returns `None`.
+///
+/// # Safety
+///
+/// As [`push_frame`]'s: `len` is the stack's length and below [`DEPTH`], the busy flag set
+/// since it was read. `frame`'s guard is untraced (it is dropped unused).
+#[inline(always)]
+unsafe fn push_entered(
+    t: &mut Thread,
+    len: usize,
+    frame: Frame,
+    untraced_too: bool,
+    enter: impl FnOnce() -> Option<ScopeGuard<'static>>,
+) -> Option<bool> {
     debug_assert!(len == t.stack.len() && len < t.stack.capacity() && !frame.guard.is_traced());
-    // SAFETY: slot `len` is within the capacity (`try_entering` found it below `DEPTH`,
-    // the stack's fixed capacity) and past the length: no frame is there. The frame's
-    // fields are written one by one, its guard (untraced: nothing to forget) left out.
+    // SAFETY: slot `len` is within the capacity (the contract; the stack is made with room
+    // for `DEPTH` frames and never grows) and past the length: no frame is there. The
+    // frame's fields are written one by one, its guard (untraced: nothing to end) left out.
     unsafe {
         let slot = t.stack.as_mut_ptr().add(len);
         (&raw mut (*slot).func).write(frame.func);
@@ -854,27 +876,22 @@ fn try_push(
         (&raw mut (*slot).stub).write(frame.stub);
     }
     core::mem::forget(frame);
-    let Some(guard) = site.try_enter_hook() else {
-        t.busy = 0;
-        return None;
-    };
-    let traced = guard.is_traced();
-    if traced {
-        // SAFETY: the busy flag kept the stack unchanged since `try_entering` read its
-        // length, so slot `len` still holds the words written above; with its guard it is
-        // a whole frame, and setting the length past it makes it the top.
+    let guard = enter()?;
+    let push = untraced_too || guard.is_traced();
+    if push {
+        // SAFETY: the busy flag kept the stack unchanged since its length was read, so the
+        // slot past it still holds the words written above; with its guard it is a whole
+        // frame, and setting the length past it makes it the top.
         unsafe {
             let len = t.stack.len();
             (&raw mut (*t.stack.as_mut_ptr().add(len)).guard).write(guard);
             t.stack.set_len(len + 1);
         }
-        pushed();
     } else {
         // An untraced scope has nothing to end (forgotten: its drop's code stays out).
         core::mem::forget(guard);
     }
-    t.busy = 0;
-    Some(traced)
+    Some(push)
 }
 
 /// The timed trampolines' first try at an exit (x86-64): ends the top frame where it is
@@ -944,12 +961,48 @@ unsafe fn pop_frame(t: &mut Thread) -> Frame {
     unsafe { t.stack.pop().unwrap_unchecked() }
 }
 
-/// `__cyg_profile_func_enter` with the instrumented function's stack pointer.
+/// `__cyg_profile_func_enter` with the instrumented function's stack pointer: the common
+/// case first ([`try_entering`]: calling nothing but the site's entry, so that only the
+/// thread's state is kept across a call), anything else from the start ([`enter_full`]).
 extern "C" fn enter(func: usize, call_site: usize, sp: usize) {
     #[cfg(not(target_arch = "x86_64"))] // (x86-64: the trampoline tests it)
     if COUNT_ONLY.load(Ordering::Relaxed) {
         return hit(func);
     }
+    if !READY.load(Ordering::Relaxed) {
+        return;
+    }
+    let Some((t, len, site)) = try_entering(func, sp) else {
+        return enter_full(func, call_site, sp);
+    };
+    // Pushed traced or not: the exit finds its frame on top either way. SAFETY:
+    // `try_entering` found `len` below `DEPTH`, the busy flag set since.
+    unsafe {
+        push_entered(t, len, cyg_frame(func, call_site, sp), true, || {
+            Some(site.enter_hook())
+        })
+    };
+    t.busy = 0;
+}
+
+/// The frame of a `-finstrument-functions` call (its guard not yet set).
+#[inline(always)]
+fn cyg_frame(func: usize, call_site: usize, sp: usize) -> Frame {
+    Frame {
+        func,
+        sp,
+        ret: call_site,
+        redirected: false,
+        hijacked: false,
+        stub: false,
+        guard: ScopeGuard::none(),
+    }
+}
+
+/// [`enter`]'s every case: a thread's first hook, another stack, frames left dead, a full
+/// stack, a cache miss.
+#[inline(never)]
+fn enter_full(func: usize, call_site: usize, sp: usize) {
     let Some(t) = entering() else { return };
     if on_other_stack(t, sp) {
         return hit_other_stack(t, func, lookup);
@@ -967,19 +1020,10 @@ extern "C" fn enter(func: usize, call_site: usize, sp: usize) {
     if len == DEPTH {
         OVERRUNS.fetch_add(1, Ordering::Relaxed);
     } else if let Some(site) = site_of(t, func, lookup) {
-        let guard = site.enter_hook();
-        let frame = Frame {
-            func,
-            sp,
-            ret: call_site,
-            redirected: false,
-            hijacked: false,
-            stub: false,
-            guard,
-        };
-        // SAFETY: the length was below `DEPTH` above, and the busy flag kept the stack
-        // unchanged since. (Read again, not kept across the entry: one register less.)
-        unsafe { push_frame(t, t.stack.len(), frame) };
+        let frame = cyg_frame(func, call_site, sp);
+        // As in `enter`. SAFETY: the length was below `DEPTH` above, and the busy flag kept
+        // the stack unchanged since.
+        unsafe { push_entered(t, len, frame, true, || Some(site.enter_hook())) };
     }
     t.busy = 0;
 }
