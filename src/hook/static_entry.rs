@@ -328,9 +328,9 @@ impl Ftrace {
         })
     }
 
-    /// [`try_enter_timed`](Self::try_enter_timed) given how to get the sink's path from
-    /// the site's direct entry (a timing sink's: `None` never happens, but a caller that
-    /// does not know the sink reads it from the entry).
+    /// [`try_enter_timed`](Self::try_enter_timed) given the sink's path, as `path` gets it
+    /// from the site's direct entry: `P`'s constant, or (a caller that does not know the
+    /// sink) the entry's own, which a timing sink's entry always holds.
     #[inline(always)]
     fn try_enter_timed_by(
         hot: &'static Hot,
