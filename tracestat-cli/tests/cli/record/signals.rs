@@ -104,16 +104,30 @@ fn spinning(marker: &Path, child: &mut Child) -> i32 {
     }
 }
 
-/// `child`'s output once it has exited (30 s at most, else killed and the test failed).
+/// `child`'s output once it has exited (30 s at most, else its process group is killed and
+/// the test failed, saying what of the group was still running, thread by thread, and what
+/// it had written: a hang is diagnosed from the failure alone).
 fn child_output(child: &mut Child) -> Output {
     let start = Instant::now();
     while child.try_wait().unwrap().is_none() {
         if start.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            panic!("tracestat record still ran 30 s after the signal");
+            let group = child.id().to_string();
+            let ps = Command::new("ps")
+                .args(["-L", "-o", "pid,lwp,stat,wchan:32,comm", "-g", &group])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_else(|e| format!("(ps: {e})"));
+            kill(-(child.id() as i32), libc::SIGKILL);
+            let out = collected(child);
+            panic!("tracestat record still ran 30 s after the signal; its group:\n{ps}{out:?}");
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+    collected(child)
+}
+
+/// What the exited `child` wrote, and its status.
+fn collected(child: &mut Child) -> Output {
     let mut out = Vec::new();
     let mut err = Vec::new();
     use std::io::Read as _;
