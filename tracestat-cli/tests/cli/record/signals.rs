@@ -69,7 +69,9 @@ fn spinner(name: &str) -> (PathBuf, PathBuf, PathBuf) {
 }
 
 /// `tracestat record --timing 0 -- PROG ARGS...` in a process group of its own, its output
-/// piped; `prepare` adjusts the command first.
+/// piped, with the stopping signals at their default whatever this process inherited (a
+/// test run under `nohup` ignores `SIGHUP`, which `tracestat record` would then leave
+/// ignored, as it must); `prepare` adjusts the command after that.
 fn start(prog: &Path, args: &[&str], prepare: impl FnOnce(&mut Command)) -> Child {
     use std::os::unix::process::CommandExt as _;
     let mut cmd = tracestat_command();
@@ -79,6 +81,15 @@ fn start(prog: &Path, args: &[&str], prepare: impl FnOnce(&mut Command)) -> Chil
         .process_group(0)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    // SAFETY: `signal` is async-signal-safe, as a `pre_exec` closure must be.
+    unsafe {
+        cmd.pre_exec(|| {
+            for sig in [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP] {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
     prepare(&mut cmd);
     cmd.spawn().unwrap()
 }
@@ -113,9 +124,15 @@ fn child_output(child: &mut Child) -> Output {
         if start.elapsed() > Duration::from_secs(30) {
             let group = child.id().to_string();
             let ps = Command::new("ps")
-                .args(["-L", "-o", "pid,lwp,stat,wchan:32,comm", "-g", &group])
+                .args(["-eL", "-o", "pgid=,pid=,lwp=,stat=,wchan:32=,comm="])
                 .output()
-                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .map(|o| {
+                    let all = String::from_utf8_lossy(&o.stdout).into_owned();
+                    let of_group = all
+                        .lines()
+                        .filter(|l| l.split_whitespace().next() == Some(&group));
+                    of_group.map(|l| format!("{l}\n")).collect::<String>()
+                })
                 .unwrap_or_else(|e| format!("(ps: {e})"));
             kill(-(child.id() as i32), libc::SIGKILL);
             let out = collected(child);
