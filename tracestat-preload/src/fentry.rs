@@ -169,22 +169,16 @@ pub unsafe extern "C" fn mcount() {
 /// Only as a stub of `tracestat::native`'s calls it, first in a function.
 #[unsafe(naked)]
 pub(crate) unsafe extern "C" fn stub_entry_trampoline() {
-    // As `hook!`, timed only (stubs are made only when the profiler times: `patched.rs`),
-    // with the answer: its word (`[rsp + 64]`, where `restore_arguments!` restores r11
-    // from; r11 itself, dead at a function's entry, is not saved) 0 until the hook writes
-    // it.
+    // As `hook!`, with the answer: its word (`[rsp + 64]`, where `restore_arguments!`
+    // restores r11 from; r11 itself, dead at a function's entry, is not saved) 0 until the
+    // hook writes it. Counting only, the hooks leave it 0 (stubs are made whenever the
+    // first start may time: an `attach()` counting now may be followed by one timing).
     naked_asm!(
         "cmp byte ptr [rip + {ready}], 0",
         "je 2f",
         save_arguments!(),
         "mov qword ptr [rsp + 64], 0",
-        leaf_first!(
-            "{try_entry}",
-            "{entry}",
-            "mov rdi, [rbp + 8]",
-            "lea rsi, [rbp + 16]",
-            "lea rdx, [rsp + 64]"
-        ),
+        call_hook!("mov rdi, [rbp + 8]", "lea rsi, [rbp + 16]", "lea rdx, [rsp + 64]"),
         restore_arguments!(r11),
         "ret",
         "2:",
@@ -192,6 +186,9 @@ pub(crate) unsafe extern "C" fn stub_entry_trampoline() {
         "ret",
         entry = sym stub_entry,
         try_entry = sym try_stub_entry,
+        hit = sym stub_hit,
+        try_hit = sym try_hit,
+        count_only = sym crate::COUNT_ONLY,
         ready = sym crate::READY,
     )
 }
@@ -357,6 +354,11 @@ extern "C" fn hit(ret: usize, _slot: *mut usize, kind: usize) {
     if let Some(t) = entering() {
         hit_site(t, ret, lookup_of(kind));
     }
+}
+
+/// [`hit`] from a stub (its answer stays 0: nothing to return through).
+extern "C" fn stub_hit(key: usize, slot: *mut usize, _answer: *mut usize) {
+    hit(key, slot, STUB_KIND);
 }
 
 /// Both hooks: enters the site of the function `ret` is in and redirects the return
