@@ -107,17 +107,21 @@ const MCOUNT: &[usize] = &[
 /// (`call_hook`: [`try_hit`], then `$hit`, counting only; else `$try_entry`, then
 /// `$entry`) with `rdi = self`, `rsi = slot` and a third argument (set by `$args`, with rbp
 /// the trampoline's frame: `[rbp]` the caller's rbp, `[rbp + 8]` the return into the
-/// function), restores. The running profiler's way falls through.
+/// function), restores. The running profiler's way falls through. With `answer`, r11 is
+/// returned too: 0 unless the hook wrote its saved word (`[rsp + 64]`, which `$args` can
+/// pass).
 macro_rules! hook {
-    ($try_entry:path, $entry:path, $hit:path; $($args:literal),*) => {
+    ($try_entry:path, $entry:path, $hit:path $(, answer $r11:ident)?; $($args:literal),*) => {
         naked_asm!(
             "cmp byte ptr [rip + {ready}], 0",
             "je 2f",
             save_arguments!(),
+            $(answer_word!($r11),)?
             call_hook!("mov rdi, [rbp + 8]" $(, $args)*),
-            restore_arguments!(),
+            restore_arguments!($($r11)?),
             "ret",
             "2:",
+            $(concat!("xor ", stringify!($r11), "d, ", stringify!($r11), "d"),)?
             "ret",
             entry = sym $entry,
             try_entry = sym $try_entry,
@@ -126,6 +130,14 @@ macro_rules! hook {
             count_only = sym crate::COUNT_ONLY,
             ready = sym crate::READY,
         )
+    };
+}
+
+/// [`hook`]'s answer, 0 until the hook writes it: the word `restore_arguments!` restores
+/// `$r11` from (r11 itself, dead at a function's entry, is not saved).
+macro_rules! answer_word {
+    ($r11:ident) => {
+        "mov qword ptr [rsp + 64], 0"
     };
 }
 
@@ -169,28 +181,8 @@ pub unsafe extern "C" fn mcount() {
 /// Only as a stub of `tracestat::native`'s calls it, first in a function.
 #[unsafe(naked)]
 pub(crate) unsafe extern "C" fn stub_entry_trampoline() {
-    // As `hook!`, with the answer: its word (`[rsp + 64]`, where `restore_arguments!`
-    // restores r11 from; r11 itself, dead at a function's entry, is not saved) 0 until the
-    // hook writes it. Counting only, the hooks leave it 0 (stubs are made whenever the
-    // first start may time: an `attach()` counting now may be followed by one timing).
-    naked_asm!(
-        "cmp byte ptr [rip + {ready}], 0",
-        "je 2f",
-        save_arguments!(),
-        "mov qword ptr [rsp + 64], 0",
-        call_hook!("mov rdi, [rbp + 8]", "lea rsi, [rbp + 16]", "lea rdx, [rsp + 64]"),
-        restore_arguments!(r11),
-        "ret",
-        "2:",
-        "xor r11d, r11d",
-        "ret",
-        entry = sym stub_entry,
-        try_entry = sym try_stub_entry,
-        hit = sym stub_hit,
-        try_hit = sym try_hit,
-        count_only = sym crate::COUNT_ONLY,
-        ready = sym crate::READY,
-    )
+    hook!(try_stub_entry, stub_entry, stub_hit, answer r11;
+        "lea rsi, [rbp + 16]", "lea rdx, [rsp + 64]")
 }
 
 /// A returning function's trampoline: `rsp` is one past the slot its `ret` consumed. Saves

@@ -265,8 +265,8 @@ macro_rules! restore_returns {
 /// an instruction setting an argument, from the frame or `rbp`): `try_exit` first, a leaf
 /// that ends the call where everything it needs is at hand and touches no vector register
 /// (`scripts/check-leaf.sh`), so xmm0 and xmm1 are saved only when it returns 0, for
-/// `exit`. The hook's answer (never 0 from `exit`) is left in rax. Only the build that
-/// check reads skips them (as for `call_hook`); numeric label 9.
+/// `exit`. The answer of the hook that ran (if `exit` gives one) is left in rax. Only the
+/// build that check reads skips them (as for `call_hook`); numeric label 9.
 #[cfg(target_arch = "x86_64")]
 macro_rules! call_return_hook {
     ($($arg:literal),+) => {
@@ -802,7 +802,8 @@ fn try_hit_cached(key: usize) -> bool {
     done
 }
 
-/// The timed trampolines' first try at an entry (x86-64, [`call_hook`]), up to the site:
+/// The timed entry's common case, up to the site (the trampolines' leaf tries, x86-64
+/// [`call_hook`], and `__cyg_profile_func_enter`'s first way):
 /// this thread's state marked busy, the return stack's length and the site `key` names,
 /// where the entry needs nothing but a push (no frame left dead at or below `at`, the
 /// call's frame address, nor on another stack, room on the stack, a cached site); `None`

@@ -148,7 +148,7 @@ unsafe extern "C" fn xray_exit_trampoline() {
         "3:",
         "ret",
         try_exit = sym try_exit,
-        exit = sym exit_answering,
+        exit = sym exit,
         count_only = sym COUNT_ONLY,
     )
 }
@@ -224,12 +224,6 @@ extern "C" fn entry(id: u32, slot: usize) {
 extern "C" fn try_exit(id: u32, slot: usize) -> usize {
     let func = key(id);
     usize::from(crate::try_pop(|f| f.func == func && f.sp == slot).is_some())
-}
-
-/// [`exit`] as the exit trampoline's full hook, answering as [`try_exit`] does when done.
-extern "C" fn exit_answering(id: u32, slot: usize) -> usize {
-    exit(id, slot);
-    1
 }
 
 /// An exit or tail-call sled: ends the frame of the function `id` names at `slot`, as

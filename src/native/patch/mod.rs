@@ -353,7 +353,9 @@ impl Patches {
             NopTarget::Fentry(_) => {}
             NopTarget::Stubs(stubs) => {
                 // The nop'd entries and the `-pg` calls, in one run of stubs.
-                let sites: Vec<_> = (ok.iter().map(|s| (s.0, s.1, NOP5, 5)))
+                let sites: Vec<_> = ok
+                    .iter()
+                    .map(|s| (s.0, s.1, NOP5, 5))
                     .chain(calls.iter().copied())
                     .collect();
                 if !sites.is_empty() {
