@@ -395,7 +395,8 @@ fn try_enter(ret: usize, slot: *mut usize, kind: usize) -> Option<bool> {
     if !CHECKED.load(Ordering::Relaxed) {
         return None;
     }
-    let (t, len, site) = crate::try_entering(ret, slot as usize)?;
+    // Every live frame's slot is above this call's.
+    let (t, len, site) = crate::try_entering(ret, slot as usize, |f| f.sp <= slot as usize)?;
     let stub = kind == STUB_KIND;
     // SAFETY: as in `enter`: the parent's return-address slot, live.
     let original = unsafe { *slot };

@@ -805,14 +805,19 @@ fn try_hit_cached(key: usize) -> bool {
 /// The timed entry's common case, up to the site (the trampolines' leaf tries, x86-64
 /// [`call_hook`], and `__cyg_profile_func_enter`'s first way):
 /// this thread's state marked busy, the return stack's length and the site `key` names,
-/// where the entry needs nothing but a push (no frame left dead at or below `at`, the
-/// call's frame address, nor on another stack, room on the stack, a cached site); `None`
-/// with nothing done where the full hook must run. The caller enters the site with
-/// [`Site::try_enter_hook`], pushes the frame and clears the busy flag, all leaves.
+/// where the entry needs nothing but a push (the top frame not `dead` (left without its
+/// exit, seen from this entry), the call's frame address `at` not on another stack, room
+/// on the stack, a cached site); `None` with nothing done where the full hook must run.
+/// The caller enters the site with [`Site::try_enter_hook`], pushes the frame and clears
+/// the busy flag, all leaves.
 #[inline(always)]
-fn try_entering(key: usize, at: usize) -> Option<(&'static mut Thread, usize, &'static Site)> {
+fn try_entering(
+    key: usize,
+    at: usize,
+    dead: impl FnOnce(&Frame) -> bool,
+) -> Option<(&'static mut Thread, usize, &'static Site)> {
     let t = fast_tls::state().and_then(live)?;
-    if t.busy != 0 || on_other_stack(t, at) || t.stack.last().is_some_and(|f| f.sp <= at) {
+    if t.busy != 0 || on_other_stack(t, at) || t.stack.last().is_some_and(dead) {
         return None;
     }
     let len = t.stack.len();
@@ -973,7 +978,10 @@ extern "C" fn enter(func: usize, call_site: usize, sp: usize) {
     if !READY.load(Ordering::Relaxed) {
         return;
     }
-    let Some((t, len, site)) = try_entering(func, sp) else {
+    // A frame at the same stack pointer is live where this function is inlined into its
+    // function (`dead_at_entry`): common (a static helper), and taken here too.
+    let dead = |f: &Frame| dead_at_entry(f, func, call_site, sp);
+    let Some((t, len, site)) = try_entering(func, sp, dead) else {
         return enter_full(func, call_site, sp);
     };
     // Pushed traced or not: the exit finds its frame on top either way. SAFETY:
@@ -1030,7 +1038,7 @@ fn enter_full(func: usize, call_site: usize, sp: usize) {
 }
 
 /// Whether `f` was left without its exit, seen from the entry of `func` called from
-/// `call_site` at `sp` ([`enter`] says why). (Without the interposed `longjmp`, a jump out
+/// `call_site` at `sp` ([`enter_full`] says why). (Without the interposed `longjmp`, a jump out
 /// of a function while a function inlined into it was open, then a new call of it from the
 /// same place, leaves those two frames until a shallower hook ends them.)
 #[inline(always)]

@@ -176,7 +176,8 @@ extern "C" fn try_entry(id: u32, slot: usize) -> bool {
         return true;
     }
     let func = key(id);
-    let Some((t, len, site)) = crate::try_entering(func, slot) else {
+    // Every live frame's slot is above this call's.
+    let Some((t, len, site)) = crate::try_entering(func, slot, |f| f.sp <= slot) else {
         return false;
     };
     let frame = xray_frame(func, slot, ScopeGuard::none());
