@@ -1,11 +1,11 @@
 //! XRay sleds (clang `-fxray-instrument`, nightly rustc `-Z instrument-xray`) on x86-64:
 //! the trampolines patched sleds reach (`tracestat::native::Patches` patches them, as
-//! coverage changes, into jumps to per-sled stubs that load the function's packed id into
-//! `r10d` and call or jump here).
+//! coverage changes, into calls or jumps to per-sled stubs that load the function's packed
+//! id into `r10d` and jump or call here).
 //!
 //! # Design
 //!
-//! - **Entry** (called, `[rsp]` a return into the stub, `[rsp + 8]` the instrumented
+//! - **Entry** (called, `[rsp]` a return into the sled, `[rsp + 8]` the instrumented
 //!   function's return address): saves every argument register (rdi rsi rdx rcx r8 r9
 //!   xmm0-7), rax (a variadic call's vector count), r10 and r11, as compiler-rt's
 //!   `__xray_FunctionEntry` does, and enters the function's site with the address of its
@@ -82,13 +82,13 @@ fn lookup(key: usize) -> Option<&'static Site> {
 ///
 /// # Safety
 ///
-/// Only as a patched entry sled's stub calls it: `r10d` the packed id, `[rsp + 8]` the
-/// instrumented function's return address.
+/// Only as a patched entry sled's call reaches it (through its stub): `r10d` the packed id,
+/// `[rsp + 8]` the instrumented function's return address.
 #[unsafe(naked)]
 unsafe extern "C" fn xray_entry_trampoline() {
     naked_asm!(
         save_arguments!(r11),
-        // [rbp] the saved rbp, [rbp + 8] the return into the stub, [rbp + 16] the slot; the
+        // [rbp] the saved rbp, [rbp + 8] the return into the sled, [rbp + 16] the slot; the
         // id read back from r10's saved word for each call (a call clobbers r10).
         call_hook!("mov edi, dword ptr [rsp + 56]", "lea rsi, [rbp + 16]"),
         restore_arguments!(r11),

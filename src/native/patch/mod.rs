@@ -55,11 +55,11 @@
 //! address among the known sites and resumes the thread **past** the 5 bytes: the call is
 //! treated as not taken (the site is not yet covered, or no longer: the hook layer enables
 //! a site before publishing the ops that cover it and disables it after the grace period,
-//! so skipping the call loses nothing the ops were promised); at an XRay sled it resumes
-//! at the sled's stub instead, the call taken (`xray.rs`). A trap whose `int3` is gone
-//! by the time the handler reads it (a thread that trapped and was delayed) re-executes the
-//! now whole instruction. Any other trap goes to the handler installed before this one
-//! (or the default action). A thread that had executed part of the old instruction when
+//! so skipping the call loses nothing the ops were promised), as at an XRay entry sled; at
+//! XRay's other sleds it resumes at the sled's stub instead, the call taken (`xray.rs`).
+//! A trap whose `int3` is gone by the time the handler reads it (a thread that trapped and
+//! was delayed) re-executes the now whole instruction. Any other trap goes to the handler
+//! installed before this one (or the default action). A thread that had executed part of the old instruction when
 //! step 1 ran would resume inside the new one: with one-instruction nops there is no such
 //! part, which is why the five one-byte nops are rewritten at attach (the one moment such a
 //! thread could exist is that first rewrite, done once per object: the preload library
@@ -86,7 +86,8 @@
 //! # Invariants
 //!
 //! - One batch at a time in the process (a global lock); a site's bytes are always either
-//!   its nop or its call between batches (an XRay sled's: the compiler's or its jump).
+//!   its nop or its call between batches (an XRay sled's: the compiler's or its call or
+//!   jump).
 //! - A stub, once mapped, stays mapped and unchanged for the process (and so may be shared
 //!   by objects that need exactly its bytes).
 //! - All of a function's instructions (its XRay sleds) are patched or unpatched in one
@@ -228,7 +229,7 @@ pub(crate) enum NopTarget {
 
 /// One patchable instruction of a [`Patches`]: its first 5 bytes while disabled and while
 /// enabled (a nop'd entry: the nop and `call rel32` to the object's stub; an XRay sled:
-/// the compiler's bytes and `jmp rel32` to the sled's stub, `xray.rs`).
+/// the compiler's bytes and `call rel32` or `jmp rel32` to the sled's stub, `xray.rs`).
 struct PatchSite {
     addr: usize,
     off: [u8; 5],
@@ -363,19 +364,20 @@ impl Patches {
                 }
             }
         }
-        if let Some(xray) = xray {
-            edits.extend(xray::edits(object, xray, &mut left_out)?);
-        }
-        let positions = edits.iter().map(|e| e.0 + 1).max().unwrap_or(0);
-        let mut table: Vec<Vec<PatchSite>> = (0..positions).map(|_| Vec::new()).collect();
-        let known = imp::register_known(edits.iter().map(|e| (e.1.addr, e.2)).collect())?;
-        // Five one-byte nops become one instruction, once (module doc).
-        let one_byte: Vec<(usize, [u8; 5])> = ok
+        // Five one-byte nops become one instruction, once (module doc); so do the XRay
+        // entry sleds' tails (`xray.rs`).
+        let mut once: Vec<(usize, [u8; 5])> = ok
             .iter()
             .filter(|s| s.2 == NOP1X5)
             .map(|s| (s.1, NOP5))
             .collect();
-        if let Err(e) = imp::rewrite(&one_byte) {
+        if let Some(xray) = xray {
+            edits.extend(xray::edits(object, xray, &mut left_out, &mut once)?);
+        }
+        let positions = edits.iter().map(|e| e.0 + 1).max().unwrap_or(0);
+        let mut table: Vec<Vec<PatchSite>> = (0..positions).map(|_| Vec::new()).collect();
+        let known = imp::register_known(edits.iter().map(|e| (e.1.addr, e.2)).collect())?;
+        if let Err(e) = imp::rewrite(&once) {
             known.dead.store(true, Ordering::Release);
             return Err(e);
         }
@@ -548,7 +550,8 @@ impl Patches {
 
 /// One object's site addresses as the trap handler reads them (sorted, leaked: read
 /// without a lock by a handler that may run at any time), each with where a thread that
-/// traps there resumes (module doc): past a nop'd entry; at an XRay sled's stub.
+/// traps there resumes (module doc): past a nop'd entry or an XRay entry sled; at another
+/// XRay sled's stub.
 struct Known {
     addrs: Box<[(usize, usize)]>,
     dead: AtomicBool,

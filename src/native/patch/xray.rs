@@ -22,17 +22,14 @@
 //! nop. compiler-rt writes `mov r10d, <id>; call <trampoline>` over the whole sled (`jmp`
 //! for an exit), the tail first and then the first two bytes in one store. Here every
 //! change is one whole instruction over the first 5 bytes, so that the breakpoint-first
-//! protocol of the parent module applies unchanged: enabled, a sled starts with `jmp
-//! rel32` to a **stub** of its own, in pages mapped within reach of the object; disabled,
-//! it holds the compiler's bytes again. Bytes 2 to 4 of an entry sled and 1 to 4 of an
-//! exit sled are never executed in either state (the `jmp +9` skips them, the `ret` ends
-//! the function), and no instruction ever returns into a sled, so no thread can be inside
-//! the 5 bytes being changed. The stubs (the trampolines' addresses first, read by
-//! `rip`-relative indirect calls: a trampoline in another object may be out of `rel32`
-//! reach):
+//! protocol of the parent module applies unchanged: enabled, a sled starts with a `call
+//! rel32` (an entry sled) or a `jmp rel32` (the others) to a **stub** of its own, in pages
+//! mapped within reach of the object; disabled, it holds the compiler's bytes again. The
+//! stubs (the trampolines' addresses first, read by `rip`-relative indirect branches: a
+//! trampoline in another object may be out of `rel32` reach):
 //!
-//! - entry (and argument-logging entry) sled: `mov r10d, <id>; call [entry]; jmp <sled +
-//!   11>`;
+//! - entry (and argument-logging entry) sled: `mov r10d, <id>; jmp [entry]`; the entry
+//!   trampoline returns into the sled, 5 bytes in;
 //! - tail-call sled: `mov r10d, <id>; call [tail]; jmp <sled + 11>`;
 //! - exit sled: `mov r10d, <id>; jmp [exit]` (the exit trampoline returns to the
 //!   function's caller, as its `ret` would have).
@@ -45,10 +42,22 @@
 //! number (given by the caller) in the top 8 bits, the function's id in the low 24.
 //! Custom and typed event sleds are not patched.
 //!
-//! A thread that reaches a sled while its `int3` is there resumes at the sled's stub:
-//! taking the trampoline is always right (it finds the function covered or not), and an
-//! exit sled must not be skipped (the `ret` is in it). Stub pages stay mapped for the
-//! process, as the nop'd entries' stubs do.
+//! An entry sled's call returns to its sixth byte, so bytes 5 to 10 must be one
+//! instruction: they are rewritten once, when the object's patches are made, into a
+//! six-byte nop ([`ENTRY_TAIL`]: its first five bytes; the sixth, a displacement, may be
+//! anything) and are never restored. Until then, and whenever the sled is disabled, its
+//! `jmp +9` skips them: no thread executes them while they change. That saves the stub's
+//! jump back, a taken branch at every call. A tail-call sled keeps its jump back (its
+//! trampoline must not be skipped, below); bytes 2 to 4 of an entry or tail-call sled and 1
+//! to 4 of an exit sled are never executed in either state (the `jmp +9` skips them, the
+//! `ret` ends the function), so no thread can be inside the 5 bytes being changed.
+//!
+//! A thread that reaches a sled while its `int3` is there resumes past the 5 bytes at an
+//! entry sled (onto the nop: the call not taken, as at a nop'd entry), and at the sled's
+//! stub at the others: taking the trampoline is always right there (it finds the function
+//! covered or not), and an exit sled must not be skipped (the `ret` is in it), nor a
+//! tail-call sled (its call would stay open). Stub pages stay mapped for the process, as
+//! the nop'd entries' stubs do.
 
 use object::{Object, ObjectSection};
 
@@ -64,6 +73,10 @@ const FN_BITS: u32 = 24;
 /// addresses.
 const STUB: usize = 32;
 const JMP: u8 = 0xe9;
+const CALL: u8 = 0xe8;
+/// An entry sled's bytes 5 to 10 once its patches are made (module doc): the first five
+/// bytes of `nopw disp8(%rax,%rax,1)`, whose sixth byte is the displacement.
+const ENTRY_TAIL: [u8; 5] = [0x66, 0x0f, 0x1f, 0x44, 0x00];
 
 /// What a sled is for (the map entry's kind byte).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -214,13 +227,15 @@ impl XraySites {
 }
 
 /// The edits of `xray`'s sleds in `object` (loaded): `(position, site, where a trap
-/// resumes)`, their stubs mapped. A function any of whose sleds holds bytes other than the
-/// compiler's (outside the object, or patched by another runtime) is left out whole, with
-/// why in `left_out`. Errors: [`PatchError::NoStub`].
+/// resumes)`, their stubs mapped, and in `once` the rewrites to make before any of them
+/// (the entry sleds' tails: module doc). A function any of whose sleds holds bytes other
+/// than the compiler's (outside the object, or patched by another runtime) is left out
+/// whole, with why in `left_out`. Errors: [`PatchError::NoStub`].
 pub(super) fn edits(
     object: &LoadedObject,
     xray: &XraySites,
     left_out: &mut Vec<PatchError>,
+    once: &mut Vec<(usize, [u8; 5])>,
 ) -> Result<Vec<(usize, PatchSite, usize)>, PatchError> {
     // (position, packed id, kind, run-time address, its first 5 bytes)
     let mut sleds: Vec<(usize, u32, SledKind, usize, [u8; 5])> = Vec::new();
@@ -270,16 +285,16 @@ pub(super) fn edits(
             // `mov r10d, id`
             code.extend_from_slice(&[0x41, 0xba]);
             code.extend_from_slice(&id.to_le_bytes());
-            // `call [rip + slot]` / `jmp [rip + slot]`, 6 bytes ending at `at + 12`
+            // `jmp [rip + slot]` / `call [rip + slot]`, 6 bytes ending at `at + 12`
             let (op, slot) = match kind {
                 SledKind::Exit => (0x25, 8),
                 SledKind::Tail => (0x15, 16),
-                _ => (0x15, 0),
+                _ => (0x25, 0),
             };
             let disp = (base as i64 + slot).wrapping_sub(at as i64 + 12) as i32;
             code.extend_from_slice(&[0xff, op]);
             code.extend_from_slice(&disp.to_le_bytes());
-            if kind != SledKind::Exit {
+            if kind == SledKind::Tail {
                 code.extend_from_slice(&rel32(JMP, at + 12, addr + SLED_LEN));
             }
             code.resize(STUB * (k + 2), 0xcc);
@@ -292,16 +307,25 @@ pub(super) fn edits(
     Ok(sleds
         .into_iter()
         .enumerate()
-        .map(|(k, (pos, _, _, addr, found))| {
+        .map(|(k, (pos, _, kind, addr, found))| {
             let stub = base + STUB * (k + 1);
+            let entry = matches!(kind, SledKind::Entry | SledKind::LogArgs);
+            if entry {
+                once.push((addr + 5, ENTRY_TAIL));
+            }
+            let (on, resume) = if entry {
+                (rel32(CALL, addr, stub), addr + 5)
+            } else {
+                (rel32(JMP, addr, stub), stub)
+            };
             let site = PatchSite {
                 addr,
                 off: found,
-                on: rel32(JMP, addr, stub),
+                on,
                 patched: false,
                 optional: false,
             };
-            (pos, site, stub)
+            (pos, site, resume)
         })
         .collect())
 }
