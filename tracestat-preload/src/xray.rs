@@ -29,7 +29,8 @@
 //! exit's lookup goes by the frame on top only, so an exit needs no site. When the
 //! profiler counts only, the entry trampoline calls a lighter hook that enters and ends
 //! the site at once, and exits do nothing (the exit trampoline returns before saving
-//! anything).
+//! anything); where it only ever counts, the entry sleds go to a trampoline of that case
+//! alone and the exits stay as compiled.
 //!
 //! # Limits
 //!
@@ -54,10 +55,16 @@ use crate::{
 const KEY_BIT: usize = 1 << 63;
 
 /// The trampolines' addresses, for [`tracestat::native::SiteOptions::xray`]; counting
-/// only, the exit and tail-call sleds stay as compiled (an exit has nothing to end).
+/// only (for the process's life), the entry trampoline that only counts, and the exit and
+/// tail-call sleds stay as compiled (an exit has nothing to end).
 pub(crate) fn trampolines(count_only: bool) -> XrayTrampolines {
+    let entry = if count_only {
+        xray_count_trampoline
+    } else {
+        xray_entry_trampoline
+    };
     XrayTrampolines {
-        entry: xray_entry_trampoline as unsafe extern "C" fn() as usize,
+        entry: entry as unsafe extern "C" fn() as usize,
         exit: xray_exit_trampoline as unsafe extern "C" fn() as usize,
         tail: xray_tail_trampoline as unsafe extern "C" fn() as usize,
         exits: !count_only,
@@ -98,6 +105,29 @@ unsafe extern "C" fn xray_entry_trampoline() {
         hit = sym hit,
         try_hit = sym try_hit,
         count_only = sym COUNT_ONLY,
+    )
+}
+
+/// [`xray_entry_trampoline`] where the profiler only ever counts ([`trampolines`]): its
+/// counting case alone, without the mode test. Not a C function.
+///
+/// # Safety
+///
+/// As [`xray_entry_trampoline`]'s.
+#[unsafe(naked)]
+unsafe extern "C" fn xray_count_trampoline() {
+    naked_asm!(
+        save_arguments!(r11),
+        leaf_first!(
+            "{try_hit}",
+            "{hit}",
+            "mov edi, dword ptr [rsp + 56]",
+            "lea rsi, [rbp + 16]"
+        ),
+        restore_arguments!(r11),
+        "ret",
+        hit = sym hit,
+        try_hit = sym try_hit,
     )
 }
 
