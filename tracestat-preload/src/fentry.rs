@@ -395,11 +395,13 @@ fn try_enter(ret: usize, slot: *mut usize, kind: usize) -> Option<bool> {
     if !CHECKED.load(Ordering::Relaxed) {
         return None;
     }
-    // Every live frame's slot is above this call's.
-    let (t, len, site) = crate::try_entering(ret, slot as usize, |f| f.sp <= slot as usize)?;
-    let stub = kind == STUB_KIND;
     // SAFETY: as in `enter`: the parent's return-address slot, live.
     let original = unsafe { *slot };
+    let at = slot as usize;
+    // A tail call's caller shares this call's slot and is live (`dead_at_entry`): common
+    // in `-O2` code, and taken here too.
+    let (t, len, site) = crate::try_entering(ret, at, |f| dead_at_entry(f, at, original))?;
+    let stub = kind == STUB_KIND;
     let frame = Frame {
         func: ret,
         sp: slot as usize,
@@ -478,20 +480,26 @@ fn lookup_of(kind: usize) -> fn(usize) -> Option<&'static Site> {
     }
 }
 
-/// [`entry`]'s popping of the frames on top left without returning, where the top frame's
-/// slot is at or below the entering function's `slot`: those below it, and the one at it
-/// unless this call is a tail call (`jmp` to a hooked function), which keeps its caller's
-/// slot, redirected already: that frame is live (out of line: a hook finds one only after
-/// a `longjmp`, or at a tail call).
+/// Whether `f` was left without returning, seen from the entry of a function whose
+/// return-address slot is `at`, holding `held`: its slot is below `at`, or at it unless
+/// this call is a tail call (`jmp` to a hooked function), which keeps its caller's slot,
+/// redirected already: that frame is live.
+#[inline(always)]
+fn dead_at_entry(f: &Frame, at: usize, held: usize) -> bool {
+    f.sp < at || (f.sp == at && !(f.hijacked && held == f.redirect()))
+}
+
+/// [`entry`]'s popping of the frames on top left without returning ([`dead_at_entry`]),
+/// where the top frame's slot is at or below the entering function's `slot` (out of line:
+/// a hook finds one only after a `longjmp`, or at a tail call, which the common case
+/// takes when nothing else stops it).
 #[cold]
 #[inline(never)]
 fn pop_dead_at_entry(t: &mut Thread, slot: *mut usize) {
     let at = slot as usize;
     // SAFETY: as in `entry`: the parent's return-address slot, live.
     let held = unsafe { *slot };
-    pop_dead_slow(t, |f| {
-        f.sp < at || (f.sp == at && !(f.hijacked && held == f.redirect()))
-    });
+    pop_dead_slow(t, |f| dead_at_entry(f, at, held));
 }
 
 /// Set once the executable was checked for an unwinder of its own.

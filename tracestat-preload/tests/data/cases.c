@@ -34,6 +34,23 @@ __attribute__((noinline)) static void longjmps(void) {
     }
 }
 
+/* A jump the interposed longjmp never sees (gcc's and clang's inline __builtin_longjmp):
+ * jumpy's frame is left behind, and the leaf called next takes its return-address slot. */
+static void *bjb[5];
+
+__attribute__((noinline)) void jumpy(void) {
+    sink++;
+    __builtin_longjmp(bjb, 1);
+}
+
+/* 100 builtin jumps out of jumpy, each followed by a leaf call from the same place. */
+__attribute__((noinline)) static void builtins(void) {
+    for (int i = 0; i < 100; i++) {
+        if (!__builtin_setjmp(bjb)) jumpy();
+        leaf(i);
+    }
+}
+
 __attribute__((noinline)) void handled(int n) { sink += n; }
 
 static void on_signal(int sig) {
@@ -285,6 +302,7 @@ __attribute__((noinline)) static void execs(char **argv) {
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     if (!strcmp(argv[1], "longjmp")) longjmps();
+    else if (!strcmp(argv[1], "builtin")) builtins();
     else if (!strcmp(argv[1], "signal")) signals();
     else if (!strcmp(argv[1], "siglongjmp")) siglongjmps();
     else if (!strcmp(argv[1], "alarm")) alarmed();
