@@ -19,7 +19,8 @@
 //!   caller.
 //! - **Tail exit** (called from a tail-call sled, before the tail call's `jmp`): saves the
 //!   tail call's argument registers, r11 and the flags (a conditional tail call may follow)
-//!   and ends the frame as an exit does; the callee's entry sled then enters its own.
+//!   and ends the frame as an exit does, the leaf [`try_exit`] first (xmm0-7 saved only
+//!   when it cannot); the callee's entry sled then enters its own.
 //!
 //! The frames are those of `-finstrument-functions` (`lib.rs`): keyed by a key made from
 //! the packed id (never a code address, so no key of another hook's collides: bit 63 set,
@@ -141,18 +142,21 @@ unsafe extern "C" fn xray_count_trampoline() {
 unsafe extern "C" fn xray_tail_trampoline() {
     naked_asm!(
         // The flags pushed first (a conditional tail call may follow): the slot is one
-        // word further than at an entry.
+        // word further than at an entry. The leaf try is the exit sleds' (its answer, 0 or
+        // 1, tested in `al`), xmm0-7 saved only for the full hook.
         "pushfq",
         save_arguments!(r11),
-        save_vectors!(),
-        "mov edi, r10d",
-        "lea rsi, [rbp + 24]",
-        "call {exit}",
-        restore_vectors!(),
+        leaf_first!(
+            "{try_exit}",
+            "{exit}",
+            "mov edi, dword ptr [rsp + 56]",
+            "lea rsi, [rbp + 24]"
+        ),
         restore_arguments!(r11),
         "popfq",
         "ret",
         exit = sym exit,
+        try_exit = sym try_exit,
     )
 }
 

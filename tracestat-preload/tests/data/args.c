@@ -17,6 +17,17 @@ __attribute__((noinline)) double mix(long a, long b, long c, long d, long e, lon
            11 * x4 + 12 * x5 + 13 * x6 + 14 * x7;
 }
 
+static volatile int relayed;
+
+/* A tail call carrying every argument register on (a tail-call sled's hook, XRay, or a
+ * jump to a hooked entry, -pg): its hook must keep them all for the callee. */
+__attribute__((noinline)) double relay(long a, long b, long c, long d, long e, long f, double x0,
+                                       double x1, double x2, double x3, double x4, double x5,
+                                       double x6, double x7) {
+    relayed++;
+    return mix(a, b, c, d, e, f, x0, x1, x2, x3, x4, x5, x6, x7);
+}
+
 __attribute__((noinline)) double weigh(int n, ...) {
     va_list ap;
     va_start(ap, n);
@@ -44,6 +55,9 @@ int main(void) {
                       7 * x + 8 * (x + 1) + 9 * (x + 2) + 10 * (x + 3) + 11 * (x + 4) +
                       12 * (x + 5) + 13 * (x + 6) + 14 * (x + 7);
         if (got != want && bad++ < 3) printf("mix(%d): %g, not %g\n", i, got, want);
+        got = relay(k, k + 1, k + 2, k + 3, k + 4, k + 5, x, x + 1, x + 2, x + 3, x + 4, x + 5,
+                    x + 6, x + 7);
+        if (got != want && bad++ < 3) printf("relay(%d): %g, not %g\n", i, got, want);
 
         got = weigh(8, x, x + 1, x + 2, x + 3, x + 4, x + 5, x + 6, x + 7);
         want = x + 2 * (x + 1) + 3 * (x + 2) + 4 * (x + 3) + 5 * (x + 4) + 6 * (x + 5) +
