@@ -59,11 +59,12 @@
 //! XRay's other sleds it resumes at the sled's stub instead, the call taken (`xray.rs`).
 //! A trap whose `int3` is gone by the time the handler reads it (a thread that trapped and
 //! was delayed) re-executes the now whole instruction. Any other trap goes to the handler
-//! installed before this one (or the default action). A thread that had executed part of the old instruction when
-//! step 1 ran would resume inside the new one: with one-instruction nops there is no such
-//! part, which is why the five one-byte nops are rewritten at attach (the one moment such a
-//! thread could exist is that first rewrite, done once per object: the preload library
-//! does it in its constructor, before the program's `main` has started a thread).
+//! installed before this one (or the default action). A thread that had executed part of
+//! the old instruction when step 1 ran would resume inside the new one: with
+//! one-instruction nops there is no such part, which is why the five one-byte nops are
+//! rewritten at attach (the one moment such a thread could exist is that first rewrite,
+//! done once per object: the preload library does it in its constructor, before the
+//! program's `main` has started a thread).
 //!
 //! **Synchronising cores**: `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE)` after
 //! registering for it (Linux 4.16): every processor running a thread of the process
