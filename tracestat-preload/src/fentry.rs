@@ -404,7 +404,7 @@ fn try_enter(ret: usize, slot: *mut usize, kind: usize) -> Option<bool> {
     let stub = kind == STUB_KIND;
     let frame = Frame {
         func: ret,
-        sp: slot as usize,
+        sp: at,
         ret: original,
         redirected: true,
         hijacked: true,

@@ -195,7 +195,9 @@ fn longjmp_signals_threads_fork_exec_and_overruns() {
         // inside builtins' call, when the leaf after its jump enters; a frame kept past it
         // would end only at builtins' end, each of the 100 nearly as long as builtins.
         let json = timed_json(&prog, "builtin");
-        let time = |name: &str| time_ns(&json, name).unwrap_or_default();
+        let time = |name: &str| {
+            time_ns(&json, name).unwrap_or_else(|| panic!("{kind:?}: no time for {name}: {json}"))
+        };
         assert!(
             time("jumpy") <= time("builtins") && time("builtins") > 0,
             "{kind:?}: jumpy's calls outlast their caller's: {json}"

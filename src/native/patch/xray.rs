@@ -312,10 +312,10 @@ pub(super) fn edits(
             let entry = matches!(kind, SledKind::Entry | SledKind::LogArgs);
             // SAFETY: `addr..addr + 11` is inside a loadable segment of a loaded object
             // (checked above).
-            let tail = unsafe { core::ptr::read_volatile((addr + 5) as *const [u8; 5]) };
+            let tail = || unsafe { core::ptr::read_volatile((addr + 5) as *const [u8; 5]) };
             // Rewritten only where it is not yet the nop: a thread may be returning there
             // from an earlier patching of the sled, and must not meet the rewrite's `int3`.
-            if entry && tail != ENTRY_TAIL {
+            if entry && tail() != ENTRY_TAIL {
                 once.push((addr + 5, ENTRY_TAIL));
             }
             let (on, resume) = if entry {
