@@ -90,13 +90,14 @@ impl ScopeGuard<'_> {
     /// `true` when it is ended (an untraced scope, or a static timed entry's whose sink
     /// took the sample), and the guard then does nothing when dropped; `false`, with
     /// nothing changed but the thread's current ip (set to the parent's, as any end sets
-    /// it), where dropping the guard is needed to end it. Calls nothing but the sink's
-    /// leaf exit and touches no vector register (`scripts/check-leaf.sh`).
+    /// it), where dropping the guard is needed to end it. `words` are the calling thread's
+    /// (a guard never leaves the thread that entered its scope). Calls nothing but the
+    /// sink's leaf exit and touches no vector register (`scripts/check-leaf.sh`).
     ///
     /// [`Site::try_enter_hook`]: super::Site::try_enter_hook
     #[cfg(all(not(loom), feature = "native"))]
     #[inline(always)]
-    pub fn try_end(&mut self) -> bool {
+    pub fn try_end(&mut self, words: super::ThreadWords) -> bool {
         let exit = self.exit;
         if exit == 0 {
             return true;
@@ -107,11 +108,30 @@ impl ScopeGuard<'_> {
         // SAFETY: as in `drop`: a `SINK` word is a `&'static SinkPath`'s exposed address
         // plus the tag.
         let path = unsafe { &*core::ptr::with_exposed_provenance::<SinkPath>(exit - SINK) };
-        if !(path.try_timed_exit)(self.prev_ip) {
+        if !(path.try_timed_exit)(words.0, self.prev_ip) {
             return false;
         }
         self.exit = 0;
         true
+    }
+
+    /// Ends the scope now, as dropping the guard does, given the calling thread's `words`
+    /// (a guard never leaves the thread that entered its scope), which a static timed
+    /// entry's end then need not reach again: for native hooks that keep them.
+    #[cfg(all(not(loom), feature = "native"))]
+    #[inline(always)]
+    pub fn end(self, words: super::ThreadWords) {
+        let exit = self.exit;
+        if exit & SINK != 0 {
+            // SAFETY: as in `drop`: a `SINK` word is a `&'static SinkPath`'s exposed address
+            // plus the tag.
+            let path = unsafe { &*core::ptr::with_exposed_provenance::<SinkPath>(exit - SINK) };
+            let prev_ip = self.prev_ip;
+            core::mem::forget(self);
+            (path.timed_exit_on)(words.0, prev_ip);
+        } else {
+            drop(self);
+        }
     }
 
     /// Whether the call was dispatched (some ops covered it and tracing was on).

@@ -134,6 +134,8 @@ pub use recursion::RecursionLock;
 pub(crate) use sink::{Sink, SinkOps, SinkPath};
 pub use site::{Site, SiteDef};
 pub use switch::SiteSwitch;
+#[cfg(all(feature = "native", not(loom)))]
+pub use thread::ThreadWords;
 pub(crate) use thread::prepare as prepare_thread;
 #[cfg(feature = "native")]
 pub(crate) use thread::use_static_tls;

@@ -122,11 +122,14 @@ pub(crate) struct SinkPath {
     /// The end of a scope whose frame `timed_entry` pushed, given the parent ip.
     #[cfg(not(loom))]
     pub(super) timed_exit: fn(usize),
+    /// [`timed_exit`](Self::timed_exit) given the thread's words too (native hooks).
+    #[cfg(all(not(loom), feature = "native"))]
+    pub(super) timed_exit_on: fn(&'static super::thread::Hot, usize),
     /// [`timed_exit`](Self::timed_exit) where it is a leaf (native hooks that saved no
     /// vector register): `true` when it ended the scope, `false` with nothing changed but
     /// the restored parent ip (which the full exit restores again).
     #[cfg(all(not(loom), feature = "native"))]
-    pub(super) try_timed_exit: fn(usize) -> bool,
+    pub(super) try_timed_exit: fn(&'static super::thread::Hot, usize) -> bool,
     /// The implementation's type, which the static entries check their published path
     /// against in debug builds.
     #[cfg(not(loom))]

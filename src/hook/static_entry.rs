@@ -48,6 +48,8 @@ use super::sink::ErasedEntry;
 use super::sink::{SinkOps, SinkPath};
 #[cfg(not(loom))]
 use super::site::{GuardWords, Site, StaticEntry};
+#[cfg(all(not(loom), feature = "native"))]
+use super::thread::ThreadWords;
 #[cfg(not(loom))]
 use super::thread::{self, Hot};
 #[cfg(not(loom))]
@@ -65,6 +67,8 @@ impl SinkPath {
             timed_entry: erase(Site::enter_timed::<P>),
             #[cfg(not(loom))]
             timed_exit: Ftrace::exit_global_sink::<P>,
+            #[cfg(all(not(loom), feature = "native"))]
+            timed_exit_on: Ftrace::exit_global_sink_on::<P>,
             #[cfg(all(not(loom), feature = "native"))]
             try_timed_exit: Ftrace::try_exit_global_sink::<P>,
             #[cfg(not(loom))]
@@ -147,9 +151,9 @@ impl Site {
 
     /// [`hit`](Self::hit) where it is a leaf: `true` when done (the site is disabled, or
     /// its one covering ops is a counting sink whose path took the hit), `false` with
-    /// nothing done where `hit` is needed (this thread's words not yet at their static
-    /// place, its reader slot not cached, any other covering, a sink that cannot take the
-    /// hit at once). Calls nothing but the sink's `count` through its path: no allocation,
+    /// nothing done where `hit` is needed (the thread's reader slot not cached, any other
+    /// covering, a sink that cannot take the hit at once). `words` are the calling
+    /// thread's. Calls nothing but the sink's `count` through its path: no allocation,
     /// no lock, no call of its own, so a hook that saves only some registers can try it
     /// first and save the others only for `hit` (native trampolines keeping the vector
     /// argument registers).
@@ -159,18 +163,18 @@ impl Site {
     /// reach them through the GOT.
     #[cfg(feature = "native")]
     #[inline(never)]
-    pub fn try_hit(&'static self) -> bool {
+    pub fn try_hit(&'static self, words: ThreadWords) -> bool {
         if !self.is_enabled() {
             return true;
         }
-        thread::hot_static().is_some_and(|hot| Ftrace::try_hit(hot, self))
+        Ftrace::try_hit(words.0, self)
     }
 
     /// [`enter_hook`](Self::enter_hook) where it is a leaf: `Some` with the scope's guard
     /// when done (the site is disabled: an untraced guard; or its one covering ops is a
     /// timing sink whose frame it pushed), `None` with nothing done where `enter_hook` is
-    /// needed (this thread's words not yet at their static place, its reader slot not
-    /// cached, any other covering, a full stack). Calls nothing and, compiled, touches no
+    /// needed (the thread's reader slot not cached, any other covering, a full stack).
+    /// `words` are the calling thread's. Calls nothing and, compiled, touches no
     /// vector register (`scripts/check-leaf.sh`), so that a native entry hook that saves
     /// only the general-purpose argument registers can try it first, and save the vector
     /// ones only for `enter_hook`. Its guard ends where that is a leaf too
@@ -181,8 +185,8 @@ impl Site {
     /// memory (a vector register's move, for its three words).
     #[cfg(feature = "native")]
     #[inline(always)]
-    pub fn try_enter_hook(&'static self) -> Option<ScopeGuard<'static>> {
-        let words = self.try_enter_leaf();
+    pub fn try_enter_hook(&'static self, words: ThreadWords) -> Option<ScopeGuard<'static>> {
+        let words = self.try_enter_leaf(words.0);
         (words.exit != NOT_ENTERED).then(|| ScopeGuard::from_words(words))
     }
 
@@ -190,18 +194,44 @@ impl Site {
     /// word of [`NOT_ENTERED`] with nothing done.
     #[cfg(feature = "native")]
     #[inline(never)]
-    fn try_enter_leaf(&'static self) -> GuardWords {
+    fn try_enter_leaf(&'static self, hot: &'static Hot) -> GuardWords {
+        self.enter_timed_or(hot, || GuardWords {
+            exit: NOT_ENTERED,
+            prev_ip: 0,
+        })
+    }
+
+    /// [`enter_hook`](Self::enter_hook) given the calling thread's `words`, which a native
+    /// hook keeps: the timing sink's case is taken with them, as
+    /// [`try_enter_hook`](Self::try_enter_hook) takes it, and anything else as `enter_hook`
+    /// takes it. Its guard's end is [`ScopeGuard::end`] (or its drop).
+    #[cfg(feature = "native")]
+    #[inline(always)]
+    pub fn enter_hook_on(&'static self, words: ThreadWords) -> ScopeGuard<'static> {
+        ScopeGuard::from_words(self.enter_native(words.0))
+    }
+
+    /// [`enter_hook_on`](Self::enter_hook_on)'s work (out of line, as the site's entries
+    /// are).
+    #[cfg(feature = "native")]
+    #[inline(never)]
+    fn enter_native(&'static self, hot: &'static Hot) -> GuardWords {
+        self.enter_timed_or(hot, || self.call_entry())
+    }
+
+    /// A disabled site's untraced guard, the timing sink's case (its path the direct
+    /// entry's), or `otherwise()`.
+    #[cfg(feature = "native")]
+    #[inline(always)]
+    fn enter_timed_or(
+        &'static self,
+        hot: &'static Hot,
+        otherwise: impl FnOnce() -> GuardWords,
+    ) -> GuardWords {
         if !self.is_enabled() {
             return ScopeGuard::none().into_words();
         }
-        let not_entered = GuardWords {
-            exit: NOT_ENTERED,
-            prev_ip: 0,
-        };
-        let Some(hot) = thread::hot_static() else {
-            return not_entered;
-        };
-        Ftrace::try_enter_timed_by(hot, self, |entry| entry.sink_path).unwrap_or(not_entered)
+        Ftrace::try_enter_timed_by(hot, self, |entry| entry.sink_path).unwrap_or_else(otherwise)
     }
 
     /// The entry of a site whose one covering ops is `P`'s counting sink.
@@ -424,16 +454,21 @@ impl Ftrace {
         Self::exit_global_sink_tls::<P>(prev_ip);
     }
 
-    /// [`exit_global_sink`](Self::exit_global_sink) where it is a leaf
-    /// (`SinkPath::try_timed_exit`): `true` when the scope ended, `false` with nothing
-    /// changed but the restored parent ip where the full exit is needed (the thread's words
-    /// not at their static offset, or anything `try_exit_sink` does not take).
+    /// [`exit_global_sink`](Self::exit_global_sink) given the thread's words (a native
+    /// hook's [`ScopeGuard::end`]).
     #[cfg(feature = "native")]
     #[inline(never)]
-    fn try_exit_global_sink<P: SinkOps>(prev_ip: usize) -> bool {
-        let Some(hot) = thread::hot_static() else {
-            return false;
-        };
+    fn exit_global_sink_on<P: SinkOps>(hot: &'static Hot, prev_ip: usize) {
+        Self::exit_global_sink_at::<P>(hot, prev_ip);
+    }
+
+    /// [`exit_global_sink`](Self::exit_global_sink) where it is a leaf
+    /// (`SinkPath::try_timed_exit`), given the thread's words: `true` when the scope ended,
+    /// `false` with nothing changed but the restored parent ip where the full exit is
+    /// needed (anything `try_exit_sink` does not take).
+    #[cfg(feature = "native")]
+    #[inline(never)]
+    fn try_exit_global_sink<P: SinkOps>(hot: &'static Hot, prev_ip: usize) -> bool {
         hot.current_ip.set(prev_ip);
         Self::try_exit_sink::<P>(hot, hot.cached_global_slot()).is_some()
     }

@@ -334,6 +334,40 @@ pub(crate) fn hot_ref() -> &'static Hot {
     HOT.with(|hot| unsafe { &*(hot as *const Hot) })
 }
 
+/// A handle on the calling thread's hook-layer words (its recursion bits, innermost ip,
+/// cached reader slot, shadow stack and sink words), for native hooks that keep per-thread
+/// state of their own: fetched once, when the hook makes that state, and handed to the
+/// leaf cases ([`Site::try_hit`], [`Site::try_enter_hook`], [`ScopeGuard::try_end`]), so
+/// that a call reaches the words through the hook's own state rather than through a
+/// thread-local of this crate (a relocation's load and a test a hook).
+///
+/// Valid for the whole life of the thread that fetched it (the words are `const`-initialised
+/// and have no destructor) and only there: it is neither `Send` nor `Sync`.
+///
+/// [`Site::try_hit`]: super::Site::try_hit
+/// [`Site::try_enter_hook`]: super::Site::try_enter_hook
+/// [`ScopeGuard::try_end`]: super::ScopeGuard::try_end
+#[cfg(all(feature = "native", not(loom)))]
+#[derive(Clone, Copy)]
+pub struct ThreadWords(pub(crate) &'static Hot);
+
+#[cfg(all(feature = "native", not(loom)))]
+impl ThreadWords {
+    /// The calling thread's words.
+    pub fn current() -> Self {
+        ThreadWords(hot_ref())
+    }
+}
+
+#[cfg(all(feature = "native", not(loom)))]
+impl std::fmt::Debug for ThreadWords {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ThreadWords")
+            .field(&core::ptr::from_ref(self.0))
+            .finish()
+    }
+}
+
 /// Runs `f` with this thread's [`Hot`] words, by reference: how an entry or an exit that
 /// must work under loom reaches them. Outside loom it is [`hot_ref`] (`absent` is never
 /// called); under loom, whose thread-locals are dropped with the model's threads, `absent()`

@@ -14,6 +14,8 @@ use crate::common::profiler::{
     BOTH, EVERY, HITS_AND_TIMED, SiteKind, Sites, TIMED, static_site, with_profiler_on,
 };
 use kernel_format::{FUNCTION_HEADER_HITS, FUNCTION_HEADER_TIMED, graph_duration};
+#[cfg(all(feature = "native", target_arch = "x86_64", target_os = "linux"))]
+use tracestat::hook::ThreadWords;
 use tracestat::hook::{Ftrace, FtraceOps, ShadowStack, SiteDef};
 use tracestat::profile::{FunctionProfiler, ProfileOptions};
 use tracestat::stat::{Tracefs, WriteMode};
@@ -140,6 +142,30 @@ fn outer_and_inner(calls: u64) -> Vec<(String, u64)> {
     vec![("inner".to_owned(), 2 * calls), ("outer".to_owned(), calls)]
 }
 
+/// The calls of `name` that were timed: its latency histogram's count.
+#[cfg(all(feature = "native", target_arch = "x86_64", target_os = "linux"))]
+fn calls_timed(profiler: &FunctionProfiler, name: &str) -> u64 {
+    let rows = profiler.rows(None);
+    let row = rows.into_iter().find(|r| r.name == name).unwrap();
+    row.buckets.iter().sum()
+}
+
+/// `threads` threads each making `calls` calls of `outer` (site 0 of `sites`), each of which
+/// runs `inner` twice.
+fn outer_calls(sites: &Sites, threads: u64, calls: u64, inner: impl Fn() + Sync) {
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                for _ in 0..calls {
+                    let _outer = sites.call(0);
+                    inner();
+                    inner();
+                }
+            });
+        }
+    });
+}
+
 /// `f`'s result while `ops` covers `inner` beside the profiler.
 fn with_ops_on_inner<R>(sites: &Sites, ops: &Arc<FtraceOps>, f: impl FnOnce() -> R) -> R {
     let ftrace = sites.ftrace();
@@ -161,19 +187,7 @@ fn with_ops_on_inner<R>(sites: &Sites, ops: &Arc<FtraceOps>, f: impl FnOnce() ->
 fn hits_count_as_calls_that_end_at_once() {
     const THREADS: u64 = 4;
     const CALLS: u64 = 5_000;
-    let run = |sites: &Sites| {
-        std::thread::scope(|s| {
-            for _ in 0..THREADS {
-                s.spawn(|| {
-                    for _ in 0..CALLS {
-                        let _outer = sites.call(0);
-                        static_site("inner").hit();
-                        static_site("inner").hit();
-                    }
-                });
-            }
-        });
-    };
+    let run = |sites: &Sites| outer_calls(sites, THREADS, CALLS, || static_site("inner").hit());
     let expected = outer_and_inner(THREADS * CALLS);
     with_profiler_on(
         &[SiteKind::Static],
@@ -215,8 +229,6 @@ fn hits_count_as_calls_that_end_at_once() {
 fn leaf_hits_count_once_and_decline_the_rest() {
     const THREADS: u64 = 4;
     const CALLS: u64 = 5_000;
-    // The leaf reads the thread's words only at their static place (a test binary's are).
-    assert!(tracestat::native::NativeSites::enable_static_tls());
     let leaf = AtomicU64::new(0);
     let run = |sites: &Sites| {
         leaf.store(0, Ordering::Relaxed);
@@ -224,10 +236,11 @@ fn leaf_hits_count_once_and_decline_the_rest() {
             for _ in 0..THREADS {
                 s.spawn(|| {
                     let mut counted = 0;
+                    let words = ThreadWords::current();
                     for _ in 0..CALLS {
                         let _outer = sites.call(0);
                         for _ in 0..2 {
-                            if static_site("inner").try_hit() {
+                            if static_site("inner").try_hit(words) {
                                 counted += 1;
                             } else {
                                 static_site("inner").hit();
@@ -268,7 +281,7 @@ fn leaf_hits_count_once_and_decline_the_rest() {
     // another test's run may have the global sites enabled.)
     let _serial = crate::common::profiler::serial();
     assert!(!static_site("inner").is_enabled());
-    assert!(static_site("inner").try_hit());
+    assert!(static_site("inner").try_hit(ThreadWords::current()));
 }
 
 /// `Site::try_enter_hook` and `ScopeGuard::try_end`, the leaf cases of `enter_hook` and of
@@ -282,8 +295,6 @@ fn leaf_hits_count_once_and_decline_the_rest() {
 fn leaf_entries_time_once_and_decline_the_rest() {
     const THREADS: u64 = 4;
     const CALLS: u64 = 5_000;
-    // The leaves read the thread's words only at their static place (a test binary's are).
-    assert!(tracestat::native::NativeSites::enable_static_tls());
     let (entered, ended) = (AtomicU64::new(0), AtomicU64::new(0));
     let run = |sites: &Sites| {
         entered.store(0, Ordering::Relaxed);
@@ -292,14 +303,15 @@ fn leaf_entries_time_once_and_decline_the_rest() {
             for _ in 0..THREADS {
                 s.spawn(|| {
                     let (mut leaf_in, mut leaf_out) = (0, 0);
+                    let words = ThreadWords::current();
                     for _ in 0..CALLS {
                         let _outer = sites.call(0);
                         for _ in 0..2 {
                             let inner = static_site("inner");
-                            match inner.try_enter_hook() {
+                            match inner.try_enter_hook(words) {
                                 Some(mut guard) => {
                                     leaf_in += 1;
-                                    if guard.try_end() {
+                                    if guard.try_end(words) {
                                         leaf_out += 1;
                                     }
                                 }
@@ -318,11 +330,6 @@ fn leaf_entries_time_once_and_decline_the_rest() {
         )
     };
     let expected = outer_and_inner(THREADS * CALLS);
-    let inner_timed = |profiler: &FunctionProfiler| {
-        let rows = profiler.rows(None);
-        let inner = rows.into_iter().find(|r| r.name == "inner").unwrap();
-        inner.buckets.iter().sum::<u64>()
-    };
     with_profiler_on(
         &[SiteKind::Static],
         &EVERY,
@@ -331,7 +338,11 @@ fn leaf_entries_time_once_and_decline_the_rest() {
             let (entered, ended) = run(sites);
             assert_eq!(hits(&profiler), expected, "alone, {opts:?}");
             if opts.timing {
-                assert_eq!(inner_timed(&profiler), 2 * THREADS * CALLS, "{opts:?}");
+                assert_eq!(
+                    calls_timed(&profiler, "inner"),
+                    2 * THREADS * CALLS,
+                    "{opts:?}"
+                );
             }
             let all = 2 * THREADS * CALLS;
             if opts.timing && opts.sleep_time && !opts.call_paths {
@@ -360,9 +371,49 @@ fn leaf_entries_time_once_and_decline_the_rest() {
     // runs' lock: another test's run may have the global sites enabled.)
     let _serial = crate::common::profiler::serial();
     assert!(!static_site("inner").is_enabled());
-    let mut guard = static_site("inner").try_enter_hook().unwrap();
+    let words = ThreadWords::current();
+    let mut guard = static_site("inner").try_enter_hook(words).unwrap();
     assert!(!guard.is_traced());
-    assert!(guard.try_end());
+    assert!(guard.try_end(words));
+}
+
+/// `Site::enter_hook_on` and `ScopeGuard::end`, the hook entry and end of native hooks that
+/// keep the thread's words: every call entered and ended exactly once, timed where the
+/// profiler times, in every mode (the timing sink's own case, taken with the words, and any
+/// other, taken as `enter_hook` and a drop take it), alone and beside a second ops.
+#[cfg(all(feature = "native", target_arch = "x86_64", target_os = "linux"))]
+#[test]
+fn hook_entries_given_the_threads_words_end_once() {
+    const THREADS: u64 = 4;
+    const CALLS: u64 = 5_000;
+    let run = |sites: &Sites| {
+        outer_calls(sites, THREADS, CALLS, || {
+            let words = ThreadWords::current();
+            static_site("inner").enter_hook_on(words).end(words);
+        });
+    };
+    let expected = outer_and_inner(THREADS * CALLS);
+    with_profiler_on(
+        &[SiteKind::Static],
+        &EVERY,
+        &["outer", "inner"],
+        |_, opts, sites, profiler| {
+            // Alone, then beside a second ops on `inner` (the general entry's case).
+            let seen = FtraceOps::builder(|_, _, _, _| {}).build();
+            for beside in [false, true] {
+                profiler.reset();
+                if beside {
+                    with_ops_on_inner(sites, &seen, || run(sites));
+                } else {
+                    run(sites);
+                }
+                assert_eq!(hits(&profiler), expected, "beside: {beside}, {opts:?}");
+                let timed = if opts.timing { 2 * THREADS * CALLS } else { 0 };
+                let inner = calls_timed(&profiler, "inner");
+                assert_eq!(inner, timed, "beside: {beside}, {opts:?}");
+            }
+        },
+    );
 }
 
 /// Threads that exit fold their records into one retained table: their per-thread files

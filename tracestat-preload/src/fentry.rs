@@ -442,7 +442,7 @@ fn enter(ret: usize, slot: *mut usize, kind: usize) -> bool {
         // SAFETY: `slot` is the parent's return-address slot of the function calling the
         // hook, on this thread's stack and live until that function returns.
         let original = unsafe { *slot };
-        let guard = site.enter_hook();
+        let guard = site.enter_hook_on(t.words);
         if guard.is_traced() {
             let stub = kind == STUB_KIND;
             let frame = Frame {

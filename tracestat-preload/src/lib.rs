@@ -43,6 +43,10 @@
 //!   from the native map on a miss (a function not in the symbol tables becomes a site
 //!   there, at its first call). The cache is dropped when shared objects are retired
 //!   (`dlclose`, interposed in `dl.rs`).
+//! - **The hook layer's words**: a thread's state keeps a handle on the hook layer's own
+//!   per-thread words ([`ThreadWords`], fetched when the state is made), and the hooks hand
+//!   it to the site's entry and end (`Site::enter_hook_on`, `ScopeGuard::end` and the leaf
+//!   cases below), which then reach those words through no thread-local access of theirs.
 //! - **Return stack**: a per-thread stack of (function, stack pointer, scope guard), the
 //!   stack pointer being the instrumented function's at its call of the hook (the hooks are
 //!   naked trampolines on x86-64 and AArch64 that pass it), or the address of the return
@@ -123,7 +127,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::io::Write as _;
 use std::sync::OnceLock;
 
-use tracestat::hook::{Ftrace, ScopeGuard, Site};
+use tracestat::hook::{Ftrace, ScopeGuard, Site, ThreadWords};
 use tracestat::native::{LoadedObject, NativeSites};
 use tracestat::profile::{FunctionProfiler, ProfileOptions};
 use tracestat::stat::WriteMode;
@@ -477,6 +481,8 @@ struct Thread {
     own: (usize, usize),
     /// Calls counted on another stack since the last flush to [`OTHER_STACK`].
     other: u64,
+    /// The hook layer's words of this thread, for its leaf cases.
+    words: ThreadWords,
 }
 
 /// [`Thread::busy`] of a thread that a jump took out of a running hook: its hooks stay off
@@ -591,6 +597,7 @@ fn first_state() -> Option<&'static mut Thread> {
         busy: 0,
         own: own_stack(),
         other: 0,
+        words: ThreadWords::current(),
     });
     // The profiler's and the hook layer's thread state first, then the destructor (which
     // fails during thread teardown: the state stays `DEAD`): registered after theirs, it
@@ -797,7 +804,7 @@ fn try_hit_cached(key: usize) -> bool {
         return false;
     };
     t.busy = stack_pointer();
-    let done = site.try_hit();
+    let done = site.try_hit(t.words);
     t.busy = 0;
     done
 }
@@ -842,8 +849,9 @@ fn try_push(
     frame: Frame,
     pushed: impl FnOnce(),
 ) -> Option<bool> {
+    let words = t.words;
     // SAFETY: `try_entering` found `len` below `DEPTH` with the busy flag set since.
-    let traced = unsafe { push_entered(t, len, frame, false, || site.try_enter_hook()) };
+    let traced = unsafe { push_entered(t, len, frame, false, || site.try_enter_hook(words)) };
     if traced == Some(true) {
         pushed();
     }
@@ -913,7 +921,7 @@ fn try_pop(is_call: impl FnOnce(&Frame) -> bool) -> Option<usize> {
     }
     let top = t.stack.last_mut().filter(|f| is_call(f))?;
     t.busy = stack_pointer();
-    let ended = top.guard.try_end();
+    let ended = top.guard.try_end(t.words);
     let ret = ended.then(|| {
         // SAFETY: the stack has a last frame (`top`).
         let frame = unsafe { pop_frame(t) };
@@ -929,7 +937,9 @@ fn try_pop(is_call: impl FnOnce(&Frame) -> bool) -> Option<usize> {
 /// Counts a hit of the site of `func` (entered and ended at once) and clears the busy flag.
 #[inline(always)]
 fn hit_site(t: &mut Thread, func: usize, lookup: fn(usize) -> Option<&'static Site>) {
-    if let Some(site) = site_of(t, func, lookup) {
+    if let Some(site) = site_of(t, func, lookup)
+        && !site.try_hit(t.words)
+    {
         site.hit();
     }
     t.busy = 0;
@@ -984,11 +994,12 @@ extern "C" fn enter(func: usize, call_site: usize, sp: usize) {
     let Some((t, len, site)) = try_entering(func, sp, dead) else {
         return enter_full(func, call_site, sp);
     };
+    let words = t.words;
     // Pushed traced or not: the exit finds its frame on top either way. SAFETY:
     // `try_entering` found `len` below `DEPTH`, the busy flag set since.
     unsafe {
         push_entered(t, len, cyg_frame(func, call_site, sp), true, || {
-            Some(site.enter_hook())
+            Some(site.enter_hook_on(words))
         })
     };
     t.busy = 0;
@@ -1030,9 +1041,10 @@ fn enter_full(func: usize, call_site: usize, sp: usize) {
         OVERRUNS.fetch_add(1, Ordering::Relaxed);
     } else if let Some(site) = site_of(t, func, lookup) {
         let frame = cyg_frame(func, call_site, sp);
+        let words = t.words;
         // As in `enter`. SAFETY: the length was below `DEPTH` above, and the busy flag kept
         // the stack unchanged since.
-        unsafe { push_entered(t, len, frame, true, || Some(site.enter_hook())) };
+        unsafe { push_entered(t, len, frame, true, || Some(site.enter_hook_on(words))) };
     }
     t.busy = 0;
 }
@@ -1096,7 +1108,7 @@ fn exit_state(t: Option<&'static mut Thread>, func: usize, call_site: usize, sp:
     let this = |f: &Frame| f.func == func && f.sp == sp;
     if t.stack.last().is_some_and(this) {
         // SAFETY: the stack has a last frame.
-        drop(unsafe { pop_frame(t) });
+        unsafe { pop_frame(t) }.guard.end(t.words);
     } else {
         exit_off_top(t, func, call_site, sp);
     }

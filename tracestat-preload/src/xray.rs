@@ -245,7 +245,7 @@ extern "C" fn entry(id: u32, slot: usize) {
     if len == DEPTH {
         OVERRUNS.fetch_add(1, Ordering::Relaxed);
     } else if let Some(site) = site_of(t, func, lookup) {
-        let frame = xray_frame(func, slot, site.enter_hook());
+        let frame = xray_frame(func, slot, site.enter_hook_on(t.words));
         // SAFETY: `len` was read above, below `DEPTH`, and the busy flag kept the stack
         // unchanged since.
         unsafe { push_frame(t, len, frame) };
