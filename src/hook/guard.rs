@@ -130,8 +130,16 @@ impl ScopeGuard<'_> {
             core::mem::forget(self);
             (path.timed_exit_on)(words.0, prev_ip);
         } else {
-            drop(self);
+            self.end_other();
         }
+    }
+
+    /// [`end`](Self::end) of any other scope: its drop, out of line (the caller keeps no
+    /// word of the guard across it).
+    #[cfg(all(not(loom), feature = "native"))]
+    #[inline(never)]
+    fn end_other(self) {
+        drop(self);
     }
 
     /// Whether the call was dispatched (some ops covered it and tracing was on).

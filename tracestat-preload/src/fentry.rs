@@ -86,9 +86,8 @@ use tracestat::hook::{Ftrace, ScopeGuard, Site};
 use tracestat::native::{EntryStubs, NativeSites, functions};
 
 use crate::{
-    DEPTH, Frame, GENERATION, NATIVE, OVERRUNS, Thread, entering, existing_thread_state,
-    hit_other_stack, hit_site, next_symbol, on_other_stack, pop_dead, pop_dead_slow, pop_frame,
-    push_frame, site_of,
+    Frame, GENERATION, NATIVE, OVERRUNS, Thread, entering, existing_thread_state, hit_other_stack,
+    hit_site, next_symbol, on_other_stack, pop_dead, pop_dead_slow, pop_frame, push_frame, site_of,
 };
 
 /// Distances from `__fentry__`'s return address back to the function's entry, nearest
@@ -400,7 +399,7 @@ fn try_enter(ret: usize, slot: *mut usize, kind: usize) -> Option<bool> {
     let at = slot as usize;
     // A tail call's caller shares this call's slot and is live (`dead_at_entry`): common
     // in `-O2` code, and taken here too.
-    let (t, len, site) = crate::try_entering(ret, at, |f| dead_at_entry(f, at, original))?;
+    let (t, site) = crate::try_entering(ret, at, |f| dead_at_entry(f, at, original))?;
     let stub = kind == STUB_KIND;
     let frame = Frame {
         func: ret,
@@ -411,7 +410,7 @@ fn try_enter(ret: usize, slot: *mut usize, kind: usize) -> Option<bool> {
         stub,
         guard: ScopeGuard::none(),
     };
-    crate::try_push(t, len, site, frame, || {
+    crate::try_push(t, site, frame, || {
         if !stub {
             // SAFETY: as above; the frame just pushed records the original.
             unsafe { *slot = trampoline() };
@@ -434,9 +433,8 @@ fn enter(ret: usize, slot: *mut usize, kind: usize) -> bool {
     if t.stack.last().is_some_and(|f| f.sp <= at) {
         pop_dead_at_entry(t, slot);
     }
-    let len = t.stack.len();
     let mut pushed = false;
-    if len == DEPTH {
+    if t.stack.is_full() {
         OVERRUNS.fetch_add(1, Ordering::Relaxed);
     } else if let Some(site) = site_of(t, ret, |ret| lookup(ret, kind)) {
         // SAFETY: `slot` is the parent's return-address slot of the function calling the
@@ -454,9 +452,9 @@ fn enter(ret: usize, slot: *mut usize, kind: usize) -> bool {
                 stub,
                 guard,
             };
-            // SAFETY: `len` was read above, below `DEPTH`, and the busy flag kept the
-            // stack unchanged since.
-            unsafe { push_frame(t, len, frame) };
+            // SAFETY: the stack was not full above, and the busy flag kept it unchanged
+            // since.
+            unsafe { push_frame(t, frame) };
             if !stub {
                 // SAFETY: as above; the frame just pushed records the original.
                 unsafe { *slot = trampoline() };

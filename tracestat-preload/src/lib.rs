@@ -15,6 +15,8 @@
 //! - `fentry.rs`: the `mcount` / `__fentry__` hooks, which end a call by redirecting its
 //!   return address through a trampoline, and the same for nop'd entries' stubs; glibc's
 //!   gprof kept quiet;
+//! - `return_stack.rs`: the per-thread return stack's storage, its frames reached by
+//!   pointer;
 //! - `patched.rs`: what nop'd entries are patched to reach (a stub of their own timing,
 //!   `__fentry__` counting);
 //! - `dl.rs`: `dlopen`, `dlmopen` and `dlclose`, interposed so that an object's functions
@@ -396,6 +398,7 @@ mod fast_tls;
 #[cfg(target_arch = "x86_64")]
 mod fentry;
 mod patched;
+mod return_stack;
 mod serve;
 mod signals;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
@@ -404,6 +407,7 @@ mod unwind;
 mod xray;
 
 pub use attach::{AttachError, AttachOptions, Attached, attach};
+use return_stack::ReturnStack;
 
 /// Frames a thread's return stack holds; deeper calls are overruns.
 const DEPTH: usize = 4096;
@@ -469,7 +473,7 @@ struct Frame {
 
 /// One thread's state.
 struct Thread {
-    stack: Vec<Frame>,
+    stack: ReturnStack,
     cache: Box<[(usize, *const Site); CACHE]>,
     generation: u64,
     /// 0 while no hook of the thread runs; else the stack pointer of the running one (a
@@ -591,7 +595,7 @@ fn first_state() -> Option<&'static mut Thread> {
     // instrumented (a Rust program's allocator shim is built with its crate's flags).
     STATE.with(|s| s.set(DEAD));
     let t = Box::new(Thread {
-        stack: Vec::with_capacity(DEPTH),
+        stack: ReturnStack::new(),
         cache: Box::new([(0, core::ptr::null()); CACHE]),
         generation: GENERATION.load(Ordering::Acquire),
         busy: 0,
@@ -811,7 +815,7 @@ fn try_hit_cached(key: usize) -> bool {
 
 /// The timed entry's common case, up to the site (the trampolines' leaf tries, x86-64
 /// [`call_hook`], and `__cyg_profile_func_enter`'s first way):
-/// this thread's state marked busy, the return stack's length and the site `key` names,
+/// this thread's state marked busy and the site `key` names,
 /// where the entry needs nothing but a push (the top frame not `dead` (left without its
 /// exit, seen from this entry), the call's frame address `at` not on another stack, room
 /// on the stack, a cached site); `None` with nothing done where the full hook must run.
@@ -822,36 +826,33 @@ fn try_entering(
     key: usize,
     at: usize,
     dead: impl FnOnce(&Frame) -> bool,
-) -> Option<(&'static mut Thread, usize, &'static Site)> {
+) -> Option<(&'static mut Thread, &'static Site)> {
     let t = fast_tls::state().and_then(live)?;
     if t.busy != 0 || on_other_stack(t, at) || t.stack.last().is_some_and(dead) {
         return None;
     }
-    let len = t.stack.len();
-    if len == DEPTH {
+    if t.stack.is_full() {
         return None;
     }
     let site = cached_site(t, key)?;
     t.busy = stack_pointer();
-    Some((t, len, site))
+    Some((t, site))
 }
 
 /// [`try_entering`]'s end: enters `site` where that is a leaf and, if the call is traced,
-/// pushes `frame` (its guard replaced by the entry's) on the stack of length `len`, then
-/// runs `pushed`; `Some` (whether a frame was pushed) when done, `None` with nothing done.
+/// pushes `frame` (its guard replaced by the entry's), then runs `pushed`; `Some` (whether a frame was pushed) when done, `None` with nothing done.
 /// Clears the busy flag.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn try_push(
     t: &mut Thread,
-    len: usize,
     site: &'static Site,
     frame: Frame,
     pushed: impl FnOnce(),
 ) -> Option<bool> {
     let words = t.words;
-    // SAFETY: `try_entering` found `len` below `DEPTH` with the busy flag set since.
-    let traced = unsafe { push_entered(t, len, frame, false, || site.try_enter_hook(words)) };
+    // SAFETY: `try_entering` found room on the stack, with the busy flag set since.
+    let traced = unsafe { push_entered(t, frame, false, || site.try_enter_hook(words)) };
     if traced == Some(true) {
         pushed();
     }
@@ -860,28 +861,26 @@ fn try_push(
 }
 
 /// Pushes `frame` with the guard `enter` returns (called after the frame's other words are
-/// stored, so that only the thread's state is kept across it) on the stack of length
-/// `len`, if the guard is traced or `untraced_too`; `Some(pushed)`, or `None` with nothing
-/// pushed when `enter` returns `None`.
+/// stored, so that only the thread's state is kept across it), if the guard is traced or
+/// `untraced_too`; `Some(pushed)`, or `None` with nothing pushed when `enter` returns
+/// `None`.
 ///
 /// # Safety
 ///
-/// As [`push_frame`]'s: `len` is the stack's length and below [`DEPTH`], the busy flag set
-/// since it was read. `frame`'s guard is untraced (it is dropped unused).
+/// As [`push_frame`]'s: the stack is not full, found so with the busy flag set since.
+/// `frame`'s guard is untraced (it is dropped unused).
 #[inline(always)]
 unsafe fn push_entered(
     t: &mut Thread,
-    len: usize,
     frame: Frame,
     untraced_too: bool,
     enter: impl FnOnce() -> Option<ScopeGuard<'static>>,
 ) -> Option<bool> {
-    debug_assert!(len == t.stack.len() && len < t.stack.capacity() && !frame.guard.is_traced());
-    // SAFETY: slot `len` is within the capacity (the contract; the stack is made with room
-    // for `DEPTH` frames and never grows) and past the length: no frame is there. The
+    debug_assert!(!frame.guard.is_traced());
+    // SAFETY: the stack is not full (the contract), so the place past its top is free. The
     // frame's fields are written one by one, its guard (untraced: nothing to end) left out.
     unsafe {
-        let slot = t.stack.as_mut_ptr().add(len);
+        let slot = t.stack.next_place();
         (&raw mut (*slot).func).write(frame.func);
         (&raw mut (*slot).sp).write(frame.sp);
         (&raw mut (*slot).ret).write(frame.ret);
@@ -893,13 +892,12 @@ unsafe fn push_entered(
     let guard = enter()?;
     let push = untraced_too || guard.is_traced();
     if push {
-        // SAFETY: the busy flag kept the stack unchanged since its length was read, so the
-        // slot past it still holds the words written above; with its guard it is a whole
-        // frame, and setting the length past it makes it the top.
+        // SAFETY: the busy flag kept the stack unchanged since, so the place past its top
+        // still holds the words written above; with its guard it is a whole frame, which
+        // `pushed` makes the top.
         unsafe {
-            let len = t.stack.len();
-            (&raw mut (*t.stack.as_mut_ptr().add(len)).guard).write(guard);
-            t.stack.set_len(len + 1);
+            (&raw mut (*t.stack.next_place()).guard).write(guard);
+            t.stack.pushed();
         }
     } else {
         // An untraced scope has nothing to end (forgotten: its drop's code stays out).
@@ -945,36 +943,28 @@ fn hit_site(t: &mut Thread, func: usize, lookup: fn(usize) -> Option<&'static Si
     t.busy = 0;
 }
 
-/// Pushes `frame` onto the return stack, whose length is `len`: written in place, so the
-/// guard's words go from the entry's return registers straight to memory (`Vec::push`
-/// keeps them live across its reallocation path, which costs the hook its registers).
+/// Pushes `frame` onto the return stack, written in place.
 ///
 /// # Safety
 ///
-/// `len` is the stack's length and below [`DEPTH`] (the stack is made with room for `DEPTH`
-/// frames and never grows): read by the caller, with the busy flag set since, which keeps
-/// this thread's other hooks (those of code the site's entry runs included) off the stack.
+/// The stack is not full: found so by the caller, with the busy flag set since, which
+/// keeps this thread's other hooks (those of code the site's entry runs included) off it.
 #[inline(always)]
-unsafe fn push_frame(t: &mut Thread, len: usize, frame: Frame) {
-    debug_assert!(len == t.stack.len() && len < t.stack.capacity());
-    // SAFETY: slot `len` is within the capacity (the contract) and past the length, so
-    // writing it overwrites no frame, and setting the length past it makes it the top.
-    unsafe {
-        t.stack.as_mut_ptr().add(len).write(frame);
-        t.stack.set_len(len + 1);
-    }
+unsafe fn push_frame(t: &mut Thread, frame: Frame) {
+    // SAFETY: not full (the contract).
+    unsafe { t.stack.push_unchecked(frame) }
 }
 
-/// Pops the top frame off a return stack known not to be empty: `Vec::pop` without the
-/// `Option` it makes and the caller tests again.
+/// Pops the top frame off a return stack known not to be empty, without the `Option` that
+/// `pop` makes and the caller tests again.
 ///
 /// # Safety
 ///
 /// The stack holds at least one frame.
 #[inline(always)]
 unsafe fn pop_frame(t: &mut Thread) -> Frame {
-    // SAFETY: the stack is not empty (the contract), so `pop` returns `Some`.
-    unsafe { t.stack.pop().unwrap_unchecked() }
+    // SAFETY: the stack is not empty (the contract).
+    unsafe { t.stack.pop_unchecked() }
 }
 
 /// `__cyg_profile_func_enter` with the instrumented function's stack pointer: the common
@@ -991,14 +981,14 @@ extern "C" fn enter(func: usize, call_site: usize, sp: usize) {
     // A frame at the same stack pointer is live where this function is inlined into its
     // function (`dead_at_entry`): common (a static helper), and taken here too.
     let dead = |f: &Frame| dead_at_entry(f, func, call_site, sp);
-    let Some((t, len, site)) = try_entering(func, sp, dead) else {
+    let Some((t, site)) = try_entering(func, sp, dead) else {
         return enter_full(func, call_site, sp);
     };
     let words = t.words;
     // Pushed traced or not: the exit finds its frame on top either way. SAFETY:
-    // `try_entering` found `len` below `DEPTH`, the busy flag set since.
+    // `try_entering` found room on the stack, the busy flag set since.
     unsafe {
-        push_entered(t, len, cyg_frame(func, call_site, sp), true, || {
+        push_entered(t, cyg_frame(func, call_site, sp), true, || {
             Some(site.enter_hook_on(words))
         })
     };
@@ -1036,15 +1026,14 @@ fn enter_full(func: usize, call_site: usize, sp: usize) {
     if t.stack.last().is_some_and(|f| f.sp <= sp) {
         pop_dead_at_entry(t, func, call_site, sp);
     }
-    let len = t.stack.len();
-    if len == DEPTH {
+    if t.stack.is_full() {
         OVERRUNS.fetch_add(1, Ordering::Relaxed);
     } else if let Some(site) = site_of(t, func, lookup) {
         let frame = cyg_frame(func, call_site, sp);
         let words = t.words;
-        // As in `enter`. SAFETY: the length was below `DEPTH` above, and the busy flag kept
-        // the stack unchanged since.
-        unsafe { push_entered(t, len, frame, true, || Some(site.enter_hook_on(words))) };
+        // As in `enter`. SAFETY: the stack was not full above, and the busy flag kept it
+        // unchanged since.
+        unsafe { push_entered(t, frame, true, || Some(site.enter_hook_on(words))) };
     }
     t.busy = 0;
 }
@@ -1110,7 +1099,7 @@ fn exit_state(t: Option<&'static mut Thread>, func: usize, call_site: usize, sp:
         // SAFETY: the stack has a last frame.
         unsafe { pop_frame(t) }.guard.end(t.words);
     } else {
-        exit_off_top(t, func, call_site, sp);
+        exit_off_top(func, call_site, sp, t);
     }
     t.busy = 0;
 }
@@ -1118,10 +1107,11 @@ fn exit_state(t: Option<&'static mut Thread>, func: usize, call_site: usize, sp:
 /// [`exit`] when the top frame is not the call's `(func, sp)`: the exit hook jumped to in
 /// place of a `void` function's `ret` with the top frame the function's
 /// ([`jumped_to_own_exit`]), else [`exit_past_dead`]. Out of line, one call, so that the
-/// matching exit keeps nothing across it.
+/// matching exit keeps nothing across it; the thread's state last, so that the hook's own
+/// arguments stay in their registers.
 #[cold]
 #[inline(never)]
-fn exit_off_top(t: &mut Thread, func: usize, call_site: usize, sp: usize) {
+fn exit_off_top(func: usize, call_site: usize, sp: usize, t: &mut Thread) {
     if jumped_to_own_exit(t, func, call_site, sp) {
         // SAFETY: the stack has a last frame (`jumped_to_own_exit` found it).
         drop(unsafe { pop_frame(t) });

@@ -48,8 +48,8 @@ use tracestat::hook::{Ftrace, ScopeGuard, Site};
 use tracestat::native::XrayTrampolines;
 
 use crate::{
-    COUNT_ONLY, DEPTH, Frame, NATIVE, OVERRUNS, entering, hit_other_stack, hit_site,
-    on_other_stack, pop_dead, push_frame, site_of,
+    COUNT_ONLY, Frame, NATIVE, OVERRUNS, entering, hit_other_stack, hit_site, on_other_stack,
+    pop_dead, push_frame, site_of,
 };
 
 /// Set in every key made from an id: no user-space code address has it.
@@ -211,11 +211,11 @@ extern "C" fn try_entry(id: u32, slot: usize) -> bool {
     }
     let func = key(id);
     // Every live frame's slot is above this call's.
-    let Some((t, len, site)) = crate::try_entering(func, slot, |f| f.sp <= slot) else {
+    let Some((t, site)) = crate::try_entering(func, slot, |f| f.sp <= slot) else {
         return false;
     };
     let frame = xray_frame(func, slot, ScopeGuard::none());
-    crate::try_push(t, len, site, frame, || ()).is_some()
+    crate::try_push(t, site, frame, || ()).is_some()
 }
 
 /// The frame of a call of the function `func` keys, at `slot`, ended by `guard`: nothing
@@ -241,14 +241,12 @@ extern "C" fn entry(id: u32, slot: usize) {
     }
     // Frames at or below this one's slot were left without their exit.
     pop_dead(t, |f| f.sp <= slot);
-    let len = t.stack.len();
-    if len == DEPTH {
+    if t.stack.is_full() {
         OVERRUNS.fetch_add(1, Ordering::Relaxed);
     } else if let Some(site) = site_of(t, func, lookup) {
         let frame = xray_frame(func, slot, site.enter_hook_on(t.words));
-        // SAFETY: `len` was read above, below `DEPTH`, and the busy flag kept the stack
-        // unchanged since.
-        unsafe { push_frame(t, len, frame) };
+        // SAFETY: the stack was not full above, and the busy flag kept it unchanged since.
+        unsafe { push_frame(t, frame) };
     }
     t.busy = 0;
 }
