@@ -17,8 +17,10 @@
 //!   when the leaf [`try_exit`] cannot end the call: `crate::call_return_hook`), ends the
 //!   frame with that same slot address, restores them and returns to the function's
 //!   caller.
-//! - **Tail exit** (called from a tail-call sled, before the tail call's `jmp`): saves the
-//!   tail call's argument registers, r11 and the flags (a conditional tail call may follow)
+//! - **Tail exit** (called from a tail-call sled, before the tail call's `jmp`, by a stub
+//!   that keeps r10 around the call: on a conditional tail call's other way it may be
+//!   live): saves the tail call's argument registers, r11 and the flags (a conditional
+//!   tail call may follow)
 //!   and ends the frame as an exit does, the leaf [`try_exit`] first (xmm0-7 saved only
 //!   when it cannot); the callee's entry sled then enters its own.
 //!
@@ -136,21 +138,23 @@ unsafe extern "C" fn xray_count_trampoline() {
 ///
 /// # Safety
 ///
-/// Only as a patched tail-call sled's stub calls it: `r10d` the packed id, `[rsp + 8]`
-/// the instrumented function's return address.
+/// Only as a patched tail-call sled's stub calls it: `r10d` the packed id, `[rsp + 8]` the
+/// function's r10 (the stub's to restore), `[rsp + 16]` the instrumented function's return
+/// address.
 #[unsafe(naked)]
 unsafe extern "C" fn xray_tail_trampoline() {
     naked_asm!(
-        // The flags pushed first (a conditional tail call may follow): the slot is one
-        // word further than at an entry. The leaf try is the exit sleds' (its answer, 0 or
-        // 1, tested in `al`), xmm0-7 saved only for the full hook.
+        // The flags pushed first (a conditional tail call may follow): with the stub's
+        // saved r10, the slot is two words further than at an entry. The leaf try is the
+        // exit sleds' (its answer, 0 or 1, tested in `al`), xmm0-7 saved only for the full
+        // hook.
         "pushfq",
         save_arguments!(r11),
         leaf_first!(
             "{try_exit}",
             "{exit}",
             "mov edi, dword ptr [rsp + 56]",
-            "lea rsi, [rbp + 24]"
+            "lea rsi, [rbp + 32]"
         ),
         restore_arguments!(r11),
         "popfq",

@@ -36,13 +36,19 @@ fn xray_sleds_are_patched_and_every_call_counted() {
             .split_whitespace()
             .map(|w| w.parse().unwrap())
             .collect();
-        assert_eq!(printed[..2], [6765, 7878250], "{stdout}");
-        let [fib, add, leaf, tail, two] = printed[2..] else {
+        // The results as the program computes them alone (cond_tail's among them: r10
+        // kept across its tail-call sled), then its own counts.
+        assert_eq!(
+            printed[..3],
+            [6765, 7878250, 2492753],
+            "timing {timing}: {stdout}"
+        );
+        let [fib, add, leaf, tail, two, cond, callee] = printed[3..] else {
             panic!("{stdout}")
         };
         assert_eq!(
-            (fib, add, leaf, tail, two),
-            (21891, 11445, 2000, 1000, 1000)
+            (fib, add, leaf, tail, two, cond, callee),
+            (21891, 11445, 2000, 1000, 1000, 1000, 899)
         );
         assert_eq!(
             hits(&profile),
@@ -53,6 +59,8 @@ fn xray_sleds_are_patched_and_every_call_counted() {
                 ("leaf", leaf),
                 ("tail", tail),
                 ("two_exits", two),
+                ("cond_tail", cond),
+                ("callee", callee),
             ]),
             "timing {timing}: {profile}"
         );
@@ -328,7 +336,7 @@ fn a_corrupt_xray_map_is_refused_and_the_program_runs() {
     let (out, profile) = record(&mut Command::new(&corrupt), "0", &[]);
     assert!(out.status.success(), "{out:?}");
     assert!(
-        String::from_utf8_lossy(&out.stdout).starts_with("6765 7878250 21891 "),
+        String::from_utf8_lossy(&out.stdout).starts_with("6765 7878250 2492753 21891 "),
         "{out:?}"
     );
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -30,14 +30,18 @@
 //!
 //! - entry (and argument-logging entry) sled: `mov r10d, <id>; jmp [entry]`; the entry
 //!   trampoline returns into the sled, 5 bytes in;
-//! - tail-call sled: `mov r10d, <id>; call [tail]; jmp <sled + 11>`;
+//! - tail-call sled: `push r10; mov r10d, <id>; call [tail]; pop r10; jmp <sled + 11>`: a
+//!   tail call may be conditional (clang makes them when optimizing for size), and on its
+//!   other way the function goes on past the sled with whatever r10 held (compiler-rt's
+//!   own patch, `mov r10d, <id>` in the sled, clobbers it there);
 //! - exit sled: `mov r10d, <id>; jmp [exit]` (the exit trampoline returns to the
 //!   function's caller, as its `ret` would have).
 //!
-//! So the entry and tail trampolines are called as compiler-rt's `__xray_FunctionEntry`
-//! and `__xray_FunctionTailExit` are (`[rsp]` a return address, `[rsp + 8]` the
-//! instrumented function's return address, `r10d` the id), and the exit trampoline
-//! entered as `__xray_FunctionExit` is (`[rsp]` the function's return address). The id is
+//! So the entry trampoline is called as compiler-rt's `__xray_FunctionEntry` is (`[rsp]` a
+//! return address, `[rsp + 8]` the instrumented function's return address, `r10d` the id),
+//! the tail trampoline so but for the saved r10 between them (the function's return address
+//! at `[rsp + 16]`), and the exit trampoline entered as `__xray_FunctionExit` is (`[rsp]`
+//! the function's return address). The id is
 //! packed as compiler-rt packs it for objects other than the executable: the object's
 //! number (given by the caller) in the top 8 bits, the function's id in the low 24.
 //! Custom and typed event sleds are not patched.
@@ -69,9 +73,12 @@ const ENTRY_SIZE: usize = 32;
 const SLED_LEN: usize = 11;
 /// Bits of a packed id holding the function's id (compiler-rt's `XRayFnBits`).
 const FN_BITS: u32 = 24;
-/// Each stub's space (the longest is 17 bytes); the first holds the trampolines'
+/// Each stub's space (the longest is 21 bytes); the first holds the trampolines'
 /// addresses.
 const STUB: usize = 32;
+/// `push r10` and `pop r10`, around a tail-call sled stub's call.
+const PUSH_R10: [u8; 2] = [0x41, 0x52];
+const POP_R10: [u8; 2] = [0x41, 0x5a];
 const JMP: u8 = 0xe9;
 const CALL: u8 = 0xe8;
 /// An entry sled's bytes 5 to 10 once its patches are made (module doc): the first five
@@ -200,7 +207,9 @@ pub struct XrayTrampolines {
     pub entry: usize,
     /// Jumped to from exit sleds, in place of the function's `ret`.
     pub exit: usize,
-    /// Called from tail-call sleds, before the tail call.
+    /// Called from tail-call sleds, before the tail call: `[rsp]` a return address,
+    /// `[rsp + 8]` the function's r10 (saved and restored by the sled's stub),
+    /// `[rsp + 16]` the instrumented function's return address, `r10d` the packed id.
     pub tail: usize,
     /// Whether exit and tail-call sleds are patched too; `false` leaves them as compiled,
     /// for a hook that ends nothing (a profiler counting hits only needs the entries).
@@ -281,7 +290,12 @@ pub(super) fn edits(
         }
         code.resize(STUB, 0xcc);
         for (k, &(_, id, kind, addr, _)) in sleds.iter().enumerate() {
-            let at = base.wrapping_add(STUB * (k + 1));
+            let tail = kind == SledKind::Tail;
+            // A tail-call sled's stub keeps r10 (`push r10`): past the sled it may be live.
+            let at = base.wrapping_add(STUB * (k + 1)) + if tail { 2 } else { 0 };
+            if tail {
+                code.extend_from_slice(&PUSH_R10);
+            }
             // `mov r10d, id`
             code.extend_from_slice(&[0x41, 0xba]);
             code.extend_from_slice(&id.to_le_bytes());
@@ -294,8 +308,9 @@ pub(super) fn edits(
             let disp = (base as i64 + slot).wrapping_sub(at as i64 + 12) as i32;
             code.extend_from_slice(&[0xff, op]);
             code.extend_from_slice(&disp.to_le_bytes());
-            if kind == SledKind::Tail {
-                code.extend_from_slice(&rel32(JMP, at + 12, addr + SLED_LEN));
+            if tail {
+                code.extend_from_slice(&POP_R10);
+                code.extend_from_slice(&rel32(JMP, at + 14, addr + SLED_LEN));
             }
             code.resize(STUB * (k + 2), 0xcc);
         }
