@@ -27,9 +27,12 @@
 //!   `CONFIG_PERF_EVENTS`).
 //!
 //! On a loaded virtual machine the perf sources were seen ahead of `CLOCK_THREAD_CPUTIME_ID`
-//! (2 ms over 40 ms of CPU time, once); time the hypervisor stole from the vCPU is the likely
-//! cause (the task clock follows the scheduler clock, while the thread's CPU time leaves
-//! accounted steal out), not confirmed. Runs on an idle host agree within the tests' bound.
+//! (2 ms over 40 ms of CPU time once; 10 ms over 48 ms once, while other jobs kept both
+//! vCPUs and the disk busy). The likely cause: the task clock follows perf's clock, while
+//! the thread's CPU time leaves out the interrupt and steal time the kernel accounts apart
+//! (`/proc/stat`'s `irq`, `softirq` and `steal`), so time interrupts or the hypervisor took
+//! while the thread ran counts in the first only. Runs on an idle host agree within the
+//! tests' bound.
 //!
 //! The choice is made once per process, on the first read (or [`CpuClock::current`]), and
 //! never changes. `TRACESTAT_CPU_CLOCK=perf-mmap|perf-read|thread-cputime` in the
