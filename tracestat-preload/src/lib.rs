@@ -1154,6 +1154,12 @@ fn jumped_to_own_exit(t: &Thread, func: usize, call_site: usize, sp: usize) -> b
 /// of functions inlined into it). Matched on `(func, sp)` alone, a jumped-to exit of a
 /// recursive call ended its caller's frame, which has the same function and the stack
 /// pointer the callee's exit hook is given.
+///
+/// Where the slot is not found (a frame larger than [`SLOT_SEARCH`] words: gcc calls the
+/// exit hook with the stack arguments of the function's last call still pushed, so below
+/// its entry's stack pointer), the top frame, once the dead ones are gone, is the call's if
+/// it is the function's, with the call site given, at or above the exit's stack pointer:
+/// any callee of it has ended or is dead, below.
 #[cold]
 #[inline(never)]
 fn exit_past_dead(t: &mut Thread, func: usize, call_site: usize, sp: usize) {
@@ -1162,6 +1168,13 @@ fn exit_past_dead(t: &mut Thread, func: usize, call_site: usize, sp: usize) {
     match slot {
         Some(slot) if slot + 8 == sp => {}
         Some(slot) => pop_through(t, func, |f| f.sp < slot && f.ret == call_site),
+        None if call_site != 0
+            && t.stack
+                .last()
+                .is_some_and(|f| f.func == func && f.ret == call_site && f.sp >= sp) =>
+        {
+            drop(t.stack.pop());
+        }
         None => pop_through(t, func, |f| f.sp == sp),
     }
 }
@@ -1180,8 +1193,8 @@ fn pop_through(t: &mut Thread, func: usize, run: impl Fn(&Frame) -> bool) {
     }
 }
 
-/// How far above an exit hook's stack pointer [`return_slot`] looks: a frame with a larger
-/// variable-length array keeps the exact `(func, sp)` match alone.
+/// How far above an exit hook's stack pointer [`return_slot`] looks: a larger frame's exit
+/// is matched by the top frame instead ([`exit_past_dead`]).
 const SLOT_SEARCH: usize = 512;
 
 /// The address of the exiting function's return-address slot (x86-64): the first word at

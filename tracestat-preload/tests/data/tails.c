@@ -7,7 +7,11 @@
  *           gcc calls below the entry's stack pointer, each followed by a call of a function
  *           with a large frame (its entry hook's stack pointer lower still)
  *   inline  a function inlined into another (gcc and clang instrument both, at one stack
- *           pointer and with one call site), then a real call from the outer one */
+ *           pointer and with one call site), then a real call from the outer one
+ *   pushed  a function with a frame larger than the exit's search for its return slot,
+ *           into which a function is inlined whose last call takes stack arguments: gcc
+ *           calls both exit hooks with those arguments still pushed, below their entries'
+ *           stack pointer, then a real call from the outer one */
 #include <alloca.h>
 #include <stdio.h>
 #include <string.h>
@@ -69,6 +73,25 @@ __attribute__((noinline)) int outer(int x) {
     return s + leaf(s);
 }
 
+__attribute__((noinline)) long eight(long a, long b, long c, long d, long e, long f, long g,
+                                     long h) {
+    return a + b + c + d + e + f + g + h + sink;
+}
+
+__attribute__((noinline)) long after(long x) { return x + sink; }
+
+static inline __attribute__((always_inline)) long eights(long x) {
+    return eight(x, 1, 2, 3, 4, 5, 6, 7);
+}
+
+__attribute__((noinline)) long huge(long x) {
+    volatile char buf[6000];
+    buf[x % 6000] = (char)x;
+    long r = eights(x);
+    r += after(r);
+    return r + buf[0];
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     int s = 0;
@@ -78,8 +101,10 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 10; i++) s += arrays(8 * i + 8);
     else if (!strcmp(mode, "inline"))
         for (int i = 0; i < 10; i++) s += outer(i);
+    else if (!strcmp(mode, "pushed"))
+        for (int i = 0; i < 10; i++) s += (int)huge(i);
     else {
-        fprintf(stderr, "usage: tails walk|arrays|inline\n");
+        fprintf(stderr, "usage: tails walk|arrays|inline|pushed\n");
         return 2;
     }
     printf("ok\n");
