@@ -31,7 +31,7 @@ __attribute__((noinline)) long xf(long x) { return xg(x) + 2; }
 __attribute__((noinline)) long xt(long x) { return xg(x + 1); }
 ";
 
-/// A trampoline calling `xray_hit(r10d, $kind)`, the argument and return registers kept;
+/// A trampoline calling `xray_hit(r10, $kind)`, the argument and return registers kept;
 /// `$ret` ends it (the exit trampoline is jumped to: its `ret` is the function's).
 macro_rules! trampoline {
     ($name:literal, $kind:literal) => {
@@ -41,7 +41,7 @@ macro_rules! trampoline {
             push_arguments!(),
             "push r11",
             "and rsp, -16",
-            "mov edi, r10d",
+            "mov rdi, r10",
             concat!("mov esi, ", $kind),
             "call {hit}",
             "lea rsp, [rbp - 72]",
@@ -65,11 +65,23 @@ unsafe extern "C" {
 
 /// Calls per (function id, kind: entry, exit, tail exit).
 static HITS: [[AtomicU64; 3]; 8] = [const { [const { AtomicU64::new(0) }; 3] }; 8];
-/// Trampoline calls whose id no site has (must stay 0).
+/// Trampoline calls whose id no site has, or whose word is not the one the stubs were asked
+/// for (must stay 0).
 static MISSES: AtomicU64 = AtomicU64::new(0);
 static NATIVE: OnceLock<NativeSites> = OnceLock::new();
 
-extern "C" fn xray_hit(id: u32, kind: u32) {
+/// How the stubs are asked to hand the trampolines a packed id (`XrayTrampolines::id_word`):
+/// shifted, with the top bit and a mark below it set, so that a stub loading anything but
+/// the whole 64-bit word is seen.
+const ID_SHIFT: u8 = 8;
+const ID_BITS: u64 = (1 << 63) | 0x5a;
+
+extern "C" fn xray_hit(word: u64, kind: u32) {
+    if word & ID_BITS != ID_BITS {
+        MISSES.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    let id = ((word & !ID_BITS) >> ID_SHIFT) as u32;
     let Some(native) = NATIVE.get() else {
         MISSES.fetch_add(1, Ordering::Relaxed);
         return;
@@ -196,6 +208,8 @@ fn xray_sleds_are_patched_live_and_restored() {
                     exit: tracestat_test_xray_exit as unsafe extern "C" fn() as usize,
                     tail: tracestat_test_xray_tail as unsafe extern "C" fn() as usize,
                     exits: true,
+                    id_shift: ID_SHIFT,
+                    id_bits: ID_BITS,
                 }),
                 ..SiteOptions::default()
             },

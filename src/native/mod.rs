@@ -224,7 +224,8 @@ pub struct SiteOptions {
     /// are left alone.
     pub entry_stubs: Option<EntryStubs>,
     /// The trampolines XRay sleds (`xray_instr_map`: see [`XrayFunction`]) call while an ops
-    /// covers their functions, which find the site from the packed id in `r10d` with
+    /// covers their functions, which find the site from the packed id (handed to them in
+    /// r10 as [`XrayTrampolines::id_word`] says) with
     /// [`site_of_xray`](NativeSites::site_of_xray); the objects are numbered in the order
     /// they are attached, from 0 (at most 256 with sleds; others are
     /// [`unpatched`](NativeSites::unpatched)). `None`: not patched.

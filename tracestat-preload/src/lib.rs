@@ -917,11 +917,19 @@ fn try_pop(is_call: impl FnOnce(&Frame) -> bool) -> Option<usize> {
     if t.busy != 0 {
         return None;
     }
-    let top = t.stack.last_mut().filter(|f| is_call(f))?;
+    let top = t.stack.last().filter(|f| is_call(f))?;
+    // The guard's words in registers, so that only the thread's state is kept across its
+    // end: ended, the frame (whose guard then ends nothing more) is popped below and
+    // forgotten; not ended, the stack's guard is unchanged ([`ScopeGuard::try_end`]) and
+    // this copy ends nothing. Either way the copy is never dropped (nor kept for an
+    // unwinding's drop).
+    // SAFETY: `top.guard` is a live guard; the copy is never dropped, so the scope is
+    // ended at most once, by the copy here or by the stack's guard later.
+    let mut guard = core::mem::ManuallyDrop::new(unsafe { core::ptr::read(&top.guard) });
     t.busy = stack_pointer();
-    let ended = top.guard.try_end(t.words);
+    let ended = guard.try_end(t.words);
     let ret = ended.then(|| {
-        // SAFETY: the stack has a last frame (`top`).
+        // SAFETY: the stack has a last frame (`top`), unchanged since (the busy flag).
         let frame = unsafe { pop_frame(t) };
         let ret = frame.ret;
         // Its guard is ended (forgotten: its drop's code stays out).

@@ -56,13 +56,6 @@ impl ReturnStack {
         (self.top != self.base).then(|| unsafe { &*self.top.sub(1) })
     }
 
-    /// The top frame, if any, mutably.
-    #[inline(always)]
-    pub(crate) fn last_mut(&mut self) -> Option<&mut Frame> {
-        // SAFETY: as in `last`, borrowed mutably with `self`.
-        (self.top != self.base).then(|| unsafe { &mut *self.top.sub(1) })
-    }
-
     /// Takes the top frame off, if any.
     #[inline(always)]
     pub(crate) fn pop(&mut self) -> Option<Frame> {

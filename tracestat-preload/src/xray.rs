@@ -1,7 +1,7 @@
 //! XRay sleds (clang `-fxray-instrument`, nightly rustc `-Z instrument-xray`) on x86-64:
 //! the trampolines patched sleds reach (`tracestat::native::Patches` patches them, as
-//! coverage changes, into calls or jumps to per-sled stubs that load the function's packed
-//! id into `r10d` and jump or call here).
+//! coverage changes, into calls or jumps to per-sled stubs that load the function's key,
+//! made from its packed id, into r10 and jump or call here).
 //!
 //! # Design
 //!
@@ -26,7 +26,8 @@
 //!
 //! The frames are those of `-finstrument-functions` (`lib.rs`): keyed by a key made from
 //! the packed id (never a code address, so no key of another hook's collides: bit 63 set,
-//! the id shifted so that consecutive ids use consecutive slots of the per-thread cache)
+//! the id shifted so that consecutive ids use consecutive slots of the per-thread cache),
+//! which the stubs load whole (`XrayTrampolines::id_word`: no hook builds it at a call),
 //! and by the slot address, which is the same at a function's entry and at its returns;
 //! frames left without their exit (`longjmp`, an exception) are popped dead as there. An
 //! exit's lookup goes by the frame on top only, so an exit needs no site. When the
@@ -57,9 +58,10 @@ use crate::{
 /// Set in every key made from an id: no user-space code address has it.
 const KEY_BIT: usize = 1 << 63;
 
-/// The trampolines' addresses, for [`tracestat::native::SiteOptions::xray`]; counting
-/// only (for the process's life), the entry trampoline that only counts, and the exit and
-/// tail-call sleds stay as compiled (an exit has nothing to end).
+/// The trampolines' addresses, for [`tracestat::native::SiteOptions::xray`], and the
+/// stubs' word for a packed id: its key; counting only (for the process's life), the entry
+/// trampoline that only counts, and the exit and tail-call sleds stay as compiled (an exit
+/// has nothing to end).
 pub(crate) fn trampolines(count_only: bool) -> XrayTrampolines {
     let entry = if count_only {
         xray_count_trampoline
@@ -71,20 +73,22 @@ pub(crate) fn trampolines(count_only: bool) -> XrayTrampolines {
         exit: xray_exit_trampoline as unsafe extern "C" fn() as usize,
         tail: xray_tail_trampoline as unsafe extern "C" fn() as usize,
         exits: !count_only,
+        id_shift: KEY_SHIFT,
+        id_bits: KEY_BIT as u64,
     }
 }
 
-/// The per-thread cache's key for a packed id.
-#[inline(always)]
-fn key(id: u32) -> usize {
-    KEY_BIT | ((id as usize) << 4)
-}
+/// How far a key shifts its packed id: consecutive ids, consecutive slots of the
+/// per-thread cache (`crate::cache_index`).
+const KEY_SHIFT: u8 = 4;
 
 /// The site of the function whose key is `key`.
 #[cold]
 #[inline(never)]
 fn lookup(key: usize) -> Option<&'static Site> {
-    let index = NATIVE.get()?.site_of_xray(((key & !KEY_BIT) >> 4) as u32)?;
+    let index = NATIVE
+        .get()?
+        .site_of_xray(((key & !KEY_BIT) >> KEY_SHIFT) as u32)?;
     Ftrace::global().site(index)
 }
 
@@ -92,15 +96,15 @@ fn lookup(key: usize) -> Option<&'static Site> {
 ///
 /// # Safety
 ///
-/// Only as a patched entry sled's call reaches it (through its stub): `r10d` the packed id,
-/// `[rsp + 8]` the instrumented function's return address.
+/// Only as a patched entry sled's call reaches it (through its stub): r10 the function's
+/// key, `[rsp + 8]` the instrumented function's return address.
 #[unsafe(naked)]
 unsafe extern "C" fn xray_entry_trampoline() {
     naked_asm!(
         save_arguments!(r11),
         // [rbp] the saved rbp, [rbp + 8] the return into the sled, [rbp + 16] the slot; the
-        // id read back from r10's saved word for each call (a call clobbers r10).
-        call_hook!("mov edi, dword ptr [rsp + 56]", "lea rsi, [rbp + 16]"),
+        // key read back from r10's saved word for each call (a call clobbers r10).
+        call_hook!("mov rdi, [rsp + 56]", "lea rsi, [rbp + 16]"),
         restore_arguments!(r11),
         "ret",
         entry = sym entry,
@@ -124,7 +128,7 @@ unsafe extern "C" fn xray_count_trampoline() {
         leaf_first!(
             "{try_hit}",
             "{hit}",
-            "mov edi, dword ptr [rsp + 56]",
+            "mov rdi, [rsp + 56]",
             "lea rsi, [rbp + 16]"
         ),
         restore_arguments!(r11),
@@ -138,7 +142,7 @@ unsafe extern "C" fn xray_count_trampoline() {
 ///
 /// # Safety
 ///
-/// Only as a patched tail-call sled's stub calls it: `r10d` the packed id, `[rsp + 8]` the
+/// Only as a patched tail-call sled's stub calls it: r10 the function's key, `[rsp + 8]` the
 /// function's r10 (the stub's to restore), `[rsp + 16]` the instrumented function's return
 /// address.
 #[unsafe(naked)]
@@ -153,7 +157,7 @@ unsafe extern "C" fn xray_tail_trampoline() {
         leaf_first!(
             "{try_exit}",
             "{exit}",
-            "mov edi, dword ptr [rsp + 56]",
+            "mov rdi, [rsp + 56]",
             "lea rsi, [rbp + 32]"
         ),
         restore_arguments!(r11),
@@ -169,7 +173,7 @@ unsafe extern "C" fn xray_tail_trampoline() {
 ///
 /// # Safety
 ///
-/// Only as a patched exit sled's stub jumps to it: `r10d` the packed id, `[rsp]` the
+/// Only as a patched exit sled's stub jumps to it: r10 the function's key, `[rsp]` the
 /// instrumented function's return address.
 #[unsafe(naked)]
 unsafe extern "C" fn xray_exit_trampoline() {
@@ -179,9 +183,9 @@ unsafe extern "C" fn xray_exit_trampoline() {
         "cmp byte ptr [rip + {count_only}], 0",
         "jne 3f",
         save_returns!(),
-        // The id kept in the frame's free word for each call (a call clobbers r10).
+        // The key kept in the frame's free word for each call (a call clobbers r10).
         "mov [rsp + 48], r10",
-        call_return_hook!("mov edi, dword ptr [rsp + 48]", "lea rsi, [rbp + 8]"),
+        call_return_hook!("mov rdi, [rsp + 48]", "lea rsi, [rbp + 8]"),
         restore_returns!(),
         "3:",
         "ret",
@@ -192,28 +196,27 @@ unsafe extern "C" fn xray_exit_trampoline() {
 }
 
 /// An entry sled's first try when the profiler counts only: the hit of the site of the
-/// function `id` names where it is a leaf ([`crate::try_hit_cached`], which tells what
+/// function `key` names where it is a leaf ([`crate::try_hit_cached`], which tells what
 /// `false` leaves to [`hit`]). The trampoline has saved no vector register for it.
-extern "C" fn try_hit(id: u32) -> bool {
-    crate::try_hit_cached(key(id))
+extern "C" fn try_hit(key: usize) -> bool {
+    crate::try_hit_cached(key)
 }
 
 /// An entry sled when the profiler counts only ([`COUNT_ONLY`]) and [`try_hit`] could not:
-/// the hit of the site of the function `id` names; no frame.
-extern "C" fn hit(id: u32, _slot: usize) {
+/// the hit of the site of the function `key` names; no frame.
+extern "C" fn hit(key: usize, _slot: usize) {
     if let Some(t) = entering() {
-        hit_site(t, key(id), lookup);
+        hit_site(t, key, lookup);
     }
 }
 
 /// [`entry`] where it is a leaf (`crate::try_entering`): `true` when done, `false` with
 /// nothing done where `entry` is needed. The trampoline has saved no vector register for
 /// it.
-extern "C" fn try_entry(id: u32, slot: usize) -> bool {
+extern "C" fn try_entry(func: usize, slot: usize) -> bool {
     if !crate::READY.load(Ordering::Relaxed) {
         return true;
     }
-    let func = key(id);
     // Every live frame's slot is above this call's.
     let Some((t, site)) = crate::try_entering(func, slot, |f| f.sp <= slot) else {
         return false;
@@ -236,10 +239,9 @@ fn xray_frame(func: usize, slot: usize, guard: ScopeGuard<'static>) -> Frame {
     }
 }
 
-/// An entry sled: enters the site of the function `id` names, its frame at `slot`.
-extern "C" fn entry(id: u32, slot: usize) {
+/// An entry sled: enters the site of the function `func` keys, its frame at `slot`.
+extern "C" fn entry(func: usize, slot: usize) {
     let Some(t) = entering() else { return };
-    let func = key(id);
     if on_other_stack(t, slot) {
         return hit_other_stack(t, func, lookup);
     }
@@ -258,17 +260,16 @@ extern "C" fn entry(id: u32, slot: usize) {
 /// An exit sled's first try: [`exit`] where the top frame is the call's and it ends as a
 /// leaf (`crate::try_pop`); nonzero when done, 0 with nothing done. The trampoline has
 /// saved no vector register for it.
-extern "C" fn try_exit(id: u32, slot: usize) -> usize {
-    let func = key(id);
+extern "C" fn try_exit(func: usize, slot: usize) -> usize {
     usize::from(crate::try_pop(|f| f.func == func && f.sp == slot).is_some())
 }
 
-/// An exit or tail-call sled: ends the frame of the function `id` names at `slot`, as
+/// An exit or tail-call sled: ends the frame of the function `func` keys at `slot`, as
 /// `__cyg_profile_func_exit` does.
-extern "C" fn exit(id: u32, slot: usize) {
+extern "C" fn exit(func: usize, slot: usize) {
     // Counting only (a tail-call sled: the exit trampoline tests it itself), no frame to end.
     if COUNT_ONLY.load(Ordering::Relaxed) {
         return;
     }
-    crate::exit(key(id), 0, slot);
+    crate::exit(func, 0, slot);
 }

@@ -28,17 +28,21 @@
 //! stubs (the trampolines' addresses first, read by `rip`-relative indirect branches: a
 //! trampoline in another object may be out of `rel32` reach):
 //!
-//! - entry (and argument-logging entry) sled: `mov r10d, <id>; jmp [entry]`; the entry
-//!   trampoline returns into the sled, 5 bytes in;
-//! - tail-call sled: `push r10; mov r10d, <id>; call [tail]; pop r10; jmp <sled + 11>`: a
-//!   tail call may be conditional (clang makes them when optimizing for size), and on its
-//!   other way the function goes on past the sled with whatever r10 held (compiler-rt's
-//!   own patch, `mov r10d, <id>` in the sled, clobbers it there);
-//! - exit sled: `mov r10d, <id>; jmp [exit]` (the exit trampoline returns to the
+//! - entry (and argument-logging entry) sled: `movabs r10, <word>; jmp [entry]`; the
+//!   entry trampoline returns into the sled, 5 bytes in;
+//! - tail-call sled: `push r10; movabs r10, <word>; call [tail]; pop r10; jmp <sled +
+//!   11>`: a tail call may be conditional (clang makes them when optimizing for size), and
+//!   on its other way the function goes on past the sled with whatever r10 held
+//!   (compiler-rt's own patch, `mov r10d, <id>` in the sled, clobbers it there);
+//! - exit sled: `movabs r10, <word>; jmp [exit]` (the exit trampoline returns to the
 //!   function's caller, as its `ret` would have).
 //!
-//! So the entry trampoline is called as compiler-rt's `__xray_FunctionEntry` is (`[rsp]` a
-//! return address, `[rsp + 8]` the instrumented function's return address, `r10d` the id),
+//! The word is the function's packed id in the form the trampolines ask for
+//! ([`XrayTrampolines::id_word`]: compiler-rt's `r10d` holds the id itself; a trampoline
+//! that keys its records by another word of the id is handed that word, and builds nothing
+//! at each call). So the entry trampoline is called as compiler-rt's `__xray_FunctionEntry`
+//! is (`[rsp]` a return address, `[rsp + 8]` the instrumented function's return address,
+//! r10 the id's word),
 //! the tail trampoline so but for the saved r10 between them (the function's return address
 //! at `[rsp + 16]`), and the exit trampoline entered as `__xray_FunctionExit` is (`[rsp]`
 //! the function's return address). The id is
@@ -73,9 +77,12 @@ const ENTRY_SIZE: usize = 32;
 const SLED_LEN: usize = 11;
 /// Bits of a packed id holding the function's id (compiler-rt's `XRayFnBits`).
 const FN_BITS: u32 = 24;
-/// Each stub's space (the longest is 21 bytes); the first holds the trampolines'
+/// Each stub's space (the longest is 25 bytes); the first holds the trampolines'
 /// addresses.
 const STUB: usize = 32;
+/// `movabs r10, imm64`'s opcode bytes: a stub loads the id's word
+/// ([`XrayTrampolines::id_word`]).
+const MOVABS_R10: [u8; 2] = [0x49, 0xba];
 /// `push r10` and `pop r10`, around a tail-call sled stub's call.
 const PUSH_R10: [u8; 2] = [0x41, 0x52];
 const POP_R10: [u8; 2] = [0x41, 0x5a];
@@ -209,11 +216,27 @@ pub struct XrayTrampolines {
     pub exit: usize,
     /// Called from tail-call sleds, before the tail call: `[rsp]` a return address,
     /// `[rsp + 8]` the function's r10 (saved and restored by the sled's stub),
-    /// `[rsp + 16]` the instrumented function's return address, `r10d` the packed id.
+    /// `[rsp + 16]` the instrumented function's return address, r10 the id's word.
     pub tail: usize,
     /// Whether exit and tail-call sleds are patched too; `false` leaves them as compiled,
     /// for a hook that ends nothing (a profiler counting hits only needs the entries).
     pub exits: bool,
+    /// How the stubs hand a function's packed id to the trampolines: r10 holds
+    /// `(packed_id << id_shift) | id_bits`, a word the trampolines may use as it is (a key
+    /// of their own) rather than build from the id at every call. `0` and `0`: the packed
+    /// id itself, as compiler-rt's `mov r10d, <id>` leaves it. A shift over 32 is taken as
+    /// 32 (the id's bits would not fit).
+    pub id_shift: u8,
+    /// See [`id_shift`](Self::id_shift).
+    pub id_bits: u64,
+}
+
+impl XrayTrampolines {
+    /// The word the stubs load into r10 for `packed_id` (see
+    /// [`id_shift`](Self::id_shift)).
+    pub fn id_word(&self, packed_id: u32) -> u64 {
+        (u64::from(packed_id) << self.id_shift.min(32)) | self.id_bits
+    }
 }
 
 /// One object's XRay functions to patch, as [`Patches::with_xray`](super::Patches::with_xray)
@@ -296,21 +319,21 @@ pub(super) fn edits(
             if tail {
                 code.extend_from_slice(&PUSH_R10);
             }
-            // `mov r10d, id`
-            code.extend_from_slice(&[0x41, 0xba]);
-            code.extend_from_slice(&id.to_le_bytes());
-            // `jmp [rip + slot]` / `call [rip + slot]`, 6 bytes ending at `at + 12`
+            // `movabs r10, word` (10 bytes)
+            code.extend_from_slice(&MOVABS_R10);
+            code.extend_from_slice(&t.id_word(id).to_le_bytes());
+            // `jmp [rip + slot]` / `call [rip + slot]`, 6 bytes ending at `at + 16`
             let (op, slot) = match kind {
                 SledKind::Exit => (0x25, 8),
                 SledKind::Tail => (0x15, 16),
                 _ => (0x25, 0),
             };
-            let disp = (base as i64 + slot).wrapping_sub(at as i64 + 12) as i32;
+            let disp = (base as i64 + slot).wrapping_sub(at as i64 + 16) as i32;
             code.extend_from_slice(&[0xff, op]);
             code.extend_from_slice(&disp.to_le_bytes());
             if tail {
                 code.extend_from_slice(&POP_R10);
-                code.extend_from_slice(&rel32(JMP, at + 14, addr + SLED_LEN));
+                code.extend_from_slice(&rel32(JMP, at + 18, addr + SLED_LEN));
             }
             code.resize(STUB * (k + 2), 0xcc);
         }
