@@ -18,9 +18,8 @@
 #   count    LD_PRELOAD=libtracestat_preload.so, counting hits (--timing 0)
 #   timed    LD_PRELOAD=libtracestat_preload.so, timing calls (the default)
 #   uftrace  uftrace record --no-libcall, its data written to a directory in /dev/shm (RAM)
-#            where there is one: its fastest, not slowed by the disk or by the host
-#            reclaiming the page cache (on one host, 58-67 ns a call on fib with the trace in
-#            the page cache, 88-95 ns while the host reclaimed it); else beside the workloads
+#            where there is one, so that a slow or busy disk cannot slow uftrace and flatter
+#            the ratios (on host C the two read the same); else beside the workloads
 #   ref      the -finstrument-functions binary under scripts/native-floor.c's hooks: the
 #            profiler's timed record of every call and nothing else (the floor on this host)
 #   fbare fcount ftimed fuftrace fref   the same five with the -pg -mfentry binary (the
