@@ -225,7 +225,8 @@ pub struct XrayTrampolines {
     /// `(packed_id << id_shift) | id_bits`, a word the trampolines may use as it is (a key
     /// of their own) rather than build from the id at every call. `0` and `0`: the packed
     /// id itself, as compiler-rt's `mov r10d, <id>` leaves it. A shift over 32 is taken as
-    /// 32 (the id's bits would not fit).
+    /// 32 (the id's bits would not fit); `id_bits` should leave the shifted id's bits clear,
+    /// or the trampolines cannot tell the id back.
     pub id_shift: u8,
     /// See [`id_shift`](Self::id_shift).
     pub id_bits: u64,
@@ -429,6 +430,26 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn the_stubs_word_is_the_id_shifted_and_marked() {
+        let with = |id_shift, id_bits| XrayTrampolines {
+            entry: 0,
+            exit: 0,
+            tail: 0,
+            exits: true,
+            id_shift,
+            id_bits,
+        };
+        let id = (3 << FN_BITS) | 0x12_3456;
+        assert_eq!(with(0, 0).id_word(id), u64::from(id));
+        assert_eq!(
+            with(4, 1 << 63).id_word(id),
+            (1 << 63) | (u64::from(id) << 4)
+        );
+        // Over 32, the shift is 32: every bit of the id is kept.
+        assert_eq!(with(40, 0).id_word(u32::MAX), u64::from(u32::MAX) << 32);
     }
 
     #[test]
