@@ -20,7 +20,7 @@ use common::fire::{Fire, counting};
 use object::{Object, ObjectSection};
 use tracestat::hook::{Ftrace, FtraceOps};
 use tracestat::native::{
-    NativeSites, SiteOptions, SledKind, XrayFunction, XrayTrampolines, functions,
+    NativeSites, SiteOptions, SledKind, XrayFunction, XrayIdWord, XrayTrampolines, functions,
 };
 use tracestat::stat::WriteMode::Truncate;
 
@@ -70,18 +70,19 @@ static HITS: [[AtomicU64; 3]; 8] = [const { [const { AtomicU64::new(0) }; 3] }; 
 static MISSES: AtomicU64 = AtomicU64::new(0);
 static NATIVE: OnceLock<NativeSites> = OnceLock::new();
 
-/// How the stubs are asked to hand the trampolines a packed id (`XrayTrampolines::id_word`):
+/// How the stubs are asked to hand the trampolines a packed id (`XrayIdWord`):
 /// shifted, with the top bit and a mark below it set, so that a stub loading anything but
 /// the whole 64-bit word is seen.
-const ID_SHIFT: u8 = 8;
-const ID_BITS: u64 = (1 << 63) | 0x5a;
+const ID_WORD: XrayIdWord = XrayIdWord {
+    shift: 8,
+    bits: (1 << 63) | 0x5a,
+};
 
 extern "C" fn xray_hit(word: u64, kind: u32) {
-    if word & ID_BITS != ID_BITS {
+    let Some(id) = ID_WORD.packed_id(word) else {
         MISSES.fetch_add(1, Ordering::Relaxed);
         return;
-    }
-    let id = ((word & !ID_BITS) >> ID_SHIFT) as u32;
+    };
     let Some(native) = NATIVE.get() else {
         MISSES.fetch_add(1, Ordering::Relaxed);
         return;
@@ -208,8 +209,7 @@ fn xray_sleds_are_patched_live_and_restored() {
                     exit: tracestat_test_xray_exit as unsafe extern "C" fn() as usize,
                     tail: tracestat_test_xray_tail as unsafe extern "C" fn() as usize,
                     exits: true,
-                    id_shift: ID_SHIFT,
-                    id_bits: ID_BITS,
+                    id_word: ID_WORD,
                 }),
                 ..SiteOptions::default()
             },

@@ -63,7 +63,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub use elf::{Function, functions};
 use patch::MAX_ENTRY_OFFSET;
 pub use patch::{
-    EntryStubs, NopEntry, PatchError, Patches, SledKind, XrayFunction, XrayTrampolines,
+    EntryStubs, NopEntry, PatchError, Patches, SledKind, XrayFunction, XrayIdWord, XrayTrampolines,
 };
 use patch::{NopTarget, XraySites};
 

@@ -27,7 +27,7 @@
 //! The frames are those of `-finstrument-functions` (`lib.rs`): keyed by a key made from
 //! the packed id (never a code address, so no key of another hook's collides: bit 63 set,
 //! the id shifted so that consecutive ids use consecutive slots of the per-thread cache),
-//! which the stubs load whole (`XrayTrampolines::id_word`: no hook builds it at a call),
+//! which the stubs load whole ([`KEY`], an `XrayIdWord`: no hook builds it at a call),
 //! and by the slot address, which is the same at a function's entry and at its returns;
 //! frames left without their exit (`longjmp`, an exception) are popped dead as there. An
 //! exit's lookup goes by the frame on top only, so an exit needs no site. When the
@@ -48,15 +48,20 @@ use core::arch::naked_asm;
 use core::sync::atomic::Ordering;
 
 use tracestat::hook::{Ftrace, ScopeGuard, Site};
-use tracestat::native::XrayTrampolines;
+use tracestat::native::{XrayIdWord, XrayTrampolines};
 
 use crate::{
     COUNT_ONLY, Frame, NATIVE, OVERRUNS, entering, hit_other_stack, hit_site, on_other_stack,
     pop_dead, push_frame, site_of,
 };
 
-/// Set in every key made from an id: no user-space code address has it.
-const KEY_BIT: usize = 1 << 63;
+/// The key made from a packed id, which the stubs load: bit 63 set (no user-space code
+/// address has it), the id shifted by 4 so that consecutive ids use consecutive slots of the
+/// per-thread cache (`crate::cache_index`).
+const KEY: XrayIdWord = XrayIdWord {
+    shift: 4,
+    bits: 1 << 63,
+};
 
 /// The trampolines' addresses, for [`tracestat::native::SiteOptions::xray`], and the
 /// stubs' word for a packed id: its key; counting only (for the process's life), the entry
@@ -73,22 +78,15 @@ pub(crate) fn trampolines(count_only: bool) -> XrayTrampolines {
         exit: xray_exit_trampoline as unsafe extern "C" fn() as usize,
         tail: xray_tail_trampoline as unsafe extern "C" fn() as usize,
         exits: !count_only,
-        id_shift: KEY_SHIFT,
-        id_bits: KEY_BIT as u64,
+        id_word: KEY,
     }
 }
-
-/// How far a key shifts its packed id: consecutive ids, consecutive slots of the
-/// per-thread cache (`crate::cache_index`).
-const KEY_SHIFT: u8 = 4;
 
 /// The site of the function whose key is `key`.
 #[cold]
 #[inline(never)]
 fn lookup(key: usize) -> Option<&'static Site> {
-    let index = NATIVE
-        .get()?
-        .site_of_xray(((key & !KEY_BIT) >> KEY_SHIFT) as u32)?;
+    let index = NATIVE.get()?.site_of_xray(KEY.packed_id(key as u64)?)?;
     Ftrace::global().site(index)
 }
 

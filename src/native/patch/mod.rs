@@ -590,7 +590,7 @@ pub use tables::NopEntry;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 use text_poke as imp;
 pub(crate) use xray::XraySites;
-pub use xray::{SledKind, XrayFunction, XrayTrampolines};
+pub use xray::{SledKind, XrayFunction, XrayIdWord, XrayTrampolines};
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 mod imp {

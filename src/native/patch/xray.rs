@@ -38,7 +38,7 @@
 //!   function's caller, as its `ret` would have).
 //!
 //! The word is the function's packed id in the form the trampolines ask for
-//! ([`XrayTrampolines::id_word`]: compiler-rt's `r10d` holds the id itself; a trampoline
+//! ([`XrayIdWord`]: compiler-rt's `r10d` holds the id itself; a trampoline
 //! that keys its records by another word of the id is handed that word, and builds nothing
 //! at each call). So the entry trampoline is called as compiler-rt's `__xray_FunctionEntry`
 //! is (`[rsp]` a return address, `[rsp + 8]` the instrumented function's return address,
@@ -81,7 +81,7 @@ const FN_BITS: u32 = 24;
 /// addresses.
 const STUB: usize = 32;
 /// `movabs r10, imm64`'s opcode bytes: a stub loads the id's word
-/// ([`XrayTrampolines::id_word`]).
+/// ([`XrayIdWord`]).
 const MOVABS_R10: [u8; 2] = [0x49, 0xba];
 /// `push r10` and `pop r10`, around a tail-call sled stub's call.
 const PUSH_R10: [u8; 2] = [0x41, 0x52];
@@ -221,22 +221,46 @@ pub struct XrayTrampolines {
     /// Whether exit and tail-call sleds are patched too; `false` leaves them as compiled,
     /// for a hook that ends nothing (a profiler counting hits only needs the entries).
     pub exits: bool,
-    /// How the stubs hand a function's packed id to the trampolines: r10 holds
-    /// `(packed_id << id_shift) | id_bits`, a word the trampolines may use as it is (a key
-    /// of their own) rather than build from the id at every call. `0` and `0`: the packed
-    /// id itself, as compiler-rt's `mov r10d, <id>` leaves it. A shift over 32 is taken as
-    /// 32 (the id's bits would not fit); `id_bits` should leave the shifted id's bits clear,
-    /// or the trampolines cannot tell the id back.
-    pub id_shift: u8,
-    /// See [`id_shift`](Self::id_shift).
-    pub id_bits: u64,
+    /// How the stubs hand a function's packed id to the trampolines in r10.
+    pub id_word: XrayIdWord,
 }
 
-impl XrayTrampolines {
-    /// The word the stubs load into r10 for `packed_id` (see
-    /// [`id_shift`](Self::id_shift)).
-    pub fn id_word(&self, packed_id: u32) -> u64 {
-        (u64::from(packed_id) << self.id_shift.min(32)) | self.id_bits
+/// The word a stub loads into r10 for a function's packed id: `(packed_id << shift) |
+/// bits`, which the trampolines may use as it is (a key of their own) rather than build
+/// from the id at every call. [`XrayIdWord::PLAIN`] (0 and 0) is the packed id itself, as
+/// compiler-rt's `mov r10d, <id>` leaves it. A shift over 32 is taken as 32 (the id's bits
+/// would not fit); `bits` should leave the shifted id's bits clear, or no word tells its id
+/// back ([`packed_id`](Self::packed_id)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XrayIdWord {
+    /// How far the packed id is shifted left.
+    pub shift: u8,
+    /// The bits set beside it.
+    pub bits: u64,
+}
+
+impl XrayIdWord {
+    /// The packed id itself.
+    pub const PLAIN: XrayIdWord = XrayIdWord { shift: 0, bits: 0 };
+
+    /// The word for `packed_id`.
+    pub const fn word(self, packed_id: u32) -> u64 {
+        ((packed_id as u64) << self.clamped_shift()) | self.bits
+    }
+
+    /// The packed id `word` is the word of, or `None` if it is no word of this form.
+    pub const fn packed_id(self, word: u64) -> Option<u32> {
+        let id = ((word & !self.bits) >> self.clamped_shift()) as u32;
+        if self.word(id) == word {
+            Some(id)
+        } else {
+            None
+        }
+    }
+
+    /// The shift, at most 32.
+    const fn clamped_shift(self) -> u8 {
+        if self.shift > 32 { 32 } else { self.shift }
     }
 }
 
@@ -322,7 +346,7 @@ pub(super) fn edits(
             }
             // `movabs r10, word` (10 bytes)
             code.extend_from_slice(&MOVABS_R10);
-            code.extend_from_slice(&t.id_word(id).to_le_bytes());
+            code.extend_from_slice(&t.id_word.word(id).to_le_bytes());
             // `jmp [rip + slot]` / `call [rip + slot]`, 6 bytes ending at `at + 16`
             let (op, slot) = match kind {
                 SledKind::Exit => (0x25, 8),
@@ -434,22 +458,34 @@ mod tests {
 
     #[test]
     fn the_stubs_word_is_the_id_shifted_and_marked() {
-        let with = |id_shift, id_bits| XrayTrampolines {
-            entry: 0,
-            exit: 0,
-            tail: 0,
-            exits: true,
-            id_shift,
-            id_bits,
-        };
+        let word = |shift, bits| XrayIdWord { shift, bits };
         let id = (3 << FN_BITS) | 0x12_3456;
-        assert_eq!(with(0, 0).id_word(id), u64::from(id));
-        assert_eq!(
-            with(4, 1 << 63).id_word(id),
-            (1 << 63) | (u64::from(id) << 4)
-        );
+        assert_eq!(XrayIdWord::PLAIN.word(id), u64::from(id));
+        let key = word(4, 1 << 63);
+        assert_eq!(key.word(id), (1 << 63) | (u64::from(id) << 4));
         // Over 32, the shift is 32: every bit of the id is kept.
-        assert_eq!(with(40, 0).id_word(u32::MAX), u64::from(u32::MAX) << 32);
+        assert_eq!(word(40, 0).word(u32::MAX), u64::from(u32::MAX) << 32);
+        // Each word tells its id back; a word of another form, none.
+        for form in [
+            XrayIdWord::PLAIN,
+            key,
+            word(40, 0),
+            word(8, (1 << 63) | 0x5a),
+        ] {
+            assert_eq!(form.packed_id(form.word(id)), Some(id), "{form:?}");
+            assert_eq!(
+                form.packed_id(form.word(u32::MAX)),
+                Some(u32::MAX),
+                "{form:?}"
+            );
+        }
+        assert_eq!(key.packed_id(u64::from(id) << 4), None, "bit 63 missing");
+        assert_eq!(
+            key.packed_id((1 << 63) | (u64::from(id) << 4) | 1),
+            None,
+            "a low bit"
+        );
+        assert_eq!(XrayIdWord::PLAIN.packed_id(1 << 32), None, "past 32 bits");
     }
 
     #[test]
