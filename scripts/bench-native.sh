@@ -28,6 +28,8 @@
 #   nnone    the nop'd binary under the library with only `main` selected (the others nops)
 #   nempty nstart   an empty nop'd program alone and under the library: its start-up
 #   xbare xcount xtimed   the XRay binary alone and under the library
+#   xref     the XRay sources linked with scripts/native-floor.c's XRay handler, called by
+#            compiler-rt's own runtime (sleds patched at start, every register saved)
 #   mbare xuftrace        clang's -pg build (linked without -pg) alone and under uftrace
 # Prints the median wall time per mode and each mode's overhead over its `bare` as a
 # fraction of uftrace's on the same binary (the targets: timed <= 0.3, count <= 0.1).
@@ -102,6 +104,9 @@ EOF
     xr=(-O2 -D_FILE_OFFSET_BITS=64 -fxray-instrument -fxray-instruction-threshold=1 -fno-pie -no-pie)
     clang "${xr[@]}" -o "$work/fib.xray" "$work/fib.c"
     clang "${xr[@]}" -o "$work/bzip2.xray" "${bzsrc[@]}"
+    clang -O2 -DFLOOR_XRAY -c -o "$work/floor-xray.o" scripts/native-floor.c
+    clang "${xr[@]}" -o "$work/fib.xfloor" "$work/fib.c" "$work/floor-xray.o"
+    clang "${xr[@]}" -o "$work/bzip2.xfloor" "${bzsrc[@]}" "$work/floor-xray.o"
     clangpg() { # OUT SOURCES...
       local out=$1 objs=() d
       shift
@@ -148,7 +153,13 @@ run() {
   case $mode in
     # Through env as the library's runs are, so that its exec is in every mode's time.
     plain | bare) env "$bin" "${args[@]}" >/dev/null ;;
-    ref) env LD_PRELOAD="$work/floor.so" "$bin" "${args[@]}" >/dev/null ;;
+    ref)
+      if [ "$bin" = "$work/$w.xray" ]; then
+        env "$work/$w.xfloor" "${args[@]}" >/dev/null
+      else
+        env LD_PRELOAD="$work/floor.so" "$bin" "${args[@]}" >/dev/null
+      fi
+      ;;
     count | timed)
       # The library profiles only a child of TRACESTAT_PARENT: this (sub)shell.
       rm -f "$work/profile"
@@ -170,6 +181,9 @@ run() {
 modes=(plain bare count timed uftrace ref fbare fcount ftimed fuftrace fref nbare nnone ncount ntimed
   nuftrace nempty nstart)
 [ "$xray" = 1 ] && modes+=(xbare xcount xtimed mbare xuftrace)
+# (A directory --build made before the XRay floor existed has no xfloor binaries.)
+xfloor=0
+[ "$xray" = 1 ] && [ -x "$work/fib.xfloor" ] && xfloor=1 && modes+=(xref)
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "host: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; $rounds rounds"
 for w in fib bzip2; do
@@ -200,10 +214,15 @@ for w in fib bzip2; do
                printf "  %-6s overhead vs uftrace: count %.2fx  timed %.2fx  (uftrace +%d ms)\n",
                       k, (c - b) / o, (t - b) / o, o }'
   done
-  for f in "" f; do
-    awk -v b="${med[${f}bare]}" -v r="${med[${f}ref]}" -v u="${med[${f}uftrace]}" \
-      -v k="$([ -z "$f" ] && echo -finstrument-functions || echo '-pg -mfentry')" \
-      'BEGIN { if (u > b) printf "  floor  (scripts/native-floor.c, %s) timed %.2fx\n", k, (r - b) / (u - b) }'
+  floors=("" f)
+  [ "$xfloor" = 1 ] && floors+=(x)
+  for f in "${floors[@]}"; do
+    # XRay: over its binary alone, against uftrace's overhead on clang's -pg build.
+    ub=${med[${f}bare]}
+    [ "$f" = x ] && ub=${med[mbare]}
+    awk -v b="${med[${f}bare]}" -v r="${med[${f}ref]}" -v u="${med[${f}uftrace]}" -v ub="$ub" \
+      -v k="$(case $f in "") echo -finstrument-functions ;; f) echo '-pg -mfentry' ;; x) echo 'XRay, compiler-rt' ;; esac)" \
+      'BEGIN { if (u > ub) printf "  floor  (scripts/native-floor.c, %s) timed %.2fx\n", k, (r - b) / (u - ub) }'
   done
   unset times med
 done

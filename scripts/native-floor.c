@@ -4,7 +4,12 @@
  * argument register, and a return trampoline reached by replacing the function's return
  * address, which saves the return registers: what any user-space tracer of that kind does).
  *
- * Built as a preloadable library. Per thread: a shadow stack of (function, TSC at entry,
+ * For XRay (clang `-fxray-instrument`), built with -DFLOOR_XRAY and linked into the
+ * instrumented program itself: a handler that compiler-rt's own runtime calls through its
+ * trampolines (which save every argument register, xmm0-7 included, at each entry and exit),
+ * its sleds patched by `__xray_patch` at start-up, the function keyed by its XRay id.
+ *
+ * Built as a preloadable library (the first two) or an object (XRay). Per thread: a shadow stack of (function, TSC at entry,
  * traced children's time, replaced return address) and an open-addressing table of cells,
  * one per function, each
  * holding what tracestat's timed cell holds: hits, the 128-bit sum, min, max, the 192-bit
@@ -77,17 +82,6 @@ HOOK static struct thread *thread(void) {
   return t;
 }
 
-HOOK void __cyg_profile_func_enter(void *func, void *site) {
-  (void)site;
-  struct thread *t = thread();
-  unsigned i = t->top++;
-  if (i < DEPTH) {
-    t->stack[i].func = (uintptr_t)func;
-    t->stack[i].children = 0;
-    t->stack[i].start = __rdtsc();
-  }
-}
-
 /* Ends the top frame at `now`; its replaced return address. */
 HOOK static uintptr_t end(struct thread *t, unsigned i, uint64_t now) {
   uint64_t x = now - t->stack[i].start;
@@ -97,13 +91,55 @@ HOOK static uintptr_t end(struct thread *t, unsigned i, uint64_t now) {
   return t->stack[i].ret;
 }
 
-HOOK void __cyg_profile_func_exit(void *func, void *site) {
-  (void)func, (void)site;
+/* A call's entry and end where the hook returns to the function itself (no return
+ * redirected): past the stack's depth, a call is counted in `top` and not recorded. */
+HOOK static inline void enter(uintptr_t func) {
+  struct thread *t = thread();
+  unsigned i = t->top++;
+  if (i < DEPTH) {
+    t->stack[i].func = func;
+    t->stack[i].children = 0;
+    t->stack[i].start = __rdtsc();
+  }
+}
+
+HOOK static inline void leave(void) {
   uint64_t now = __rdtsc();
   struct thread *t = self;
   if (t == 0 || t->top == 0) return;
   unsigned i = --t->top;
   if (i < DEPTH) end(t, i, now);
+}
+
+#if defined(FLOOR_XRAY)
+/* compiler-rt's interface (xray/xray_interface.h, a C++ header): the handler's kinds of
+ * call, and the two calls that install it and patch the sleds. */
+enum xray_entry_type { XRAY_ENTRY, XRAY_EXIT, XRAY_TAIL, XRAY_LOG_ARGS_ENTRY };
+int __xray_set_handler(void (*handler)(int32_t, enum xray_entry_type));
+int __xray_patch(void);
+
+/* Functions are keyed by their id, from 1 (never the empty cell's 0); a tail call's sled
+ * ends the caller's frame before the callee's entry. */
+__attribute__((xray_never_instrument)) static void handler(int32_t id, enum xray_entry_type type) {
+  if (type == XRAY_ENTRY || type == XRAY_LOG_ARGS_ENTRY)
+    enter((uint32_t)id);
+  else
+    leave();
+}
+
+__attribute__((xray_never_instrument, constructor)) static void floor_xray_start(void) {
+  __xray_set_handler(handler);
+  __xray_patch();
+}
+#else
+HOOK void __cyg_profile_func_enter(void *func, void *site) {
+  (void)site;
+  enter((uintptr_t)func);
+}
+
+HOOK void __cyg_profile_func_exit(void *func, void *site) {
+  (void)func, (void)site;
+  leave();
 }
 
 #if defined(__x86_64__)
@@ -165,4 +201,5 @@ TRAMPOLINE_HOOK uintptr_t floor_exit(void) {
   struct thread *t = self;
   return end(t, --t->top, now);
 }
-#endif
+#endif /* __x86_64__ */
+#endif /* FLOOR_XRAY */
