@@ -22,6 +22,7 @@
  * is what those take.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <x86intrin.h>
 
@@ -113,7 +114,8 @@ HOOK static inline void leave(void) {
 
 #if defined(FLOOR_XRAY)
 /* compiler-rt's interface (xray/xray_interface.h, a C++ header): the handler's kinds of
- * call, and the two calls that install it and patch the sleds. */
+ * call, and the two calls that install it (1 when done) and patch the sleds (its
+ * XRayPatchingStatus, SUCCESS = 1). */
 enum xray_entry_type { XRAY_ENTRY, XRAY_EXIT, XRAY_TAIL, XRAY_LOG_ARGS_ENTRY };
 int __xray_set_handler(void (*handler)(int32_t, enum xray_entry_type));
 int __xray_patch(void);
@@ -127,9 +129,21 @@ __attribute__((xray_never_instrument)) static void handler(int32_t id, enum xray
     leave();
 }
 
+/* A floor whose handler is not called would measure nothing: refused, it says so and stops. */
 __attribute__((xray_never_instrument, constructor)) static void floor_xray_start(void) {
-  __xray_set_handler(handler);
-  __xray_patch();
+  if (__xray_set_handler(handler) != 1 || __xray_patch() != 1) {
+    fputs("native-floor: compiler-rt refused the handler or the patching\n", stderr);
+    abort();
+  }
+}
+
+/* With NATIVE_FLOOR_CALLS set, the calls the main thread recorded, on stderr at exit: how a
+ * check tells that the handler ran (the program's own answer cannot). */
+__attribute__((xray_never_instrument, destructor)) static void floor_xray_report(void) {
+  if (getenv("NATIVE_FLOOR_CALLS") == 0 || self == 0) return;
+  uint64_t calls = 0;
+  for (unsigned i = 0; i < CELLS; i++) calls += self->cells[i].hits;
+  fprintf(stderr, "native-floor: %llu calls recorded\n", (unsigned long long)calls);
 }
 #else
 HOOK void __cyg_profile_func_enter(void *func, void *site) {
