@@ -9,17 +9,17 @@
  * trampolines (which save every argument register, xmm0-7 included, at each entry and exit),
  * its sleds patched by `__xray_patch` at start-up, the function keyed by its XRay id.
  *
- * Built as a preloadable library (the first two) or an object (XRay). Per thread: a shadow stack of (function, TSC at entry,
- * traced children's time, replaced return address) and an open-addressing table of cells,
- * one per function, each
- * holding what tracestat's timed cell holds: hits, the 128-bit sum, min, max, the 192-bit
- * sum of squares and log2 buckets with 2 sub-buckets per power of two (counted one sample
- * late, as tracestat does). Durations stay in TSC ticks (no conversion to nanoseconds).
+ * Built as a preloadable library (the first two) or an object (XRay). Per thread: a shadow
+ * stack of (function, TSC at entry, traced children's time, replaced return address) and an
+ * open-addressing table of cells, one per function, each holding what tracestat's timed cell
+ * holds: hits, the 128-bit sum, min, max, the 192-bit sum of squares and log2 buckets with 2
+ * sub-buckets per power of two (counted one sample late, as tracestat does). Durations stay
+ * in TSC ticks (no conversion to nanoseconds).
  *
  * Left out, on purpose: sites, filters and several users at once, the read-side sections that
  * make unregistering safe, reentrancy (signal handlers), longjmp and exception safety, thread
- * teardown, more than 1024 functions a thread, and any output. What tracestat costs over this
- * is what those take.
+ * teardown, more than 1024 functions a thread, and any output (but the XRay half's count of
+ * the calls it recorded, for a check). What tracestat costs over this is what those take.
  */
 #include <stdint.h>
 #include <stdio.h>
