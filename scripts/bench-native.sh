@@ -185,6 +185,9 @@ modes=(plain bare count timed uftrace ref fbare fcount ftimed fuftrace fref nbar
 xfloor=0
 [ "$xray" = 1 ] && [ -x "$work/fib.xfloor" ] && xfloor=1 && modes+=(xref)
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# The median that uftrace's overhead on kind $1 is taken over: its binary alone; for XRay,
+# clang's -pg build alone (uftrace runs that build, not the sleds).
+ubare() { if [ "$1" = x ]; then echo "${med[mbare]}"; else echo "${med[${1}bare]}"; fi; }
 echo "host: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; $rounds rounds"
 for w in fib bzip2; do
   declare -A times=()
@@ -204,9 +207,7 @@ for w in fib bzip2; do
   kinds=("" f n)
   [ "$xray" = 1 ] && kinds+=(x)
   for f in "${kinds[@]}"; do
-    # XRay: uftrace's overhead is taken on clang's -pg build over that build alone.
-    ub=${med[${f}bare]}
-    [ "$f" = x ] && ub=${med[mbare]}
+    ub=$(ubare "$f")
     awk -v k="$(case $f in "") echo cyg ;; f) echo fentry ;; n) echo nop ;; x) echo xray ;; esac)" \
       -v b="${med[${f}bare]}" -v ub="$ub" \
       -v c="${med[${f}count]}" -v t="${med[${f}timed]}" -v u="${med[${f}uftrace]}" \
@@ -217,9 +218,7 @@ for w in fib bzip2; do
   floors=("" f)
   [ "$xfloor" = 1 ] && floors+=(x)
   for f in "${floors[@]}"; do
-    # XRay: over its binary alone, against uftrace's overhead on clang's -pg build.
-    ub=${med[${f}bare]}
-    [ "$f" = x ] && ub=${med[mbare]}
+    ub=$(ubare "$f")
     awk -v b="${med[${f}bare]}" -v r="${med[${f}ref]}" -v u="${med[${f}uftrace]}" -v ub="$ub" \
       -v k="$(case $f in "") echo -finstrument-functions ;; f) echo '-pg -mfentry' ;; x) echo 'XRay, compiler-rt' ;; esac)" \
       'BEGIN { if (u > ub) printf "  floor  (scripts/native-floor.c, %s) timed %.2fx\n", k, (r - b) / (u - ub) }'
